@@ -1,0 +1,71 @@
+# lowcopy: build, test, demo and install.
+#   make demo      build everything and run the main job (relay on real iperf3 traffic)
+#   make test      every test (Rust, C, relay); .ci/run calls this
+#   make install   PREFIX=/usr/local DESTDIR= : .so, .a, header, lowcopy.pc
+VERSION  := 0.1.0
+PREFIX   ?= /usr/local
+LIBDIR   ?= $(PREFIX)/lib
+INCDIR   ?= $(PREFIX)/include
+DESTDIR  ?=
+CARGO    ?= cargo
+CC       ?= cc
+BUILD    := $(CURDIR)/build
+STRICT   := -Wall -Wextra -Werror -O2 -g
+PKGENV   := PKG_CONFIG_PATH=$(BUILD)/lib/pkgconfig
+# What a Rust staticlib needs from the C runtime (rustc --print native-static-libs).
+STATIC_PRIVATE := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+
+.PHONY: all lib header examples demo test install clean
+
+all: lib examples
+
+lib:
+	$(CARGO) build --release -p lowcopy-capi
+	mkdir -p $(BUILD)/lib/pkgconfig
+	cp -f target/release/liblowcopy.so $(BUILD)/lib/liblowcopy.so.$(VERSION)
+	ln -sf liblowcopy.so.$(VERSION) $(BUILD)/lib/liblowcopy.so.0
+	ln -sf liblowcopy.so.0 $(BUILD)/lib/liblowcopy.so
+	cp -f target/release/liblowcopy.a $(BUILD)/lib/liblowcopy.a
+	$(call write_pc,$(CURDIR),$(BUILD)/lib,$(CURDIR)/include,$(BUILD)/lib/pkgconfig/lowcopy.pc)
+
+# write_pc(prefix, libdir, includedir, file)
+define write_pc
+	printf '%s\n' 'prefix=$(1)' 'libdir=$(2)' 'includedir=$(3)' '' \
+	  'Name: lowcopy' \
+	  'Description: Linux socket primitives without needless copies or wakeups' \
+	  'Version: $(VERSION)' \
+	  'Libs: -L$${libdir} -llowcopy' \
+	  'Libs.private: $(STATIC_PRIVATE)' \
+	  'Cflags: -I$${includedir}' > $(4)
+endef
+
+header:
+	LOWCOPY_BLESS=1 $(CARGO) test -p lowcopy-capi --test header
+
+EXAMPLES := $(patsubst examples/c/%.c,$(BUILD)/bin/%,$(wildcard examples/c/*.c))
+
+examples: lib $(EXAMPLES)
+
+$(BUILD)/bin/%: examples/c/%.c include/lowcopy.h lib
+	mkdir -p $(BUILD)/bin
+	$(CC) $(STRICT) $$($(PKGENV) pkg-config --cflags lowcopy) $< -o $@ \
+	  $$($(PKGENV) pkg-config --libs lowcopy) -Wl,-rpath,$(BUILD)/lib
+
+demo: examples
+	scripts/demo.sh
+
+test:
+	scripts/test.sh
+
+install: lib
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)
+	install -m 0755 $(BUILD)/lib/liblowcopy.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf liblowcopy.so.$(VERSION) $(DESTDIR)$(LIBDIR)/liblowcopy.so.0
+	ln -sf liblowcopy.so.0 $(DESTDIR)$(LIBDIR)/liblowcopy.so
+	install -m 0644 $(BUILD)/lib/liblowcopy.a $(DESTDIR)$(LIBDIR)/
+	install -m 0644 include/lowcopy.h $(DESTDIR)$(INCDIR)/
+	$(call write_pc,$(PREFIX),$(LIBDIR),$(INCDIR),$(DESTDIR)$(LIBDIR)/pkgconfig/lowcopy.pc)
+
+clean:
+	$(CARGO) clean
+	rm -rf $(BUILD)

@@ -1,0 +1,14 @@
+//! Gives liblowcopy.so its SONAME and symbol versions, and exports only `lowcopy_*`.
+use std::path::PathBuf;
+
+fn main() {
+    let dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
+    let map = dir.join("lowcopy.map");
+    println!("cargo:rerun-if-changed={}", map.display());
+    // SONAME follows the ABI major version: bump it only when the C ABI breaks.
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,liblowcopy.so.0");
+    println!(
+        "cargo:rustc-cdylib-link-arg=-Wl,--version-script={}",
+        map.display()
+    );
+}

@@ -1,0 +1,20 @@
+//! lowcopy: Linux socket primitives that stop network daemons from copying bytes and waking
+//! up for nothing.
+//!
+//! - [`peek`]: read received stream data at an offset without consuming it (`SO_PEEK_OFF`,
+//!   with a discard-prefix fallback), and a [`Peeker`] cursor for user-mode network stacks.
+//! - [`probe`]: what the running kernel offers, found by trying.
+//!
+//! Sockets are borrowed ([`std::os::fd::BorrowedFd`]); lowcopy never closes them. Errors are
+//! [`std::io::Error`]s that keep the kernel's errno (`raw_os_error()`), so the C, Python and
+//! Node bindings report the same `-errno`.
+
+pub mod peek;
+pub mod probe;
+mod sys;
+
+pub use peek::{consume, peek_at, peek_supported, PeekMode, PeekStats, Peeker};
+pub use probe::{probe, Caps};
+
+/// `IOV_MAX`: the most iovecs one call takes.
+pub const IOV_MAX: usize = sys::IOV_MAX;

@@ -1,0 +1,748 @@
+//! Offset peek: read received stream data at an offset without consuming it.
+//!
+//! Two mechanisms:
+//! - [`PeekMode::Offset`]: the kernel's `SO_PEEK_OFF`. The kernel keeps the offset, each
+//!   `MSG_PEEK` starts there and moves it forward, each read moves it back
+//!   (net/ipv4/tcp.c `tcp_recvmsg_locked`, include/net/sock.h `sk_peek_offset_fwd/bwd`).
+//!   TCP over IPv4 since Linux 6.9 (05ea491641d3), IPv6 since 6.12 (be9a4fb831b8),
+//!   AF_UNIX stream since 3.4; never MPTCP.
+//! - [`PeekMode::Discard`]: `MSG_PEEK` with a leading scratch iovec that swallows the first
+//!   `offset` bytes. Works everywhere, but the kernel copies those `offset` bytes again on
+//!   every peek ([`PeekStats::bytes_skipped_copied`] counts them).
+//!
+//! The [`Peeker`] is the stateful cursor a user-mode network stack keeps over a socket whose
+//! unacknowledged data stays in the kernel (passt's `tcp_buf.c`): peek at the cursor, seek back
+//! to retransmit, consume what the peer acknowledged.
+
+use std::io::{self, IoSliceMut};
+use std::os::fd::BorrowedFd;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use libc::{c_int, iovec};
+
+use crate::sys::{self, errno, IOV_MAX, SCRATCH_LEN, SO_PEEK_OFF};
+
+/// Which peek mechanism to use (`LOWCOPY_PEEK_*` in C).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum PeekMode {
+    /// `SO_PEEK_OFF` where this socket family has it, else [`PeekMode::Discard`]. The answer is
+    /// probed once per (family, protocol) and cached for the process.
+    Auto = 0,
+    /// `SO_PEEK_OFF`; `EOPNOTSUPP` on sockets without it (MPTCP, kernels before 6.9/6.12).
+    Offset = 1,
+    /// `MSG_PEEK` into a scratch prefix of `offset` bytes (copies them on every peek).
+    Discard = 2,
+}
+
+impl TryFrom<u32> for PeekMode {
+    type Error = io::Error;
+    /// Unknown values are `EINVAL`.
+    fn try_from(v: u32) -> io::Result<Self> {
+        match v {
+            0 => Ok(Self::Auto),
+            1 => Ok(Self::Offset),
+            2 => Ok(Self::Discard),
+            _ => Err(errno(libc::EINVAL)),
+        }
+    }
+}
+
+/// Counters kept by a [`Peeker`]. All byte counts are in bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PeekStats {
+    /// Syscalls the peeker made (including failed ones).
+    pub syscalls: u64,
+    /// Peeks that returned data.
+    pub peeks: u64,
+    /// Bytes delivered to the caller by peeks.
+    pub bytes_peeked: u64,
+    /// Bytes the kernel copied to user space only for lowcopy to throw them away: the discard
+    /// prefix, and consumed bytes on protocols without a copy-free `MSG_TRUNC` (AF_UNIX).
+    pub bytes_skipped_copied: u64,
+    /// Bytes dropped from the head of the receive queue by consume.
+    pub bytes_consumed: u64,
+    /// `SO_RCVLOWAT` changes made by the armed mode.
+    pub rcvlowat_updates: u64,
+}
+
+/// Flags a peek accepts: `MSG_DONTWAIT`. `MSG_PEEK` is implied.
+const PEEK_FLAGS: c_int = libc::MSG_DONTWAIT;
+
+/// Largest offset `SO_PEEK_OFF` can hold: the kernel keeps it in an `int` (`sk_peek_off`).
+pub const OFFSET_MAX: usize = i32::MAX as usize;
+
+/// Largest offset the discard mechanism reaches with `iovcnt` caller iovecs: the scratch
+/// buffer repeated over the iovecs left below `IOV_MAX`.
+pub const fn discard_max(iovcnt: usize) -> usize {
+    IOV_MAX.saturating_sub(iovcnt) * SCRATCH_LEN
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Transport {
+    /// TCP or MPTCP over IPv4/IPv6: `MSG_TRUNC` drops without copying, `MSG_WAITALL` peeks wait.
+    Tcp,
+    /// AF_UNIX stream.
+    Unix,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct SockInfo {
+    transport: Transport,
+    /// Index into the per-family `SO_PEEK_OFF` cache.
+    family: usize,
+}
+
+/// What [`PeekMode::Auto`] learnt per family: 0 unknown, 1 has `SO_PEEK_OFF`, 2 has not.
+/// Index: tcp4, tcp6, mptcp4, mptcp6, unix.
+static PEEK_OFF_CACHE: [AtomicU8; 5] = [const { AtomicU8::new(0) }; 5];
+
+fn classify(fd: BorrowedFd<'_>) -> io::Result<SockInfo> {
+    // SO_DOMAIN first: it is what turns a closed fd into EBADF and a file into ENOTSOCK.
+    let domain = sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_DOMAIN)?;
+    let ty = sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TYPE)?;
+    if ty != libc::SOCK_STREAM {
+        // Datagram peeks have per-datagram semantics that an offset cursor does not model.
+        return Err(errno(libc::EOPNOTSUPP));
+    }
+    let family = match domain {
+        libc::AF_UNIX => {
+            return Ok(SockInfo {
+                transport: Transport::Unix,
+                family: 4,
+            })
+        }
+        libc::AF_INET => 0,
+        libc::AF_INET6 => 1,
+        _ => return Err(errno(libc::EOPNOTSUPP)),
+    };
+    match sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL)? {
+        libc::IPPROTO_TCP => Ok(SockInfo {
+            transport: Transport::Tcp,
+            family,
+        }),
+        libc::IPPROTO_MPTCP => Ok(SockInfo {
+            transport: Transport::Tcp,
+            family: family + 2,
+        }),
+        _ => Err(errno(libc::EOPNOTSUPP)),
+    }
+}
+
+fn is_eopnotsupp(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::EOPNOTSUPP)
+}
+
+/// Whether `SO_PEEK_OFF` works on this stream socket: `Ok(true)`/`Ok(false)`.
+///
+/// Leaves the socket's current `SO_PEEK_OFF` value unchanged (reads it, writes it back).
+/// Errors: `EBADF` (not an open fd), `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX
+/// stream socket: lowcopy's peek does not apply).
+pub fn peek_supported(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    let info = classify(fd)?;
+    let cur = match sys::getsockopt_int(fd, libc::SOL_SOCKET, SO_PEEK_OFF) {
+        Ok(v) => v,
+        Err(e) if is_eopnotsupp(&e) => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    match sys::setsockopt_int(fd, libc::SOL_SOCKET, SO_PEEK_OFF, cur) {
+        Ok(()) => {
+            PEEK_OFF_CACHE[info.family].store(1, Ordering::Relaxed);
+            Ok(true)
+        }
+        Err(e) if is_eopnotsupp(&e) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Stateless peek of the bytes `offset` bytes after the head of the receive queue.
+///
+/// Returns bytes copied (> 0); `Ok(0)` when the peer closed and nothing lies beyond `offset`;
+/// `EAGAIN` when nothing lies beyond `offset` yet and `MSG_DONTWAIT` was given or the fd is
+/// non-blocking. Blocking calls wait for a byte beyond `offset`.
+///
+/// Precondition: `SO_PEEK_OFF` is disabled (-1, the default) on the socket, so no live
+/// [`Peeker`] may use it; this call leaves it disabled. Cost: 2-3 `getsockopt` to classify
+/// the socket, one `recvmsg`, and with `offset > 0` on a socket with `SO_PEEK_OFF` two
+/// `setsockopt`. Use a [`Peeker`] on the data path.
+///
+/// Errors: `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP/MPTCP/AF_UNIX stream socket),
+/// `EINVAL` (flags other than `MSG_DONTWAIT`, or no room in `bufs`), `EOVERFLOW` (offset
+/// beyond what the mechanism can represent: `i32::MAX` for `SO_PEEK_OFF`, [`discard_max`] for
+/// the discard prefix), `EMSGSIZE` (more than `IOV_MAX` iovecs), and any `recvmsg` error
+/// (`ECONNRESET`, ...).
+pub fn peek_at(
+    fd: BorrowedFd<'_>,
+    offset: usize,
+    bufs: &mut [IoSliceMut<'_>],
+    flags: c_int,
+) -> io::Result<usize> {
+    check_peek_args(bufs, flags)?;
+    let info = classify(fd)?;
+    let mode = if offset == 0 {
+        // A prefix of nothing: a plain MSG_PEEK, no SO_PEEK_OFF round trip.
+        Mechanism::Discard
+    } else {
+        Mechanism::resolve_auto(info)
+    };
+    let mut p = match Peeker::open(fd, info, mode, offset, false) {
+        Err(e) if is_eopnotsupp(&e) => Peeker::open(fd, info, Mechanism::Discard, offset, false)?,
+        r => r?,
+    };
+    p.peek(bufs, flags)
+    // Dropping `p` disables SO_PEEK_OFF again if it set it.
+}
+
+/// Drops up to `n` bytes from the head of the receive queue; returns bytes dropped.
+///
+/// TCP and MPTCP use `recv(NULL, n, MSG_TRUNC)`, which copies nothing; AF_UNIX stream has no
+/// such path and reads them into a scratch buffer. The kernel lowers `SO_PEEK_OFF` by the bytes
+/// dropped. Returns `Ok(0)` for `n == 0` or at end of stream; `EAGAIN` when nothing is queued
+/// and the call may not block. `flags`: `MSG_DONTWAIT` only, else `EINVAL`.
+pub fn consume(fd: BorrowedFd<'_>, n: usize, flags: c_int) -> io::Result<usize> {
+    if flags & !PEEK_FLAGS != 0 {
+        return Err(errno(libc::EINVAL));
+    }
+    let info = classify(fd)?;
+    let mut syscalls = 0;
+    let mut copied = 0;
+    consume_raw(fd, info.transport, n, flags, &mut syscalls, &mut copied)
+}
+
+fn consume_raw(
+    fd: BorrowedFd<'_>,
+    transport: Transport,
+    n: usize,
+    flags: c_int,
+    syscalls: &mut u64,
+    copied: &mut u64,
+) -> io::Result<usize> {
+    if n == 0 {
+        return Ok(0);
+    }
+    if transport == Transport::Tcp {
+        *syscalls += 1;
+        return sys::recv_trunc(fd, n, flags);
+    }
+    // AF_UNIX: MSG_TRUNC on a stream socket still copies (and faults on NULL), so read into
+    // the scratch buffer. Only the first read may block; after it, take what is queued.
+    let mut done = 0;
+    while done < n {
+        let chunk = (n - done).min(SCRATCH_LEN);
+        let f = if done == 0 {
+            flags
+        } else {
+            flags | libc::MSG_DONTWAIT
+        };
+        *syscalls += 1;
+        // SAFETY: the iovec covers the shared scratch buffer, valid for writes.
+        let r = unsafe { sys::recvmsg_iov(fd, &[sys::scratch_iov(chunk)], f) };
+        match r {
+            Ok(0) => break,
+            Ok(k) => {
+                done += k;
+                *copied += k as u64;
+                if k < chunk {
+                    break;
+                }
+            }
+            Err(e) if done > 0 && e.raw_os_error() == Some(libc::EAGAIN) => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+fn check_peek_args(bufs: &[IoSliceMut<'_>], flags: c_int) -> io::Result<()> {
+    if flags & !PEEK_FLAGS != 0 {
+        return Err(errno(libc::EINVAL));
+    }
+    if bufs.len() > IOV_MAX {
+        return Err(errno(libc::EMSGSIZE));
+    }
+    if bufs.iter().all(|b| b.is_empty()) {
+        // A zero-length peek would return 0, which means end of stream.
+        return Err(errno(libc::EINVAL));
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mechanism {
+    Offset,
+    Discard,
+}
+
+impl Mechanism {
+    /// AUTO without touching the socket when the family's answer is cached; callers that
+    /// get `Offset` still handle `EOPNOTSUPP` from the first `setsockopt`.
+    fn resolve_auto(info: SockInfo) -> Self {
+        match PEEK_OFF_CACHE[info.family].load(Ordering::Relaxed) {
+            2 => Self::Discard,
+            _ => Self::Offset,
+        }
+    }
+}
+
+/// State of the armed low-water mark.
+#[derive(Clone, Copy, Debug)]
+struct Lowat {
+    /// `SO_RCVLOWAT` before arming, restored on disarm and drop.
+    original: c_int,
+    /// The value last asked of the kernel (it may keep less: it caps at `tcp_rmem[2]/2`).
+    requested: usize,
+}
+
+/// A peek cursor over one stream socket: the way a user-mode network stack keeps
+/// unacknowledged data in the kernel.
+///
+/// The socket is borrowed: the peeker never closes it. It must stay open until the peeker
+/// is dropped, and other code must not read from it or change `SO_PEEK_OFF` meanwhile
+/// (reads through [`Peeker::consume`] keep the cursor right). Not for concurrent use.
+#[derive(Debug)]
+pub struct Peeker<'fd> {
+    fd: BorrowedFd<'fd>,
+    transport: Transport,
+    mech: Mechanism,
+    cursor: usize,
+    /// `SO_PEEK_OFF` as the kernel holds it, when known (offset mechanism only). A seek only
+    /// moves `cursor`; the next peek writes it to the kernel if they differ.
+    kernel_off: Option<usize>,
+    lowat: Option<Lowat>,
+    stats: PeekStats,
+}
+
+impl<'fd> Peeker<'fd> {
+    /// Creates a peeker with the cursor at 0 (the head of the receive queue).
+    ///
+    /// `Offset` and `Auto` (when it picks `SO_PEEK_OFF`) set the socket's `SO_PEEK_OFF` to 0;
+    /// `Discard` makes sure it is disabled (-1). Errors: `EBADF`, `ENOTSOCK`, `EOPNOTSUPP`
+    /// (not a TCP, MPTCP or AF_UNIX stream socket; or `Offset` on a socket without
+    /// `SO_PEEK_OFF`), and `setsockopt`/`getsockopt` errors.
+    pub fn new(fd: BorrowedFd<'fd>, mode: PeekMode) -> io::Result<Self> {
+        let info = classify(fd)?;
+        match mode {
+            PeekMode::Offset => Self::open(fd, info, Mechanism::Offset, 0, true),
+            PeekMode::Discard => Self::open(fd, info, Mechanism::Discard, 0, true),
+            PeekMode::Auto => match Self::open(fd, info, Mechanism::resolve_auto(info), 0, true) {
+                Err(e) if is_eopnotsupp(&e) => Self::open(fd, info, Mechanism::Discard, 0, true),
+                r => r,
+            },
+        }
+    }
+
+    /// `own_peek_off`: a peeker (true) makes sure a discard peek is not shifted by a live
+    /// `SO_PEEK_OFF`; the stateless calls (false) take that as their precondition.
+    fn open(
+        fd: BorrowedFd<'fd>,
+        info: SockInfo,
+        mech: Mechanism,
+        cursor: usize,
+        own_peek_off: bool,
+    ) -> io::Result<Self> {
+        let mut p = Peeker {
+            fd,
+            transport: info.transport,
+            mech,
+            cursor,
+            kernel_off: None,
+            lowat: None,
+            stats: PeekStats::default(),
+        };
+        match mech {
+            Mechanism::Offset => {
+                if cursor > OFFSET_MAX {
+                    return Err(errno(libc::EOVERFLOW));
+                }
+                let r = p.set_peek_off(cursor as c_int);
+                let cache = &PEEK_OFF_CACHE[info.family];
+                match r {
+                    Ok(()) => cache.store(1, Ordering::Relaxed),
+                    Err(ref e) if is_eopnotsupp(e) => cache.store(2, Ordering::Relaxed),
+                    Err(_) => {}
+                }
+                r?;
+                p.kernel_off = Some(cursor);
+            }
+            Mechanism::Discard if own_peek_off => {
+                p.stats.syscalls += 1;
+                match sys::getsockopt_int(fd, libc::SOL_SOCKET, SO_PEEK_OFF) {
+                    Ok(v) if v >= 0 => p.set_peek_off(-1)?,
+                    Ok(_) => {}
+                    Err(e) if is_eopnotsupp(&e) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Mechanism::Discard => {}
+        }
+        Ok(p)
+    }
+
+    /// The mechanism in use: [`PeekMode::Offset`] or [`PeekMode::Discard`], never `Auto`.
+    pub fn mode(&self) -> PeekMode {
+        match self.mech {
+            Mechanism::Offset => PeekMode::Offset,
+            Mechanism::Discard => PeekMode::Discard,
+        }
+    }
+
+    /// The cursor: bytes between the head of the receive queue and the next peek.
+    pub fn offset(&self) -> usize {
+        self.cursor
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> PeekStats {
+        self.stats
+    }
+
+    /// Peeks bytes at the cursor into `bufs`; the cursor advances by the result.
+    ///
+    /// Returns bytes copied (> 0); `Ok(0)` at end of stream after the cursor (the peer shut
+    /// down; the bytes before the cursor are still queued); `EAGAIN` when nothing lies beyond
+    /// the cursor and `MSG_DONTWAIT` was given or the fd is non-blocking. A blocking peek
+    /// returns as soon as one byte beyond the cursor is there (with the armed low-water mark
+    /// too; the socket's own `SO_RCVLOWAT` applies otherwise). `flags`: `MSG_DONTWAIT` only.
+    ///
+    /// Errors: `EINVAL` (bad flags, no room in `bufs`), `EMSGSIZE` (more than `IOV_MAX`
+    /// iovecs), `EOVERFLOW` (cursor beyond what the mechanism can represent), and `recvmsg`
+    /// errors such as `ECONNRESET` or `EINTR`.
+    pub fn peek(&mut self, bufs: &mut [IoSliceMut<'_>], flags: c_int) -> io::Result<usize> {
+        check_peek_args(bufs, flags)?;
+        // SAFETY: IoSliceMut is ABI-compatible with struct iovec (std documents this for
+        // Unix), and each one describes memory borrowed mutably for this call.
+        let iov = unsafe { std::slice::from_raw_parts(bufs.as_ptr().cast::<iovec>(), bufs.len()) };
+        // SAFETY: `iov` describes the caller's writable buffers, borrowed for this call.
+        unsafe { self.peek_iov(iov, flags) }
+    }
+
+    /// [`Peeker::peek`] over raw iovecs (the C ABI's entry point).
+    ///
+    /// # Safety
+    /// Every iovec must describe memory valid for writes of its length during the call.
+    pub unsafe fn peek_iov(&mut self, iov: &[iovec], flags: c_int) -> io::Result<usize> {
+        if flags & !PEEK_FLAGS != 0 {
+            return Err(errno(libc::EINVAL));
+        }
+        if iov.len() > IOV_MAX {
+            return Err(errno(libc::EMSGSIZE));
+        }
+        if iov.iter().all(|v| v.iov_len == 0) {
+            return Err(errno(libc::EINVAL));
+        }
+        let r = match self.mech {
+            // SAFETY: forwarded caller guarantee on `iov`.
+            Mechanism::Offset => unsafe { self.peek_offset(iov, flags) },
+            // SAFETY: forwarded caller guarantee on `iov`.
+            Mechanism::Discard => unsafe { self.peek_discard(iov, flags) },
+        };
+        match r {
+            Ok(n) if n > 0 => {
+                self.cursor += n;
+                self.stats.peeks += 1;
+                self.stats.bytes_peeked += n as u64;
+            }
+            Err(ref e) if e.raw_os_error() == Some(libc::EAGAIN) => self.raise_lowat()?,
+            _ => {}
+        }
+        r
+    }
+
+    /// # Safety
+    /// As [`Peeker::peek_iov`].
+    unsafe fn peek_offset(&mut self, iov: &[iovec], flags: c_int) -> io::Result<usize> {
+        if self.cursor > OFFSET_MAX {
+            return Err(errno(libc::EOVERFLOW));
+        }
+        if self.kernel_off != Some(self.cursor) {
+            self.set_peek_off(self.cursor as c_int)?;
+            self.kernel_off = Some(self.cursor);
+        }
+        if flags & libc::MSG_DONTWAIT == 0 {
+            // A blocking TCP peek waits for min(SO_RCVLOWAT, len) bytes *beyond the offset*;
+            // an armed mark of cursor+1 would make it wait for far more than one byte.
+            self.lower_lowat_to_one()?;
+        }
+        self.stats.syscalls += 1;
+        // SAFETY: forwarded caller guarantee on `iov`.
+        let n = unsafe { sys::recvmsg_iov(self.fd, iov, flags | libc::MSG_PEEK) }?;
+        self.kernel_off = Some(self.cursor + n);
+        Ok(n)
+    }
+
+    /// # Safety
+    /// As [`Peeker::peek_iov`].
+    unsafe fn peek_discard(&mut self, user: &[iovec], flags: c_int) -> io::Result<usize> {
+        let skip = self.cursor;
+        let mut iov = [sys::scratch_iov(0); IOV_MAX];
+        let prefix = fill_scratch(&mut iov, skip);
+        if prefix + user.len() > IOV_MAX {
+            return Err(errno(libc::EOVERFLOW));
+        }
+        iov[prefix..prefix + user.len()].copy_from_slice(user);
+        let iov = &iov[..prefix + user.len()];
+        loop {
+            self.stats.syscalls += 1;
+            // SAFETY: scratch iovecs are always writable; the rest is the caller's guarantee.
+            let n = unsafe { sys::recvmsg_iov(self.fd, iov, flags | libc::MSG_PEEK) }?;
+            if n > skip {
+                self.stats.bytes_skipped_copied += skip as u64;
+                return Ok(n - skip);
+            }
+            self.stats.bytes_skipped_copied += n as u64;
+            if n == 0 {
+                // Only a blocking recv returns 0 on an empty queue: end of stream.
+                return Ok(0);
+            }
+            // Everything queued lies before the cursor. End of stream, or wait for more.
+            if self.peer_shut_down()? {
+                return Ok(0);
+            }
+            if flags & libc::MSG_DONTWAIT != 0 || self.fd_nonblocking()? {
+                return Err(errno(libc::EAGAIN));
+            }
+            self.wait_beyond(skip)?;
+        }
+    }
+
+    /// Blocks until more than `skip` bytes are queued, the peer shuts down, or an error.
+    fn wait_beyond(&mut self, skip: usize) -> io::Result<()> {
+        match self.transport {
+            Transport::Tcp => {
+                // MSG_WAITALL makes a TCP peek wait for the whole length: skip + 1 bytes.
+                let mut iov = [sys::scratch_iov(0); IOV_MAX];
+                let k = fill_scratch(&mut iov, skip + 1);
+                if k > IOV_MAX {
+                    return Err(errno(libc::EOVERFLOW));
+                }
+                self.stats.syscalls += 1;
+                let f = libc::MSG_PEEK | libc::MSG_WAITALL;
+                // SAFETY: the iovecs all cover the shared scratch buffer.
+                let n = unsafe { sys::recvmsg_iov(self.fd, &iov[..k], f) }?;
+                self.stats.bytes_skipped_copied += n as u64;
+                Ok(())
+            }
+            Transport::Unix => {
+                // An AF_UNIX peek returns after one skb whatever the flags, but with
+                // SO_PEEK_OFF (always there on AF_UNIX, 3.4) it waits for a byte past it.
+                if skip > OFFSET_MAX {
+                    return Err(errno(libc::EOVERFLOW));
+                }
+                self.set_peek_off(skip as c_int)?;
+                self.stats.syscalls += 1;
+                // SAFETY: the iovec covers the shared scratch buffer.
+                let r =
+                    unsafe { sys::recvmsg_iov(self.fd, &[sys::scratch_iov(1)], libc::MSG_PEEK) };
+                self.set_peek_off(-1)?;
+                r.map(drop)
+            }
+        }
+    }
+
+    fn peer_shut_down(&mut self) -> io::Result<bool> {
+        self.stats.syscalls += 1;
+        let ev = sys::poll_one(self.fd, libc::POLLRDHUP, 0)?;
+        Ok(ev & (libc::POLLRDHUP | libc::POLLHUP) != 0)
+    }
+
+    fn fd_nonblocking(&mut self) -> io::Result<bool> {
+        self.stats.syscalls += 1;
+        sys::is_nonblocking(self.fd)
+    }
+
+    /// Moves the cursor to `offset` bytes after the head: back to retransmit, or ahead to skip
+    /// bytes without copying them (offset mechanism; the discard one copies them at the next
+    /// peek). Makes no syscall unless the low-water mark is armed.
+    ///
+    /// Errors: `EOVERFLOW` if the mechanism cannot represent the offset (`i32::MAX` for
+    /// `SO_PEEK_OFF`, [`discard_max`]`(1)` for discard); the cursor is then unchanged.
+    pub fn seek(&mut self, offset: usize) -> io::Result<()> {
+        let max = match self.mech {
+            Mechanism::Offset => OFFSET_MAX,
+            Mechanism::Discard => discard_max(1),
+        };
+        if offset > max {
+            return Err(errno(libc::EOVERFLOW));
+        }
+        self.cursor = offset;
+        self.follow_lowat()
+    }
+
+    /// Drops up to `n` acknowledged bytes from the head of the receive queue and moves the
+    /// cursor back by the bytes dropped (never below 0). Never blocks. Returns bytes dropped:
+    /// fewer than `n` when fewer are queued, `Ok(0)` for `n == 0` or at end of stream.
+    /// `EAGAIN` when nothing is queued.
+    pub fn consume(&mut self, n: usize) -> io::Result<usize> {
+        let d = consume_raw(
+            self.fd,
+            self.transport,
+            n,
+            libc::MSG_DONTWAIT,
+            &mut self.stats.syscalls,
+            &mut self.stats.bytes_skipped_copied,
+        )?;
+        self.stats.bytes_consumed += d as u64;
+        self.cursor = self.cursor.saturating_sub(d);
+        // The kernel lowers SO_PEEK_OFF by the bytes read, clamping at 0 (sk_peek_offset_bwd).
+        self.kernel_off = self.kernel_off.map(|k| k.saturating_sub(d));
+        self.follow_lowat()?;
+        Ok(d)
+    }
+
+    /// Arms (`true`) or disarms the low-water mark: while armed, `SO_RCVLOWAT` is kept at
+    /// cursor + 1 bytes so that poll/epoll report the socket readable only when a byte beyond
+    /// the cursor is queued (they ignore `SO_PEEK_OFF`), and level-triggered loops do not spin.
+    ///
+    /// The mark follows seek and consume at once; after peeks it is raised lazily, when a
+    /// peek finds nothing beyond the cursor (`EAGAIN`), so the data path costs no extra
+    /// syscall. The kernel caps `SO_RCVLOWAT` at `tcp_rmem[2]/2` (or `SO_RCVBUF/2` when
+    /// locked; net/ipv4/tcp.c `tcp_set_rcvlowat`): beyond that cursor the mark cannot keep
+    /// poll quiet. Setting it also grows an unlocked receive buffer to about twice the mark.
+    /// Disarming restores the value found when arming.
+    ///
+    /// Errors: `EOPNOTSUPP` on AF_UNIX (its poll ignores `SO_RCVLOWAT`, net/unix/af_unix.c),
+    /// and `setsockopt` errors.
+    pub fn set_lowat_armed(&mut self, on: bool) -> io::Result<()> {
+        match (on, self.lowat) {
+            (true, None) => {
+                if self.transport == Transport::Unix {
+                    return Err(errno(libc::EOPNOTSUPP));
+                }
+                self.stats.syscalls += 1;
+                let original = sys::getsockopt_int(self.fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT)?;
+                self.lowat = Some(Lowat {
+                    original,
+                    requested: original.max(1) as usize,
+                });
+                self.follow_lowat()
+            }
+            (false, Some(l)) => {
+                self.lowat = None;
+                self.set_rcvlowat(l.original)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether the low-water mark is armed.
+    pub fn lowat_armed(&self) -> bool {
+        self.lowat.is_some()
+    }
+
+    fn want_lowat(&self) -> usize {
+        self.cursor.saturating_add(1).min(i32::MAX as usize)
+    }
+
+    /// Sets the armed mark to exactly cursor + 1 (after seek and consume).
+    fn follow_lowat(&mut self) -> io::Result<()> {
+        let want = self.want_lowat();
+        match self.lowat {
+            Some(l) if l.requested != want => self.request_lowat(want),
+            _ => Ok(()),
+        }
+    }
+
+    /// Raises the armed mark to cursor + 1 if it is below (after a peek found nothing).
+    fn raise_lowat(&mut self) -> io::Result<()> {
+        let want = self.want_lowat();
+        match self.lowat {
+            Some(l) if l.requested < want => self.request_lowat(want),
+            _ => Ok(()),
+        }
+    }
+
+    fn lower_lowat_to_one(&mut self) -> io::Result<()> {
+        match self.lowat {
+            Some(l) if l.requested > 1 => self.request_lowat(1),
+            _ => Ok(()),
+        }
+    }
+
+    fn request_lowat(&mut self, v: usize) -> io::Result<()> {
+        self.set_rcvlowat(v as c_int)?;
+        self.stats.rcvlowat_updates += 1;
+        if let Some(l) = self.lowat.as_mut() {
+            l.requested = v;
+        }
+        Ok(())
+    }
+
+    fn set_rcvlowat(&mut self, v: c_int) -> io::Result<()> {
+        self.stats.syscalls += 1;
+        sys::setsockopt_int(self.fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, v)
+    }
+
+    fn set_peek_off(&mut self, v: c_int) -> io::Result<()> {
+        self.stats.syscalls += 1;
+        sys::setsockopt_int(self.fd, libc::SOL_SOCKET, SO_PEEK_OFF, v)
+    }
+}
+
+impl Drop for Peeker<'_> {
+    /// Restores `SO_RCVLOWAT` if armed and leaves `SO_PEEK_OFF` disabled (-1) if this peeker
+    /// used it. Errors are ignored: there is nobody to report them to.
+    fn drop(&mut self) {
+        if let Some(l) = self.lowat.take() {
+            let _ = self.set_rcvlowat(l.original);
+        }
+        if self.mech == Mechanism::Offset {
+            let _ = self.set_peek_off(-1);
+        }
+    }
+}
+
+/// Fills `iov` with scratch iovecs covering `bytes`; returns how many it used. Returns a
+/// count above `iov.len()` (and fills nothing more) when they do not fit.
+fn fill_scratch(iov: &mut [iovec], bytes: usize) -> usize {
+    let count = bytes.div_ceil(SCRATCH_LEN);
+    if count > iov.len() {
+        return count;
+    }
+    for (i, v) in iov[..count].iter_mut().enumerate() {
+        *v = sys::scratch_iov((bytes - i * SCRATCH_LEN).min(SCRATCH_LEN));
+    }
+    count
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mode_from_u32() {
+        assert_eq!(PeekMode::try_from(0).unwrap(), PeekMode::Auto);
+        assert_eq!(PeekMode::try_from(1).unwrap(), PeekMode::Offset);
+        assert_eq!(PeekMode::try_from(2).unwrap(), PeekMode::Discard);
+        assert_eq!(
+            PeekMode::try_from(3).unwrap_err().raw_os_error(),
+            Some(libc::EINVAL)
+        );
+    }
+
+    #[test]
+    fn scratch_prefix_covers_exactly() {
+        let mut iov = [sys::scratch_iov(0); 8];
+        assert_eq!(fill_scratch(&mut iov, 0), 0);
+        assert_eq!(fill_scratch(&mut iov, 1), 1);
+        assert_eq!(iov[0].iov_len, 1);
+        let n = fill_scratch(&mut iov, 2 * SCRATCH_LEN + 5);
+        assert_eq!(n, 3);
+        let total: usize = iov[..n].iter().map(|v| v.iov_len).sum();
+        assert_eq!(total, 2 * SCRATCH_LEN + 5);
+        assert_eq!(
+            fill_scratch(&mut iov, 9 * SCRATCH_LEN),
+            9,
+            "too many: count reported"
+        );
+    }
+
+    #[test]
+    fn discard_reach_leaves_room_for_caller_iovecs() {
+        assert_eq!(discard_max(1), 1023 * SCRATCH_LEN);
+        assert!(
+            discard_max(1) >= 32 << 20,
+            "must reach tcp_rmem max (32 MiB)"
+        );
+        assert_eq!(discard_max(IOV_MAX), 0);
+    }
+}
