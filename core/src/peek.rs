@@ -539,9 +539,18 @@ impl<'fd> Peeker<'fd> {
         }
     }
 
+    /// Whether the peer shut down its sending side; a pending socket error (a reset) is
+    /// returned as the error, as the kernel's recv would once no data is left to copy.
     fn peer_shut_down(&mut self) -> io::Result<bool> {
         self.stats.syscalls += 1;
         let ev = sys::poll_one(self.fd, libc::POLLRDHUP, 0)?;
+        if ev & libc::POLLERR != 0 {
+            self.stats.syscalls += 1;
+            let err = sys::getsockopt_int(self.fd, libc::SOL_SOCKET, libc::SO_ERROR)?;
+            if err != 0 {
+                return Err(errno(err));
+            }
+        }
         Ok(ev & (libc::POLLRDHUP | libc::POLLHUP) != 0)
     }
 

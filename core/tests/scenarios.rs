@@ -1,0 +1,414 @@
+//! Runs the behaviour tables in tests/scenarios/*.json against the Rust core.
+//! The C, Python and Node runners execute the very same tables against their bindings.
+
+mod common;
+
+use std::io::{self, IoSliceMut};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::*;
+use lowcopy::{PeekMode, Peeker};
+use serde_json::Value;
+
+fn load(name: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/scenarios")
+        .join(name);
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn mode_of(s: &str) -> PeekMode {
+    match s {
+        "auto" => PeekMode::Auto,
+        "offset" => PeekMode::Offset,
+        "discard" => PeekMode::Discard,
+        m => panic!("unknown mode {m}"),
+    }
+}
+
+fn mode_name(m: PeekMode) -> &'static str {
+    match m {
+        PeekMode::Auto => "auto",
+        PeekMode::Offset => "offset",
+        PeekMode::Discard => "discard",
+    }
+}
+
+/// One scenario run: the fds and the live peeker.
+struct Run<'a> {
+    fd: BorrowedFd<'a>,
+    peer: Option<OwnedFd>,
+    mode: PeekMode,
+    peeker: Option<Peeker<'a>>,
+    sent: usize,
+    writers: Vec<std::thread::JoinHandle<()>>,
+}
+
+fn expect_result(step: &Value, r: io::Result<usize>, data: &[u8], ctx: &str) {
+    if let Some(e) = step.get("expect_err") {
+        let got = r
+            .as_ref()
+            .err()
+            .and_then(|e| e.raw_os_error())
+            .map(errno_name);
+        assert_eq!(got, e.as_str(), "{ctx}: want error {e}, got {r:?}");
+        return;
+    }
+    let n = r.unwrap_or_else(|e| panic!("{ctx}: unexpected error {e}"));
+    if let Some(want) = step.get("expect_ret") {
+        assert_eq!(n as u64, want.as_u64().unwrap(), "{ctx}: return value");
+    }
+    if let Some(want) = step.get("expect") {
+        let want = want.as_str().unwrap().as_bytes();
+        assert_eq!(
+            &data[..n],
+            want,
+            "{ctx}: got {:?}",
+            String::from_utf8_lossy(&data[..n])
+        );
+    }
+    if let Some(pos) = step.get("expect_pattern") {
+        let pos = pos.as_u64().unwrap() as usize;
+        assert!(n > 0, "{ctx}: no data");
+        assert!(
+            data[..n] == pattern(pos, n)[..],
+            "{ctx}: wrong bytes at {pos}"
+        );
+    }
+}
+
+impl<'a> Run<'a> {
+    fn peeker(&mut self) -> &mut Peeker<'a> {
+        self.peeker
+            .as_mut()
+            .expect("scenario uses a peeker before `new`")
+    }
+
+    fn peer(&self) -> BorrowedFd<'_> {
+        self.peer.as_ref().expect("no peer").as_fd()
+    }
+
+    fn step(&mut self, step: &Value, ctx: &str) {
+        let op = step["op"].as_str().unwrap();
+        let u = |k: &str| {
+            step[k]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{ctx}: `{k}` missing")) as usize
+        };
+        let flags = if step.get("dontwait").and_then(Value::as_bool) == Some(true) {
+            libc::MSG_DONTWAIT
+        } else {
+            step.get("flags").and_then(Value::as_i64).unwrap_or(0) as i32
+        };
+        match op {
+            "new" => {
+                self.peeker = None;
+                let mode = step
+                    .get("mode")
+                    .and_then(Value::as_str)
+                    .map_or(self.mode, mode_of);
+                let r = Peeker::new(self.fd, mode);
+                if step.get("expect_err").is_some() {
+                    expect_result(step, r.map(|_| 0), &[], ctx);
+                    return;
+                }
+                let p = r.unwrap_or_else(|e| panic!("{ctx}: new: {e}"));
+                if let Some(m) = step.get("expect_mode") {
+                    assert_eq!(mode_name(p.mode()), m.as_str().unwrap(), "{ctx}: mode");
+                }
+                self.peeker = Some(p);
+            }
+            "free" => self.peeker = None,
+            "send" => {
+                let d = step["data"].as_str().unwrap().as_bytes();
+                write_all(self.peer(), d);
+                self.sent += d.len();
+            }
+            "send_pattern" => {
+                let data = pattern(self.sent, u("len"));
+                self.sent += data.len();
+                let peer = self.peer().try_clone_to_owned().unwrap();
+                self.writers
+                    .push(std::thread::spawn(move || write_all(peer.as_fd(), &data)));
+            }
+            "send_later" => {
+                let data = step["data"].as_str().unwrap().as_bytes().to_vec();
+                self.sent += data.len();
+                let ms = u("ms") as u64;
+                let peer = self.peer().try_clone_to_owned().unwrap();
+                self.writers.push(std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(ms));
+                    write_all(peer.as_fd(), &data);
+                }));
+            }
+            "wait_queued" => wait_queued(self.fd, u("bytes")),
+            "peek" => {
+                let mut buf = vec![0u8; u("len")];
+                let r = self.peeker().peek(&mut [IoSliceMut::new(&mut buf)], flags);
+                expect_result(step, r, &buf, ctx);
+            }
+            "peek_at" => {
+                let mut buf = vec![0u8; u("len")];
+                let r = lowcopy::peek_at(
+                    self.fd,
+                    u("offset"),
+                    &mut [IoSliceMut::new(&mut buf)],
+                    flags,
+                );
+                expect_result(step, r, &buf, ctx);
+            }
+            "consume" => {
+                let r = self.peeker().consume(u("n"));
+                expect_result(step, r, &[], ctx);
+            }
+            "consume_fd" => {
+                let r = lowcopy::consume(self.fd, u("n"), flags);
+                expect_result(step, r, &[], ctx);
+            }
+            "seek" => {
+                let r = self.peeker().seek(u("offset")).map(|()| 0);
+                expect_result(step, r, &[], ctx);
+            }
+            "expect_offset" => assert_eq!(self.peeker().offset(), u("value"), "{ctx}: cursor"),
+            "shutdown_peer" => shutdown_write(self.peer()),
+            "reset_peer" => {
+                reset(self.peer.take().unwrap());
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            "read" => {
+                let mut buf = vec![0u8; u("len")];
+                let fd = self.fd.try_clone_to_owned().unwrap();
+                let r = io::Read::read(&mut std::fs::File::from(fd), &mut buf);
+                expect_result(step, r, &buf, ctx);
+            }
+            "arm" => {
+                let on = step.get("on").and_then(Value::as_bool).unwrap_or(true);
+                let r = self.peeker().set_lowat_armed(on).map(|()| 0);
+                expect_result(step, r, &[], ctx);
+            }
+            "expect_rcvlowat" => {
+                let v = get_int(self.fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT).unwrap();
+                assert_eq!(
+                    v as i64,
+                    step["value"].as_i64().unwrap(),
+                    "{ctx}: SO_RCVLOWAT"
+                );
+            }
+            "expect_peek_off" => {
+                // Sockets without SO_PEEK_OFF (MPTCP) have it disabled by definition.
+                let v = match get_int(self.fd, libc::SOL_SOCKET, 42) {
+                    Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => -1,
+                    r => r.unwrap(),
+                };
+                assert_eq!(
+                    v as i64,
+                    step["value"].as_i64().unwrap(),
+                    "{ctx}: SO_PEEK_OFF"
+                );
+            }
+            "expect_stat" => {
+                let p = self.peeker();
+                let s = p.stats();
+                let want = step[mode_name(p.mode())].as_u64().unwrap();
+                let got = match step["field"].as_str().unwrap() {
+                    "bytes_skipped_copied" => s.bytes_skipped_copied,
+                    "bytes_peeked" => s.bytes_peeked,
+                    "bytes_consumed" => s.bytes_consumed,
+                    "peeks" => s.peeks,
+                    f => panic!("unknown stat {f}"),
+                };
+                assert_eq!(got, want, "{ctx}: stat {}", step["field"]);
+            }
+            "peek_supported" => {
+                let r = lowcopy::peek_supported(self.fd).map(usize::from);
+                expect_result(step, r, &[], ctx);
+            }
+            "wakeups" => self.wakeups(step, ctx),
+            o => panic!("{ctx}: unknown op {o}"),
+        }
+    }
+
+    /// A level-triggered epoll loop: wait for EPOLLIN, peek with MSG_DONTWAIT, count wakeups.
+    fn wakeups(&mut self, step: &Value, ctx: &str) {
+        let ms = step["ms"].as_u64().unwrap();
+        if let Some(after) = step.get("send_after_ms") {
+            let data = step["data"].as_str().unwrap().as_bytes().to_vec();
+            self.sent += data.len();
+            let after = after.as_u64().unwrap();
+            let peer = self.peer().try_clone_to_owned().unwrap();
+            self.writers.push(std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(after));
+                write_all(peer.as_fd(), &data);
+            }));
+        }
+        let ep = Epoll::new(self.fd);
+        let deadline = Instant::now() + Duration::from_millis(ms);
+        let (mut wakeups, mut got) = (0u64, Vec::new());
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            if !ep.wait(left.as_millis().max(1) as i32) {
+                continue;
+            }
+            wakeups += 1;
+            let mut buf = [0u8; 4096];
+            match self
+                .peeker()
+                .peek(&mut [IoSliceMut::new(&mut buf)], libc::MSG_DONTWAIT)
+            {
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {}
+                Err(e) => panic!("{ctx}: peek in loop: {e}"),
+            }
+        }
+        if let Some(max) = step.get("max") {
+            assert!(
+                wakeups <= max.as_u64().unwrap(),
+                "{ctx}: {wakeups} wakeups, want <= {max}"
+            );
+        }
+        if let Some(min) = step.get("min") {
+            assert!(
+                wakeups >= min.as_u64().unwrap(),
+                "{ctx}: {wakeups} wakeups, want >= {min}"
+            );
+        }
+        if let Some(d) = step.get("data") {
+            assert!(
+                got.ends_with(d.as_str().unwrap().as_bytes()),
+                "{ctx}: the loop did not wake for the new byte (got {:?})",
+                String::from_utf8_lossy(&got)
+            );
+        }
+    }
+}
+
+/// A one-fd epoll instance, level-triggered on EPOLLIN.
+struct Epoll(OwnedFd);
+
+impl Epoll {
+    fn new(fd: BorrowedFd<'_>) -> Self {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        // SAFETY: no pointers; the fd is owned right away.
+        let ep = unsafe {
+            OwnedFd::from_raw_fd(check(libc::epoll_create1(libc::EPOLL_CLOEXEC)).unwrap())
+        };
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: 0,
+        };
+        // SAFETY: `ev` is a live epoll_event.
+        check(unsafe {
+            libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd.as_raw_fd(), &mut ev)
+        })
+        .unwrap();
+        Epoll(ep)
+    }
+
+    fn wait(&self, ms: i32) -> bool {
+        use std::os::fd::AsRawFd;
+        let mut ev = libc::epoll_event { events: 0, u64: 0 };
+        // SAFETY: room for one event.
+        let n = unsafe { libc::epoll_wait(self.0.as_raw_fd(), &mut ev, 1, ms) };
+        n > 0
+    }
+}
+
+fn run_one(table: &Value, sc: &Value, transport: &str, mode: &str) {
+    let ctx = format!("[{} | {transport} | {mode}]", sc["name"].as_str().unwrap());
+    let mut steps = sc["steps"].as_array().unwrap().clone();
+    let rule = &table["no_peek_off"];
+    let no_peek_off = rule["transports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t == transport);
+    if no_peek_off && mode == "offset" {
+        // The peeker cannot exist: its `new` must fail, and the run ends there.
+        if let Some(i) = steps.iter().position(|s| s["op"] == "new") {
+            steps.truncate(i + 1);
+            steps[i] = serde_json::json!({"op": "new", "expect_err": rule["errno"]});
+        }
+    }
+    let odd = matches!(transport, "closed" | "file" | "udp4");
+    let (_keep, pair, raw) = if odd {
+        let (keep, raw) = odd_fd(transport);
+        (keep, None, raw)
+    } else {
+        let p = pair(transport);
+        if let Some(sz) = sc.get("socket_rcvbuf").and_then(Value::as_i64) {
+            set_int(
+                p.sock.as_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                sz as i32,
+            );
+            set_int(
+                p.peer.as_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_SNDBUFFORCE,
+                sz as i32,
+            );
+        }
+        // A blocking step that waits wrongly fails with EAGAIN instead of hanging the suite.
+        set_timeval(p.sock.as_fd(), libc::SO_RCVTIMEO, Duration::from_secs(3));
+        let raw = std::os::fd::AsRawFd::as_raw_fd(&p.sock);
+        (None, Some(p), raw)
+    };
+    // SAFETY: `raw` is open for this whole function (kept by `_keep` or `pair`), or for the
+    // "closed" case a number no fd has, where the kernel answers EBADF.
+    let fd = unsafe { BorrowedFd::borrow_raw(raw) };
+    let (peer, _sock_keep) = match pair {
+        Some(p) => (Some(p.peer), Some(p.sock)),
+        None => (None, None),
+    };
+    let mut run = Run {
+        fd,
+        peer,
+        mode: mode_of(mode),
+        peeker: None,
+        sent: 0,
+        writers: Vec::new(),
+    };
+    for (i, step) in steps.iter().enumerate() {
+        run.step(step, &format!("{ctx} step {i} {}", step["op"]));
+    }
+    run.peeker = None;
+    for w in run.writers.drain(..) {
+        w.join().unwrap();
+    }
+}
+
+fn run_table(file: &str) {
+    let table = load(file);
+    let (mut runs, mut failed) = (0, Vec::new());
+    for sc in table["scenarios"].as_array().unwrap() {
+        for t in sc["transports"].as_array().unwrap() {
+            for m in sc["modes"].as_array().unwrap() {
+                let (t, m) = (t.as_str().unwrap(), m.as_str().unwrap());
+                runs += 1;
+                // Run every case and report all failures, not just the first.
+                if std::panic::catch_unwind(|| run_one(&table, sc, t, m)).is_err() {
+                    failed.push(format!("{} | {t} | {m}", sc["name"].as_str().unwrap()));
+                }
+            }
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "{file}: {} of {runs} runs failed:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+    assert!(runs > 50, "{file}: only {runs} runs");
+    eprintln!("{file}: {runs} scenario runs passed");
+}
+
+#[test]
+fn peek_scenarios() {
+    run_table("peek.json");
+}

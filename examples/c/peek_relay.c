@@ -1,0 +1,1092 @@
+/* peek_relay.c - a TCP relay that keeps unacknowledged data in the kernel.
+ *
+ * Each accepted connection is forwarded to --connect.  In the peek modes the
+ * relay works the way passt (the user-mode network stack) handles a socket:
+ * the bytes of one direction stay in the SOURCE socket's receive queue until
+ * the destination's peer has acknowledged them.  Per direction:
+ *
+ *   - a lowcopy_peeker on the source fd; peeking copies the bytes after the
+ *     cursor straight into one shared buffer, and write() passes them to the
+ *     destination at once.  Nothing is queued in user space: what the
+ *     destination does not take is given back by seeking the cursor back
+ *     over it, and peeked again later.
+ *   - acknowledged = bytes written to dst - ioctl(dst, SIOCOUTQ); the newly
+ *     acknowledged bytes are dropped from the source with
+ *     lowcopy_peeker_consume().  Only then does the source's receive window
+ *     open again, so the client is paced by the far peer's ACKs.
+ *   - the bytes in flight are bounded by the destination's send buffer: we
+ *     write until it says EAGAIN, then wait for EPOLLOUT.
+ *   - at end of stream after the cursor (peek returns 0), FIN goes to dst only
+ *     once everything before it was acknowledged and consumed.
+ *
+ * --copy is the baseline every proxy uses: read() into a per-direction user
+ * buffer, write() it out, same epoll structure.
+ *
+ * Wakeups.  The loop is level-triggered epoll.  poll/epoll ignore the peek
+ * offset (KERNEL-FACTS 0.5), so a source whose queued bytes are all peeked
+ * would stay EPOLLIN forever; lowcopy_peeker_set_lowat_armed() keeps
+ * SO_RCVLOWAT at cursor + 1 so that EPOLLIN means "a byte beyond the cursor".
+ * TCP still reports EPOLLIN under receive-memory pressure or a nearly closed
+ * receive window whatever SO_RCVLOWAT says (tcp_epollin_ready), which is
+ * exactly the state of a source full of unconsumed bytes: such an EPOLLIN
+ * that finds nothing to peek mutes the source until a consume makes room.
+ *
+ * What tells us that the destination's peer acknowledged data?  EPOLLOUT
+ * only fires after a write found the send buffer full (SOCK_NOSPACE); new data
+ * on the source wakes us too.  When neither happens - the destination's send
+ * buffer has room, and the source's window is closed because its receive
+ * queue is full of peeked, unconsumed bytes - no event would ever come.  So
+ * while some direction has unacknowledged bytes the loop also sweeps those
+ * directions every --ack-poll-ms (default 1 ms): one SIOCOUTQ per direction
+ * with bytes in flight, no work at all when every direction is idle or fully
+ * acknowledged (epoll_wait then blocks without a timeout).  The sweep runs on
+ * its own clock, so a busy connection that keeps epoll_wait returning early
+ * cannot starve a stalled one.
+ *
+ * On SIGINT/SIGTERM, or after --max-conns connections finished, one summary
+ * line goes to stdout:
+ *   relay mode=offset effective=offset conns=N bytes=... cpu_s=...
+ *         peek_syscalls=... bytes_peeked=... bytes_skipped_copied=...
+ *         bytes_consumed=... (and more counters)
+ *
+ * Build: gcc -Wall -Wextra -Werror -O2 $(pkg-config --cflags lowcopy) \
+ *            peek_relay.c $(pkg-config --libs lowcopy)
+ * Usage: peek_relay --listen HOST:PORT --connect HOST:PORT
+ *                   [--peek auto|offset|discard | --copy] [--max-conns N]
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/sockios.h>
+
+#include <lowcopy.h>
+
+#define KIB ((size_t)1024)
+#define DEFAULT_BUF (128 * KIB)
+#define MAX_EVENTS 64
+#define LISTEN_BACKLOG 128
+
+/* ---------------------------------------------------------------- types */
+
+struct opts {
+    const char *listen;
+    const char *connect;
+    bool copy;
+    uint32_t peek_mode;        /* LOWCOPY_PEEK_* */
+    const char *mode_name;
+    uint64_t max_conns;        /* 0 = run until a signal */
+    size_t buflen;
+    int ack_poll_ms;
+    bool verbose;
+};
+
+/* Counters for the summary line. */
+struct totals {
+    uint64_t conns, bytes, resets, connect_failures;
+    uint64_t syscalls, peeks, bytes_peeked, bytes_skipped_copied, bytes_consumed;
+    uint64_t rcvlowat_updates;
+    uint64_t rewinds, bytes_rewound;   /* dst took less than we peeked */
+    uint64_t wakeups, sweeps, sweep_consumed, muted;
+};
+
+struct pair;
+
+/* One direction: bytes from src (a fd of the pair) to dst (the other one). */
+struct dir {
+    struct pair *pair;
+    int src, dst;
+    lowcopy_peeker *pk;      /* peek modes */
+    char *cbuf;              /* copy mode: pending bytes are cbuf[chead, ctail) */
+    size_t chead, ctail;
+    uint64_t written;        /* bytes written to dst */
+    uint64_t consumed;       /* peek modes: acknowledged bytes dropped from src */
+    bool src_eof;            /* nothing more will come from src */
+    bool dst_blocked;        /* dst's send buffer was full: wait for EPOLLOUT */
+    bool muted;              /* EPOLLIN off: it fired with nothing to peek */
+    bool fin_sent;           /* shutdown(dst, SHUT_WR) done: direction finished */
+    bool on_ack_list;
+    struct dir *ack_prev, *ack_next;
+};
+
+enum ep_kind { EP_LISTEN, EP_SIGNAL, EP_SOCK };
+
+/* What epoll_event.data.ptr points at. */
+struct endpoint {
+    enum ep_kind kind;
+    struct pair *pair;
+    int side;
+};
+
+struct pair {
+    int fd[2];               /* [0] accepted (client side), [1] connected (server side) */
+    uint32_t events[2];      /* mask currently registered in epoll */
+    bool parked[2];          /* removed from epoll after a hangup, see on_hangup() */
+    struct endpoint ep[2];
+    struct dir d[2];         /* d[i] moves fd[i] -> fd[i ^ 1] */
+    bool connecting;
+    bool dead;               /* closed; freed after the current epoll batch */
+    struct pair *next_zombie;
+    struct pair *live_prev, *live_next;   /* relay.live: every open pair */
+};
+
+struct relay {
+    struct opts o;
+    int epfd, lfd, sigfd;
+    bool listen_paused;      /* out of fds: accept() resumes when a pair closes */
+    bool stop;
+    char *buf;               /* peek modes: the only data buffer, shared by all */
+    struct sockaddr_storage dst_addr;
+    socklen_t dst_len;
+    struct dir *ack_head;    /* directions with unacknowledged bytes */
+    struct dir *sweep_next;  /* iterator of sweep(), kept valid by ack_list_del */
+    int64_t next_sweep_ns;
+    struct pair *zombies;
+    struct pair *live;
+    uint32_t effective_mode; /* mechanism of the first peeker, for the summary */
+    bool have_effective;
+    struct totals t;
+    struct endpoint listen_ep, signal_ep;
+};
+
+/* ---------------------------------------------------------------- utilities */
+
+static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    fflush(stdout);
+    fputs("peek_relay: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(1);
+}
+
+static bool g_verbose;
+
+static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void note(const char *fmt, ...)
+{
+    va_list ap;
+    if (!g_verbose)
+        return;
+    fputs("peek_relay: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    /* CLOCK_MONOTONIC cannot fail with a valid pointer; the vDSO makes it cheap. */
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int sock_error(int fd)
+{
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+        return errno;
+    return err;
+}
+
+/* Split "host:port", "[v6]:port" or ":port" and resolve it. */
+static void resolve(const char *spec, bool passive, struct sockaddr_storage *ss,
+                    socklen_t *len)
+{
+    char host[256];
+    const char *colon = strrchr(spec, ':');
+    if (!colon || colon == spec + strlen(spec) - 1)
+        die("'%s': expected HOST:PORT", spec);
+    size_t hl = (size_t)(colon - spec);
+    if (hl >= sizeof(host))
+        die("'%s': host too long", spec);
+    memcpy(host, spec, hl);
+    host[hl] = '\0';
+    char *h = host;
+    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+        host[hl - 1] = '\0';
+        h = host + 1;
+    }
+    struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_protocol = IPPROTO_TCP,
+                              .ai_flags = passive ? AI_PASSIVE : 0 };
+    struct addrinfo *res;
+    int rc = getaddrinfo(*h ? h : NULL, colon + 1, &hints, &res);
+    if (rc != 0)
+        die("'%s': %s", spec, gai_strerror(rc));
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    *len = res->ai_addrlen;
+    freeaddrinfo(res);
+}
+
+static void format_addr(const struct sockaddr *sa, socklen_t len, char *out, size_t n)
+{
+    char host[NI_MAXHOST], serv[NI_MAXSERV];
+    if (getnameinfo(sa, len, host, sizeof(host), serv, sizeof(serv),
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+        snprintf(out, n, "?");
+        return;
+    }
+    snprintf(out, n, sa->sa_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, serv);
+}
+
+/* ---------------------------------------------------------------- ack list */
+
+/* Directions with bytes written but not yet acknowledged: the ones a sweep
+ * has to look at.  A doubly linked list, so that entering and leaving it is
+ * O(1) on the data path. */
+static void ack_list_add(struct relay *r, struct dir *d)
+{
+    if (d->on_ack_list)
+        return;
+    d->on_ack_list = true;
+    d->ack_prev = NULL;
+    d->ack_next = r->ack_head;
+    if (r->ack_head)
+        r->ack_head->ack_prev = d;
+    r->ack_head = d;
+}
+
+static void ack_list_del(struct relay *r, struct dir *d)
+{
+    if (!d->on_ack_list)
+        return;
+    if (r->sweep_next == d)       /* closing a pair during a sweep */
+        r->sweep_next = d->ack_next;
+    if (d->ack_prev)
+        d->ack_prev->ack_next = d->ack_next;
+    else
+        r->ack_head = d->ack_next;
+    if (d->ack_next)
+        d->ack_next->ack_prev = d->ack_prev;
+    d->on_ack_list = false;
+    d->ack_prev = d->ack_next = NULL;
+}
+
+static void ack_list_update(struct relay *r, struct dir *d)
+{
+    if (d->pk && !d->fin_sent && d->written > d->consumed)
+        ack_list_add(r, d);
+    else
+        ack_list_del(r, d);
+}
+
+/* ---------------------------------------------------------------- epoll interest */
+
+/* What fd[side] must be watched for.  It is the source of d[side] and the
+ * destination of d[side ^ 1].  EPOLLERR and EPOLLHUP are always reported. */
+static uint32_t wanted_events(const struct pair *p, int side)
+{
+    if (p->connecting)
+        return side == 1 ? EPOLLOUT : 0;
+    const struct dir *out = &p->d[side];
+    const struct dir *in = &p->d[side ^ 1];
+    uint32_t ev = 0;
+    /* A blocked destination means more peeking or reading is pointless. */
+    if (!out->src_eof && !out->dst_blocked && !out->muted)
+        ev |= EPOLLIN;
+    if (in->dst_blocked && !in->fin_sent)
+        ev |= EPOLLOUT;
+    return ev;
+}
+
+static int update_events(struct relay *r, struct pair *p)
+{
+    for (int s = 0; s < 2; s++) {
+        uint32_t want = wanted_events(p, s);
+        if (p->parked[s] || want == p->events[s])
+            continue;
+        struct epoll_event ev = { .events = want, .data.ptr = &p->ep[s] };
+        if (epoll_ctl(r->epfd, EPOLL_CTL_MOD, p->fd[s], &ev) < 0)
+            return -errno;
+        p->events[s] = want;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- pair lifetime */
+
+static void dir_collect_stats(struct relay *r, struct dir *d)
+{
+    r->t.bytes += d->written;
+    if (!d->pk)
+        return;
+    lowcopy_peek_stats st;
+    int rc = lowcopy_peeker_stats(d->pk, &st);
+    if (rc < 0) {
+        fprintf(stderr, "peek_relay: lowcopy_peeker_stats: %s\n", strerror(-rc));
+        return;
+    }
+    r->t.syscalls += st.syscalls;
+    r->t.peeks += st.peeks;
+    r->t.bytes_peeked += st.bytes_peeked;
+    r->t.bytes_skipped_copied += st.bytes_skipped_copied;
+    r->t.bytes_consumed += st.bytes_consumed;
+    r->t.rcvlowat_updates += st.rcvlowat_updates;
+}
+
+static int listen_resume(struct relay *r);
+
+/* Close both sockets; with err != 0 reset them (SO_LINGER 0) so that each peer
+ * learns that its connection is gone rather than seeing a clean FIN.  The
+ * pair itself is freed after the epoll batch: later events of the same
+ * batch may still point at it. */
+static void pair_close(struct relay *r, struct pair *p, int err)
+{
+    if (p->dead)
+        return;
+    p->dead = true;
+    for (int i = 0; i < 2; i++) {
+        struct dir *d = &p->d[i];
+        dir_collect_stats(r, d);
+        ack_list_del(r, d);
+        /* Before close(): the peeker restores the fd's options. */
+        lowcopy_peeker_free(d->pk);
+        d->pk = NULL;
+        free(d->cbuf);
+        d->cbuf = NULL;
+    }
+    for (int i = 0; i < 2; i++) {
+        if (p->fd[i] < 0)
+            continue;
+        if (err) {
+            struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+            if (setsockopt(p->fd[i], SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) < 0)
+                note("SO_LINGER: %s", strerror(errno));
+        }
+        /* close() also drops it from the epoll set (no dup()s exist). */
+        if (close(p->fd[i]) < 0)
+            note("close: %s", strerror(errno));
+        p->fd[i] = -1;
+    }
+    if (p->live_prev)
+        p->live_prev->live_next = p->live_next;
+    else
+        r->live = p->live_next;
+    if (p->live_next)
+        p->live_next->live_prev = p->live_prev;
+    r->t.conns++;
+    if (err) {
+        r->t.resets++;
+        note("connection reset: %s", strerror(err));
+    }
+    p->next_zombie = r->zombies;
+    r->zombies = p;
+    if (r->listen_paused && listen_resume(r) < 0)
+        die("epoll_ctl(listener): %s", strerror(errno));
+}
+
+static void free_zombies(struct relay *r)
+{
+    while (r->zombies) {
+        struct pair *p = r->zombies;
+        r->zombies = p->next_zombie;
+        free(p);
+    }
+}
+
+static bool pair_done(const struct pair *p)
+{
+    return p->d[0].fin_sent && p->d[1].fin_sent;
+}
+
+/* ---------------------------------------------------------------- peek direction */
+
+/* Give back the `n` peeked bytes that dst did not take: they stay in src's
+ * receive queue and are peeked again when dst has room. */
+static int rewind_cursor(struct relay *r, struct dir *d, size_t n)
+{
+    size_t off = lowcopy_peeker_offset(d->pk);
+    if (n > off)                   /* cannot happen: we peeked them */
+        return -EIO;
+    r->t.rewinds++;
+    r->t.bytes_rewound += n;
+    return lowcopy_peeker_seek(d->pk, off - n);
+}
+
+/* Drop from src what dst's peer acknowledged, and send FIN once the source
+ * ended and nothing is left unacknowledged.  Returns bytes consumed or -errno. */
+static ssize_t collect_acks(struct relay *r, struct dir *d)
+{
+    ssize_t got = 0;
+    if (d->fin_sent)
+        return 0;
+    if (d->written > d->consumed) {
+        int outq;
+        /* SIOCOUTQ = write_seq - snd_una: sent-or-queued bytes not yet ACKed.
+         * Every byte of dst's send queue belongs to this direction. */
+        if (ioctl(d->dst, SIOCOUTQ, &outq) < 0)
+            return -errno;
+        uint64_t inflight = d->written - d->consumed;
+        if (outq >= 0 && (uint64_t)outq < inflight) {
+            got = lowcopy_peeker_consume(d->pk, (size_t)(inflight - (uint64_t)outq));
+            if (got < 0)
+                return got;
+            d->consumed += (uint64_t)got;
+            /* The window of src may reopen: listen to it again. */
+            if (got > 0)
+                d->muted = false;
+        }
+    }
+    if (d->src_eof && d->consumed == d->written) {
+        if (shutdown(d->dst, SHUT_WR) < 0)
+            return -errno;
+        d->fin_sent = true;
+        note("fd %d -> fd %d finished after %" PRIu64 " bytes", d->src, d->dst, d->written);
+    }
+    ack_list_update(r, d);
+    return got;
+}
+
+/* Peek new bytes at the cursor and write them to dst until src has no more,
+ * dst's send buffer is full, or the stream ended.  `by_epollin`: called for an
+ * EPOLLIN event on src, so that one with nothing to peek is recognised. */
+static int pump_peek(struct relay *r, struct dir *d, bool by_epollin)
+{
+    bool got = false;
+    while (!d->src_eof && !d->dst_blocked) {
+        ssize_t n = lowcopy_peeker_peek(d->pk, r->buf, r->o.buflen, MSG_DONTWAIT);
+        if (n == -EAGAIN)
+            break;
+        if (n < 0)
+            return (int)n;
+        if (n == 0) {
+            d->src_eof = true;
+            break;
+        }
+        got = true;
+        ssize_t w = send(d->dst, r->buf, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                return -errno;
+            w = 0;
+        }
+        d->written += (uint64_t)w;
+        if (w < n) {
+            /* A short write set SOCK_NOSPACE: EPOLLOUT will come when ACKs
+             * free half of dst's send buffer. */
+            int rc = rewind_cursor(r, d, (size_t)(n - w));
+            if (rc < 0)
+                return rc;
+            d->dst_blocked = true;
+        }
+    }
+    /* Readable, yet nothing beyond the cursor: TCP's rmem-pressure or
+     * small-window rule fired (or the kernel's SO_RCVLOWAT cap was reached).
+     * Level-triggered, it would fire again at once; mute src until a consume
+     * makes room.  Only with bytes in flight, which guarantees that the
+     * sweep or a consume unmutes it. */
+    if (by_epollin && !got && !d->src_eof && !d->dst_blocked && d->written > d->consumed) {
+        d->muted = true;
+        r->t.muted++;
+    }
+    ssize_t acked = collect_acks(r, d);
+    return acked < 0 ? (int)acked : 0;
+}
+
+/* ---------------------------------------------------------------- copy direction */
+
+/* The classic relay: drain the user buffer into dst, refill it from src. */
+static int pump_copy(struct relay *r, struct dir *d)
+{
+    for (;;) {
+        if (d->chead < d->ctail) {
+            ssize_t w = send(d->dst, d->cbuf + d->chead, d->ctail - d->chead,
+                             MSG_DONTWAIT | MSG_NOSIGNAL);
+            if (w < 0) {
+                if (errno != EAGAIN && errno != EWOULDBLOCK)
+                    return -errno;
+                d->dst_blocked = true;
+                break;
+            }
+            d->chead += (size_t)w;
+            d->written += (uint64_t)w;
+            if (d->chead < d->ctail) {
+                d->dst_blocked = true;
+                break;
+            }
+        }
+        d->chead = d->ctail = 0;
+        if (d->src_eof)
+            break;
+        ssize_t n = read(d->src, d->cbuf, r->o.buflen);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            return -errno;
+        }
+        if (n == 0) {
+            d->src_eof = true;
+            break;
+        }
+        d->ctail = (size_t)n;
+    }
+    if (d->src_eof && d->chead == d->ctail && !d->fin_sent) {
+        if (shutdown(d->dst, SHUT_WR) < 0)
+            return -errno;
+        d->fin_sent = true;
+    }
+    return 0;
+}
+
+static int pump(struct relay *r, struct dir *d, bool by_epollin)
+{
+    if (d->fin_sent)
+        return 0;
+    return r->o.copy ? pump_copy(r, d) : pump_peek(r, d, by_epollin);
+}
+
+/* ---------------------------------------------------------------- connection setup */
+
+static int dir_init(struct relay *r, struct pair *p, int i)
+{
+    struct dir *d = &p->d[i];
+    if (r->o.copy) {
+        d->cbuf = malloc(r->o.buflen);
+        return d->cbuf ? 0 : -ENOMEM;
+    }
+    int rc = lowcopy_peeker_new(d->src, r->o.peek_mode, &d->pk);
+    if (rc < 0)
+        return rc;
+    if (!r->have_effective) {
+        r->effective_mode = lowcopy_peeker_mode(d->pk);
+        r->have_effective = true;
+    }
+    return lowcopy_peeker_set_lowat_armed(d->pk, 1);
+}
+
+/* The relay writes whatever it has at once; Nagle would hold a tail segment
+ * back until earlier data is ACKed, delaying exactly the ACKs we wait for. */
+static int set_nodelay(int fd)
+{
+    int one = 1;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
+        return -errno;
+    return 0;
+}
+
+/* The outgoing connection is up (or failed): start relaying. */
+static int finish_connect(struct relay *r, struct pair *p)
+{
+    int err = sock_error(p->fd[1]);
+    if (err) {
+        r->t.connect_failures++;
+        return -err;
+    }
+    p->connecting = false;
+    for (int i = 0; i < 2; i++) {
+        int rc = set_nodelay(p->fd[i]);
+        if (rc < 0)
+            return rc;
+        rc = dir_init(r, p, i);
+        if (rc < 0)
+            return rc;
+    }
+    /* Bytes the client sent meanwhile are already queued; level-triggered
+     * epoll would report them, but there is no reason to wait for that. */
+    for (int i = 0; i < 2; i++) {
+        int rc = pump(r, &p->d[i], false);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static struct pair *pair_new(int cfd)
+{
+    struct pair *p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->fd[0] = cfd;
+    p->fd[1] = -1;
+    p->connecting = true;
+    for (int i = 0; i < 2; i++) {
+        p->ep[i] = (struct endpoint){ .kind = EP_SOCK, .pair = p, .side = i };
+        p->d[i].pair = p;
+    }
+    return p;
+}
+
+static int pair_register(struct relay *r, struct pair *p)
+{
+    for (int s = 0; s < 2; s++) {
+        /* fd[0] is registered with no events while connecting: that still
+         * reports EPOLLERR/EPOLLHUP, i.e. a client that resets meanwhile. */
+        uint32_t want = wanted_events(p, s);
+        struct epoll_event ev = { .events = want, .data.ptr = &p->ep[s] };
+        if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, p->fd[s], &ev) < 0)
+            return -errno;
+        p->events[s] = want;
+    }
+    return 0;
+}
+
+/* A client arrived: start a non-blocking connect to the destination. */
+static void start_pair(struct relay *r, int cfd)
+{
+    struct pair *p = pair_new(cfd);
+    if (!p) {
+        note("out of memory for a connection");
+        if (close(cfd) < 0)
+            note("close: %s", strerror(errno));
+        r->t.conns++;
+        return;
+    }
+    p->live_next = r->live;
+    if (r->live)
+        r->live->live_prev = p;
+    r->live = p;
+    int rc = 0;
+    p->fd[1] = socket(r->dst_addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                      IPPROTO_TCP);
+    if (p->fd[1] < 0)
+        rc = -errno;
+    else if (connect(p->fd[1], (struct sockaddr *)&r->dst_addr, r->dst_len) < 0 &&
+             errno != EINPROGRESS)
+        rc = -errno;
+    if (rc == 0) {
+        p->d[0].src = p->d[1].dst = p->fd[0];
+        p->d[1].src = p->d[0].dst = p->fd[1];
+        rc = pair_register(r, p);
+    }
+    if (rc < 0) {
+        r->t.connect_failures++;
+        note("connect: %s", strerror(-rc));
+        pair_close(r, p, -rc);
+    }
+}
+
+static int listen_resume(struct relay *r)
+{
+    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &r->listen_ep };
+    if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->lfd, &ev) < 0)
+        return -1;
+    r->listen_paused = false;
+    return 0;
+}
+
+static void on_listen(struct relay *r)
+{
+    for (;;) {
+        int cfd = accept4(r->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (cfd >= 0) {
+            start_pair(r, cfd);
+            continue;
+        }
+        switch (errno) {
+        case EAGAIN:
+            return;
+        case EINTR:
+        case ECONNABORTED:
+        case EPROTO:
+        case EPERM:
+            continue;
+        case EMFILE:
+        case ENFILE:
+        case ENOBUFS:
+        case ENOMEM:
+            /* Level-triggered, the pending connection would spin us: stop
+             * listening until a pair closes and frees resources. */
+            note("accept: %s; pausing", strerror(errno));
+            if (epoll_ctl(r->epfd, EPOLL_CTL_DEL, r->lfd, NULL) < 0)
+                die("epoll_ctl(listener): %s", strerror(errno));
+            r->listen_paused = true;
+            return;
+        default:
+            die("accept: %s", strerror(errno));
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- events */
+
+/* EPOLLHUP: both directions of fd[s] are shut.  If we never shut our sending
+ * side, the peer reset the connection.  Otherwise its FIN came and ours went
+ * out: this fd has nothing left to tell us, but level-triggered EPOLLHUP
+ * cannot be masked and would be reported on every epoll_wait while we still
+ * wait for the other peer's ACKs.  Stop watching it; the rest of its data is
+ * moved when its destination becomes writable or by the sweep. */
+static int on_hangup(struct relay *r, struct pair *p, int s)
+{
+    if (!p->d[s ^ 1].fin_sent) {
+        int err = sock_error(p->fd[s]);
+        return -(err ? err : ECONNRESET);
+    }
+    if (p->parked[s])
+        return 0;
+    if (epoll_ctl(r->epfd, EPOLL_CTL_DEL, p->fd[s], NULL) < 0)
+        return -errno;
+    p->parked[s] = true;
+    return 0;
+}
+
+static int on_sock_events(struct relay *r, struct pair *p, int s, uint32_t ev)
+{
+    if (ev & EPOLLERR) {
+        int err = sock_error(p->fd[s]);
+        if (err)
+            return -err;
+    }
+    if (p->connecting) {
+        if (s == 1 && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
+            return finish_connect(r, p);
+        if (ev & EPOLLHUP)
+            return -ECONNRESET;
+        return 0;
+    }
+    int rc = 0;
+    if (ev & EPOLLOUT) {
+        p->d[s ^ 1].dst_blocked = false;
+        rc = pump(r, &p->d[s ^ 1], false);
+    }
+    if (rc == 0 && (ev & (EPOLLIN | EPOLLHUP)))
+        rc = pump(r, &p->d[s], (ev & EPOLLIN) != 0);
+    if (rc == 0 && (ev & EPOLLHUP))
+        rc = on_hangup(r, p, s);
+    return rc;
+}
+
+/* After any progress: close a finished pair, else refresh its epoll masks. */
+static void pair_settle(struct relay *r, struct pair *p, int rc)
+{
+    if (p->dead)
+        return;
+    if (rc == 0 && pair_done(p)) {
+        pair_close(r, p, 0);
+        return;
+    }
+    if (rc == 0)
+        rc = update_events(r, p);
+    if (rc < 0)
+        pair_close(r, p, -rc);
+}
+
+static void on_signal(struct relay *r)
+{
+    struct signalfd_siginfo si;
+    ssize_t n = read(r->sigfd, &si, sizeof(si));
+    if (n < 0 && errno != EAGAIN)
+        die("read(signalfd): %s", strerror(errno));
+    r->stop = true;
+}
+
+/* Look at every direction with unacknowledged bytes: consume what was ACKed,
+ * and give muted sources another chance.  See the comment at the top. */
+static void sweep(struct relay *r)
+{
+    int64_t now = now_ns();
+    if (!r->ack_head || now < r->next_sweep_ns)
+        return;
+    r->next_sweep_ns = now + (int64_t)r->o.ack_poll_ms * 1000000;
+    r->t.sweeps++;
+    for (struct dir *d = r->ack_head; d; d = r->sweep_next) {
+        r->sweep_next = d->ack_next;
+        struct pair *p = d->pair;
+        uint64_t before = d->consumed;
+        d->muted = false;
+        int rc = pump(r, d, false);
+        r->t.sweep_consumed += d->consumed - before;
+        pair_settle(r, p, rc);
+    }
+    r->sweep_next = NULL;
+}
+
+static int sweep_timeout_ms(const struct relay *r)
+{
+    if (!r->ack_head)
+        return -1;
+    int64_t left = r->next_sweep_ns - now_ns();
+    if (left <= 0)
+        return 0;
+    return (int)((left + 999999) / 1000000);
+}
+
+/* ---------------------------------------------------------------- setup */
+
+static int make_listener(const char *spec)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    resolve(spec, true, &ss, &len);
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP);
+    if (fd < 0)
+        die("socket: %s", strerror(errno));
+    int one = 1;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
+        die("SO_REUSEADDR: %s", strerror(errno));
+    if (bind(fd, (struct sockaddr *)&ss, len) < 0)
+        die("bind %s: %s", spec, strerror(errno));
+    if (listen(fd, LISTEN_BACKLOG) < 0)
+        die("listen: %s", strerror(errno));
+    return fd;
+}
+
+static int make_signalfd(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    /* Blocked signals go to the signalfd: no handler races epoll_wait. */
+    if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+        die("sigprocmask: %s", strerror(errno));
+    int fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (fd < 0)
+        die("signalfd: %s", strerror(errno));
+    return fd;
+}
+
+static void relay_init(struct relay *r)
+{
+    /* Belt and braces: every send uses MSG_NOSIGNAL already. */
+    if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
+        die("signal(SIGPIPE): %s", strerror(errno));
+    resolve(r->o.connect, false, &r->dst_addr, &r->dst_len);
+    r->lfd = make_listener(r->o.listen);
+    r->sigfd = make_signalfd();
+    r->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (r->epfd < 0)
+        die("epoll_create1: %s", strerror(errno));
+    r->listen_ep = (struct endpoint){ .kind = EP_LISTEN };
+    r->signal_ep = (struct endpoint){ .kind = EP_SIGNAL };
+    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &r->signal_ep };
+    if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->sigfd, &ev) < 0)
+        die("epoll_ctl(signalfd): %s", strerror(errno));
+    if (listen_resume(r) < 0)
+        die("epoll_ctl(listener): %s", strerror(errno));
+    if (!r->o.copy) {
+        r->buf = malloc(r->o.buflen);
+        if (!r->buf)
+            die("out of memory");
+    }
+
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    char a[INET6_ADDRSTRLEN + 16], b[INET6_ADDRSTRLEN + 16];
+    if (getsockname(r->lfd, (struct sockaddr *)&ss, &len) < 0)
+        die("getsockname: %s", strerror(errno));
+    format_addr((struct sockaddr *)&ss, len, a, sizeof(a));
+    format_addr((struct sockaddr *)&r->dst_addr, r->dst_len, b, sizeof(b));
+    /* Tests read the port from this line (--listen HOST:0 picks a free one). */
+    fprintf(stderr, "peek_relay: listening on %s, forwarding to %s, mode %s\n", a, b,
+            r->o.mode_name);
+}
+
+static const char *mode_str(uint32_t m)
+{
+    switch (m) {
+    case LOWCOPY_PEEK_AUTO: return "auto";
+    case LOWCOPY_PEEK_OFFSET: return "offset";
+    case LOWCOPY_PEEK_DISCARD: return "discard";
+    default: return "?";
+    }
+}
+
+static void print_summary(struct relay *r)
+{
+    struct rusage ru;
+    double cpu = 0;
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        cpu = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+              (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+    else
+        fprintf(stderr, "peek_relay: getrusage: %s\n", strerror(errno));
+    const struct totals *t = &r->t;
+    const char *eff = r->o.copy ? "copy"
+                      : r->have_effective ? mode_str(r->effective_mode) : "none";
+    printf("relay mode=%s effective=%s conns=%" PRIu64 " bytes=%" PRIu64 " cpu_s=%.3f"
+           " peek_syscalls=%" PRIu64 " bytes_peeked=%" PRIu64
+           " bytes_skipped_copied=%" PRIu64 " bytes_consumed=%" PRIu64
+           " peeks=%" PRIu64 " rcvlowat_updates=%" PRIu64
+           " rewinds=%" PRIu64 " bytes_rewound=%" PRIu64
+           " wakeups=%" PRIu64 " sweeps=%" PRIu64 " sweep_consumed=%" PRIu64
+           " muted=%" PRIu64 " resets=%" PRIu64 " connect_failures=%" PRIu64 "\n",
+           r->o.mode_name, eff, t->conns, t->bytes, cpu, t->syscalls, t->bytes_peeked,
+           t->bytes_skipped_copied, t->bytes_consumed, t->peeks, t->rcvlowat_updates,
+           t->rewinds, t->bytes_rewound, t->wakeups, t->sweeps, t->sweep_consumed, t->muted,
+           t->resets, t->connect_failures);
+    fflush(stdout);
+}
+
+/* Close what is still open (on a signal), so its counters are summed too. */
+static void close_all(struct relay *r)
+{
+    while (r->live)
+        pair_close(r, r->live, ECONNRESET);
+}
+
+/* ---------------------------------------------------------------- main loop */
+
+static void dispatch(struct relay *r, const struct epoll_event *e)
+{
+    struct endpoint *ep = e->data.ptr;
+    switch (ep->kind) {
+    case EP_LISTEN:
+        on_listen(r);
+        break;
+    case EP_SIGNAL:
+        on_signal(r);
+        break;
+    case EP_SOCK:
+        if (!ep->pair->dead)
+            pair_settle(r, ep->pair, on_sock_events(r, ep->pair, ep->side, e->events));
+        break;
+    }
+}
+
+static void run(struct relay *r)
+{
+    struct epoll_event evs[MAX_EVENTS];
+    while (!r->stop && !(r->o.max_conns && r->t.conns >= r->o.max_conns)) {
+        int n = epoll_wait(r->epfd, evs, MAX_EVENTS, sweep_timeout_ms(r));
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            die("epoll_wait: %s", strerror(errno));
+        }
+        r->t.wakeups++;
+        for (int i = 0; i < n; i++)
+            dispatch(r, &evs[i]);
+        sweep(r);
+        free_zombies(r);
+    }
+}
+
+/* ---------------------------------------------------------------- options */
+
+static void usage(FILE *f, const char *argv0)
+{
+    fprintf(f,
+"Usage: %s --listen HOST:PORT --connect HOST:PORT [options]\n"
+"\n"
+"TCP relay.  Peek modes keep each direction's data in the source socket's\n"
+"receive queue until the destination's peer acknowledged it (lowcopy offset\n"
+"peek, the way passt does); --copy is a plain read()/write() relay.\n"
+"\n"
+"  --listen HOST:PORT    address to accept on (port 0: pick one; the chosen\n"
+"                        address is printed on stderr)\n"
+"  --connect HOST:PORT   where to forward each accepted connection\n"
+"  --peek MODE           auto | offset | discard (default auto)\n"
+"  --copy                plain read()/write() relay with a user-space buffer\n"
+"  --max-conns N         exit after N connections finished (default: never)\n"
+"  --buf BYTES           bytes per peek/read (default %zu)\n"
+"  --ack-poll-ms MS      ACK sweep period while bytes are unacknowledged (default 1)\n"
+"  -v, --verbose         log connection events on stderr\n"
+"  -h, --help            this text\n"
+"\n"
+"On SIGINT/SIGTERM or after --max-conns, prints one line to stdout:\n"
+"  relay mode=M effective=M conns=N bytes=B cpu_s=S peek_syscalls=.. bytes_peeked=..\n"
+"        bytes_skipped_copied=.. bytes_consumed=.. (and more counters)\n",
+            argv0, DEFAULT_BUF);
+}
+
+static uint64_t parse_u64(const char *s, const char *what)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || end == s || *end || s[0] == '-')
+        die("bad %s '%s'", what, s);
+    return v;
+}
+
+static void parse_opts(int argc, char **argv, struct opts *o)
+{
+    static const struct option lo[] = {
+        { "listen", required_argument, NULL, 'l' },
+        { "connect", required_argument, NULL, 'c' },
+        { "peek", required_argument, NULL, 'p' },
+        { "copy", no_argument, NULL, 'C' },
+        { "max-conns", required_argument, NULL, 'n' },
+        { "buf", required_argument, NULL, 'b' },
+        { "ack-poll-ms", required_argument, NULL, 'a' },
+        { "verbose", no_argument, NULL, 'v' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    *o = (struct opts){ .peek_mode = LOWCOPY_PEEK_AUTO, .mode_name = "auto",
+                        .buflen = DEFAULT_BUF, .ack_poll_ms = 1 };
+    bool peek_given = false;
+    int c;
+    while ((c = getopt_long(argc, argv, "vh", lo, NULL)) != -1) {
+        switch (c) {
+        case 'l': o->listen = optarg; break;
+        case 'c': o->connect = optarg; break;
+        case 'p':
+            peek_given = true;
+            if (!strcmp(optarg, "auto"))
+                o->peek_mode = LOWCOPY_PEEK_AUTO;
+            else if (!strcmp(optarg, "offset"))
+                o->peek_mode = LOWCOPY_PEEK_OFFSET;
+            else if (!strcmp(optarg, "discard"))
+                o->peek_mode = LOWCOPY_PEEK_DISCARD;
+            else
+                die("--peek: expected auto, offset or discard, got '%s'", optarg);
+            o->mode_name = mode_str(o->peek_mode);
+            break;
+        case 'C': o->copy = true; break;
+        case 'n': o->max_conns = parse_u64(optarg, "--max-conns"); break;
+        case 'b':
+            o->buflen = (size_t)parse_u64(optarg, "--buf");
+            if (o->buflen == 0 || o->buflen > SSIZE_MAX / 2)
+                die("--buf: out of range");
+            break;
+        case 'a': {
+            uint64_t ms = parse_u64(optarg, "--ack-poll-ms");
+            if (ms == 0 || ms > 1000)
+                die("--ack-poll-ms: 1..1000");
+            o->ack_poll_ms = (int)ms;
+            break;
+        }
+        case 'v': o->verbose = true; break;
+        case 'h': usage(stdout, argv[0]); exit(0);
+        default: usage(stderr, argv[0]); exit(2);
+        }
+    }
+    if (optind < argc || !o->listen || !o->connect) {
+        usage(stderr, argv[0]);
+        exit(2);
+    }
+    if (o->copy && peek_given)
+        die("--copy and --peek exclude each other");
+    if (o->copy)
+        o->mode_name = "copy";
+}
+
+int main(int argc, char **argv)
+{
+    static struct relay r;   /* static: zeroed, and large */
+    parse_opts(argc, argv, &r.o);
+    g_verbose = r.o.verbose;
+    relay_init(&r);
+    run(&r);
+    close_all(&r);
+    free_zombies(&r);
+    print_summary(&r);
+    free(r.buf);
+    return 0;
+}

@@ -1,0 +1,482 @@
+#!/usr/bin/env python3
+"""Byte-exact transfers through examples/c/peek_relay in every mode.
+
+Usage: python3 tests/relay/test_relay.py BUILD_BIN_DIR [MODE...]
+
+For each mode (copy, auto, offset, discard) one relay process is started with
+--max-conns set to the number of connections the test makes, in front of an
+in-process server.  Every connection begins with a header telling the server
+what to do; then:
+
+  phase 1, concurrently:
+    up       64 MiB client -> server
+    down     64 MiB server -> client
+    both     16 MiB each way at once, both readers stall first and then read
+             slowly (fills every buffer: short writes, rewinds, closed windows)
+    small    12345 B up, 54321 B down, odd sizes
+    empty    no payload either way: the FINs alone
+  phase 2, concurrently:
+    client-reset  the client closes with SO_LINGER 0 mid-stream
+    server-reset  the server closes with SO_LINGER 0 mid-stream
+    (the other end must see the connection end, not hang; the relay lives)
+  phase 3:
+    after-reset   8 MiB each way: the relay still serves
+  summary: the relay exits by itself after the last connection and prints
+  its summary line (offset peeks copy no byte only to skip it, discard does).
+
+The streams come from random.Random(seed); sender and receiver each compute
+sha256 and the test compares them.  Every socket has a timeout and every
+wait a deadline; the relay is killed in a finally.  The last line is
+"relay: N passed, M failed"; the exit status is non-zero on any failure.
+"""
+
+import hashlib
+import os
+import random
+import re
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+MIB = 1 << 20
+IO_TIMEOUT = 30.0          # any single socket operation
+PHASE_TIMEOUT = 90.0       # a whole phase
+START_TIMEOUT = 5.0        # relay prints its listening address
+EXIT_TIMEOUT = 20.0        # relay exits after --max-conns
+
+MAGIC = b"LCRT"
+HDR = struct.Struct("!4sIQQQQI")   # magic, id, seed, up, down, reset_at, flags
+F_SLOW = 1                         # reader stalls, then reads slowly
+
+MODES = ["copy", "auto", "offset", "discard"]
+
+
+def stream_chunks(seed, total):
+    """Pseudo-random bytes in pseudo-random chunk sizes (1 B .. 256 KiB)."""
+    data = random.Random(seed)
+    sizes = random.Random(seed ^ 0x5EED5EED)
+    left = total
+    while left:
+        n = min(left, sizes.randrange(1, 256 * 1024))
+        yield data.randbytes(n)
+        left -= n
+
+
+def send_stream(sock, seed, total, stop_after=None):
+    """Send `total` bytes (or the first `stop_after`); return (sha256 hex, sent)."""
+    h = hashlib.sha256()
+    sent = 0
+    for chunk in stream_chunks(seed, total):
+        if stop_after is not None and sent + len(chunk) > stop_after:
+            chunk = chunk[: stop_after - sent]
+        h.update(chunk)
+        sock.sendall(chunk)
+        sent += len(chunk)
+        if stop_after is not None and sent >= stop_after:
+            break
+    return h.hexdigest(), sent
+
+
+def recv_stream(sock, slow=False, stop_after=None):
+    """Read to end of stream (or `stop_after` bytes); return (sha256 hex, got)."""
+    h = hashlib.sha256()
+    buf = bytearray(256 * 1024)
+    view = memoryview(buf)
+    got = 0
+    if slow:
+        time.sleep(0.3)          # let every queue and window on the path fill
+    while True:
+        want = len(buf)
+        if slow and got < 4 * MIB:
+            want = 64 * 1024
+        n = sock.recv_into(view[:want])
+        if n == 0:
+            break
+        h.update(view[:n])
+        got += n
+        if slow and got < 4 * MIB:
+            time.sleep(0.001)
+        if stop_after is not None and got >= stop_after:
+            break
+    return h.hexdigest(), got
+
+
+def recv_exact(sock, n):
+    out = bytearray()
+    while len(out) < n:
+        b = sock.recv(n - len(out))
+        if not b:
+            raise ConnectionError("EOF inside header")
+        out += b
+    return bytes(out)
+
+
+def reset_close(sock):
+    """Close with SO_LINGER {1, 0}: the kernel sends RST."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def spawn(target, *args):
+    t = threading.Thread(target=target, args=args, daemon=True)
+    t.start()
+    return t
+
+
+class Server:
+    """Accepts the relay's outgoing connections; one handler thread each."""
+
+    def __init__(self):
+        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(64)
+        self.lsock.settimeout(0.2)
+        self.port = self.lsock.getsockname()[1]
+        self.results = {}            # conn id -> dict
+        self.done = {}               # conn id -> threading.Event
+        self.lock = threading.Lock()
+        self.stopping = False
+        self.thread = spawn(self.accept_loop)
+
+    def expect(self, cid):
+        with self.lock:
+            self.done[cid] = threading.Event()
+            self.results[cid] = {}
+
+    def accept_loop(self):
+        while not self.stopping:
+            try:
+                s, _ = self.lsock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            spawn(self.handle, s)
+
+    def handle(self, s):
+        s.settimeout(IO_TIMEOUT)
+        cid = None
+        res = {}
+        try:
+            magic, cid, seed, up, down, reset_at, flags = HDR.unpack(recv_exact(s, HDR.size))
+            if magic != MAGIC:
+                raise ValueError("bad magic")
+            with self.lock:
+                res = self.results.setdefault(cid, {})
+            slow = bool(flags & F_SLOW)
+
+            def sender():
+                try:
+                    res["down_hash"], res["down_len"] = send_stream(s, seed ^ 0xD0D0, down)
+                    if not reset_at:
+                        s.shutdown(socket.SHUT_WR)
+                except OSError as e:
+                    res["send_error"] = e.errno or str(e)
+
+            t = spawn(sender)
+            try:
+                res["up_hash"], res["up_len"] = recv_stream(
+                    s, slow=slow, stop_after=reset_at or None)
+            except OSError as e:
+                res["recv_error"] = e.errno or str(e)
+            if reset_at:
+                reset_close(s)
+                s = None
+            t.join(IO_TIMEOUT + 5)
+            res["sender_hung"] = t.is_alive()
+        except (OSError, ValueError, struct.error) as e:
+            res["error"] = str(e)
+        finally:
+            if s is not None:
+                s.close()
+            res["finished"] = True
+            if cid is not None:
+                with self.lock:
+                    ev = self.done.get(cid)
+                if ev:
+                    ev.set()
+
+    def wait(self, cid, deadline):
+        ev = self.done[cid]
+        return ev.wait(max(0.0, deadline - time.monotonic()))
+
+    def close(self):
+        self.stopping = True
+        self.lsock.close()
+
+
+class Conn:
+    """One client connection through the relay, described by its header."""
+
+    def __init__(self, name, cid, up, down, flags=0, client_reset_at=0, server_reset_at=0):
+        self.name, self.cid = name, cid
+        self.up, self.down, self.flags = up, down, flags
+        self.client_reset_at = client_reset_at
+        self.server_reset_at = server_reset_at
+        self.seed = random.Random(cid * 7919 + up + down).getrandbits(63)
+        self.res = {}
+        self.thread = None
+
+    def header(self):
+        return HDR.pack(MAGIC, self.cid, self.seed, self.up, self.down,
+                        self.server_reset_at, self.flags)
+
+    def run(self, port):
+        res = self.res
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT)
+            s.settimeout(IO_TIMEOUT)
+        except OSError as e:
+            res["error"] = "connect: %s" % e
+            return
+        try:
+            s.sendall(self.header())
+            if self.client_reset_at:
+                # Never read: the server's stream backs up everywhere, then RST.
+                send_stream(s, self.seed, self.up, stop_after=self.client_reset_at)
+                reset_close(s)
+                s = None
+                return
+
+            def reader():
+                try:
+                    res["down_hash"], res["down_len"] = recv_stream(
+                        s, slow=bool(self.flags & F_SLOW))
+                except OSError as e:
+                    res["recv_error"] = e.errno or str(e)
+
+            t = spawn(reader)
+            try:
+                res["up_hash"], res["up_len"] = send_stream(s, self.seed, self.up)
+                s.shutdown(socket.SHUT_WR)
+            except OSError as e:
+                res["send_error"] = e.errno or str(e)
+            t.join(IO_TIMEOUT + 5)
+            res["reader_hung"] = t.is_alive()
+        except OSError as e:
+            res["error"] = str(e)
+        finally:
+            if s is not None:
+                s.close()
+            res["finished"] = True
+
+    def start(self, port):
+        self.thread = spawn(self.run, port)
+
+
+def check_transfer(c, srv):
+    """Both directions arrived complete and identical; both ends saw a clean EOF."""
+    cr, sr = c.res, srv.results.get(c.cid, {})
+    problems = []
+    for side, r in (("client", cr), ("server", sr)):
+        for k in ("error", "send_error", "recv_error"):
+            if k in r:
+                problems.append("%s %s=%s" % (side, k, r[k]))
+        if r.get("reader_hung") or r.get("sender_hung"):
+            problems.append("%s thread hung" % side)
+    if cr.get("up_len") != c.up or sr.get("up_len") != c.up:
+        problems.append("up: sent %s of %d, received %s"
+                        % (cr.get("up_len"), c.up, sr.get("up_len")))
+    elif cr.get("up_hash") != sr.get("up_hash"):
+        problems.append("up: sha256 mismatch")
+    if sr.get("down_len") != c.down or cr.get("down_len") != c.down:
+        problems.append("down: sent %s of %d, received %s"
+                        % (sr.get("down_len"), c.down, cr.get("down_len")))
+    elif cr.get("down_hash") != sr.get("down_hash"):
+        problems.append("down: sha256 mismatch")
+    return problems
+
+
+def check_reset(c, srv, who):
+    """The side that did not reset saw its connection end (error or short EOF)."""
+    cr, sr = c.res, srv.results.get(c.cid, {})
+    if who == "client":
+        # Server: both its threads ended; it must not have got the full stream.
+        if not sr.get("finished"):
+            return ["server end still open after the client's reset"]
+        if sr.get("sender_hung"):
+            return ["server sender hung after the client's reset"]
+        if sr.get("up_len") == c.up and "recv_error" not in sr:
+            return ["server received the full stream although the client reset"]
+        return []
+    if not cr.get("finished"):
+        return ["client end still open after the server's reset"]
+    if cr.get("reader_hung"):
+        return ["client reader hung after the server's reset"]
+    if cr.get("up_len") == c.up and "send_error" not in cr and "recv_error" not in cr:
+        return ["client completed although the server reset"]
+    return []
+
+
+class Results:
+    def __init__(self):
+        self.passed = 0
+        self.failed = 0
+
+    def record(self, name, problems):
+        if problems:
+            self.failed += 1
+            print("FAIL %s: %s" % (name, "; ".join(problems)), flush=True)
+        else:
+            self.passed += 1
+            print("ok   %s" % name, flush=True)
+
+
+def start_relay(binary, mode, server_port, max_conns, errfile):
+    args = [binary, "--listen", "127.0.0.1:0", "--connect", "127.0.0.1:%d" % server_port,
+            "--max-conns", str(max_conns)]
+    args += ["--copy"] if mode == "copy" else ["--peek", mode]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=errfile,
+                            stdin=subprocess.DEVNULL, text=True)
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        with open(errfile.name) as f:
+            m = re.search(r"listening on 127\.0\.0\.1:(\d+)", f.read())
+        if m:
+            return proc, int(m.group(1))
+        if proc.poll() is not None:
+            break
+        time.sleep(0.02)
+    raise RuntimeError("relay did not start (exit %s)" % proc.poll())
+
+
+def run_phase(conns, port, srv):
+    for c in conns:
+        srv.expect(c.cid)
+    for c in conns:
+        c.start(port)
+    deadline = time.monotonic() + PHASE_TIMEOUT
+    for c in conns:
+        c.thread.join(max(0.0, deadline - time.monotonic()))
+    for c in conns:
+        srv.wait(c.cid, deadline)
+
+
+def parse_summary(out):
+    lines = [l for l in out.splitlines() if l.startswith("relay ")]
+    if len(lines) != 1:
+        return None
+    return dict(kv.split("=", 1) for kv in lines[0].split()[1:])
+
+
+def check_summary(mode, summ, expect_bytes, nconns):
+    if summ is None:
+        return ["no summary line on stdout"]
+    p = []
+    if summ.get("mode") != mode:
+        p.append("mode=%s" % summ.get("mode"))
+    if int(summ.get("conns", -1)) != nconns:
+        p.append("conns=%s, expected %d" % (summ.get("conns"), nconns))
+    if int(summ.get("bytes", 0)) < expect_bytes:
+        p.append("bytes=%s < %d" % (summ.get("bytes"), expect_bytes))
+    skipped = int(summ.get("bytes_skipped_copied", -1))
+    eff = summ.get("effective")
+    if mode == "copy":
+        if int(summ.get("peek_syscalls", -1)) != 0:
+            p.append("copy mode made peek syscalls")
+    elif mode in ("auto", "offset"):
+        if eff != "offset":
+            p.append("effective=%s, expected offset (TCP/IPv4 on Linux >= 6.9)" % eff)
+        if skipped != 0:
+            p.append("bytes_skipped_copied=%d, expected 0" % skipped)
+    else:
+        if eff != "discard":
+            p.append("effective=%s" % eff)
+        if skipped <= 0:
+            p.append("discard mode skipped no bytes?")
+    if mode != "copy" and int(summ.get("bytes_consumed", 0)) < expect_bytes:
+        p.append("bytes_consumed=%s < %d" % (summ.get("bytes_consumed"), expect_bytes))
+    return p
+
+
+def test_mode(binary, mode, results, cid_base):
+    srv = Server()
+    transfers = [
+        Conn("up 64MiB", cid_base + 1, 64 * MIB, 0),
+        Conn("down 64MiB", cid_base + 2, 0, 64 * MIB),
+        Conn("both 16MiB slow readers", cid_base + 3, 16 * MIB, 16 * MIB, flags=F_SLOW),
+        Conn("small odd sizes", cid_base + 4, 12345, 54321),
+        Conn("empty", cid_base + 5, 0, 0),
+    ]
+    client_reset = Conn("client reset", cid_base + 6, 64 * MIB, 64 * MIB,
+                        client_reset_at=6 * MIB)
+    server_reset = Conn("server reset", cid_base + 7, 64 * MIB, 0, server_reset_at=4 * MIB)
+    after = Conn("after resets 8MiB", cid_base + 8, 8 * MIB, 8 * MIB)
+    nconns = 8
+    errfile = tempfile.NamedTemporaryFile("w+", prefix="relay-%s-" % mode, suffix=".err")
+    proc = None
+    t0 = time.monotonic()
+    try:
+        proc, port = start_relay(binary, mode, srv.port, nconns, errfile)
+        run_phase(transfers, port, srv)
+        for c in transfers:
+            results.record("%s: %s" % (mode, c.name), check_transfer(c, srv))
+        run_phase([client_reset, server_reset], port, srv)
+        results.record("%s: client reset" % mode, check_reset(client_reset, srv, "client"))
+        results.record("%s: server reset" % mode, check_reset(server_reset, srv, "server"))
+        alive = proc.poll() is None
+        if alive:
+            run_phase([after], port, srv)
+            p = check_transfer(after, srv)
+        else:
+            p = ["relay exited (status %s) after the resets" % proc.returncode]
+        results.record("%s: %s" % (mode, after.name), p)
+        try:
+            out, _ = proc.communicate(timeout=EXIT_TIMEOUT)
+            summ = parse_summary(out)
+        except subprocess.TimeoutExpired:
+            summ = None
+        expect = sum(c.up + c.down for c in transfers + [after])
+        p = check_summary(mode, summ, expect, nconns) if summ is not None else \
+            ["relay did not exit with a summary within %ds of the last connection"
+             % EXIT_TIMEOUT]
+        errfile.seek(0)
+        err = errfile.read()
+        if "Sanitizer" in err or "runtime error" in err:
+            p.append("sanitizer report on stderr")
+        if proc.returncode not in (None, 0):
+            p.append("exit status %s" % proc.returncode)
+        results.record("%s: summary" % mode, p)
+        if p:
+            sys.stdout.write(err[-4000:])
+        if summ:
+            print("     %s: %.1fs, relay %s" % (mode, time.monotonic() - t0, " ".join(
+                "%s=%s" % (k, summ[k]) for k in ("effective", "bytes", "cpu_s", "rewinds", "muted", "sweeps",
+                                                  "bytes_skipped_copied", "resets")
+                if k in summ)), flush=True)
+    except Exception as e:  # noqa: BLE001 - any failure is a test failure
+        results.record("%s: harness" % mode, ["%s: %s" % (type(e).__name__, e)])
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        srv.close()
+        errfile.close()
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        return 2
+    binary = os.path.join(sys.argv[1], "peek_relay")
+    if not os.access(binary, os.X_OK):
+        print("no executable %s" % binary, file=sys.stderr)
+        return 2
+    modes = sys.argv[2:] or MODES
+    results = Results()
+    for i, mode in enumerate(modes):
+        if mode not in MODES:
+            results.record(mode, ["unknown mode"])
+            continue
+        test_mode(binary, mode, results, cid_base=100 * (i + 1))
+    print("relay: %d passed, %d failed" % (results.passed, results.failed), flush=True)
+    return 1 if results.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
