@@ -15,7 +15,7 @@ PKGENV   := PKG_CONFIG_PATH=$(BUILD)/lib/pkgconfig
 # What a Rust staticlib needs from the C runtime (rustc --print native-static-libs).
 STATIC_PRIVATE := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 
-.PHONY: all lib header examples demo test install clean
+.PHONY: all lib header examples c-tests demo test install clean
 
 all: lib examples
 
@@ -50,6 +50,27 @@ $(BUILD)/bin/%: examples/c/%.c include/lowcopy.h lib
 	mkdir -p $(BUILD)/bin
 	$(CC) $(STRICT) $$($(PKGENV) pkg-config --cflags lowcopy) $< -o $@ \
 	  $$($(PKGENV) pkg-config --libs lowcopy) -Wl,-rpath,$(BUILD)/lib
+
+# C tests against the header, under AddressSanitizer: once through pkg-config and the .so,
+# once against the .a.
+ASAN := -fsanitize=address,undefined -fno-omit-frame-pointer
+c-tests: lib $(BUILD)/bin/test_abi_shared $(BUILD)/bin/test_abi_static $(BUILD)/bin/c_scenarios
+
+# The behaviour-table runner (tests/scenarios/*.json), parsing JSON with cJSON.
+$(BUILD)/bin/c_scenarios: tests/c/scenarios.c include/lowcopy.h lib
+	mkdir -p $(BUILD)/bin
+	$(CC) $(STRICT) $(ASAN) $$($(PKGENV) pkg-config --cflags lowcopy libcjson) $< -o $@ \
+	  $$($(PKGENV) pkg-config --libs lowcopy libcjson) -lpthread -Wl,-rpath,$(BUILD)/lib
+
+$(BUILD)/bin/test_abi_shared: tests/c/test_abi.c include/lowcopy.h lib
+	mkdir -p $(BUILD)/bin
+	$(CC) $(STRICT) $(ASAN) $$($(PKGENV) pkg-config --cflags lowcopy) $< -o $@ \
+	  $$($(PKGENV) pkg-config --libs lowcopy) -Wl,-rpath,$(BUILD)/lib
+
+$(BUILD)/bin/test_abi_static: tests/c/test_abi.c include/lowcopy.h lib
+	mkdir -p $(BUILD)/bin
+	$(CC) $(STRICT) $(ASAN) $$($(PKGENV) pkg-config --cflags lowcopy) $< -o $@ \
+	  $(BUILD)/lib/liblowcopy.a $$($(PKGENV) pkg-config --static --libs-only-l lowcopy | sed 's/-llowcopy//')
 
 demo: examples
 	scripts/demo.sh

@@ -1,0 +1,20 @@
+# Sourced by scripts/test.sh and scripts/demo.sh: installs what the project needs on a fresh
+# Debian machine (we run as root there), and nothing when it is already present.
+ensure_deps() { # ensure_deps test|demo
+	local need=()
+	command -v cargo >/dev/null || { echo "cargo (Rust toolchain) is required" >&2; exit 2; }
+	command -v cc >/dev/null || need+=(gcc)
+	command -v make >/dev/null || need+=(make)
+	command -v pkg-config >/dev/null || need+=(pkg-config)
+	command -v python3 >/dev/null || need+=(python3)
+	command -v readelf >/dev/null || need+=(binutils)
+	command -v ip >/dev/null || need+=(iproute2)
+	pkg-config --exists libcjson 2>/dev/null || need+=(libcjson-dev)
+	[ "$1" = demo ] && { command -v iperf3 >/dev/null || need+=(iperf3); }
+	if [ ${#need[@]} -gt 0 ]; then
+		echo "installing: ${need[*]}"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null ||
+			{ echo "apt-get install ${need[*]} failed" >&2; exit 2; }
+	fi
+}

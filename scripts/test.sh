@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Every test of the project: Rust (unit, behaviour tables, header check), lints, the C ABI
+# under AddressSanitizer (shared and static), the C behaviour-table runner, the install
+# target, and byte-exact relay transfers. Installs what it needs on a fresh Debian machine.
+# Ends with one line "tests: N passed, M failed" (suites) and exits non-zero on any failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+source scripts/deps.sh
+ensure_deps test
+
+results=()
+fails=0
+suite() { # suite NAME COMMAND...
+	local name=$1
+	shift
+	echo
+	echo "=== $name: $*"
+	local t0=$SECONDS
+	if "$@"; then
+		results+=("ok    $name ($((SECONDS - t0)) s)")
+	else
+		results+=("FAIL  $name ($((SECONDS - t0)) s)")
+		fails=$((fails + 1))
+	fi
+}
+
+install_smoke() {
+	local d
+	d=$(mktemp -d)
+	trap 'rm -rf "$d"' RETURN
+	make -s install DESTDIR="$d" PREFIX=/usr/local >/dev/null || return 1
+	local pc=(env PKG_CONFIG_SYSROOT_DIR="$d" PKG_CONFIG_LIBDIR="$d/usr/local/lib/pkgconfig")
+	test -L "$d/usr/local/lib/liblowcopy.so.0" && test -f "$d/usr/local/lib/liblowcopy.a" &&
+		test -f "$d/usr/local/include/lowcopy.h" || return 1
+	# shellcheck disable=SC2046
+	cc -Wall -Wextra -Werror $("${pc[@]}" pkg-config --cflags lowcopy) tests/c/test_abi.c \
+		-o "$d/t" $("${pc[@]}" pkg-config --libs lowcopy) || return 1
+	LD_LIBRARY_PATH="$d/usr/local/lib" "$d/t" | tail -1
+	# Only lowcopy_* symbols leave the shared library, all under a version node.
+	local bad
+	bad=$(nm -D --defined-only "$d/usr/local/lib/liblowcopy.so.0" | awk '{print $3}' |
+		grep -v '^lowcopy_' | grep -v '^LOWCOPY_0' || true)
+	[ -z "$bad" ] || { echo "unexpected exported symbols: $bad"; return 1; }
+	readelf -d "$d/usr/local/lib/liblowcopy.so.0" | grep -q 'SONAME.*\[liblowcopy.so.0\]'
+}
+
+suite "cargo fmt" cargo fmt --all -- --check
+suite "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
+suite "cargo test (unit, behaviour tables, header)" cargo test --workspace
+suite "build library and examples" make -s all c-tests
+suite "C ABI, liblowcopy.so, ASan" build/bin/test_abi_shared
+suite "C ABI, liblowcopy.a, ASan" build/bin/test_abi_static
+if [ -f tests/c/scenarios.c ]; then
+	suite "C behaviour tables, ASan" build/bin/c_scenarios tests/scenarios/peek.json
+fi
+suite "install target" install_smoke
+if [ -f tests/relay/test_relay.py ]; then
+	suite "relay: byte-exact transfers in every mode" python3 tests/relay/test_relay.py "$ROOT/build/bin"
+fi
+
+echo
+echo "=== summary"
+printf '%s\n' "${results[@]}"
+echo "tests: $((${#results[@]} - fails)) passed, $fails failed"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,308 @@
+/*
+ * The whole offset-peek C ABI, including NULL pointers and bad fds, against include/lowcopy.h.
+ * Built twice (against liblowcopy.so through pkg-config, and against liblowcopy.a) and run
+ * under AddressSanitizer by scripts/test.sh. Prints "c-abi: N passed, M failed".
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <lowcopy.h>
+
+#ifndef IPPROTO_MPTCP
+#define IPPROTO_MPTCP 262
+#endif
+#ifndef SO_PEEK_OFF
+#define SO_PEEK_OFF 42
+#endif
+
+static int passed, failed;
+
+#define CHECK_EQ(got, want)                                                              \
+	check_eq((long long)(got), (long long)(want), #got, __FILE__, __LINE__)
+
+static void check_eq(long long got, long long want, const char *what, const char *file,
+		     int line)
+{
+	if (got == want) {
+		passed++;
+		return;
+	}
+	failed++;
+	printf("FAIL %s:%d: %s = %lld, want %lld\n", file, line, what, got, want);
+}
+
+static void die(const char *what)
+{
+	perror(what);
+	exit(2);
+}
+
+/* A connected loopback pair: *sock is the accepted side that we peek, *peer writes. */
+static void tcp_pair(int family, int proto, int *sock, int *peer)
+{
+	struct sockaddr_storage ss = { 0 };
+	socklen_t len = sizeof(ss);
+	int l = socket(family, SOCK_STREAM, proto);
+
+	if (l < 0)
+		die("socket");
+	if (family == AF_INET) {
+		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+		a->sin_family = AF_INET;
+		a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		len = sizeof(*a);
+	} else {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+		a->sin6_family = AF_INET6;
+		a->sin6_addr = in6addr_loopback;
+		len = sizeof(*a);
+	}
+	if (bind(l, (struct sockaddr *)&ss, len) || listen(l, 1) ||
+	    getsockname(l, (struct sockaddr *)&ss, &len))
+		die("bind/listen");
+	*peer = socket(family, SOCK_STREAM, proto);
+	if (*peer < 0 || connect(*peer, (struct sockaddr *)&ss, len))
+		die("connect");
+	*sock = accept(l, NULL, NULL);
+	if (*sock < 0)
+		die("accept");
+	close(l);
+}
+
+static void send_str(int fd, const char *s)
+{
+	if (write(fd, s, strlen(s)) != (ssize_t)strlen(s))
+		die("write");
+	usleep(20000); /* loopback delivery is quick; give it a moment */
+}
+
+static int get_int(int fd, int level, int name)
+{
+	int v = 0;
+	socklen_t len = sizeof(v);
+
+	if (getsockopt(fd, level, name, &v, &len))
+		return -errno;
+	return v;
+}
+
+/* Does setsockopt(SO_PEEK_OFF) work on a fresh socket of this kind? Independent of lowcopy. */
+static int raw_has_peek_off(int family, int type, int proto)
+{
+	int fd = socket(family, type, proto), zero = 0, ok;
+
+	if (fd < 0)
+		return 0;
+	ok = setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &zero, sizeof(zero)) == 0;
+	close(fd);
+	return ok;
+}
+
+static void test_version_and_probe(void)
+{
+	struct lowcopy_caps caps;
+
+	CHECK_EQ(lowcopy_version(), (LOWCOPY_VERSION_MAJOR << 16) |
+					    (LOWCOPY_VERSION_MINOR << 8) | LOWCOPY_VERSION_PATCH);
+	CHECK_EQ(lowcopy_probe(NULL), -EINVAL);
+	memset(&caps, 0xa5, sizeof(caps));
+	CHECK_EQ(lowcopy_probe(&caps), 0);
+	CHECK_EQ(caps.peek_off_tcp4, raw_has_peek_off(AF_INET, SOCK_STREAM, 0));
+	CHECK_EQ(caps.peek_off_tcp6, raw_has_peek_off(AF_INET6, SOCK_STREAM, 0));
+	CHECK_EQ(caps.peek_off_unix, raw_has_peek_off(AF_UNIX, SOCK_STREAM, 0));
+	CHECK_EQ(caps.peek_off_mptcp, raw_has_peek_off(AF_INET, SOCK_STREAM, IPPROTO_MPTCP));
+	/* Linux 6.18 as shipped here: SO_PEEK_OFF on TCP v4/v6 and AF_UNIX, not on MPTCP. */
+	CHECK_EQ(caps.peek_off_tcp4, 1);
+	CHECK_EQ(caps.peek_off_mptcp, 0);
+	CHECK_EQ(caps.zerocopy_tcp, 1);
+	CHECK_EQ(caps.zerocopy_udp, 1);
+	CHECK_EQ(caps.uring_send_zc <= 1 && caps.uring_sendmsg_zc <= 1, 1);
+	/* struct tcp_zerocopy_receive has been 64 bytes since Linux 5.12. */
+	CHECK_EQ(caps.tcp_zerocopy_receive_size, 64);
+}
+
+static void test_null_pointers(int sock)
+{
+	lowcopy_peeker *p = NULL;
+	lowcopy_peek_stats st;
+	struct iovec iov[1025];
+	char buf[8];
+
+	CHECK_EQ(lowcopy_peeker_new(sock, LOWCOPY_PEEK_AUTO, NULL), -EINVAL);
+	CHECK_EQ(lowcopy_peek_at(sock, 0, NULL, 8, MSG_DONTWAIT), -EINVAL);
+	CHECK_EQ(lowcopy_peekv_at(sock, 0, NULL, 1, MSG_DONTWAIT), -EINVAL);
+	CHECK_EQ(lowcopy_peeker_peek(NULL, buf, sizeof(buf), 0), -EINVAL);
+	CHECK_EQ(lowcopy_peeker_peekv(NULL, iov, 1, 0), -EINVAL);
+	CHECK_EQ(lowcopy_peeker_seek(NULL, 0), -EINVAL);
+	CHECK_EQ(lowcopy_peeker_consume(NULL, 1), -EINVAL);
+	CHECK_EQ(lowcopy_peeker_offset(NULL), 0);
+	CHECK_EQ(lowcopy_peeker_mode(NULL), LOWCOPY_PEEK_AUTO);
+	CHECK_EQ(lowcopy_peeker_set_lowat_armed(NULL, 1), -EINVAL);
+	CHECK_EQ(lowcopy_peeker_stats(NULL, &st), -EINVAL);
+	lowcopy_peeker_free(NULL);
+
+	CHECK_EQ(lowcopy_peeker_new(sock, LOWCOPY_PEEK_OFFSET, &p), 0);
+	CHECK_EQ(lowcopy_peeker_peek(p, NULL, 8, 0), -EINVAL);
+	CHECK_EQ(lowcopy_peeker_peekv(p, NULL, 1, 0), -EINVAL);
+	CHECK_EQ(lowcopy_peeker_stats(p, NULL), -EINVAL);
+	/* Counts: none, too many (IOV_MAX is 1024), and zero-length buffers. */
+	memset(iov, 0, sizeof(iov));
+	for (int i = 0; i < 1025; i++)
+		iov[i].iov_base = buf, iov[i].iov_len = 1;
+	CHECK_EQ(lowcopy_peeker_peekv(p, iov, 0, 0), -EINVAL);
+	CHECK_EQ(lowcopy_peeker_peekv(p, iov, -1, 0), -EINVAL);
+	CHECK_EQ(lowcopy_peeker_peekv(p, iov, 1025, MSG_DONTWAIT), -EMSGSIZE);
+	CHECK_EQ(lowcopy_peekv_at(sock, 0, iov, 1025, MSG_DONTWAIT), -EMSGSIZE);
+	CHECK_EQ(lowcopy_peeker_peek(p, buf, 0, MSG_DONTWAIT), -EINVAL);
+	/* Unknown flags are refused rather than passed to the kernel (MSG_TRUNC would drop data). */
+	CHECK_EQ(lowcopy_peeker_peek(p, buf, sizeof(buf), MSG_TRUNC), -EINVAL);
+	CHECK_EQ(lowcopy_consume(sock, 1, MSG_PEEK), -EINVAL);
+	lowcopy_peeker_free(p);
+}
+
+static void test_bad_fds(void)
+{
+	lowcopy_peeker *p = (lowcopy_peeker *)0x1; /* sentinel: must stay untouched on failure */
+	int devnull = open("/dev/null", O_RDONLY), closed = dup(0), udp;
+	char buf[8];
+
+	close(closed);
+	CHECK_EQ(lowcopy_peeker_new(-1, LOWCOPY_PEEK_AUTO, &p), -EBADF);
+	CHECK_EQ(lowcopy_peeker_new(closed, LOWCOPY_PEEK_AUTO, &p), -EBADF);
+	CHECK_EQ(lowcopy_peeker_new(devnull, LOWCOPY_PEEK_AUTO, &p), -ENOTSOCK);
+	CHECK_EQ((uintptr_t)p, 1);
+	CHECK_EQ(lowcopy_peek_supported(-1), -EBADF);
+	CHECK_EQ(lowcopy_peek_supported(closed), -EBADF);
+	CHECK_EQ(lowcopy_peek_supported(devnull), -ENOTSOCK);
+	CHECK_EQ(lowcopy_peek_at(-5, 0, buf, sizeof(buf), MSG_DONTWAIT), -EBADF);
+	CHECK_EQ(lowcopy_peek_at(closed, 0, buf, sizeof(buf), MSG_DONTWAIT), -EBADF);
+	CHECK_EQ(lowcopy_peek_at(devnull, 0, buf, sizeof(buf), MSG_DONTWAIT), -ENOTSOCK);
+	CHECK_EQ(lowcopy_consume(closed, 1, MSG_DONTWAIT), -EBADF);
+	CHECK_EQ(lowcopy_consume(devnull, 1, MSG_DONTWAIT), -ENOTSOCK);
+
+	udp = socket(AF_INET, SOCK_DGRAM, 0);
+	CHECK_EQ(lowcopy_peeker_new(udp, LOWCOPY_PEEK_AUTO, &p), -EOPNOTSUPP);
+	CHECK_EQ(lowcopy_peek_supported(udp), -EOPNOTSUPP);
+	CHECK_EQ(lowcopy_peek_at(udp, 0, buf, sizeof(buf), MSG_DONTWAIT), -EOPNOTSUPP);
+	CHECK_EQ((uintptr_t)p, 1);
+	close(udp);
+	close(devnull);
+}
+
+static void test_modes(void)
+{
+	lowcopy_peeker *p = NULL;
+	int sock, peer, msock, mpeer;
+
+	tcp_pair(AF_INET, 0, &sock, &peer);
+	CHECK_EQ(lowcopy_peeker_new(sock, 3, &p), -EINVAL);
+	CHECK_EQ(lowcopy_peeker_new(sock, UINT32_MAX, &p), -EINVAL);
+	CHECK_EQ((uintptr_t)p, 0);
+	CHECK_EQ(lowcopy_peek_supported(sock), 1);
+	CHECK_EQ(lowcopy_peeker_new(sock, LOWCOPY_PEEK_AUTO, &p), 0);
+	CHECK_EQ(lowcopy_peeker_mode(p), LOWCOPY_PEEK_OFFSET);
+	CHECK_EQ(get_int(sock, SOL_SOCKET, SO_PEEK_OFF), 0);
+	lowcopy_peeker_free(p);
+	CHECK_EQ(get_int(sock, SOL_SOCKET, SO_PEEK_OFF), -1);
+	CHECK_EQ(lowcopy_peeker_new(sock, LOWCOPY_PEEK_DISCARD, &p), 0);
+	CHECK_EQ(lowcopy_peeker_mode(p), LOWCOPY_PEEK_DISCARD);
+	lowcopy_peeker_free(p);
+	close(sock);
+	close(peer);
+
+	tcp_pair(AF_INET, IPPROTO_MPTCP, &msock, &mpeer);
+	p = NULL;
+	CHECK_EQ(lowcopy_peek_supported(msock), 0);
+	CHECK_EQ(lowcopy_peeker_new(msock, LOWCOPY_PEEK_OFFSET, &p), -EOPNOTSUPP);
+	CHECK_EQ((uintptr_t)p, 0);
+	CHECK_EQ(lowcopy_peeker_new(msock, LOWCOPY_PEEK_AUTO, &p), 0);
+	CHECK_EQ(lowcopy_peeker_mode(p), LOWCOPY_PEEK_DISCARD);
+	lowcopy_peeker_free(p);
+	close(msock);
+	close(mpeer);
+}
+
+/* Peek, peekv, seek, consume and stats in both mechanisms, over IPv6 TCP. */
+static void test_data_path(uint32_t mode)
+{
+	lowcopy_peeker *p = NULL;
+	lowcopy_peek_stats st;
+	char a[4] = { 0 }, b[8] = { 0 }, buf[32] = { 0 };
+	struct iovec iov[2] = { { a, sizeof(a) }, { b, sizeof(b) } };
+	int sock, peer;
+
+	tcp_pair(AF_INET6, 0, &sock, &peer);
+	send_str(peer, "hello, peeking world");
+	CHECK_EQ(lowcopy_peeker_new(sock, mode, &p), 0);
+	CHECK_EQ(lowcopy_peeker_peek(p, buf, 5, 0), 5);
+	CHECK_EQ(memcmp(buf, "hello", 5), 0);
+	CHECK_EQ(lowcopy_peeker_peekv(p, iov, 2, MSG_DONTWAIT), 12);
+	CHECK_EQ(memcmp(a, ", pe", 4) == 0 && memcmp(b, "eking wo", 8) == 0, 1);
+	CHECK_EQ(lowcopy_peeker_offset(p), 17);
+	CHECK_EQ(lowcopy_peeker_consume(p, 7), 7);
+	CHECK_EQ(lowcopy_peeker_offset(p), 10);
+	CHECK_EQ(lowcopy_peeker_peek(p, buf, sizeof(buf), MSG_DONTWAIT), 3);
+	CHECK_EQ(memcmp(buf, "rld", 3), 0);
+	CHECK_EQ(lowcopy_peeker_peek(p, buf, sizeof(buf), MSG_DONTWAIT), -EAGAIN);
+	CHECK_EQ(lowcopy_peeker_seek(p, 0), 0);
+	CHECK_EQ(lowcopy_peeker_peek(p, buf, 7, MSG_DONTWAIT), 7);
+	CHECK_EQ(memcmp(buf, "peeking", 7), 0);
+	CHECK_EQ(lowcopy_peeker_seek(p, (size_t)1 << 40), -EOVERFLOW);
+	CHECK_EQ(lowcopy_peeker_offset(p), 7);
+
+	memset(&st, 0, sizeof(st));
+	CHECK_EQ(lowcopy_peeker_stats(p, &st), 0);
+	CHECK_EQ(st.peeks, 4);
+	CHECK_EQ(st.bytes_peeked, 5 + 12 + 3 + 7);
+	CHECK_EQ(st.bytes_consumed, 7);
+	/* Discard re-copied the prefix before each peek: 5, then 10 (plus the 13 bytes the
+	 * EAGAIN peek saw before the cursor); SO_PEEK_OFF copies nothing it does not deliver. */
+	CHECK_EQ(st.bytes_skipped_copied, mode == LOWCOPY_PEEK_OFFSET ? 0 : 5 + 10 + 13);
+	CHECK_EQ(st.syscalls > 0, 1);
+
+	/* A length no buffer can have: refused with the kernel's EINVAL (iov_len > SSIZE_MAX,
+	 * lib/iov_iter.c), nothing written. */
+	CHECK_EQ(lowcopy_peek_at(sock, 0, buf, SIZE_MAX, MSG_DONTWAIT), -EINVAL);
+	CHECK_EQ(lowcopy_peeker_peek(p, buf, SIZE_MAX, MSG_DONTWAIT), -EINVAL);
+	CHECK_EQ(lowcopy_peeker_offset(p), 7);
+	lowcopy_peeker_free(p);
+	/* Stateless calls: SO_PEEK_OFF is -1 again after free, as they require. */
+	CHECK_EQ(lowcopy_peek_at(sock, 3, buf, 4, MSG_DONTWAIT), 4);
+	CHECK_EQ(memcmp(buf, "king", 4), 0);
+	CHECK_EQ(lowcopy_peek_at(sock, (size_t)5 << 30, buf, 4, MSG_DONTWAIT), -EOVERFLOW);
+	CHECK_EQ(lowcopy_consume(sock, 100, MSG_DONTWAIT), 13);
+	CHECK_EQ(lowcopy_consume(sock, 100, MSG_DONTWAIT), -EAGAIN);
+	shutdown(peer, SHUT_WR);
+	usleep(20000);
+	CHECK_EQ(lowcopy_peek_at(sock, 0, buf, 4, 0), 0);
+	CHECK_EQ(lowcopy_consume(sock, 100, 0), 0);
+	close(sock);
+	close(peer);
+}
+
+int main(void)
+{
+	int sock, peer;
+
+	test_version_and_probe();
+	tcp_pair(AF_INET, 0, &sock, &peer);
+	test_null_pointers(sock);
+	close(sock);
+	close(peer);
+	test_bad_fds();
+	test_modes();
+	test_data_path(LOWCOPY_PEEK_OFFSET);
+	test_data_path(LOWCOPY_PEEK_DISCARD);
+	printf("c-abi: %d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
