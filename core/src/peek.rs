@@ -15,6 +15,7 @@
 //! to retransmit, consume what the peer acknowledged.
 
 use std::io::{self, IoSliceMut};
+use std::mem::MaybeUninit;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -474,13 +475,8 @@ impl<'fd> Peeker<'fd> {
     /// As [`Peeker::peek_iov`].
     unsafe fn peek_discard(&mut self, user: &[iovec], flags: c_int) -> io::Result<usize> {
         let skip = self.cursor;
-        let mut iov = [sys::scratch_iov(0); IOV_MAX];
-        let prefix = fill_scratch(&mut iov, skip);
-        if prefix + user.len() > IOV_MAX {
-            return Err(errno(libc::EOVERFLOW));
-        }
-        iov[prefix..prefix + user.len()].copy_from_slice(user);
-        let iov = &iov[..prefix + user.len()];
+        let mut space = [MaybeUninit::<iovec>::uninit(); IOV_MAX];
+        let iov = discard_iov(&mut space, skip, user)?;
         loop {
             self.stats.syscalls += 1;
             // SAFETY: scratch iovecs are always writable; the rest is the caller's guarantee.
@@ -510,15 +506,12 @@ impl<'fd> Peeker<'fd> {
         match self.transport {
             Transport::Tcp => {
                 // MSG_WAITALL makes a TCP peek wait for the whole length: skip + 1 bytes.
-                let mut iov = [sys::scratch_iov(0); IOV_MAX];
-                let k = fill_scratch(&mut iov, skip + 1);
-                if k > IOV_MAX {
-                    return Err(errno(libc::EOVERFLOW));
-                }
+                let mut space = [MaybeUninit::<iovec>::uninit(); IOV_MAX];
+                let iov = discard_iov(&mut space, skip + 1, &[])?;
                 self.stats.syscalls += 1;
                 let f = libc::MSG_PEEK | libc::MSG_WAITALL;
                 // SAFETY: the iovecs all cover the shared scratch buffer.
-                let n = unsafe { sys::recvmsg_iov(self.fd, &iov[..k], f) }?;
+                let n = unsafe { sys::recvmsg_iov(self.fd, iov, f) }?;
                 self.stats.bytes_skipped_copied += n as u64;
                 Ok(())
             }
@@ -700,17 +693,27 @@ impl Drop for Peeker<'_> {
     }
 }
 
-/// Fills `iov` with scratch iovecs covering `bytes`; returns how many it used. Returns a
-/// count above `iov.len()` (and fills nothing more) when they do not fit.
-fn fill_scratch(iov: &mut [iovec], bytes: usize) -> usize {
-    let count = bytes.div_ceil(SCRATCH_LEN);
-    if count > iov.len() {
-        return count;
+/// Lays out, in `space`, scratch iovecs covering `skip` bytes followed by the caller's
+/// iovecs, and returns them. Only the entries used are written (no 16 KiB memset per peek).
+/// `EOVERFLOW` when they do not fit in `IOV_MAX`.
+fn discard_iov<'a>(
+    space: &'a mut [MaybeUninit<iovec>; IOV_MAX],
+    skip: usize,
+    user: &[iovec],
+) -> io::Result<&'a [iovec]> {
+    let prefix = skip.div_ceil(SCRATCH_LEN);
+    let total = prefix + user.len();
+    if total > IOV_MAX {
+        return Err(errno(libc::EOVERFLOW));
     }
-    for (i, v) in iov[..count].iter_mut().enumerate() {
-        *v = sys::scratch_iov((bytes - i * SCRATCH_LEN).min(SCRATCH_LEN));
+    for (i, v) in space[..prefix].iter_mut().enumerate() {
+        v.write(sys::scratch_iov((skip - i * SCRATCH_LEN).min(SCRATCH_LEN)));
     }
-    count
+    for (v, u) in space[prefix..total].iter_mut().zip(user) {
+        v.write(*u);
+    }
+    // SAFETY: the first `total` entries were written just above.
+    Ok(unsafe { std::slice::from_raw_parts(space.as_ptr().cast::<iovec>(), total) })
 }
 
 #[cfg(test)]
@@ -729,20 +732,27 @@ mod tests {
     }
 
     #[test]
-    fn scratch_prefix_covers_exactly() {
-        let mut iov = [sys::scratch_iov(0); 8];
-        assert_eq!(fill_scratch(&mut iov, 0), 0);
-        assert_eq!(fill_scratch(&mut iov, 1), 1);
-        assert_eq!(iov[0].iov_len, 1);
-        let n = fill_scratch(&mut iov, 2 * SCRATCH_LEN + 5);
-        assert_eq!(n, 3);
-        let total: usize = iov[..n].iter().map(|v| v.iov_len).sum();
-        assert_eq!(total, 2 * SCRATCH_LEN + 5);
+    fn discard_prefix_covers_exactly_then_caller_iovecs() {
+        let mut space = [MaybeUninit::<iovec>::uninit(); IOV_MAX];
+        let user = [iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 7,
+        }];
+        assert_eq!(discard_iov(&mut space, 0, &user).unwrap().len(), 1);
+        let v = discard_iov(&mut space, 1, &user).unwrap();
+        assert_eq!((v.len(), v[0].iov_len, v[1].iov_len), (2, 1, 7));
+        let v = discard_iov(&mut space, 2 * SCRATCH_LEN + 5, &user).unwrap();
+        let lens: Vec<usize> = v.iter().map(|v| v.iov_len).collect();
+        assert_eq!(lens, [SCRATCH_LEN, SCRATCH_LEN, 5, 7]);
+        let v = discard_iov(&mut space, 3 * SCRATCH_LEN, &[]).unwrap();
+        assert_eq!(v.iter().map(|v| v.iov_len).sum::<usize>(), 3 * SCRATCH_LEN);
+        let reach = discard_max(1);
         assert_eq!(
-            fill_scratch(&mut iov, 9 * SCRATCH_LEN),
-            9,
-            "too many: count reported"
+            discard_iov(&mut space, reach, &user).unwrap().len(),
+            IOV_MAX
         );
+        let e = discard_iov(&mut space, reach + 1, &user).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EOVERFLOW));
     }
 
     #[test]
