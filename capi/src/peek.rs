@@ -1,0 +1,395 @@
+//! Offset peek (API.md section 1): `SO_PEEK_OFF` and the discard prefix.
+
+use std::io::IoSliceMut;
+
+use libc::{c_int, c_void, iovec, size_t, ssize_t, EINVAL, EIO};
+use lowcopy::{PeekMode, Peeker};
+
+use crate::{borrow, guard, iov_slice, neg, ret_size, ret_unit};
+
+/// Peek mechanism: `SO_PEEK_OFF` where the socket family has it, else `LOWCOPY_PEEK_DISCARD`.
+/// Probed once per (family, protocol) and cached for the process.
+pub const LOWCOPY_PEEK_AUTO: u32 = 0;
+/// Peek mechanism: the kernel's `SO_PEEK_OFF` (TCP/IPv4 since Linux 6.9, TCP/IPv6 since 6.12,
+/// AF_UNIX stream since 3.4; never MPTCP). Peeks cost the same at any offset.
+pub const LOWCOPY_PEEK_OFFSET: u32 = 1;
+/// Peek mechanism: `MSG_PEEK` with a leading scratch prefix that swallows the bytes before the
+/// offset. Works on every stream socket; the kernel copies the prefix again on every peek.
+pub const LOWCOPY_PEEK_DISCARD: u32 = 2;
+
+/// A peek cursor over one stream socket (opaque). Created by `lowcopy_peeker_new`, released
+/// by `lowcopy_peeker_free`.
+pub struct lowcopy_peeker {
+    inner: Peeker<'static>,
+}
+
+/// Counters of a `lowcopy_peeker`. Byte counts are in bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct lowcopy_peek_stats {
+    /// Syscalls the peeker made, failed ones included.
+    pub syscalls: u64,
+    /// Peeks that returned data.
+    pub peeks: u64,
+    /// Bytes delivered to the caller by peeks.
+    pub bytes_peeked: u64,
+    /// Bytes the kernel copied only for lowcopy to throw away: the discard prefix, and bytes
+    /// consumed on AF_UNIX (which has no copy-free MSG_TRUNC). Always 0 with
+    /// `LOWCOPY_PEEK_OFFSET` on TCP.
+    pub bytes_skipped_copied: u64,
+    /// Bytes dropped from the head of the receive queue by `lowcopy_peeker_consume`.
+    pub bytes_consumed: u64,
+    /// `SO_RCVLOWAT` changes made by the armed low-water mark.
+    pub rcvlowat_updates: u64,
+}
+
+/// 1 if `SO_PEEK_OFF` works on this stream socket, 0 if not (MPTCP, kernels before 6.9 for
+/// TCP/IPv4 or 6.12 for TCP/IPv6). Leaves the socket's `SO_PEEK_OFF` as it was.
+///
+/// Errors: `-EBADF` (not an open fd), `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX
+/// stream socket; UDP and other datagram sockets are not covered by lowcopy's peek).
+#[no_mangle]
+pub extern "C" fn lowcopy_peek_supported(fd: c_int) -> c_int {
+    guard(-EIO, || {
+        let fd = match borrow(fd) {
+            Ok(fd) => fd,
+            Err(e) => return e,
+        };
+        match lowcopy::peek_supported(fd) {
+            Ok(b) => b.into(),
+            Err(e) => neg(e),
+        }
+    })
+}
+
+/// Copies up to `len` bytes that sit `offset` bytes after the head of the socket's receive
+/// queue into `buf`, without consuming anything.
+///
+/// Returns bytes copied (> 0); 0 when the peer shut down and nothing lies beyond `offset`;
+/// `-EAGAIN` when nothing lies beyond `offset` yet and `flags` has `MSG_DONTWAIT` or the fd is
+/// non-blocking (a blocking call waits for one byte beyond `offset`).
+///
+/// Stateless: uses `SO_PEEK_OFF` where the socket has it (set, peek, set back to -1), else the
+/// discard prefix. Requires `SO_PEEK_OFF` disabled (-1, the default) on the socket: do not mix
+/// with a live `lowcopy_peeker` on the same fd. Costs 2-3 `getsockopt` besides the peek; use a
+/// `lowcopy_peeker` on the data path.
+///
+/// Errors: `-EINVAL` (`buf` NULL, `len` 0, flags other than `MSG_DONTWAIT`), `-EBADF`,
+/// `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `-EOVERFLOW`
+/// (`offset` above `INT_MAX` for `SO_PEEK_OFF`, or above 1023 x 64 KiB for the discard
+/// prefix: never truncated), `-ECONNRESET` and other `recvmsg` errors.
+///
+/// # Safety
+/// `buf` must be NULL or writable for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_peek_at(
+    fd: c_int,
+    offset: size_t,
+    buf: *mut c_void,
+    len: size_t,
+    flags: c_int,
+) -> ssize_t {
+    if buf.is_null() {
+        return -EINVAL as ssize_t;
+    }
+    let iov = iovec {
+        iov_base: buf,
+        iov_len: len,
+    };
+    // SAFETY: one iovec over the caller's buffer, valid per the contract above.
+    unsafe { lowcopy_peekv_at(fd, offset, &iov, 1, flags) }
+}
+
+/// `lowcopy_peek_at` into `iovcnt` iovecs (1 to `IOV_MAX` = 1024). Errors as
+/// `lowcopy_peek_at`, plus `-EINVAL` for NULL `iov` or `iovcnt <= 0`, `-EMSGSIZE` for
+/// `iovcnt > IOV_MAX`.
+///
+/// # Safety
+/// `iov` must be NULL or point to `iovcnt` iovecs, each describing writable memory.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_peekv_at(
+    fd: c_int,
+    offset: size_t,
+    iov: *const iovec,
+    iovcnt: c_int,
+    flags: c_int,
+) -> ssize_t {
+    guard(-EIO as ssize_t, || {
+        // SAFETY: forwarded caller contract.
+        let iov = match unsafe { iov_slice(iov, iovcnt) } {
+            Ok(v) => v,
+            Err(e) => return e as ssize_t,
+        };
+        let fd = match borrow(fd) {
+            Ok(fd) => fd,
+            Err(e) => return e as ssize_t,
+        };
+        // SAFETY: IoSliceMut is ABI-compatible with struct iovec on Unix; the buffers are
+        // writable per the caller's contract and only the kernel writes to them.
+        let bufs = unsafe {
+            std::slice::from_raw_parts_mut(iov.as_ptr() as *mut IoSliceMut<'_>, iov.len())
+        };
+        ret_size(lowcopy::peek_at(fd, offset, bufs, flags))
+    })
+}
+
+/// Drops up to `n` bytes from the head of the receive queue, without copying them where the
+/// protocol allows (TCP and MPTCP: `MSG_TRUNC`; AF_UNIX reads them into a scratch buffer).
+/// Returns bytes dropped (0 for `n == 0` or at end of stream); `-EAGAIN` when nothing is
+/// queued and the call may not block. The kernel lowers `SO_PEEK_OFF` by the bytes dropped.
+///
+/// Errors: `-EINVAL` (flags other than `MSG_DONTWAIT`), `-EBADF`, `-ENOTSOCK`,
+/// `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `recv` errors.
+#[no_mangle]
+pub extern "C" fn lowcopy_consume(fd: c_int, n: size_t, flags: c_int) -> ssize_t {
+    guard(-EIO as ssize_t, || {
+        let fd = match borrow(fd) {
+            Ok(fd) => fd,
+            Err(e) => return e as ssize_t,
+        };
+        ret_size(lowcopy::consume(fd, n, flags))
+    })
+}
+
+/// Creates a peek cursor over the stream socket `fd`, at offset 0, and writes it to `*out`.
+///
+/// `mode`: `LOWCOPY_PEEK_AUTO`, `LOWCOPY_PEEK_OFFSET` or `LOWCOPY_PEEK_DISCARD`. OFFSET (and
+/// AUTO when it picks it) sets the socket's `SO_PEEK_OFF` to 0; DISCARD makes sure it is -1.
+/// The fd stays owned by the caller and must stay open until `lowcopy_peeker_free`; do not
+/// read from it meanwhile except through `lowcopy_peeker_consume`.
+///
+/// Errors: `-EINVAL` (`out` NULL, unknown mode), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a
+/// TCP, MPTCP or AF_UNIX stream socket, or OFFSET on a socket without `SO_PEEK_OFF`),
+/// `-ENOMEM`.
+///
+/// # Safety
+/// `out` must be NULL or writable for one pointer.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_peeker_new(
+    fd: c_int,
+    mode: u32,
+    out: *mut *mut lowcopy_peeker,
+) -> c_int {
+    guard(-EIO, || {
+        if out.is_null() {
+            return -EINVAL;
+        }
+        let mode = match PeekMode::try_from(mode) {
+            Ok(m) => m,
+            Err(e) => return neg(e),
+        };
+        let fd = match borrow(fd) {
+            Ok(fd) => fd,
+            Err(e) => return e,
+        };
+        match Peeker::new(fd, mode) {
+            Ok(inner) => {
+                let p = Box::into_raw(Box::new(lowcopy_peeker { inner }));
+                // SAFETY: non-null and writable per the caller's contract.
+                unsafe { out.write(p) };
+                0
+            }
+            Err(e) => neg(e),
+        }
+    })
+}
+
+/// Copies up to `len` bytes at the cursor into `buf`; the cursor advances by the result.
+///
+/// Returns bytes copied (> 0); 0 at end of stream after the cursor (the peer shut down; the
+/// bytes before the cursor are still queued and readable); `-EAGAIN` when nothing lies beyond
+/// the cursor and `flags` has `MSG_DONTWAIT` or the fd is non-blocking. A blocking peek
+/// returns as soon as one byte beyond the cursor arrives.
+///
+/// Errors: `-EINVAL` (`p` or `buf` NULL, `len` 0, flags other than `MSG_DONTWAIT`),
+/// `-EOVERFLOW` (cursor beyond the mechanism's reach), `-ECONNRESET`, `-EINTR` and other
+/// `recvmsg` errors.
+///
+/// # Safety
+/// `p` must be NULL or a live peeker; `buf` NULL or writable for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_peeker_peek(
+    p: *mut lowcopy_peeker,
+    buf: *mut c_void,
+    len: size_t,
+    flags: c_int,
+) -> ssize_t {
+    if buf.is_null() {
+        return -EINVAL as ssize_t;
+    }
+    let iov = iovec {
+        iov_base: buf,
+        iov_len: len,
+    };
+    // SAFETY: forwarded caller contract.
+    unsafe { lowcopy_peeker_peekv(p, &iov, 1, flags) }
+}
+
+/// `lowcopy_peeker_peek` into `iovcnt` iovecs (1 to 1024; with the discard mechanism the
+/// prefix shares that budget). Errors as `lowcopy_peeker_peek`, plus `-EINVAL` for NULL `iov`
+/// or `iovcnt <= 0` and `-EMSGSIZE` for `iovcnt > 1024`.
+///
+/// # Safety
+/// `p` must be NULL or a live peeker; `iov` NULL or `iovcnt` iovecs over writable memory.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_peeker_peekv(
+    p: *mut lowcopy_peeker,
+    iov: *const iovec,
+    iovcnt: c_int,
+    flags: c_int,
+) -> ssize_t {
+    guard(-EIO as ssize_t, || {
+        // SAFETY: NULL or a live, unaliased peeker per the caller's contract.
+        let Some(p) = (unsafe { p.as_mut() }) else {
+            return -EINVAL as ssize_t;
+        };
+        // SAFETY: forwarded caller contract.
+        let iov = match unsafe { iov_slice(iov, iovcnt) } {
+            Ok(v) => v,
+            Err(e) => return e as ssize_t,
+        };
+        // SAFETY: the iovecs describe writable memory per the caller's contract.
+        ret_size(unsafe { p.inner.peek_iov(iov, flags) })
+    })
+}
+
+/// Moves the cursor to `offset` bytes after the head of the receive queue: back to
+/// retransmit, ahead to skip without copying (OFFSET; DISCARD copies them at the next peek).
+/// No syscall unless the low-water mark is armed. Returns 0.
+///
+/// Errors: `-EINVAL` (`p` NULL), `-EOVERFLOW` (`offset` above `INT_MAX` with OFFSET, above
+/// 1023 x 64 KiB with DISCARD; the cursor is unchanged).
+///
+/// # Safety
+/// `p` must be NULL or a live peeker.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_peeker_seek(p: *mut lowcopy_peeker, offset: size_t) -> c_int {
+    guard(-EIO, || {
+        // SAFETY: NULL or a live, unaliased peeker per the caller's contract.
+        let Some(p) = (unsafe { p.as_mut() }) else {
+            return -EINVAL;
+        };
+        ret_unit(p.inner.seek(offset))
+    })
+}
+
+/// Drops up to `n` acknowledged bytes from the head of the receive queue and moves the cursor
+/// back by the bytes dropped (never below 0). Never blocks. Returns bytes dropped (fewer when
+/// fewer are queued; 0 for `n == 0` or at end of stream).
+///
+/// Errors: `-EINVAL` (`p` NULL), `-EAGAIN` (nothing queued), `recv` errors.
+///
+/// # Safety
+/// `p` must be NULL or a live peeker.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_peeker_consume(p: *mut lowcopy_peeker, n: size_t) -> ssize_t {
+    guard(-EIO as ssize_t, || {
+        // SAFETY: NULL or a live, unaliased peeker per the caller's contract.
+        let Some(p) = (unsafe { p.as_mut() }) else {
+            return -EINVAL as ssize_t;
+        };
+        ret_size(p.inner.consume(n))
+    })
+}
+
+/// The cursor, in bytes after the head of the receive queue; 0 for NULL.
+///
+/// # Safety
+/// `p` must be NULL or a live peeker.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_peeker_offset(p: *const lowcopy_peeker) -> size_t {
+    // SAFETY: NULL or a live peeker per the caller's contract.
+    guard(0, || unsafe { p.as_ref() }.map_or(0, |p| p.inner.offset()))
+}
+
+/// The mechanism in use: `LOWCOPY_PEEK_OFFSET` or `LOWCOPY_PEEK_DISCARD` (never AUTO);
+/// `LOWCOPY_PEEK_AUTO` (0) for NULL.
+///
+/// # Safety
+/// `p` must be NULL or a live peeker.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_peeker_mode(p: *const lowcopy_peeker) -> u32 {
+    // SAFETY: NULL or a live peeker per the caller's contract.
+    guard(0, || {
+        unsafe { p.as_ref() }.map_or(0, |p| p.inner.mode() as u32)
+    })
+}
+
+/// Arms (`on` != 0) or disarms the low-water mark: while armed the peeker keeps `SO_RCVLOWAT`
+/// at cursor + 1 bytes, so poll/epoll report the fd readable only when a byte beyond the
+/// cursor is queued (they ignore `SO_PEEK_OFF`) and level-triggered loops do not spin.
+/// Blocking peeks still return as soon as one new byte is there.
+///
+/// The mark follows seek and consume at once and is raised after peeks lazily, when a peek
+/// finds nothing beyond the cursor (`-EAGAIN`): the data path pays no extra syscall. The
+/// kernel caps `SO_RCVLOWAT` at `tcp_rmem[2]/2` (16 MiB by default; `SO_RCVBUF/2` when locked;
+/// net/ipv4/tcp.c `tcp_set_rcvlowat`): past that cursor poll cannot be kept quiet. Setting it
+/// grows an unlocked receive buffer to about twice the mark. Disarming, and
+/// `lowcopy_peeker_free`, restore the value found when arming. Returns 0.
+///
+/// Errors: `-EINVAL` (`p` NULL), `-EOPNOTSUPP` (AF_UNIX: its poll ignores `SO_RCVLOWAT`),
+/// `setsockopt` errors.
+///
+/// # Safety
+/// `p` must be NULL or a live peeker.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_peeker_set_lowat_armed(
+    p: *mut lowcopy_peeker,
+    on: c_int,
+) -> c_int {
+    guard(-EIO, || {
+        // SAFETY: NULL or a live, unaliased peeker per the caller's contract.
+        let Some(p) = (unsafe { p.as_mut() }) else {
+            return -EINVAL;
+        };
+        ret_unit(p.inner.set_lowat_armed(on != 0))
+    })
+}
+
+/// Writes the peeker's counters to `*out`; returns 0, or `-EINVAL` if either pointer is NULL.
+///
+/// # Safety
+/// `p` must be NULL or a live peeker; `out` NULL or writable for one `lowcopy_peek_stats`.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_peeker_stats(
+    p: *const lowcopy_peeker,
+    out: *mut lowcopy_peek_stats,
+) -> c_int {
+    guard(-EIO, || {
+        // SAFETY: NULL or a live peeker per the caller's contract.
+        let Some(p) = (unsafe { p.as_ref() }) else {
+            return -EINVAL;
+        };
+        if out.is_null() {
+            return -EINVAL;
+        }
+        let s = p.inner.stats();
+        let stats = lowcopy_peek_stats {
+            syscalls: s.syscalls,
+            peeks: s.peeks,
+            bytes_peeked: s.bytes_peeked,
+            bytes_skipped_copied: s.bytes_skipped_copied,
+            bytes_consumed: s.bytes_consumed,
+            rcvlowat_updates: s.rcvlowat_updates,
+        };
+        // SAFETY: non-null and writable per the caller's contract.
+        unsafe { out.write(stats) };
+        0
+    })
+}
+
+/// Releases a peeker: restores `SO_RCVLOWAT` if the mark was armed and leaves the socket's
+/// `SO_PEEK_OFF` disabled (-1). Does not close the fd; call it before closing the fd. NULL is
+/// a no-op.
+///
+/// # Safety
+/// `p` must be NULL or a peeker from `lowcopy_peeker_new` not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_peeker_free(p: *mut lowcopy_peeker) {
+    guard((), || {
+        if !p.is_null() {
+            // SAFETY: allocated by Box::into_raw in lowcopy_peeker_new, freed only here once.
+            drop(unsafe { Box::from_raw(p) });
+        }
+    })
+}
