@@ -12,9 +12,11 @@
 pub mod peek;
 pub mod probe;
 mod sys;
+pub mod zc;
 
 pub use peek::{consume, peek_at, peek_supported, PeekMode, PeekStats, Peeker};
 pub use probe::{probe, Caps};
+pub use zc::{Completion, ZcBackend, ZcStats, ZeroCopySender};
 
 /// `IOV_MAX`: the most iovecs one call takes.
 pub const IOV_MAX: usize = sys::IOV_MAX;

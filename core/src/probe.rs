@@ -72,7 +72,7 @@ fn accepts(fd: &Option<OwnedFd>, name: c_int, val: c_int) -> bool {
         .is_some_and(|fd| sys::setsockopt_int(fd.as_fd(), libc::SOL_SOCKET, name, val).is_ok())
 }
 
-fn probe_uring() -> (bool, bool) {
+pub(crate) fn probe_uring() -> (bool, bool) {
     let Ok(ring) = io_uring::IoUring::new(2) else {
         return (false, false);
     };

@@ -1,0 +1,161 @@
+//! io_uring backend: `IORING_OP_SEND_ZC` (Linux 6.0) and `IORING_OP_SENDMSG_ZC` (6.1).
+//!
+//! The request's `user_data` comes back in the notification CQE (`IORING_CQE_F_NOTIF`), so
+//! no id ranges need mapping; we carry our request slot there. Whether a notification will
+//! follow is decided by `IORING_CQE_F_MORE` on the result CQE, never by the sign of the
+//! result: failed and cancelled sends can still post one (io_uring_prep_send_zc(3)).
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::sync::OnceLock;
+
+use io_uring::{cqueue, opcode, types, IoUring};
+use libc::{c_int, msghdr};
+
+use super::tracker::{SlotId, Tracker};
+
+/// `IORING_SEND_ZC_REPORT_USAGE` (include/uapi/linux/io_uring.h, 6.2): the notification
+/// reports whether the kernel copied.
+const IORING_SEND_ZC_REPORT_USAGE: u16 = 1 << 3;
+/// `IORING_NOTIF_USAGE_ZC_COPIED`: bit 31 of the notification's res.
+const IORING_NOTIF_USAGE_ZC_COPIED: i32 = 1 << 31;
+
+/// Whether this process may use io_uring SEND_ZC and SENDMSG_ZC (probed once).
+pub fn available() -> bool {
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        let caps = crate::probe::probe_uring();
+        caps.0 && caps.1
+    })
+}
+
+/// The ring of one sender.
+pub struct Uring {
+    ring: IoUring,
+}
+
+/// A notification that arrived: which slot, and whether the kernel copied.
+pub struct Notif {
+    pub slot: SlotId,
+    pub copied: bool,
+}
+
+impl Uring {
+    /// A ring sized so that every request the tracker can hold fits its notification in the
+    /// completion queue (the kernel also keeps overflow, IORING_FEAT_NODROP, 5.5).
+    pub fn new(max_requests: usize) -> io::Result<Self> {
+        let ring = IoUring::builder()
+            .setup_cqsize((2 * max_requests).next_power_of_two() as u32)
+            .build(8)?;
+        Ok(Uring { ring })
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.ring.as_raw_fd()
+    }
+
+    /// Submits one zerocopy send for `slot` and waits for its result CQE (not for the
+    /// notification). Returns (res, more): the send's result (bytes or -errno) and whether a
+    /// notification CQE will follow. Notifications that arrive meanwhile go to `notif`;
+    /// `syscalls` counts the `io_uring_enter` calls.
+    ///
+    /// # Safety
+    /// `msg` must stay valid until this returns; the memory
+    /// the iovecs describe must stay valid until the notification arrives (the kernel may read
+    /// it until then; pages are pinned, so freeing them early is not unsound, only racy).
+    pub unsafe fn send(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        msg: &msghdr,
+        flags: c_int,
+        slot: SlotId,
+        syscalls: &mut u64,
+        notif: &mut dyn FnMut(Notif),
+    ) -> io::Result<(i32, bool)> {
+        let fd = types::Fd(fd.as_raw_fd());
+        // One plain buffer: SEND_ZC, which skips SENDMSG_ZC's msghdr and iovec import.
+        // SAFETY: msg_iov points at msg_iovlen iovecs per the caller's contract.
+        let single = (msg.msg_iovlen == 1 && msg.msg_name.is_null() && msg.msg_control.is_null())
+            .then(|| unsafe { *msg.msg_iov })
+            .filter(|v| v.iov_len <= u32::MAX as usize)
+            .map(|v| (v.iov_base as *const u8, v.iov_len as u32));
+        let sqe = match single {
+            Some((buf, len)) => opcode::SendZc::new(fd, buf, len)
+                .flags(flags)
+                .zc_flags(IORING_SEND_ZC_REPORT_USAGE)
+                .build(),
+            None => opcode::SendMsgZc::new(fd, msg)
+                .flags(flags as u32)
+                .ioprio(IORING_SEND_ZC_REPORT_USAGE)
+                .build(),
+        }
+        .user_data(slot as u64);
+        // SAFETY: the SQE points at `msg`/`buf`, valid until we have seen its result CQE,
+        // which this function waits for before returning.
+        unsafe { self.ring.submission().push(&sqe) }
+            .map_err(|_| io::Error::from_raw_os_error(libc::EBUSY))?;
+        let mut to_submit = true;
+        loop {
+            *syscalls += 1;
+            match self.ring.submit_and_wait(1) {
+                Ok(_) => to_submit = false,
+                // The SQE may already be in the kernel: keep waiting for it, never abandon it.
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) && !to_submit => {}
+                Err(e) => return Err(e),
+            }
+            let mut mine = None;
+            for cqe in self.ring.completion() {
+                let s = cqe.user_data() as SlotId;
+                if cqueue::notif(cqe.flags()) {
+                    notif(Notif {
+                        slot: s,
+                        copied: cqe.result() & IORING_NOTIF_USAGE_ZC_COPIED != 0,
+                    });
+                } else if s == slot && mine.is_none() {
+                    mine = Some((cqe.result(), cqueue::more(cqe.flags())));
+                }
+            }
+            if let Some(r) = mine {
+                return Ok(r);
+            }
+        }
+    }
+
+    /// Hands every notification already in the completion queue to `notif`: no syscall.
+    pub fn drain(&mut self, notif: &mut dyn FnMut(Notif)) {
+        for cqe in self.ring.completion() {
+            if cqueue::notif(cqe.flags()) {
+                notif(Notif {
+                    slot: cqe.user_data() as SlotId,
+                    copied: cqe.result() & IORING_NOTIF_USAGE_ZC_COPIED != 0,
+                });
+            }
+        }
+    }
+
+    /// Waits up to `timeout_ms` (-1: no limit) for at least one CQE. `Ok(false)` on timeout.
+    pub fn wait(&mut self, timeout_ms: i32, syscalls: &mut u64) -> io::Result<bool> {
+        *syscalls += 1;
+        let r = if timeout_ms < 0 {
+            self.ring.submit_and_wait(1)
+        } else {
+            let ts = types::Timespec::new()
+                .sec(timeout_ms as u64 / 1000)
+                .nsec((timeout_ms as u32 % 1000) * 1_000_000);
+            let args = types::SubmitArgs::new().timespec(&ts);
+            self.ring.submitter().submit_with_args(1, &args)
+        };
+        match r {
+            Ok(_) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::ETIME) => Ok(false),
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => Ok(true),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Used by the tracker-facing code: applies a notification.
+pub fn apply(tracker: &mut Tracker, n: &Notif) -> bool {
+    tracker.complete_notif(n.slot, n.copied)
+}
