@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -53,10 +54,55 @@
 #define LOWCOPY_PEEK_DISCARD 2
 
 /**
+ * Backend: io_uring `SEND_ZC` where it works on this socket, else `MSG_ZEROCOPY` with the
+ * error queue where `SO_ZEROCOPY` works, else plain copies. Sockets with no zerocopy at all
+ * (AF_UNIX, MPTCP) get the copy backend.
+ */
+#define LOWCOPY_ZC_AUTO 0
+
+/**
+ * Backend: `SO_ZEROCOPY` + `MSG_ZEROCOPY` (TCP since Linux 4.14, UDP since 5.0); completions
+ * read from `MSG_ERRQUEUE` and mapped from the kernel's 32-bit id ranges back to user_data.
+ */
+#define LOWCOPY_ZC_ERRQUEUE 1
+
+/**
+ * Backend: io_uring `IORING_OP_SEND_ZC` (Linux 6.0) / `SENDMSG_ZC` (6.1); user_data comes back
+ * in the notification CQE, read from the ring with no syscall.
+ */
+#define LOWCOPY_ZC_IO_URING 2
+
+/**
+ * Backend: plain copying `sendmsg`; the completion is ready when the send returns.
+ */
+#define LOWCOPY_ZC_COPY 3
+
+/**
+ * `lowcopy_zc_new` flag: stop asking for zerocopy after `LOWCOPY_ZC_ADAPTIVE_AFTER`
+ * consecutive completions the kernel copied anyway (loopback, veth, devices without
+ * scatter-gather). Sends in flight are still reaped; later sends are plain copies.
+ */
+#define LOWCOPY_ZC_ADAPTIVE 1
+
+
+
+
+
+
+
+
+
+/**
  * A peek cursor over one stream socket (opaque). Created by `lowcopy_peeker_new`, released
  * by `lowcopy_peeker_free`.
  */
 typedef struct lowcopy_peeker lowcopy_peeker;
+
+/**
+ * Zerocopy sends over one socket with per-send user_data completions (opaque). Created by
+ * `lowcopy_zc_new`, released by `lowcopy_zc_free`.
+ */
+typedef struct lowcopy_zc lowcopy_zc;
 
 /**
  * What the running kernel offers, found by trying (`lowcopy_probe`). Flags are 0 or 1.
@@ -132,6 +178,83 @@ typedef struct lowcopy_peek_stats {
    */
   uint64_t rcvlowat_updates;
 } lowcopy_peek_stats;
+
+/**
+ * One completed send: the buffers it used may be reused.
+ */
+typedef struct lowcopy_zc_completion {
+  /**
+   * The caller's value given with the send.
+   */
+  uint64_t user_data;
+  /**
+   * Bytes the send accepted (> 0).
+   */
+  int64_t result;
+  /**
+   * `LOWCOPY_ZC_COPIED`, `LOWCOPY_ZC_FALLBACK`.
+   */
+  uint32_t flags;
+} lowcopy_zc_completion;
+
+/**
+ * Counters of a `lowcopy_zc`. Byte counts in bytes.
+ */
+typedef struct lowcopy_zc_stats {
+  /**
+   * Send calls that returned > 0.
+   */
+  uint64_t sends;
+  /**
+   * Bytes they accepted.
+   */
+  uint64_t bytes;
+  /**
+   * Kernel sends that asked for zerocopy (`MSG_ZEROCOPY` or SEND_ZC).
+   */
+  uint64_t zerocopy_sends;
+  /**
+   * Kernel sends that copied (copy backend, fallbacks, adaptive mode).
+   */
+  uint64_t copy_sends;
+  /**
+   * Completions handed to the caller.
+   */
+  uint64_t completions;
+  /**
+   * Of those, with `LOWCOPY_ZC_COPIED`.
+   */
+  uint64_t completions_copied;
+  /**
+   * `ENOBUFS` from zerocopy sends (optmem or locked-pages limit), each answered by a
+   * retry and then a copy; never returned to the caller.
+   */
+  uint64_t enobufs;
+  /**
+   * Sends copied because the id window (8192 ids) was full.
+   */
+  uint64_t window_full;
+  /**
+   * Syscalls made to send (sendmsg, io_uring_enter).
+   */
+  uint64_t syscalls_send;
+  /**
+   * Syscalls made to collect completions (error-queue reads, waits).
+   */
+  uint64_t syscalls_reap;
+  /**
+   * Error-queue entries that were not zerocopy notifications (timestamps, ICMP): skipped.
+   */
+  uint64_t errqueue_other;
+  /**
+   * Notified ids that matched no send in flight: ignored.
+   */
+  uint64_t unexpected_ids;
+  /**
+   * 1 once `LOWCOPY_ZC_ADAPTIVE` stopped asking for zerocopy.
+   */
+  uint64_t zerocopy_off;
+} lowcopy_zc_stats;
 
 #ifdef __cplusplus
 extern "C" {
@@ -332,6 +455,173 @@ int lowcopy_peeker_stats(const struct lowcopy_peeker *p, struct lowcopy_peek_sta
  * `p` must be NULL or a peeker from `lowcopy_peeker_new` not yet freed.
  */
 void lowcopy_peeker_free(struct lowcopy_peeker *p);
+
+/**
+ * Creates a zerocopy sender on the socket `fd` and writes it to `*out`.
+ *
+ * `backend`: `LOWCOPY_ZC_AUTO`, `_ERRQUEUE`, `_IO_URING` or `_COPY`; `flags`: 0 or
+ * `LOWCOPY_ZC_ADAPTIVE`. Allocates everything the data path needs (no allocation after).
+ * The error-queue backend sets `SO_ZEROCOPY` on the socket (left set). The kernel's zerocopy
+ * id counter cannot be read back: make one sender per socket, before any other
+ * `MSG_ZEROCOPY` send on it. The fd stays the caller's and must stay open until
+ * `lowcopy_zc_free`.
+ *
+ * Errors: `-EINVAL` (`out` NULL, unknown backend or flags), `-EBADF`, `-ENOTSOCK`,
+ * `-EOPNOTSUPP` (an explicit zerocopy backend on a socket without zerocopy: AF_UNIX, MPTCP;
+ * or io_uring without SEND_ZC), io_uring setup errors (`-EPERM` when
+ * `kernel.io_uring_disabled` forbids it, `-ENOMEM`).
+ *
+ * # Safety
+ * `out` must be NULL or writable for one pointer.
+ */
+int lowcopy_zc_new(int fd, uint32_t backend, uint32_t flags, struct lowcopy_zc **out);
+
+/**
+ * Sends `len` bytes from `buf`; returns bytes accepted. Exactly one completion carrying
+ * `user_data` follows every send that returned > 0 (none for a failed or zero-byte send).
+ * The caller must not modify `buf` until that completion is reaped.
+ *
+ * `flags`: `MSG_DONTWAIT`, `MSG_MORE`, `MSG_NOSIGNAL` (always added: `-EPIPE` instead of
+ * SIGPIPE). On a stream socket a blocking send accepts everything unless an error or signal
+ * stops it part way; a non-blocking one accepts what fits. A datagram is one send. Never
+ * waits for a completion. `ENOBUFS` from a zerocopy send is handled inside (reap, retry, copy).
+ *
+ * Errors: `-EINVAL` (`z` or `buf` NULL, flags), `-EBUSY` (`LOWCOPY_ZC_MAX_PENDING` requests
+ * not reaped: reap first), the socket's send errors (`-EAGAIN`, `-EPIPE`, `-ECONNRESET`,
+ * `-EMSGSIZE`, `-EDESTADDRREQ`, ...).
+ *
+ * # Safety
+ * `z` must be NULL or a live sender; `buf` NULL or readable for `len` bytes until the
+ * completion.
+ */
+ssize_t lowcopy_zc_send(struct lowcopy_zc *z,
+                        const void *buf,
+                        size_t len,
+                        int flags,
+                        uint64_t user_data);
+
+/**
+ * `lowcopy_zc_send` from `iovcnt` iovecs (1 to 1024). Errors as `lowcopy_zc_send`, plus
+ * `-EINVAL` for NULL `iov` or `iovcnt <= 0` and `-EMSGSIZE` for `iovcnt > 1024`.
+ *
+ * # Safety
+ * `z` must be NULL or a live sender; `iov` NULL or `iovcnt` iovecs over readable memory that
+ * stays unmodified until the completion.
+ */
+ssize_t lowcopy_zc_sendv(struct lowcopy_zc *z,
+                         const struct iovec *iov,
+                         int iovcnt,
+                         int flags,
+                         uint64_t user_data);
+
+/**
+ * `lowcopy_zc_send` from a `struct msghdr`: a destination address (`msg_name`, for UDP),
+ * iovecs, and control messages (for example `UDP_SEGMENT`). `msg_flags` is ignored. Errors
+ * as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `msg`.
+ *
+ * # Safety
+ * `z` must be NULL or a live sender; `msg` NULL or a valid msghdr whose iovecs stay readable
+ * and unmodified until the completion.
+ */
+ssize_t lowcopy_zc_sendmsg(struct lowcopy_zc *z,
+                           const struct msghdr *msg,
+                           int flags,
+                           uint64_t user_data);
+
+/**
+ * Sends like `lowcopy_zc_sendv`, then writes up to `cap` completions that are ready to
+ * `out` and their count to `*n_out`, in the same call: the "user argument" of the
+ * MSG_ZEROCOPY_UARG proposal. The cheapest correct path: the error-queue backend reads the
+ * queue at most once per 8 sends (sooner when tracking runs low); io_uring completions cost
+ * no syscall. Returns bytes accepted; on error neither `out` nor `*n_out` is written.
+ *
+ * Errors as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `n_out`, or NULL `out` with `cap > 0`.
+ *
+ * # Safety
+ * As `lowcopy_zc_sendv`; `out` NULL or writable for `cap` completions; `n_out` NULL or
+ * writable.
+ */
+ssize_t lowcopy_zc_send_reap(struct lowcopy_zc *z,
+                             const struct iovec *iov,
+                             int iovcnt,
+                             int flags,
+                             uint64_t user_data,
+                             struct lowcopy_zc_completion *out,
+                             size_t cap,
+                             size_t *n_out);
+
+/**
+ * Writes up to `cap` ready completions to `out`; returns how many (0 when none). Never
+ * blocks: collects what the kernel has reported (one error-queue read while sends are in
+ * flight; no syscall for io_uring and copy).
+ *
+ * Errors: `-EINVAL` (`z` NULL, `out` NULL with `cap > 0`), error-queue read errors.
+ *
+ * # Safety
+ * `z` must be NULL or a live sender; `out` NULL or writable for `cap` completions.
+ */
+ssize_t lowcopy_zc_reap(struct lowcopy_zc *z, struct lowcopy_zc_completion *out, size_t cap);
+
+/**
+ * Waits up to `timeout_ms` milliseconds (-1: no limit; 0: just check) until a completion is
+ * ready. Returns the number ready to reap; 0 at once when nothing is in flight (it never
+ * waits for a notification that cannot come).
+ *
+ * Errors: `-EINVAL` (`z` NULL), `-ETIMEDOUT` (sends in flight, none completed in time: TCP
+ * notifies only once the peer acknowledged, so a peer that stops reading delays completions
+ * without bound), a pending socket error (`-ECONNRESET`, ...) reported instead of a completion.
+ *
+ * # Safety
+ * `z` must be NULL or a live sender.
+ */
+int lowcopy_zc_wait(struct lowcopy_zc *z, int timeout_ms);
+
+/**
+ * Sends whose completion has not arrived yet; 0 for NULL.
+ *
+ * # Safety
+ * `z` must be NULL or a live sender.
+ */
+size_t lowcopy_zc_inflight(const struct lowcopy_zc *z);
+
+/**
+ * The fd to put in epoll for completions: the socket for the error queue (`EPOLLERR` is
+ * always reported), the ring for io_uring (`EPOLLIN`); for the copy backend the socket, which
+ * never needs watching (copy completions are ready when the send returns). `-EINVAL` for NULL.
+ *
+ * # Safety
+ * `z` must be NULL or a live sender.
+ */
+int lowcopy_zc_pollfd(const struct lowcopy_zc *z);
+
+/**
+ * The backend in use (`LOWCOPY_ZC_ERRQUEUE`, `_IO_URING` or `_COPY`, never AUTO);
+ * `LOWCOPY_ZC_AUTO` (0) for NULL.
+ *
+ * # Safety
+ * `z` must be NULL or a live sender.
+ */
+uint32_t lowcopy_zc_backend(const struct lowcopy_zc *z);
+
+/**
+ * Writes the sender's counters to `*out`; returns 0, or `-EINVAL` if either pointer is NULL.
+ *
+ * # Safety
+ * `z` must be NULL or a live sender; `out` NULL or writable for one `lowcopy_zc_stats`.
+ */
+int lowcopy_zc_stats(const struct lowcopy_zc *z, struct lowcopy_zc_stats *out);
+
+/**
+ * Releases a sender after collecting, without blocking, the completions already reported.
+ * Returns the number of sends whose completion had not arrived: the kernel still holds their
+ * pages (pinned, so freeing the memory is safe), but the caller is no longer told when they
+ * are sent; keep such buffers unmodified until the socket is closed if the bytes on the wire
+ * matter. Completions ready but not reaped are dropped. Does not close the fd. NULL: 0.
+ *
+ * # Safety
+ * `z` must be NULL or a sender from `lowcopy_zc_new` not yet freed.
+ */
+int lowcopy_zc_free(struct lowcopy_zc *z);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -12,7 +12,9 @@
 #![allow(non_camel_case_types)]
 
 mod peek;
+mod zc;
 pub use peek::*;
+pub use zc::*;
 
 use std::io;
 use std::os::fd::BorrowedFd;

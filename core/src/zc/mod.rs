@@ -520,7 +520,8 @@ impl<'fd> ZeroCopySender<'fd> {
 
     /// Collects every completion already reported, without blocking: reads the error queue
     /// (only while zerocopy ids are in flight) or the io_uring completion queue (no syscall).
-    fn collect(&mut self) -> io::Result<()> {
+    /// [`ZeroCopySender::reap`] calls it when it needs to.
+    pub fn collect(&mut self) -> io::Result<()> {
         self.sends_since_reap = 0;
         match &mut self.engine {
             Engine::ErrQueue(_) => self.read_errqueue(),

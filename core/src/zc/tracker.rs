@@ -9,7 +9,9 @@
 //! returns > 0 the next value (Documentation/networking/msg_zerocopy.rst, "Notification
 //! Parsing"); failed and zero-length sends take none. We mirror that counter in `next_id`.
 
-/// One completed request, as handed to the caller.
+/// One completed request, as handed to the caller (C layout: the C ABI fills its own
+/// `lowcopy_zc_completion` array with it).
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Completion {
     /// The caller's own value given with the send.

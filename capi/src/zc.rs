@@ -1,0 +1,480 @@
+//! Zerocopy send with a user argument (API.md section 2).
+
+use libc::{c_int, c_void, iovec, msghdr, size_t, ssize_t, EINVAL, EIO};
+use lowcopy::zc::{self, Completion, ZcBackend, ZeroCopySender};
+
+use crate::{borrow, guard, iov_slice, neg, ret_size};
+
+/// Backend: io_uring `SEND_ZC` where it works on this socket, else `MSG_ZEROCOPY` with the
+/// error queue where `SO_ZEROCOPY` works, else plain copies. Sockets with no zerocopy at all
+/// (AF_UNIX, MPTCP) get the copy backend.
+pub const LOWCOPY_ZC_AUTO: u32 = 0;
+/// Backend: `SO_ZEROCOPY` + `MSG_ZEROCOPY` (TCP since Linux 4.14, UDP since 5.0); completions
+/// read from `MSG_ERRQUEUE` and mapped from the kernel's 32-bit id ranges back to user_data.
+pub const LOWCOPY_ZC_ERRQUEUE: u32 = 1;
+/// Backend: io_uring `IORING_OP_SEND_ZC` (Linux 6.0) / `SENDMSG_ZC` (6.1); user_data comes back
+/// in the notification CQE, read from the ring with no syscall.
+pub const LOWCOPY_ZC_IO_URING: u32 = 2;
+/// Backend: plain copying `sendmsg`; the completion is ready when the send returns.
+pub const LOWCOPY_ZC_COPY: u32 = 3;
+
+/// `lowcopy_zc_new` flag: stop asking for zerocopy after `LOWCOPY_ZC_ADAPTIVE_AFTER`
+/// consecutive completions the kernel copied anyway (loopback, veth, devices without
+/// scatter-gather). Sends in flight are still reaped; later sends are plain copies.
+pub const LOWCOPY_ZC_ADAPTIVE: u32 = 1;
+/// Consecutive copied completions after which `LOWCOPY_ZC_ADAPTIVE` stops asking for zerocopy.
+pub const LOWCOPY_ZC_ADAPTIVE_AFTER: u32 = zc::ADAPTIVE_AFTER;
+/// Completion flag: the data was copied, not pinned (by the kernel: `SO_EE_CODE_ZEROCOPY_COPIED`
+/// or `IORING_NOTIF_USAGE_ZC_COPIED`, always so on loopback and veth; or by a plain send).
+pub const LOWCOPY_ZC_COPIED: u32 = zc::COPIED;
+/// Completion flag: part or all of the request went out as a plain send because zerocopy was
+/// not possible (`ENOBUFS`, adaptive mode, id window full).
+pub const LOWCOPY_ZC_FALLBACK: u32 = zc::FALLBACK;
+/// Requests a sender holds at once, in flight or ready but not reaped. Past that, sends
+/// return `-EBUSY` until completions are reaped.
+pub const LOWCOPY_ZC_MAX_PENDING: u32 = zc::MAX_PENDING as u32;
+
+/// Zerocopy sends over one socket with per-send user_data completions (opaque). Created by
+/// `lowcopy_zc_new`, released by `lowcopy_zc_free`.
+pub struct lowcopy_zc {
+    inner: ZeroCopySender<'static>,
+}
+
+/// One completed send: the buffers it used may be reused.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct lowcopy_zc_completion {
+    /// The caller's value given with the send.
+    pub user_data: u64,
+    /// Bytes the send accepted (> 0).
+    pub result: i64,
+    /// `LOWCOPY_ZC_COPIED`, `LOWCOPY_ZC_FALLBACK`.
+    pub flags: u32,
+}
+
+// The C struct is filled in place from the core's type: same layout, checked at build time.
+const _: () = {
+    assert!(std::mem::size_of::<lowcopy_zc_completion>() == std::mem::size_of::<Completion>());
+    assert!(std::mem::align_of::<lowcopy_zc_completion>() == std::mem::align_of::<Completion>());
+    assert!(
+        std::mem::offset_of!(lowcopy_zc_completion, result)
+            == std::mem::offset_of!(Completion, result)
+    );
+    assert!(
+        std::mem::offset_of!(lowcopy_zc_completion, flags)
+            == std::mem::offset_of!(Completion, flags)
+    );
+};
+
+/// Counters of a `lowcopy_zc`. Byte counts in bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct lowcopy_zc_stats {
+    /// Send calls that returned > 0.
+    pub sends: u64,
+    /// Bytes they accepted.
+    pub bytes: u64,
+    /// Kernel sends that asked for zerocopy (`MSG_ZEROCOPY` or SEND_ZC).
+    pub zerocopy_sends: u64,
+    /// Kernel sends that copied (copy backend, fallbacks, adaptive mode).
+    pub copy_sends: u64,
+    /// Completions handed to the caller.
+    pub completions: u64,
+    /// Of those, with `LOWCOPY_ZC_COPIED`.
+    pub completions_copied: u64,
+    /// `ENOBUFS` from zerocopy sends (optmem or locked-pages limit), each answered by a
+    /// retry and then a copy; never returned to the caller.
+    pub enobufs: u64,
+    /// Sends copied because the id window (8192 ids) was full.
+    pub window_full: u64,
+    /// Syscalls made to send (sendmsg, io_uring_enter).
+    pub syscalls_send: u64,
+    /// Syscalls made to collect completions (error-queue reads, waits).
+    pub syscalls_reap: u64,
+    /// Error-queue entries that were not zerocopy notifications (timestamps, ICMP): skipped.
+    pub errqueue_other: u64,
+    /// Notified ids that matched no send in flight: ignored.
+    pub unexpected_ids: u64,
+    /// 1 once `LOWCOPY_ZC_ADAPTIVE` stopped asking for zerocopy.
+    pub zerocopy_off: u64,
+}
+
+/// Creates a zerocopy sender on the socket `fd` and writes it to `*out`.
+///
+/// `backend`: `LOWCOPY_ZC_AUTO`, `_ERRQUEUE`, `_IO_URING` or `_COPY`; `flags`: 0 or
+/// `LOWCOPY_ZC_ADAPTIVE`. Allocates everything the data path needs (no allocation after).
+/// The error-queue backend sets `SO_ZEROCOPY` on the socket (left set). The kernel's zerocopy
+/// id counter cannot be read back: make one sender per socket, before any other
+/// `MSG_ZEROCOPY` send on it. The fd stays the caller's and must stay open until
+/// `lowcopy_zc_free`.
+///
+/// Errors: `-EINVAL` (`out` NULL, unknown backend or flags), `-EBADF`, `-ENOTSOCK`,
+/// `-EOPNOTSUPP` (an explicit zerocopy backend on a socket without zerocopy: AF_UNIX, MPTCP;
+/// or io_uring without SEND_ZC), io_uring setup errors (`-EPERM` when
+/// `kernel.io_uring_disabled` forbids it, `-ENOMEM`).
+///
+/// # Safety
+/// `out` must be NULL or writable for one pointer.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_zc_new(
+    fd: c_int,
+    backend: u32,
+    flags: u32,
+    out: *mut *mut lowcopy_zc,
+) -> c_int {
+    guard(-EIO, || {
+        if out.is_null() {
+            return -EINVAL;
+        }
+        let backend = match ZcBackend::try_from(backend) {
+            Ok(b) => b,
+            Err(e) => return neg(e),
+        };
+        let fd = match borrow(fd) {
+            Ok(fd) => fd,
+            Err(e) => return e,
+        };
+        match ZeroCopySender::new(fd, backend, flags) {
+            Ok(inner) => {
+                // SAFETY: non-null and writable per the caller's contract.
+                unsafe { out.write(Box::into_raw(Box::new(lowcopy_zc { inner }))) };
+                0
+            }
+            Err(e) => neg(e),
+        }
+    })
+}
+
+/// Sends `len` bytes from `buf`; returns bytes accepted. Exactly one completion carrying
+/// `user_data` follows every send that returned > 0 (none for a failed or zero-byte send).
+/// The caller must not modify `buf` until that completion is reaped.
+///
+/// `flags`: `MSG_DONTWAIT`, `MSG_MORE`, `MSG_NOSIGNAL` (always added: `-EPIPE` instead of
+/// SIGPIPE). On a stream socket a blocking send accepts everything unless an error or signal
+/// stops it part way; a non-blocking one accepts what fits. A datagram is one send. Never
+/// waits for a completion. `ENOBUFS` from a zerocopy send is handled inside (reap, retry, copy).
+///
+/// Errors: `-EINVAL` (`z` or `buf` NULL, flags), `-EBUSY` (`LOWCOPY_ZC_MAX_PENDING` requests
+/// not reaped: reap first), the socket's send errors (`-EAGAIN`, `-EPIPE`, `-ECONNRESET`,
+/// `-EMSGSIZE`, `-EDESTADDRREQ`, ...).
+///
+/// # Safety
+/// `z` must be NULL or a live sender; `buf` NULL or readable for `len` bytes until the
+/// completion.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_zc_send(
+    z: *mut lowcopy_zc,
+    buf: *const c_void,
+    len: size_t,
+    flags: c_int,
+    user_data: u64,
+) -> ssize_t {
+    if buf.is_null() {
+        return -EINVAL as ssize_t;
+    }
+    let iov = iovec {
+        iov_base: buf as *mut c_void,
+        iov_len: len,
+    };
+    // SAFETY: forwarded caller contract.
+    unsafe { lowcopy_zc_sendv(z, &iov, 1, flags, user_data) }
+}
+
+/// `lowcopy_zc_send` from `iovcnt` iovecs (1 to 1024). Errors as `lowcopy_zc_send`, plus
+/// `-EINVAL` for NULL `iov` or `iovcnt <= 0` and `-EMSGSIZE` for `iovcnt > 1024`.
+///
+/// # Safety
+/// `z` must be NULL or a live sender; `iov` NULL or `iovcnt` iovecs over readable memory that
+/// stays unmodified until the completion.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_zc_sendv(
+    z: *mut lowcopy_zc,
+    iov: *const iovec,
+    iovcnt: c_int,
+    flags: c_int,
+    user_data: u64,
+) -> ssize_t {
+    guard(-EIO as ssize_t, || {
+        // SAFETY: NULL or a live, unaliased sender per the caller's contract.
+        let Some(z) = (unsafe { z.as_mut() }) else {
+            return -EINVAL as ssize_t;
+        };
+        // SAFETY: forwarded caller contract.
+        let iov = match unsafe { iov_slice(iov, iovcnt) } {
+            Ok(v) => v,
+            Err(e) => return e as ssize_t,
+        };
+        // SAFETY: the iovecs describe readable memory per the caller's contract.
+        ret_size(unsafe {
+            z.inner.send_iov(
+                iov,
+                std::ptr::null(),
+                0,
+                std::ptr::null(),
+                0,
+                flags,
+                user_data,
+            )
+        })
+    })
+}
+
+/// `lowcopy_zc_send` from a `struct msghdr`: a destination address (`msg_name`, for UDP),
+/// iovecs, and control messages (for example `UDP_SEGMENT`). `msg_flags` is ignored. Errors
+/// as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `msg`.
+///
+/// # Safety
+/// `z` must be NULL or a live sender; `msg` NULL or a valid msghdr whose iovecs stay readable
+/// and unmodified until the completion.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_zc_sendmsg(
+    z: *mut lowcopy_zc,
+    msg: *const msghdr,
+    flags: c_int,
+    user_data: u64,
+) -> ssize_t {
+    guard(-EIO as ssize_t, || {
+        // SAFETY: NULL or a live, unaliased sender per the caller's contract.
+        let Some(z) = (unsafe { z.as_mut() }) else {
+            return -EINVAL as ssize_t;
+        };
+        // SAFETY: NULL or a valid msghdr per the caller's contract.
+        let Some(m) = (unsafe { msg.as_ref() }) else {
+            return -EINVAL as ssize_t;
+        };
+        if m.msg_iovlen > c_int::MAX as usize {
+            return -libc::EMSGSIZE as ssize_t;
+        }
+        // SAFETY: forwarded caller contract on the msghdr's iovecs.
+        let iov = match unsafe { iov_slice(m.msg_iov, m.msg_iovlen as c_int) } {
+            Ok(v) => v,
+            Err(e) => return e as ssize_t,
+        };
+        // SAFETY: name, control and iovecs are valid per the caller's contract.
+        ret_size(unsafe {
+            z.inner.send_iov(
+                iov,
+                m.msg_name,
+                m.msg_namelen,
+                m.msg_control,
+                m.msg_controllen,
+                flags,
+                user_data,
+            )
+        })
+    })
+}
+
+/// Sends like `lowcopy_zc_sendv`, then writes up to `cap` completions that are ready to
+/// `out` and their count to `*n_out`, in the same call: the "user argument" of the
+/// MSG_ZEROCOPY_UARG proposal. The cheapest correct path: the error-queue backend reads the
+/// queue at most once per 8 sends (sooner when tracking runs low); io_uring completions cost
+/// no syscall. Returns bytes accepted; on error neither `out` nor `*n_out` is written.
+///
+/// Errors as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `n_out`, or NULL `out` with `cap > 0`.
+///
+/// # Safety
+/// As `lowcopy_zc_sendv`; `out` NULL or writable for `cap` completions; `n_out` NULL or
+/// writable.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn lowcopy_zc_send_reap(
+    z: *mut lowcopy_zc,
+    iov: *const iovec,
+    iovcnt: c_int,
+    flags: c_int,
+    user_data: u64,
+    out: *mut lowcopy_zc_completion,
+    cap: size_t,
+    n_out: *mut size_t,
+) -> ssize_t {
+    guard(-EIO as ssize_t, || {
+        // SAFETY: NULL or a live, unaliased sender per the caller's contract.
+        let Some(z) = (unsafe { z.as_mut() }) else {
+            return -EINVAL as ssize_t;
+        };
+        if n_out.is_null() || (out.is_null() && cap > 0) {
+            return -EINVAL as ssize_t;
+        }
+        // SAFETY: forwarded caller contract.
+        let iov = match unsafe { iov_slice(iov, iovcnt) } {
+            Ok(v) => v,
+            Err(e) => return e as ssize_t,
+        };
+        // SAFETY: `out` is writable for `cap` completions; the layouts match (checked above).
+        let out = unsafe { completions(out, cap) };
+        // SAFETY: the iovecs describe readable memory per the caller's contract.
+        match unsafe { z.inner.send_reap_iov(iov, flags, user_data, out) } {
+            Ok((n, k)) => {
+                // SAFETY: non-null and writable per the caller's contract.
+                unsafe { n_out.write(k) };
+                n as ssize_t
+            }
+            Err(e) => neg(e) as ssize_t,
+        }
+    })
+}
+
+/// Views the caller's completion array as the core's type (same layout).
+///
+/// # Safety
+/// `out` must be writable for `cap` entries, or `cap` 0.
+unsafe fn completions<'a>(out: *mut lowcopy_zc_completion, cap: size_t) -> &'a mut [Completion] {
+    if cap == 0 {
+        return &mut [];
+    }
+    // SAFETY: per the caller; Completion and lowcopy_zc_completion share size, alignment and
+    // field offsets, and every bit pattern is valid for both.
+    unsafe { std::slice::from_raw_parts_mut(out.cast::<Completion>(), cap) }
+}
+
+/// Writes up to `cap` ready completions to `out`; returns how many (0 when none). Never
+/// blocks: collects what the kernel has reported (one error-queue read while sends are in
+/// flight; no syscall for io_uring and copy).
+///
+/// Errors: `-EINVAL` (`z` NULL, `out` NULL with `cap > 0`), error-queue read errors.
+///
+/// # Safety
+/// `z` must be NULL or a live sender; `out` NULL or writable for `cap` completions.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_zc_reap(
+    z: *mut lowcopy_zc,
+    out: *mut lowcopy_zc_completion,
+    cap: size_t,
+) -> ssize_t {
+    guard(-EIO as ssize_t, || {
+        // SAFETY: NULL or a live, unaliased sender per the caller's contract.
+        let Some(z) = (unsafe { z.as_mut() }) else {
+            return -EINVAL as ssize_t;
+        };
+        if out.is_null() && cap > 0 {
+            return -EINVAL as ssize_t;
+        }
+        // SAFETY: writable for `cap` entries per the caller's contract.
+        let out = unsafe { completions(out, cap) };
+        ret_size(z.inner.reap(out))
+    })
+}
+
+/// Waits up to `timeout_ms` milliseconds (-1: no limit; 0: just check) until a completion is
+/// ready. Returns the number ready to reap; 0 at once when nothing is in flight (it never
+/// waits for a notification that cannot come).
+///
+/// Errors: `-EINVAL` (`z` NULL), `-ETIMEDOUT` (sends in flight, none completed in time: TCP
+/// notifies only once the peer acknowledged, so a peer that stops reading delays completions
+/// without bound), a pending socket error (`-ECONNRESET`, ...) reported instead of a completion.
+///
+/// # Safety
+/// `z` must be NULL or a live sender.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_zc_wait(z: *mut lowcopy_zc, timeout_ms: c_int) -> c_int {
+    guard(-EIO, || {
+        // SAFETY: NULL or a live, unaliased sender per the caller's contract.
+        let Some(z) = (unsafe { z.as_mut() }) else {
+            return -EINVAL;
+        };
+        match z.inner.wait(timeout_ms) {
+            Ok(n) => n.min(c_int::MAX as usize) as c_int,
+            Err(e) => neg(e),
+        }
+    })
+}
+
+/// Sends whose completion has not arrived yet; 0 for NULL.
+///
+/// # Safety
+/// `z` must be NULL or a live sender.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_zc_inflight(z: *const lowcopy_zc) -> size_t {
+    // SAFETY: NULL or a live sender per the caller's contract.
+    guard(0, || {
+        unsafe { z.as_ref() }.map_or(0, |z| z.inner.inflight())
+    })
+}
+
+/// The fd to put in epoll for completions: the socket for the error queue (`EPOLLERR` is
+/// always reported), the ring for io_uring (`EPOLLIN`); for the copy backend the socket, which
+/// never needs watching (copy completions are ready when the send returns). `-EINVAL` for NULL.
+///
+/// # Safety
+/// `z` must be NULL or a live sender.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_zc_pollfd(z: *const lowcopy_zc) -> c_int {
+    // SAFETY: NULL or a live sender per the caller's contract.
+    guard(-EIO, || {
+        unsafe { z.as_ref() }.map_or(-EINVAL, |z| z.inner.pollfd())
+    })
+}
+
+/// The backend in use (`LOWCOPY_ZC_ERRQUEUE`, `_IO_URING` or `_COPY`, never AUTO);
+/// `LOWCOPY_ZC_AUTO` (0) for NULL.
+///
+/// # Safety
+/// `z` must be NULL or a live sender.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_zc_backend(z: *const lowcopy_zc) -> u32 {
+    // SAFETY: NULL or a live sender per the caller's contract.
+    guard(0, || {
+        unsafe { z.as_ref() }.map_or(0, |z| z.inner.backend() as u32)
+    })
+}
+
+/// Writes the sender's counters to `*out`; returns 0, or `-EINVAL` if either pointer is NULL.
+///
+/// # Safety
+/// `z` must be NULL or a live sender; `out` NULL or writable for one `lowcopy_zc_stats`.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_zc_stats(
+    z: *const lowcopy_zc,
+    out: *mut lowcopy_zc_stats,
+) -> c_int {
+    guard(-EIO, || {
+        // SAFETY: NULL or a live sender per the caller's contract.
+        let Some(z) = (unsafe { z.as_ref() }) else {
+            return -EINVAL;
+        };
+        if out.is_null() {
+            return -EINVAL;
+        }
+        let s = z.inner.stats();
+        let c = lowcopy_zc_stats {
+            sends: s.sends,
+            bytes: s.bytes,
+            zerocopy_sends: s.zerocopy_sends,
+            copy_sends: s.copy_sends,
+            completions: s.completions,
+            completions_copied: s.completions_copied,
+            enobufs: s.enobufs,
+            window_full: s.window_full,
+            syscalls_send: s.syscalls_send,
+            syscalls_reap: s.syscalls_reap,
+            errqueue_other: s.errqueue_other,
+            unexpected_ids: s.unexpected_ids,
+            zerocopy_off: s.zerocopy_off,
+        };
+        // SAFETY: non-null and writable per the caller's contract.
+        unsafe { out.write(c) };
+        0
+    })
+}
+
+/// Releases a sender after collecting, without blocking, the completions already reported.
+/// Returns the number of sends whose completion had not arrived: the kernel still holds their
+/// pages (pinned, so freeing the memory is safe), but the caller is no longer told when they
+/// are sent; keep such buffers unmodified until the socket is closed if the bytes on the wire
+/// matter. Completions ready but not reaped are dropped. Does not close the fd. NULL: 0.
+///
+/// # Safety
+/// `z` must be NULL or a sender from `lowcopy_zc_new` not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_zc_free(z: *mut lowcopy_zc) -> c_int {
+    guard(-EIO, || {
+        if z.is_null() {
+            return 0;
+        }
+        // SAFETY: allocated by Box::into_raw in lowcopy_zc_new, freed only here once.
+        let mut z = unsafe { Box::from_raw(z) };
+        let _ = z.inner.collect();
+        z.inner.inflight().min(c_int::MAX as usize) as c_int
+    })
+}
