@@ -504,11 +504,21 @@ impl<'fd> ZeroCopySender<'fd> {
         let r = unsafe { u.send(self.fd, msg, flags, slot, &mut syscalls, &mut on_notif) };
         self.stats.syscalls_send += syscalls;
         self.stats.unexpected_ids += unexpected;
-        let (res, more) = r?;
+        let sr = r?;
         self.stats.zerocopy_sends += 1;
-        let bytes = res.max(0) as usize;
-        if more {
+        let (res, bytes) = (sr.res, sr.res.max(0) as usize);
+        if sr.more {
             self.tracker.add_notif(slot, bytes);
+            if let Some(copied) = sr.own_notif {
+                self.tracker.complete_notif(slot, copied);
+                note_copied(
+                    self.adaptive,
+                    &mut self.copied_streak,
+                    &mut self.zc_off,
+                    copied,
+                    1,
+                );
+            }
         } else {
             self.tracker.add_done(slot, bytes, 0);
         }

@@ -34,6 +34,16 @@ pub struct Uring {
     ring: IoUring,
 }
 
+/// What one send's result CQE said.
+pub struct SendResult {
+    /// Bytes sent, or -errno.
+    pub res: i32,
+    /// A notification CQE follows (`IORING_CQE_F_MORE`).
+    pub more: bool,
+    /// The notification, if it came with the result: its copied bit.
+    pub own_notif: Option<bool>,
+}
+
 /// A notification that arrived: which slot, and whether the kernel copied.
 pub struct Notif {
     pub slot: SlotId,
@@ -55,9 +65,11 @@ impl Uring {
     }
 
     /// Submits one zerocopy send for `slot` and waits for its result CQE (not for the
-    /// notification). Returns (res, more): the send's result (bytes or -errno) and whether a
-    /// notification CQE will follow. Notifications that arrive meanwhile go to `notif`;
-    /// `syscalls` counts the `io_uring_enter` calls.
+    /// notification). Returns the send's result (bytes or -errno), whether a notification
+    /// CQE will follow (`IORING_CQE_F_MORE`), and that notification if it already came (it
+    /// can arrive in the same batch as the result; the caller applies it once it has
+    /// recorded the send). Other requests' notifications go to `notif`; `syscalls` counts
+    /// the `io_uring_enter` calls.
     ///
     /// # Safety
     /// `msg` must stay valid until this returns; the memory
@@ -71,7 +83,7 @@ impl Uring {
         slot: SlotId,
         syscalls: &mut u64,
         notif: &mut dyn FnMut(Notif),
-    ) -> io::Result<(i32, bool)> {
+    ) -> io::Result<SendResult> {
         let fd = types::Fd(fd.as_raw_fd());
         // One plain buffer: SEND_ZC, which skips SENDMSG_ZC's msghdr and iovec import.
         // SAFETY: msg_iov points at msg_iovlen iovecs per the caller's contract.
@@ -95,6 +107,7 @@ impl Uring {
         unsafe { self.ring.submission().push(&sqe) }
             .map_err(|_| io::Error::from_raw_os_error(libc::EBUSY))?;
         let mut to_submit = true;
+        let (mut result, mut own_notif) = (None, None);
         loop {
             *syscalls += 1;
             match self.ring.submit_and_wait(1) {
@@ -104,20 +117,27 @@ impl Uring {
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) && !to_submit => {}
                 Err(e) => return Err(e),
             }
-            let mut mine = None;
             for cqe in self.ring.completion() {
                 let s = cqe.user_data() as SlotId;
                 if cqueue::notif(cqe.flags()) {
-                    notif(Notif {
-                        slot: s,
-                        copied: cqe.result() & IORING_NOTIF_USAGE_ZC_COPIED != 0,
-                    });
-                } else if s == slot && mine.is_none() {
-                    mine = Some((cqe.result(), cqueue::more(cqe.flags())));
+                    let copied = cqe.result() & IORING_NOTIF_USAGE_ZC_COPIED != 0;
+                    if s == slot {
+                        own_notif = Some(copied);
+                    } else {
+                        notif(Notif { slot: s, copied });
+                    }
+                } else if s == slot && result.is_none() {
+                    result = Some((cqe.result(), cqueue::more(cqe.flags())));
                 }
             }
-            if let Some(r) = mine {
-                return Ok(r);
+            if let Some((res, more)) = result {
+                if !more || own_notif.is_some() || self.ring.completion().is_empty() {
+                    return Ok(SendResult {
+                        res,
+                        more,
+                        own_notif,
+                    });
+                }
             }
         }
     }

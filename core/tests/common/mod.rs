@@ -240,6 +240,201 @@ pub fn errno_name(code: i32) -> &'static str {
         libc::ECONNRESET => "ECONNRESET",
         libc::EPIPE => "EPIPE",
         libc::ETIMEDOUT => "ETIMEDOUT",
+        libc::EBUSY => "EBUSY",
+        libc::ENOBUFS => "ENOBUFS",
+        libc::ECONNREFUSED => "ECONNREFUSED",
         _ => "E?",
     }
 }
+
+// ---- Receive-side fixtures (low-water mark, zero-copy receive) ----
+
+use std::os::fd::AsFd;
+
+fn raw_socket(family: libc::c_int, ty: libc::c_int, proto: libc::c_int) -> OwnedFd {
+    // SAFETY: plain socket() call; the fd is owned right away.
+    let fd = check(unsafe { libc::socket(family, ty | libc::SOCK_CLOEXEC, proto) }).unwrap();
+    // SAFETY: fresh fd owned by nobody else.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+/// Options applied while a TCP pair is built.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TcpOpts {
+    pub v6: bool,
+    /// TCP_MAXSEG on the listener (inherited by the accepted socket) and on the client,
+    /// before connect: 4108 makes loopback segments carry exactly one 4 KiB page.
+    pub mss: Option<i32>,
+    /// SO_RCVLOWAT on the listener, before accept.
+    pub listener_lowat: Option<i32>,
+    /// SO_RCVBUF (locked) on the listener, before accept.
+    pub listener_rcvbuf: Option<i32>,
+}
+
+/// A loopback TCP pair built with raw calls so that options can be set before connect.
+/// `sock` is the accepted side, `peer` the client.
+pub fn tcp_pair_opts(o: TcpOpts) -> Pair {
+    let (l, peer) = tcp_listener_and_client(o);
+    // SAFETY: accept with NULL address is allowed; the fd is owned right away.
+    let s =
+        check(unsafe { libc::accept(l.as_raw_fd(), std::ptr::null_mut(), std::ptr::null_mut()) })
+            .unwrap();
+    Pair {
+        // SAFETY: fresh fd from accept.
+        sock: unsafe { OwnedFd::from_raw_fd(s) },
+        peer,
+    }
+}
+
+/// A listening socket with the options of `o` applied, and a client connected to it (the
+/// connection waits in the accept queue).
+pub fn tcp_listener_and_client(o: TcpOpts) -> (OwnedFd, OwnedFd) {
+    let family = if o.v6 { libc::AF_INET6 } else { libc::AF_INET };
+    let l = raw_socket(family, libc::SOCK_STREAM, 0);
+    if let Some(m) = o.mss {
+        set_int(l.as_fd(), libc::IPPROTO_TCP, libc::TCP_MAXSEG, m);
+    }
+    if let Some(v) = o.listener_lowat {
+        set_int(l.as_fd(), libc::SOL_SOCKET, libc::SO_RCVLOWAT, v);
+    }
+    if let Some(v) = o.listener_rcvbuf {
+        set_int(l.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, v);
+    }
+    let mut ss: libc::sockaddr_storage = unsafe_zeroed_storage();
+    let mut len = if o.v6 {
+        // SAFETY: sockaddr_storage is large and aligned enough for a sockaddr_in6.
+        let a =
+            unsafe { &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+        a.sin6_family = libc::AF_INET6 as _;
+        a.sin6_addr.s6_addr = Ipv6Addr::LOCALHOST.octets();
+        size_of::<libc::sockaddr_in6>()
+    } else {
+        // SAFETY: sockaddr_storage is large and aligned enough for a sockaddr_in.
+        let a =
+            unsafe { &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+        a.sin_family = libc::AF_INET as _;
+        a.sin_addr.s_addr = u32::from(Ipv4Addr::LOCALHOST).to_be();
+        size_of::<libc::sockaddr_in>()
+    } as libc::socklen_t;
+    let p = (&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr>();
+    // SAFETY: `p` points at a live sockaddr_storage holding `len` meaningful bytes.
+    unsafe {
+        check(libc::bind(l.as_raw_fd(), p, len)).unwrap();
+        check(libc::listen(l.as_raw_fd(), 4)).unwrap();
+        check(libc::getsockname(l.as_raw_fd(), p, &mut len)).unwrap();
+    }
+    let c = raw_socket(family, libc::SOCK_STREAM, 0);
+    if let Some(m) = o.mss {
+        set_int(c.as_fd(), libc::IPPROTO_TCP, libc::TCP_MAXSEG, m);
+    }
+    set_int(c.as_fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY, 1);
+    // SAFETY: as above.
+    check(unsafe { libc::connect(c.as_raw_fd(), p, len) }).unwrap();
+    (l, c)
+}
+
+fn unsafe_zeroed_storage() -> libc::sockaddr_storage {
+    // SAFETY: all-zero is a valid sockaddr_storage.
+    unsafe { std::mem::zeroed() }
+}
+
+/// A connected UDP pair over IPv4 loopback: (`sock`, `peer`).
+pub fn udp_pair() -> Pair {
+    let a = std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let b = std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    a.connect(b.local_addr().unwrap()).unwrap();
+    b.connect(a.local_addr().unwrap()).unwrap();
+    Pair {
+        sock: a.into(),
+        peer: b.into(),
+    }
+}
+
+/// Sends `data` with MSG_ZEROCOPY from a page-aligned private copy, in sends whose sizes
+/// cycle through `sizes` (a size that is not a page multiple shifts later sends off page
+/// alignment, which is what makes stragglers). Blocking; drains the error queue as it goes.
+/// The copy is unmapped at the end: the kernel keeps its own references to pages in flight.
+pub fn send_zerocopy(fd: BorrowedFd<'_>, data: &[u8], sizes: &[usize]) {
+    assert!(!sizes.is_empty());
+    set_int(fd, libc::SOL_SOCKET, libc::SO_ZEROCOPY, 1);
+    let len = data.len().max(1).next_multiple_of(4096);
+    // SAFETY: a new private anonymous mapping, owned by this function.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(base, libc::MAP_FAILED);
+    // SAFETY: the mapping is `len >= data.len()` bytes long and writable.
+    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), base.cast::<u8>(), data.len()) };
+    let (mut off, mut i) = (0usize, 0usize);
+    while off < data.len() {
+        let n = sizes[i % sizes.len()].min(data.len() - off);
+        // SAFETY: `base + off .. + n` lies in the mapping.
+        let r = unsafe {
+            libc::send(
+                fd.as_raw_fd(),
+                base.cast::<u8>().add(off).cast(),
+                n,
+                libc::MSG_ZEROCOPY,
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::ENOBUFS) | Some(libc::EINTR) => {
+                    drain_errqueue(fd);
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                }
+                _ => panic!("zerocopy send: {e}"),
+            }
+        }
+        off += r as usize;
+        i += 1;
+        if i % 16 == 0 {
+            drain_errqueue(fd);
+        }
+    }
+    drain_errqueue(fd);
+    // SAFETY: our own mapping; the kernel holds its own page references for data in flight.
+    unsafe { libc::munmap(base, len) };
+}
+
+/// Reads and discards pending MSG_ZEROCOPY notifications (never blocks).
+pub fn drain_errqueue(fd: BorrowedFd<'_>) {
+    let mut control = [0u64; 16];
+    loop {
+        // SAFETY: all-zero is a valid msghdr; it points at a live control buffer only.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control) as _;
+        // SAFETY: the msghdr describes live memory.
+        let r = unsafe {
+            libc::recvmsg(
+                fd.as_raw_fd(),
+                &mut msg,
+                libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
+            )
+        };
+        if r < 0 {
+            return;
+        }
+    }
+}
+
+/// FNV-1a, 64 bits: the stream hash the zero-copy tests compare.
+pub fn fnv1a(mut h: u64, data: &[u8]) -> u64 {
+    for &b in data {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+pub const FNV_INIT: u64 = 0xcbf2_9ce4_8422_2325;

@@ -1,0 +1,571 @@
+//! Runs tests/scenarios/zc.json against the Rust core (the C, Python and Node runners run the
+//! same table against their bindings).
+
+mod common;
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, UdpSocket};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::*;
+use lowcopy::zc::{Completion, ZcBackend, ZeroCopySender, ADAPTIVE, FALLBACK};
+use serde_json::Value;
+
+fn backend_of(s: &str) -> ZcBackend {
+    match s {
+        "auto" => ZcBackend::Auto,
+        "errqueue" => ZcBackend::ErrQueue,
+        "io_uring" => ZcBackend::IoUring,
+        "copy" => ZcBackend::Copy,
+        b => panic!("unknown backend {b}"),
+    }
+}
+
+fn backend_name(b: ZcBackend) -> &'static str {
+    match b {
+        ZcBackend::Auto => "auto",
+        ZcBackend::ErrQueue => "errqueue",
+        ZcBackend::IoUring => "io_uring",
+        ZcBackend::Copy => "copy",
+    }
+}
+
+/// The sending socket, the receiving peer, and for unconnected UDP the peer's address.
+struct Fds {
+    sock: OwnedFd,
+    peer: Option<OwnedFd>,
+    dest: Option<std::net::SocketAddr>,
+    datagram: bool,
+}
+
+fn fds(transport: &str) -> Fds {
+    let udp = |v6: bool, connect: bool| {
+        let (a, b) = if v6 {
+            (
+                UdpSocket::bind((Ipv6Addr::LOCALHOST, 0)).unwrap(),
+                UdpSocket::bind((Ipv6Addr::LOCALHOST, 0)).unwrap(),
+            )
+        } else {
+            (
+                UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap(),
+                UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap(),
+            )
+        };
+        let dest = b.local_addr().unwrap();
+        if connect {
+            a.connect(dest).unwrap();
+        }
+        Fds {
+            sock: a.into(),
+            peer: Some(b.into()),
+            dest: (!connect).then_some(dest),
+            datagram: true,
+        }
+    };
+    match transport {
+        "udp4" => udp(false, true),
+        "udp6" => udp(true, true),
+        "udp4_unconnected" => udp(false, false),
+        t => {
+            let p = pair(t);
+            Fds {
+                sock: p.sock,
+                peer: Some(p.peer),
+                dest: None,
+                datagram: false,
+            }
+        }
+    }
+}
+
+struct Run<'a> {
+    fd: BorrowedFd<'a>,
+    fds: Option<Fds>,
+    backend: ZcBackend,
+    zc: Option<ZeroCopySender<'a>>,
+    /// Bytes each send accepted, by user_data (only sends that returned > 0).
+    sent: HashMap<u64, usize>,
+    got: Vec<Completion>,
+    /// Every buffer handed to a send stays alive and unmodified until the run ends.
+    bufs: Vec<Vec<u8>>,
+    stream_pos: usize,
+    received: usize,
+}
+
+fn errno_matches(step: &Value, r: &io::Result<usize>) -> bool {
+    let got = r
+        .as_ref()
+        .err()
+        .and_then(|e| e.raw_os_error())
+        .map(errno_name);
+    match &step["expect_err"] {
+        Value::String(s) => got == Some(s.as_str()),
+        Value::Array(a) => a.iter().any(|s| got == s.as_str()),
+        _ => false,
+    }
+}
+
+impl<'a> Run<'a> {
+    fn zc(&mut self) -> &mut ZeroCopySender<'a> {
+        self.zc.as_mut().expect("scenario sends before `new`")
+    }
+
+    fn check(&self, step: &Value, r: io::Result<usize>, ctx: &str) -> usize {
+        if step.get("expect_err").is_some() {
+            assert!(
+                errno_matches(step, &r),
+                "{ctx}: want error {}, got {r:?}",
+                step["expect_err"]
+            );
+            return 0;
+        }
+        let n = r.unwrap_or_else(|e| panic!("{ctx}: unexpected error {e}"));
+        if let Some(w) = step.get("expect_ret") {
+            assert_eq!(n as i64, w.as_i64().unwrap(), "{ctx}: return value");
+        }
+        n
+    }
+
+    /// A buffer of the stream pattern at the current position; kept alive for the run.
+    fn data(&mut self, len: usize) -> usize {
+        self.bufs.push(pattern(self.stream_pos, len));
+        self.bufs.len() - 1
+    }
+
+    /// Iovecs over buffers kept in `self.bufs` (alive and unmodified until the run ends).
+    fn iovs(&self, idx: &[usize]) -> Vec<libc::iovec> {
+        idx.iter()
+            .map(|&i| libc::iovec {
+                iov_base: self.bufs[i].as_ptr() as *mut _,
+                iov_len: self.bufs[i].len(),
+            })
+            .collect()
+    }
+
+    fn send(&mut self, lens: &[usize], ud: u64, flags: i32, to: bool) -> io::Result<usize> {
+        // One buffer continuing the pattern, cut into the iovecs asked for.
+        let b = self.data(lens.iter().sum());
+        let mut iov = Vec::new();
+        let mut at = self.bufs[b].as_ptr();
+        for &l in lens {
+            iov.push(libc::iovec {
+                iov_base: at as *mut _,
+                iov_len: l,
+            });
+            // SAFETY: the lens add up to the buffer's length.
+            at = unsafe { at.add(l) };
+        }
+        let dest = to.then(|| {
+            sockaddr(
+                self.fds
+                    .as_ref()
+                    .unwrap()
+                    .dest
+                    .expect("sendto needs unconnected UDP"),
+            )
+        });
+        let (name, namelen) = dest
+            .as_ref()
+            .map_or((std::ptr::null(), 0), |d| (d.0.as_ptr().cast(), d.1));
+        let zc = self.zc.as_mut().expect("no sender");
+        // SAFETY: the iovecs cover buffers that outlive the sender; the address outlives the call.
+        let r = unsafe { zc.send_iov(&iov, name, namelen, std::ptr::null(), 0, flags, ud) };
+        if let Ok(n) = r {
+            if n > 0 {
+                assert!(
+                    self.sent.insert(ud, n).is_none(),
+                    "user_data {ud} used twice by the scenario"
+                );
+            }
+            // A datagram is all or nothing; a stream send may be partial, and the next buffer
+            // continues the pattern from what was accepted.
+            let datagram = self.fds.as_ref().unwrap().datagram;
+            self.stream_pos += if datagram { lens.iter().sum() } else { n };
+        }
+        r
+    }
+
+    fn reap(&mut self) -> usize {
+        let mut out = [Completion::default(); 256];
+        let mut total = 0;
+        loop {
+            let n = self.zc().reap(&mut out).unwrap();
+            self.got.extend_from_slice(&out[..n]);
+            total += n;
+            if n < out.len() {
+                return total;
+            }
+        }
+    }
+
+    fn step(&mut self, step: &Value, ctx: &str) {
+        let op = step["op"].as_str().unwrap();
+        let u = |k: &str| {
+            step[k]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{ctx}: `{k}` missing"))
+        };
+        let flags = step.get("flags").and_then(Value::as_i64).unwrap_or(0) as i32
+            | if step.get("dontwait").and_then(Value::as_bool) == Some(true) {
+                libc::MSG_DONTWAIT
+            } else {
+                0
+            };
+        match op {
+            "new" => {
+                let backend = step
+                    .get("backend")
+                    .and_then(Value::as_str)
+                    .map_or(self.backend, backend_of);
+                let f = if step.get("adaptive").and_then(Value::as_bool) == Some(true) {
+                    ADAPTIVE
+                } else {
+                    0
+                };
+                let r = ZeroCopySender::new(self.fd, backend, f);
+                if step.get("expect_err").is_some() {
+                    self.check(step, r.map(|_| 0), ctx);
+                    return;
+                }
+                let z = r.unwrap_or_else(|e| panic!("{ctx}: new: {e}"));
+                if let Some(b) = step.get("expect_backend") {
+                    assert_eq!(
+                        backend_name(z.backend()),
+                        b.as_str().unwrap(),
+                        "{ctx}: backend"
+                    );
+                }
+                self.zc = Some(z);
+            }
+            "send" => {
+                let r = self.send(&[u("len") as usize], u("user_data"), flags, false);
+                self.check(step, r, ctx);
+            }
+            "sendv" => {
+                let lens: Vec<usize> = step["lens"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_u64().unwrap() as usize)
+                    .collect();
+                let r = self.send(&lens, u("user_data"), flags, false);
+                self.check(step, r, ctx);
+            }
+            "sendto" => {
+                let r = self.send(&[u("len") as usize], u("user_data"), flags, true);
+                self.check(step, r, ctx);
+            }
+            "send_many" => {
+                for i in 0..u("count") {
+                    let r = self.send(&[u("len") as usize], 1_000_000 + i, 0, false);
+                    r.unwrap_or_else(|e| panic!("{ctx}: send {i}: {e}"));
+                }
+            }
+            "send_reap_loop" => {
+                let (len, base) = (u("len") as usize, u("base"));
+                let mut out = [Completion::default(); 64];
+                for i in 0..u("count") {
+                    let iov = {
+                        let b = self.data(len);
+                        self.iovs(&[b])
+                    };
+                    let zc = self.zc.as_mut().unwrap();
+                    // SAFETY: the buffer lives in self.bufs until the run ends.
+                    let (n, k) = unsafe { zc.send_reap_iov(&iov, 0, base + i, &mut out) }.unwrap();
+                    assert_eq!(n, len, "{ctx}: send_reap short");
+                    self.sent.insert(base + i, n);
+                    self.stream_pos += n;
+                    self.got.extend_from_slice(&out[..k]);
+                }
+            }
+            "fill_window" => {
+                let (len, base) = (u("len") as usize, u("base"));
+                for i in 0.. {
+                    match self.send(&[len], base + i, libc::MSG_DONTWAIT, false) {
+                        Ok(_) => {}
+                        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => break,
+                        Err(e) => panic!("{ctx}: fill: {e}"),
+                    }
+                    assert!(i < 10_000, "{ctx}: the window never filled");
+                }
+            }
+            "reap" => {
+                self.reap();
+            }
+            "wait" => {
+                let t0 = Instant::now();
+                let r = self.zc().wait(step["timeout_ms"].as_i64().unwrap() as i32);
+                if step.get("expect_err").is_some() || step.get("expect_ret").is_some() {
+                    self.check(step, r, ctx);
+                }
+                if let Some(m) = step.get("max_ms") {
+                    assert!(
+                        t0.elapsed() <= Duration::from_millis(m.as_u64().unwrap()),
+                        "{ctx}: waited {:?}",
+                        t0.elapsed()
+                    );
+                }
+            }
+            "collect_all" => {
+                let deadline = Instant::now() + Duration::from_millis(u("timeout_ms"));
+                loop {
+                    self.reap();
+                    if self.zc().inflight() == 0 {
+                        break;
+                    }
+                    assert!(
+                        Instant::now() < deadline,
+                        "{ctx}: {} sends never completed",
+                        self.zc().inflight()
+                    );
+                    match self.zc().wait(50) {
+                        Ok(_) => {}
+                        Err(e) if e.raw_os_error() == Some(libc::ETIMEDOUT) => {}
+                        Err(e) if e.raw_os_error() == Some(libc::ECONNRESET) => {}
+                        Err(e) => panic!("{ctx}: wait: {e}"),
+                    }
+                }
+            }
+            "drain_peer" => self.drain_peer(ctx),
+            "reset_peer" => {
+                let p = self.fds.as_mut().unwrap().peer.take().unwrap();
+                reset(p);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            "expect_inflight" => {
+                let n = self.zc().inflight() as u64;
+                if let Some(v) = step.get("value") {
+                    assert_eq!(n, v.as_u64().unwrap(), "{ctx}: inflight");
+                }
+                if let Some(m) = step.get("min") {
+                    assert!(n >= m.as_u64().unwrap(), "{ctx}: inflight {n}");
+                }
+            }
+            "completions" => self.completions(step, ctx),
+            "expect_stat" => {
+                let s = self.zc().stats();
+                let got = match step["field"].as_str().unwrap() {
+                    "completions" => s.completions,
+                    "syscalls_reap" => s.syscalls_reap,
+                    "zerocopy_off" => s.zerocopy_off,
+                    "copy_sends" => s.copy_sends,
+                    "zerocopy_sends" => s.zerocopy_sends,
+                    f => panic!("unknown stat {f}"),
+                };
+                if let Some(v) = step.get("value") {
+                    assert_eq!(got, v.as_u64().unwrap(), "{ctx}: {}", step["field"]);
+                }
+                if let Some(v) = step.get("min") {
+                    assert!(
+                        got >= v.as_u64().unwrap(),
+                        "{ctx}: {} = {got}",
+                        step["field"]
+                    );
+                }
+                if let Some(v) = step.get("max") {
+                    assert!(
+                        got <= v.as_u64().unwrap(),
+                        "{ctx}: {} = {got}",
+                        step["field"]
+                    );
+                }
+            }
+            "free" => {
+                let mut z = self.zc.take().unwrap();
+                z.collect().unwrap();
+                let left = z.inflight();
+                drop(z);
+                if let Some(v) = step.get("expect_ret") {
+                    assert_eq!(left as u64, v.as_u64().unwrap(), "{ctx}: left in flight");
+                }
+            }
+            o => panic!("{ctx}: unknown op {o}"),
+        }
+    }
+
+    /// The peer reads everything sent so far and checks it against the pattern.
+    fn drain_peer(&mut self, ctx: &str) {
+        let f = self.fds.as_ref().unwrap();
+        let peer = f.peer.as_ref().unwrap().as_fd();
+        set_timeval(peer, libc::SO_RCVTIMEO, Duration::from_secs(3));
+        let mut buf = vec![0u8; 1 << 20];
+        while self.received < self.stream_pos {
+            // SAFETY: buf is writable for its length.
+            let n = unsafe { libc::recv(peer.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+            assert!(
+                n > 0,
+                "{ctx}: peer got {} of {} bytes ({})",
+                self.received,
+                self.stream_pos,
+                io::Error::last_os_error()
+            );
+            let n = n as usize;
+            assert!(
+                buf[..n] == pattern(self.received, n)[..],
+                "{ctx}: wrong bytes at {}",
+                self.received
+            );
+            self.received += n;
+        }
+    }
+
+    fn completions(&mut self, step: &Value, ctx: &str) {
+        self.reap();
+        let want: Vec<u64> = match &step["user_data"] {
+            Value::String(s) if s == "all" => {
+                let mut v: Vec<u64> = self.sent.keys().copied().collect();
+                v.sort();
+                v
+            }
+            Value::Array(a) => a.iter().map(|v| v.as_u64().unwrap()).collect(),
+            v => panic!("{ctx}: user_data {v}"),
+        };
+        let mut got: Vec<u64> = self.got.iter().map(|c| c.user_data).collect();
+        got.sort();
+        assert_eq!(
+            got, want,
+            "{ctx}: completions (each user_data exactly once)"
+        );
+        for c in &self.got {
+            assert_eq!(
+                c.result as usize, self.sent[&c.user_data],
+                "{ctx}: result of {}",
+                c.user_data
+            );
+            if let Some(copied) = step.get("copied").and_then(Value::as_bool) {
+                assert_eq!(
+                    c.flags & lowcopy::zc::COPIED != 0,
+                    copied,
+                    "{ctx}: COPIED on {}",
+                    c.user_data
+                );
+            }
+            if step.get("flag").and_then(Value::as_str) == Some("FALLBACK") {
+                assert!(
+                    c.flags & FALLBACK != 0,
+                    "{ctx}: FALLBACK on {}",
+                    c.user_data
+                );
+            }
+        }
+    }
+}
+
+/// A sockaddr for `addr`, as bytes and length.
+fn sockaddr(addr: std::net::SocketAddr) -> (Vec<u8>, libc::socklen_t) {
+    match addr {
+        std::net::SocketAddr::V4(a) => {
+            let sa = libc::sockaddr_in {
+                sin_family: libc::AF_INET as _,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from(*a.ip()).to_be(),
+                },
+                sin_zero: [0; 8],
+            };
+            let len = std::mem::size_of_val(&sa);
+            // SAFETY: plain-old-data struct viewed as bytes.
+            let bytes = unsafe {
+                std::slice::from_raw_parts((&sa as *const libc::sockaddr_in).cast::<u8>(), len)
+            };
+            (bytes.to_vec(), len as _)
+        }
+        std::net::SocketAddr::V6(_) => unimplemented!("IPv6 sendto is not in the table"),
+    }
+}
+
+fn run_one(table: &Value, sc: &Value, transport: &str, backend: &str) {
+    let ctx = format!(
+        "[{} | {transport} | {backend}]",
+        sc["name"].as_str().unwrap()
+    );
+    let mut steps = sc["steps"].as_array().unwrap().clone();
+    let rule = &table["no_zerocopy"];
+    if rule["transports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t == transport)
+    {
+        // No zerocopy on this socket: explicit zerocopy backends must be refused at `new`
+        // (the run ends there); AUTO must pick the copy backend.
+        if let Some(i) = steps.iter().position(|s| s["op"] == "new") {
+            match backend {
+                "errqueue" | "io_uring" => {
+                    steps.truncate(i + 1);
+                    steps[i] = serde_json::json!({"op": "new", "expect_err": rule["errno"]});
+                }
+                "auto" => steps[i]["expect_backend"] = rule["auto_backend"].clone(),
+                _ => {}
+            }
+        }
+    }
+    let (keep, fds, raw) = match transport {
+        "closed" | "file" => {
+            let (k, raw) = odd_fd(transport);
+            (k, None, raw)
+        }
+        t => {
+            let f = fds(t);
+            if let Some(sz) = sc.get("socket_rcvbuf").and_then(Value::as_i64) {
+                set_int(
+                    f.peer.as_ref().unwrap().as_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_RCVBUFFORCE,
+                    sz as i32,
+                );
+            }
+            let raw = f.sock.as_raw_fd();
+            (None, Some(f), raw)
+        }
+    };
+    // SAFETY: `raw` stays open for the whole run (held by `fds` or `keep`), or is a number
+    // no fd has ("closed"), where the kernel answers EBADF.
+    let fd = unsafe { BorrowedFd::borrow_raw(raw) };
+    let mut run = Run {
+        fd,
+        fds,
+        backend: backend_of(backend),
+        zc: None,
+        sent: HashMap::new(),
+        got: Vec::new(),
+        bufs: Vec::new(),
+        stream_pos: 0,
+        received: 0,
+    };
+    for (i, step) in steps.iter().enumerate() {
+        run.step(step, &format!("{ctx} step {i} {}", step["op"]));
+    }
+    // The sender goes before the buffers and the sockets.
+    drop(run.zc.take());
+    drop(keep);
+}
+
+#[test]
+fn zc_scenarios() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/scenarios/zc.json");
+    let table: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let (mut runs, mut failed) = (0, Vec::new());
+    for sc in table["scenarios"].as_array().unwrap() {
+        for t in sc["transports"].as_array().unwrap() {
+            for b in sc["backends"].as_array().unwrap() {
+                let (t, b) = (t.as_str().unwrap(), b.as_str().unwrap());
+                runs += 1;
+                if std::panic::catch_unwind(|| run_one(&table, sc, t, b)).is_err() {
+                    failed.push(format!("{} | {t} | {b}", sc["name"].as_str().unwrap()));
+                }
+            }
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "zc.json: {} of {runs} runs failed:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+    assert!(runs > 50, "zc.json: only {runs} runs");
+    eprintln!("zc.json: {runs} scenario runs passed");
+}
