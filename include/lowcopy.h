@@ -200,7 +200,7 @@ typedef struct lowcopy_zc_completion {
 /**
  * Counters of a `lowcopy_zc`. Byte counts in bytes.
  */
-typedef struct lowcopy_zc_stats {
+typedef struct lowcopy_zc_send_stats {
   /**
    * Send calls that returned > 0.
    */
@@ -254,7 +254,7 @@ typedef struct lowcopy_zc_stats {
    * 1 once `LOWCOPY_ZC_ADAPTIVE` stopped asking for zerocopy.
    */
   uint64_t zerocopy_off;
-} lowcopy_zc_stats;
+} lowcopy_zc_send_stats;
 
 #ifdef __cplusplus
 extern "C" {
@@ -607,9 +607,9 @@ uint32_t lowcopy_zc_backend(const struct lowcopy_zc *z);
  * Writes the sender's counters to `*out`; returns 0, or `-EINVAL` if either pointer is NULL.
  *
  * # Safety
- * `z` must be NULL or a live sender; `out` NULL or writable for one `lowcopy_zc_stats`.
+ * `z` must be NULL or a live sender; `out` NULL or writable for one `lowcopy_zc_send_stats`.
  */
-int lowcopy_zc_stats(const struct lowcopy_zc *z, struct lowcopy_zc_stats *out);
+int lowcopy_zc_stats(const struct lowcopy_zc *z, struct lowcopy_zc_send_stats *out);
 
 /**
  * Releases a sender after collecting, without blocking, the completions already reported.

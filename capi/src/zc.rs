@@ -69,7 +69,7 @@ const _: () = {
 /// Counters of a `lowcopy_zc`. Byte counts in bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-pub struct lowcopy_zc_stats {
+pub struct lowcopy_zc_send_stats {
     /// Send calls that returned > 0.
     pub sends: u64,
     /// Bytes they accepted.
@@ -422,11 +422,11 @@ pub unsafe extern "C" fn lowcopy_zc_backend(z: *const lowcopy_zc) -> u32 {
 /// Writes the sender's counters to `*out`; returns 0, or `-EINVAL` if either pointer is NULL.
 ///
 /// # Safety
-/// `z` must be NULL or a live sender; `out` NULL or writable for one `lowcopy_zc_stats`.
+/// `z` must be NULL or a live sender; `out` NULL or writable for one `lowcopy_zc_send_stats`.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_zc_stats(
     z: *const lowcopy_zc,
-    out: *mut lowcopy_zc_stats,
+    out: *mut lowcopy_zc_send_stats,
 ) -> c_int {
     guard(-EIO, || {
         // SAFETY: NULL or a live sender per the caller's contract.
@@ -437,7 +437,7 @@ pub unsafe extern "C" fn lowcopy_zc_stats(
             return -EINVAL;
         }
         let s = z.inner.stats();
-        let c = lowcopy_zc_stats {
+        let c = lowcopy_zc_send_stats {
             sends: s.sends,
             bytes: s.bytes,
             zerocopy_sends: s.zerocopy_sends,
