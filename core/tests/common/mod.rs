@@ -438,3 +438,92 @@ pub fn fnv1a(mut h: u64, data: &[u8]) -> u64 {
 }
 
 pub const FNV_INIT: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// A network namespace for one test: a unique name, removed on drop even when the test fails.
+pub struct Netns {
+    pub name: String,
+}
+
+fn ip(args: &[&str]) {
+    let st = std::process::Command::new("ip")
+        .args(args)
+        .status()
+        .expect("run ip");
+    assert!(st.success(), "ip {args:?} failed");
+}
+
+impl Netns {
+    pub fn new(tag: &str) -> Netns {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let name = format!(
+            "lowcopy-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        ip(&["netns", "add", &name]);
+        let ns = Netns { name };
+        ns.ip(&["link", "set", "lo", "up"]);
+        ns
+    }
+
+    /// `ip -n NAME ARGS...`
+    pub fn ip(&self, args: &[&str]) {
+        let mut a = vec!["-n", self.name.as_str()];
+        a.extend_from_slice(args);
+        ip(&a);
+    }
+
+    pub fn sysctl(&self, key: &str, val: &str) {
+        let kv = format!("{key}={val}");
+        let st = std::process::Command::new("ip")
+            .args(["netns", "exec", &self.name, "sysctl", "-qw", &kv])
+            .status()
+            .unwrap();
+        assert!(st.success(), "sysctl {kv} in {}", self.name);
+    }
+
+    /// Runs `f` on a thread that has entered this namespace: sockets it creates live there.
+    pub fn enter<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+        let path = format!("/run/netns/{}", self.name);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let ns = File::open(&path).unwrap();
+                // SAFETY: setns on this thread only; the fd is open for the call.
+                check(unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) }).unwrap();
+                f()
+            })
+            .join()
+            .unwrap()
+        })
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+/// Two namespaces joined by a veth pair: `a` has 10.77.0.1 and fd77::1, `b` .2 and ::2.
+pub fn veth_pair(tag: &str) -> (Netns, Netns) {
+    let (a, b) = (
+        Netns::new(&format!("{tag}a")),
+        Netns::new(&format!("{tag}b")),
+    );
+    ip(&[
+        "link", "add", "lcv0", "netns", &a.name, "type", "veth", "peer", "name", "lcv1", "netns",
+        &b.name,
+    ]);
+    for (ns, dev, v4, v6) in [
+        (&a, "lcv0", "10.77.0.1/24", "fd77::1/64"),
+        (&b, "lcv1", "10.77.0.2/24", "fd77::2/64"),
+    ] {
+        ns.ip(&["addr", "add", v4, "dev", dev]);
+        ns.ip(&["addr", "add", v6, "dev", dev, "nodad"]);
+        ns.ip(&["link", "set", dev, "up"]);
+    }
+    (a, b)
+}
