@@ -38,12 +38,26 @@ fn header_compiles_as_c_and_cxx() {
         let file = dir.join("t.src");
         std::fs::write(&file, src).unwrap();
         let out = std::process::Command::new(cc)
-            .args(["-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-pedantic", std, "-x", lang, "-I"])
+            .args([
+                "-fsyntax-only",
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-pedantic",
+                std,
+                "-x",
+                lang,
+                "-I",
+            ])
             .arg(&inc)
             .arg(&file)
             .output()
             .expect("run the C compiler");
         std::fs::remove_dir_all(&dir).ok();
-        assert!(out.status.success(), "{cc}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{cc}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
