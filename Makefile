@@ -54,10 +54,22 @@ $(BUILD)/bin/%: examples/c/%.c include/lowcopy.h lib
 # C tests against the header, under AddressSanitizer: once through pkg-config and the .so,
 # once against the .a.
 ASAN := -fsanitize=address,undefined -fno-omit-frame-pointer
-c-tests: lib $(BUILD)/bin/test_abi_shared $(BUILD)/bin/test_abi_static $(BUILD)/bin/c_scenarios
+C_TESTS := $(patsubst tests/c/test_%.c,%,$(wildcard tests/c/test_*.c))
+c-tests: lib $(foreach t,$(C_TESTS),$(BUILD)/bin/test_$(t)_shared $(BUILD)/bin/test_$(t)_static) \
+	$(patsubst tests/c/%.c,$(BUILD)/bin/c_%,$(wildcard tests/c/*scenarios.c))
 
-# The behaviour-table runner (tests/scenarios/*.json), parsing JSON with cJSON.
-$(BUILD)/bin/c_scenarios: tests/c/scenarios.c include/lowcopy.h lib
+$(BUILD)/bin/test_%_shared: tests/c/test_%.c include/lowcopy.h lib
+	mkdir -p $(BUILD)/bin
+	$(CC) $(STRICT) $(ASAN) $$($(PKGENV) pkg-config --cflags lowcopy) $< -o $@ \
+	  $$($(PKGENV) pkg-config --libs lowcopy) -Wl,-rpath,$(BUILD)/lib
+
+$(BUILD)/bin/test_%_static: tests/c/test_%.c include/lowcopy.h lib
+	mkdir -p $(BUILD)/bin
+	$(CC) $(STRICT) $(ASAN) $$($(PKGENV) pkg-config --cflags lowcopy) $< -o $@ \
+	  $(BUILD)/lib/liblowcopy.a $(STATIC_PRIVATE)
+
+# The behaviour-table runners (tests/scenarios/*.json), parsing JSON with cJSON.
+$(BUILD)/bin/c_%scenarios: tests/c/%scenarios.c include/lowcopy.h lib
 	mkdir -p $(BUILD)/bin
 	$(CC) $(STRICT) $(ASAN) $$($(PKGENV) pkg-config --cflags lowcopy libcjson) $< -o $@ \
 	  $$($(PKGENV) pkg-config --libs lowcopy libcjson) -lpthread -Wl,-rpath,$(BUILD)/lib

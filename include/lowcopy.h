@@ -84,13 +84,28 @@
  */
 #define LOWCOPY_ZC_ADAPTIVE 1
 
+/**
+ * Consecutive copied completions after which `LOWCOPY_ZC_ADAPTIVE` stops asking for zerocopy.
+ */
+#define LOWCOPY_ZC_ADAPTIVE_AFTER 16
 
+/**
+ * Completion flag: the data was copied, not pinned (by the kernel: `SO_EE_CODE_ZEROCOPY_COPIED`
+ * or `IORING_NOTIF_USAGE_ZC_COPIED`, always so on loopback and veth; or by a plain send).
+ */
+#define LOWCOPY_ZC_COPIED 1
 
+/**
+ * Completion flag: part or all of the request went out as a plain send because zerocopy was
+ * not possible (`ENOBUFS`, adaptive mode, id window full).
+ */
+#define LOWCOPY_ZC_FALLBACK 2
 
-
-
-
-
+/**
+ * Requests a sender holds at once, in flight or ready but not reaped. Past that, sends
+ * return `-EBUSY` until completions are reaped.
+ */
+#define LOWCOPY_ZC_MAX_PENDING 4096
 
 /**
  * A peek cursor over one stream socket (opaque). Created by `lowcopy_peeker_new`, released
@@ -103,6 +118,12 @@ typedef struct lowcopy_peeker lowcopy_peeker;
  * `lowcopy_zc_new`, released by `lowcopy_zc_free`.
  */
 typedef struct lowcopy_zc lowcopy_zc;
+
+/**
+ * A zero-copy receiver over one TCP socket (opaque): a read-only mapping of the socket and a
+ * copy buffer. Created by `lowcopy_zcrx_new`, released by `lowcopy_zcrx_free`.
+ */
+typedef struct lowcopy_zcrx lowcopy_zcrx;
 
 /**
  * What the running kernel offers, found by trying (`lowcopy_probe`). Flags are 0 or 1.
@@ -178,6 +199,110 @@ typedef struct lowcopy_peek_stats {
    */
   uint64_t rcvlowat_updates;
 } lowcopy_peek_stats;
+
+/**
+ * Counters of `lowcopy_recv_atleast_stats`, added to by every call (failed calls too: their
+ * syscalls happened). Zero it once, then pass it to each call.
+ */
+typedef struct lowcopy_recv_stats {
+  /**
+   * Calls made.
+   */
+  uint64_t calls;
+  /**
+   * Syscalls made, failed ones included.
+   */
+  uint64_t syscalls;
+  /**
+   * `poll` returns that reported the socket ready: the wakeups.
+   */
+  uint64_t wakeups;
+  /**
+   * Wakeups after which the call still had fewer than `min` bytes and waited again (the
+   * kernel woke below the mark, the mark was capped, or datagrams were small).
+   */
+  uint64_t early_wakeups;
+  /**
+   * Calls that ran out of time.
+   */
+  uint64_t timeouts;
+  /**
+   * `SO_RCVLOWAT` changes made, restores included.
+   */
+  uint64_t lowat_changes;
+  /**
+   * Bytes returned.
+   */
+  uint64_t bytes;
+} lowcopy_recv_stats;
+
+/**
+ * One piece of the stream from `lowcopy_zcrx_recv`, valid until the next call on the same
+ * receiver (or its free): reading `data` after that may fault (the pages are unmapped).
+ */
+typedef struct lowcopy_zcrx_chunk {
+  /**
+   * The bytes, in stream order right after the previous chunk's; NULL at end of stream.
+   */
+  const uint8_t *data;
+  /**
+   * Number of bytes at `data`; 0 at end of stream.
+   */
+  size_t len;
+  /**
+   * 1 when `data` are pages mapped from the socket (read-only memory), 0 when they were
+   * copied into the receiver's copy buffer.
+   */
+  uint32_t mapped;
+} lowcopy_zcrx_chunk;
+
+/**
+ * Counters of a `lowcopy_zcrx`. `bytes_mapped + bytes_copied` is exactly the number of stream
+ * bytes the receiver returned.
+ */
+typedef struct lowcopy_zcrx_recv_stats {
+  /**
+   * Bytes delivered as mapped pages.
+   */
+  uint64_t bytes_mapped;
+  /**
+   * Bytes delivered by copy.
+   */
+  uint64_t bytes_copied;
+  /**
+   * Of `bytes_copied`: bytes the kernel copied into the copy buffer within
+   * `TCP_ZEROCOPY_RECEIVE` (stragglers, small queues); the rest were read with `recv`.
+   */
+  uint64_t bytes_copybuf;
+  /**
+   * Chunks returned that were mapped pages.
+   */
+  uint64_t chunks_mapped;
+  /**
+   * Chunks returned that were copies.
+   */
+  uint64_t chunks_copied;
+  /**
+   * Syscalls made, failed ones included.
+   */
+  uint64_t syscalls;
+  /**
+   * `TCP_ZEROCOPY_RECEIVE` calls.
+   */
+  uint64_t zc_calls;
+  /**
+   * `TCP_ZEROCOPY_RECEIVE` calls that mapped nothing.
+   */
+  uint64_t zc_calls_unmapped;
+  /**
+   * `poll` returns that reported the socket ready, when a receive had to wait.
+   */
+  uint64_t wakeups;
+  /**
+   * `SO_PEEK_OFF` corrections (the kernel does not lower it for mapped bytes; lowcopy does).
+   */
+  uint64_t peek_off_fixups;
+} lowcopy_zcrx_recv_stats;
 
 /**
  * One completed send: the buffers it used may be reused.
@@ -455,6 +580,138 @@ int lowcopy_peeker_stats(const struct lowcopy_peeker *p, struct lowcopy_peek_sta
  * `p` must be NULL or a peeker from `lowcopy_peeker_new` not yet freed.
  */
 void lowcopy_peeker_free(struct lowcopy_peeker *p);
+
+/**
+ * Sets `SO_RCVLOWAT` to `bytes` and writes the value the kernel keeps to `*effective`;
+ * returns 0.
+ *
+ * TCP caps the mark at `tcp_rmem[2] / 2` (16 MiB with the default 32 MiB), or at half of
+ * `SO_RCVBUF` as read back (the kernel doubles what was set) once the application locked the
+ * receive buffer with `SO_RCVBUF`. `bytes` above `INT_MAX` is passed as `INT_MAX` and capped
+ * the same way; 0 is kept as 1. On TCP it also grows an unlocked receive buffer to about
+ * twice the mark, for good. On a listening socket the mark is inherited by every accepted
+ * socket (as tcp_mmap uses it). AF_UNIX and UDP keep the value but their poll ignores it.
+ *
+ * Errors: `-EINVAL` (`effective` NULL), `-EBADF`, `-ENOTSOCK`, `setsockopt` errors.
+ *
+ * # Safety
+ * `effective` must be NULL or writable for one `size_t`.
+ */
+int lowcopy_set_rcvlowat(int fd, size_t bytes, size_t *effective);
+
+/**
+ * Receives at least `min` bytes into `buf` with one wakeup where the kernel allows
+ * (`SO_RCVLOWAT` + poll), then whatever else is queued, up to `len`; returns bytes received.
+ *
+ * - `min` is clamped to 1..`len`.
+ * - `timeout_ms`: -1 waits without limit; 0 does not wait (returns what is queued now, even
+ *   fewer than `min`, or `-ETIMEDOUT` when nothing is); > 0 waits at most that long. The fd's
+ *   `O_NONBLOCK` and `SO_RCVTIMEO` play no part.
+ *
+ * Returns `min` to `len` bytes when they came in time; fewer (but > 0) when the peer shut
+ * down, time ran out, an error or a signal arrived after some bytes came (the error is left
+ * for the next call), or on a datagram socket when the next datagram does not fit; 0 at end
+ * of stream with nothing received; `-ETIMEDOUT` when nothing came in time.
+ *
+ * TCP: the socket's `SO_RCVLOWAT` is set to the bytes still missing while the call waits and
+ * restored before it returns (no change, and two syscalls fewer, when it already holds that
+ * value: set it once with `lowcopy_set_rcvlowat`). Early wakeups below the mark (memory
+ * pressure, a window down to one MSS) are read and waited past. Never a blocking `recv`, so
+ * never the trap where a read shorter than the mark sleeps until the mark. AF_UNIX stream:
+ * the same result, without the saved wakeups (its poll ignores the mark). UDP and other
+ * datagram sockets: whole datagrams appended while they fit, never truncated.
+ *
+ * Errors: `-EINVAL` (`buf` NULL, `len` 0 or above `SSIZE_MAX`, `timeout_ms` < -1), `-EBADF`,
+ * `-ENOTSOCK`, `-EOPNOTSUPP` (not a stream, datagram or seqpacket socket), `-ETIMEDOUT`,
+ * `-EMSGSIZE` (the first datagram is larger than `len`; it stays queued), `-EINTR`,
+ * `-ECONNRESET` and other socket errors.
+ *
+ * # Safety
+ * `buf` must be NULL or writable for `len` bytes.
+ */
+ssize_t lowcopy_recv_atleast(int fd, void *buf, size_t len, size_t min, int timeout_ms);
+
+/**
+ * `lowcopy_recv_atleast`, adding what the call did to `*stats` (wakeups, early wakeups,
+ * syscalls...). Errors as `lowcopy_recv_atleast`, plus `-EINVAL` for a NULL `stats`.
+ *
+ * # Safety
+ * `buf` must be NULL or writable for `len` bytes; `stats` NULL or a valid
+ * `lowcopy_recv_stats`.
+ */
+ssize_t lowcopy_recv_atleast_stats(int fd,
+                                   void *buf,
+                                   size_t len,
+                                   size_t min,
+                                   int timeout_ms,
+                                   struct lowcopy_recv_stats *stats);
+
+/**
+ * Creates a zero-copy receiver over the connected TCP socket `fd` and writes it to `*out`.
+ *
+ * Maps a `window`-byte read-only window of the socket (`window` rounded up to a multiple of
+ * the page size; 1 byte to 1 GiB) and allocates the copy buffer (the window's size, between
+ * 64 KiB and 1 MiB); nothing is allocated after this. Set `SO_RCVLOWAT` to about the window
+ * (`lowcopy_set_rcvlowat`) so that each wakeup brings a window's worth. Pages map only where
+ * the kernel holds whole, page-aligned payload pages (a header-splitting NIC; on loopback, a
+ * page-aligned `MSG_ZEROCOPY` sender); every other byte arrives by copy.
+ *
+ * The first receiver of the process finds which size of `struct tcp_zerocopy_receive` the
+ * kernel accepts (64 bytes since 5.12; exactly 16 on 4.18-5.6) with a zero-length request on
+ * `fd` that consumes nothing, and caches it.
+ *
+ * Errors: `-EINVAL` (`out` NULL, `window` 0 or above 1 GiB), `-EBADF`, `-ENOTSOCK`,
+ * `-EOPNOTSUPP` (not TCP over IPv4/IPv6: UDP, AF_UNIX, MPTCP...; or no
+ * `TCP_ZEROCOPY_RECEIVE` in this kernel), `-ENOTCONN` (a listening socket), `-ENOMEM`, and
+ * `mmap` errors.
+ *
+ * # Safety
+ * `out` must be NULL or writable for one pointer.
+ */
+int lowcopy_zcrx_new(int fd, size_t window, struct lowcopy_zcrx **out);
+
+/**
+ * Receives the next piece of the stream into `*out`: pages mapped from the socket, or bytes
+ * copied (stragglers the kernel cannot map, and `recv_skip_hint` bytes), in stream order.
+ * Returns the chunk's length (> 0); 0 at end of stream (`*out` is then `{NULL, 0, 0}`, and
+ * later calls return 0 again). The previous chunk's pages are released
+ * (`madvise(MADV_DONTNEED)`) at the start of this call, before the window is reused.
+ *
+ * `flags`: 0 or `MSG_DONTWAIT`. Blocking (no `MSG_DONTWAIT`, fd without `O_NONBLOCK`): waits
+ * in poll, so `SO_RCVLOWAT` decides how much one wakeup brings (bytes the kernel wakes for
+ * early are returned, not waited past); the wait is bounded by the socket's `SO_RCVTIMEO`
+ * and then gives `-EAGAIN`, as `recv` would. Non-blocking: `-EAGAIN` when nothing is queued.
+ *
+ * If a peeker uses `SO_PEEK_OFF` on the same socket, the receiver lowers it by the bytes the
+ * kernel mapped or copied without lowering it itself, so the peek cursor stays on the same
+ * stream byte, as after a read.
+ *
+ * Errors: `-EINVAL` (`r` or `out` NULL, flags other than `MSG_DONTWAIT`; an `EINVAL` from the
+ * kernel is reported as such, never as end of stream), `-EAGAIN`, `-EINTR`, `-ECONNRESET`
+ * and other socket errors (after every byte that came before them).
+ *
+ * # Safety
+ * `r` must be NULL or a live receiver; `out` NULL or writable for one `lowcopy_zcrx_chunk`.
+ */
+ssize_t lowcopy_zcrx_recv(struct lowcopy_zcrx *r, struct lowcopy_zcrx_chunk *out, int flags);
+
+/**
+ * Writes the receiver's counters to `*out`; returns 0, or `-EINVAL` if either pointer is NULL.
+ *
+ * # Safety
+ * `r` must be NULL or a live receiver; `out` NULL or writable for one
+ * `lowcopy_zcrx_recv_stats`.
+ */
+int lowcopy_zcrx_stats(const struct lowcopy_zcrx *r, struct lowcopy_zcrx_recv_stats *out);
+
+/**
+ * Releases a receiver: unmaps the window (and any pages still mapped there) and frees the
+ * copy buffer; a chunk from it is invalid afterwards. Does not close the fd. NULL is a no-op.
+ *
+ * # Safety
+ * `r` must be NULL or a receiver from `lowcopy_zcrx_new` not yet freed.
+ */
+void lowcopy_zcrx_free(struct lowcopy_zcrx *r);
 
 /**
  * Creates a zerocopy sender on the socket `fd` and writes it to `*out`.

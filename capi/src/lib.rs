@@ -12,8 +12,10 @@
 #![allow(non_camel_case_types)]
 
 mod peek;
+mod rx;
 mod zc;
 pub use peek::*;
+pub use rx::*;
 pub use zc::*;
 
 use std::io;

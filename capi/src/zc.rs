@@ -23,16 +23,16 @@ pub const LOWCOPY_ZC_COPY: u32 = 3;
 /// scatter-gather). Sends in flight are still reaped; later sends are plain copies.
 pub const LOWCOPY_ZC_ADAPTIVE: u32 = 1;
 /// Consecutive copied completions after which `LOWCOPY_ZC_ADAPTIVE` stops asking for zerocopy.
-pub const LOWCOPY_ZC_ADAPTIVE_AFTER: u32 = zc::ADAPTIVE_AFTER;
+pub const LOWCOPY_ZC_ADAPTIVE_AFTER: u32 = 16;
 /// Completion flag: the data was copied, not pinned (by the kernel: `SO_EE_CODE_ZEROCOPY_COPIED`
 /// or `IORING_NOTIF_USAGE_ZC_COPIED`, always so on loopback and veth; or by a plain send).
-pub const LOWCOPY_ZC_COPIED: u32 = zc::COPIED;
+pub const LOWCOPY_ZC_COPIED: u32 = 1;
 /// Completion flag: part or all of the request went out as a plain send because zerocopy was
 /// not possible (`ENOBUFS`, adaptive mode, id window full).
-pub const LOWCOPY_ZC_FALLBACK: u32 = zc::FALLBACK;
+pub const LOWCOPY_ZC_FALLBACK: u32 = 2;
 /// Requests a sender holds at once, in flight or ready but not reaped. Past that, sends
 /// return `-EBUSY` until completions are reaped.
-pub const LOWCOPY_ZC_MAX_PENDING: u32 = zc::MAX_PENDING as u32;
+pub const LOWCOPY_ZC_MAX_PENDING: u32 = 4096;
 
 /// Zerocopy sends over one socket with per-send user_data completions (opaque). Created by
 /// `lowcopy_zc_new`, released by `lowcopy_zc_free`.
@@ -51,6 +51,18 @@ pub struct lowcopy_zc_completion {
     /// `LOWCOPY_ZC_COPIED`, `LOWCOPY_ZC_FALLBACK`.
     pub flags: u32,
 }
+
+// Literal values so that cbindgen can write them; they must equal the core's.
+const _: () = {
+    assert!(LOWCOPY_ZC_ADAPTIVE_AFTER == zc::ADAPTIVE_AFTER);
+    assert!(LOWCOPY_ZC_ADAPTIVE == zc::ADAPTIVE);
+    assert!(LOWCOPY_ZC_COPIED == zc::COPIED);
+    assert!(LOWCOPY_ZC_FALLBACK == zc::FALLBACK);
+    assert!(LOWCOPY_ZC_MAX_PENDING as usize == zc::MAX_PENDING);
+    assert!(LOWCOPY_ZC_ERRQUEUE == ZcBackend::ErrQueue as u32);
+    assert!(LOWCOPY_ZC_IO_URING == ZcBackend::IoUring as u32);
+    assert!(LOWCOPY_ZC_COPY == ZcBackend::Copy as u32);
+};
 
 // The C struct is filled in place from the core's type: same layout, checked at build time.
 const _: () = {
