@@ -13,7 +13,10 @@ pub const LOWCOPY_ZC_AUTO: u32 = 0;
 /// read from `MSG_ERRQUEUE` and mapped from the kernel's 32-bit id ranges back to user_data.
 pub const LOWCOPY_ZC_ERRQUEUE: u32 = 1;
 /// Backend: io_uring `IORING_OP_SEND_ZC` (Linux 6.0) / `SENDMSG_ZC` (6.1); user_data comes back
-/// in the notification CQE, read from the ring with no syscall.
+/// in the notification CQE. The ring is set up with `IORING_SETUP_DEFER_TASKRUN` (6.1) so that
+/// notifications never interrupt the sending thread's other syscalls with `EINTR`; they are
+/// posted during the next send (no syscall of their own). Its price, `SINGLE_ISSUER`: the
+/// first thread that sends owns the ring, and calls from any other thread fail with `-EEXIST`.
 pub const LOWCOPY_ZC_IO_URING: u32 = 2;
 /// Backend: plain copying `sendmsg`; the completion is ready when the send returns.
 pub const LOWCOPY_ZC_COPY: u32 = 3;
@@ -471,6 +474,9 @@ pub unsafe extern "C" fn lowcopy_zc_stats(
 }
 
 /// Releases a sender after collecting, without blocking, the completions already reported.
+/// Closing an io_uring backend's ring makes the kernel run task work on the calling thread
+/// (io_uring/io_uring.c `io_ring_exit_work`), so that thread's next blocking syscall may
+/// return `EINTR` once.
 /// Returns the number of sends whose completion had not arrived: the kernel still holds their
 /// pages (pinned, so freeing the memory is safe), but the caller is no longer told when they
 /// are sent; keep such buffers unmodified until the socket is closed if the bytes on the wire

@@ -334,3 +334,22 @@ fn free_with_sends_in_flight_is_safe() {
         let _ = p.sock.as_raw_fd();
     }
 }
+
+#[test]
+fn io_uring_ring_belongs_to_the_first_sending_thread() {
+    // IORING_SETUP_SINGLE_ISSUER (the price of DEFER_TASKRUN): created here, first used on
+    // another thread, which then owns it; any other thread is refused with EEXIST.
+    let p = pair("tcp4");
+    let mut zc = ZeroCopySender::new(p.sock.as_fd(), ZcBackend::IoUring, 0).unwrap();
+    let buf = [1u8; 100];
+    std::thread::scope(|s| {
+        s.spawn(|| assert_eq!(zc.send(&[IoSlice::new(&buf)], 0, 1).unwrap(), 100))
+            .join()
+            .unwrap();
+    });
+    let e = zc.send(&[IoSlice::new(&buf)], 0, 2).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EEXIST));
+    assert_eq!(zc.stats().sends, 1, "the refused send left nothing behind");
+    // Its SQE was never queued: the owner's ring holds only the first send.
+    assert!(zc.inflight() <= 1);
+}

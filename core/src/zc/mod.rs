@@ -10,7 +10,9 @@
 //!   This is what the never-merged MSG_ZEROCOPY_UARG / SCM_ZC_NOTIFICATION proposal (2024)
 //!   wanted the kernel to do.
 //! - `IoUring`: `IORING_OP_SEND_ZC` / `SENDMSG_ZC` (6.0 / 6.1), whose notification CQE carries
-//!   the request's own user_data; completions are read from the ring with no syscall.
+//!   the request's own user_data. With `IORING_SETUP_DEFER_TASKRUN` notifications are posted
+//!   while the next send enters the ring (no syscall of their own) and never interrupt the
+//!   thread's other syscalls; the first thread that sends owns the ring (`EEXIST` elsewhere).
 //! - `Copy`: a plain `sendmsg`; the completion is ready when the send returns.
 //!
 //! A notification means "the buffer may be reused", not "the data was delivered": TCP
@@ -120,6 +122,10 @@ struct ErrQueue {
     control: Vec<[u8; ERRQ_CONTROL]>,
 }
 
+// SAFETY: the raw pointers in `msgs` only ever point into `control`, which moves with it,
+// and they are rewritten before every use; nothing is shared with another thread.
+unsafe impl Send for ErrQueue {}
+
 impl ErrQueue {
     fn new() -> Self {
         ErrQueue {
@@ -213,12 +219,7 @@ impl<'fd> ZeroCopySender<'fd> {
                 enable_so_zerocopy(fd)?;
                 Engine::ErrQueue(ErrQueue::new())
             }
-            ZcBackend::IoUring => {
-                if !uring::available() {
-                    return Err(errno(libc::EOPNOTSUPP));
-                }
-                Engine::IoUring(Box::new(uring::Uring::new(MAX_PENDING)?))
-            }
+            ZcBackend::IoUring => Engine::IoUring(Box::new(uring::Uring::new(MAX_PENDING)?)),
             ZcBackend::Auto => Self::auto_engine(fd, capable),
         };
         Ok(ZeroCopySender {
@@ -238,10 +239,8 @@ impl<'fd> ZeroCopySender<'fd> {
         if !capable {
             return Engine::Copy;
         }
-        if uring::available() {
-            if let Ok(u) = uring::Uring::new(MAX_PENDING) {
-                return Engine::IoUring(Box::new(u));
-            }
+        if let Ok(u) = uring::Uring::new(MAX_PENDING) {
+            return Engine::IoUring(Box::new(u));
         }
         match enable_so_zerocopy(fd) {
             Ok(()) => Engine::ErrQueue(ErrQueue::new()),
@@ -537,17 +536,19 @@ impl<'fd> ZeroCopySender<'fd> {
             Engine::ErrQueue(_) => self.read_errqueue(),
             Engine::IoUring(u) => {
                 let tracker = &mut self.tracker;
-                let stats = &mut self.stats;
+                let unexpected = &mut self.stats.unexpected_ids;
                 let (adaptive, streak, off) =
                     (self.adaptive, &mut self.copied_streak, &mut self.zc_off);
-                u.drain(&mut |n| {
-                    if uring::apply(tracker, &n) {
-                        note_copied(adaptive, streak, off, n.copied, 1);
-                    } else {
-                        stats.unexpected_ids += 1;
-                    }
-                });
-                Ok(())
+                u.drain(
+                    &mut |n| {
+                        if uring::apply(tracker, &n) {
+                            note_copied(adaptive, streak, off, n.copied, 1);
+                        } else {
+                            *unexpected += 1;
+                        }
+                    },
+                    &mut self.stats.syscalls_reap,
+                )
             }
             Engine::Copy => Ok(()),
         }

@@ -7,7 +7,6 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
-use std::sync::OnceLock;
 
 use io_uring::{cqueue, opcode, types, IoUring};
 use libc::{c_int, msghdr};
@@ -19,20 +18,8 @@ use super::tracker::{SlotId, Tracker};
 const IORING_SEND_ZC_REPORT_USAGE: u16 = 1 << 3;
 /// `IORING_NOTIF_USAGE_ZC_COPIED`: bit 31 of the notification's res.
 const IORING_NOTIF_USAGE_ZC_COPIED: i32 = 1 << 31;
-
-/// Whether this process may use io_uring SEND_ZC and SENDMSG_ZC (probed once).
-pub fn available() -> bool {
-    static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE.get_or_init(|| {
-        let caps = crate::probe::probe_uring();
-        caps.0 && caps.1
-    })
-}
-
-/// The ring of one sender.
-pub struct Uring {
-    ring: IoUring,
-}
+/// `IORING_ENTER_GETEVENTS`.
+const IORING_ENTER_GETEVENTS: u32 = 1;
 
 /// What one send's result CQE said.
 pub struct SendResult {
@@ -50,14 +37,66 @@ pub struct Notif {
     pub copied: bool,
 }
 
+/// The ring of one sender.
+///
+/// Set up with `IORING_SETUP_DEFER_TASKRUN` (6.1): notifications are posted only when the
+/// owning thread enters the ring (each send does), never by interrupting it. Without it the
+/// kernel delivers them as task work that makes the sending thread's unrelated blocking
+/// syscalls (a `recv` with `SO_RCVTIMEO`, `epoll_wait`) fail with `EINTR`. Its price,
+/// `IORING_SETUP_SINGLE_ISSUER`: one thread owns the ring. We create it disabled
+/// (`IORING_SETUP_R_DISABLED`) and enable it at the first send, so the owner is the first
+/// thread that sends, not the one that created the sender.
+pub struct Uring {
+    ring: IoUring,
+    /// The thread that enabled the ring and alone may enter it.
+    owner: Option<std::thread::ThreadId>,
+    /// An SQE could not be submitted and cannot be taken back: never enter the ring again.
+    poisoned: bool,
+}
+
 impl Uring {
     /// A ring sized so that every request the tracker can hold fits its notification in the
     /// completion queue (the kernel also keeps overflow, IORING_FEAT_NODROP, 5.5).
     pub fn new(max_requests: usize) -> io::Result<Self> {
         let ring = IoUring::builder()
             .setup_cqsize((2 * max_requests).next_power_of_two() as u32)
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .setup_taskrun_flag()
+            .setup_r_disabled()
             .build(8)?;
-        Ok(Uring { ring })
+        // Probe on this ring rather than on a throwaway one: closing a ring runs task work
+        // on the closing thread, which makes its next blocking syscall fail with EINTR.
+        let mut probe = io_uring::Probe::new();
+        ring.submitter().register_probe(&mut probe)?;
+        if !probe.is_supported(opcode::SendZc::CODE) || !probe.is_supported(opcode::SendMsgZc::CODE)
+        {
+            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+        }
+        Ok(Uring {
+            ring,
+            owner: None,
+            poisoned: false,
+        })
+    }
+
+    /// Enables the ring on its first use: the calling thread becomes its only submitter.
+    /// Checked before every use: another thread gets `EEXIST` (what the kernel would answer,
+    /// but before an SQE is queued that could then never be taken back).
+    fn enable(&mut self) -> io::Result<()> {
+        if self.poisoned {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
+        let me = std::thread::current().id();
+        match self.owner {
+            Some(o) if o == me => Ok(()),
+            Some(_) => Err(io::Error::from_raw_os_error(libc::EEXIST)),
+            None => {
+                self.ring.submitter().register_enable_rings()?;
+                self.owner = Some(me);
+                Ok(())
+            }
+        }
     }
 
     pub fn fd(&self) -> RawFd {
@@ -102,20 +141,27 @@ impl Uring {
                 .build(),
         }
         .user_data(slot as u64);
+        self.enable()?;
         // SAFETY: the SQE points at `msg`/`buf`, valid until we have seen its result CQE,
         // which this function waits for before returning.
         unsafe { self.ring.submission().push(&sqe) }
             .map_err(|_| io::Error::from_raw_os_error(libc::EBUSY))?;
-        let mut to_submit = true;
         let (mut result, mut own_notif) = (None, None);
         loop {
             *syscalls += 1;
-            match self.ring.submit_and_wait(1) {
-                Ok(_) => to_submit = false,
-                // The SQE may already be in the kernel: keep waiting for it, never abandon it.
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EBUSY) && !to_submit => {}
-                Err(e) => return Err(e),
+            if let Err(e) = self.ring.submit_and_wait(1) {
+                match e.raw_os_error() {
+                    // Interrupted wait: the SQE, once submitted, runs on; keep waiting for it.
+                    Some(libc::EINTR) => {}
+                    // No room yet (CQ overflow, memory): collect CQEs below and try again.
+                    Some(libc::EBUSY | libc::EAGAIN) => {}
+                    _ => {
+                        // An SQE left in the ring would go out with the next submit, long
+                        // after the caller was told this send failed: retire the ring.
+                        self.poisoned |= !self.ring.submission().is_empty();
+                        return Err(e);
+                    }
+                }
             }
             for cqe in self.ring.completion() {
                 let s = cqe.user_data() as SlotId;
@@ -142,8 +188,24 @@ impl Uring {
         }
     }
 
-    /// Hands every notification already in the completion queue to `notif`: no syscall.
-    pub fn drain(&mut self, notif: &mut dyn FnMut(Notif)) {
+    /// Hands every notification that has arrived to `notif`. Costs no syscall unless the
+    /// kernel flagged deferred work (`IORING_SQ_TASKRUN`): then one `io_uring_enter` posts it.
+    pub fn drain(&mut self, notif: &mut dyn FnMut(Notif), syscalls: &mut u64) -> io::Result<()> {
+        if self.owner.is_some() && self.ring.submission().taskrun() {
+            self.enable()?;
+            *syscalls += 1;
+            // SAFETY: no SQEs to submit and no argument: GETEVENTS only runs the task work.
+            let r = unsafe {
+                self.ring
+                    .submitter()
+                    .enter::<libc::sigset_t>(0, 0, IORING_ENTER_GETEVENTS, None)
+            };
+            match r {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(e) => return Err(e),
+            }
+        }
         for cqe in self.ring.completion() {
             if cqueue::notif(cqe.flags()) {
                 notif(Notif {
@@ -152,10 +214,12 @@ impl Uring {
                 });
             }
         }
+        Ok(())
     }
 
     /// Waits up to `timeout_ms` (-1: no limit) for at least one CQE. `Ok(false)` on timeout.
     pub fn wait(&mut self, timeout_ms: i32, syscalls: &mut u64) -> io::Result<bool> {
+        self.enable()?;
         *syscalls += 1;
         let r = if timeout_ms < 0 {
             self.ring.submit_and_wait(1)
