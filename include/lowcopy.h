@@ -37,7 +37,9 @@
 
 /**
  * Peek mechanism: `SO_PEEK_OFF` where the socket family has it, else `LOWCOPY_PEEK_DISCARD`.
- * Probed once per (family, protocol) and cached for the process.
+ * Probed once per (family, protocol) and cached for the process. With `SO_PEEK_OFF`, a cursor
+ * of at most 4096 bytes that the kernel's offset is not already at is peeked with a discard
+ * prefix instead: one syscall and at most 4 KiB copied, rather than a `setsockopt` more.
  */
 #define LOWCOPY_PEEK_AUTO 0
 
@@ -190,7 +192,7 @@ typedef struct lowcopy_peek_stats {
   /**
    * Bytes the kernel copied only for lowcopy to throw away: the discard prefix, and bytes
    * consumed on AF_UNIX (which has no copy-free MSG_TRUNC). Always 0 with
-   * `LOWCOPY_PEEK_OFFSET` on TCP.
+   * `LOWCOPY_PEEK_OFFSET` on TCP; at most 4096 per peek with AUTO over `SO_PEEK_OFF`.
    */
   uint64_t bytes_skipped_copied;
   /**

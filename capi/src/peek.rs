@@ -8,7 +8,9 @@ use lowcopy::{PeekMode, Peeker};
 use crate::{borrow, guard, iov_slice, neg, ret_size, ret_unit};
 
 /// Peek mechanism: `SO_PEEK_OFF` where the socket family has it, else `LOWCOPY_PEEK_DISCARD`.
-/// Probed once per (family, protocol) and cached for the process.
+/// Probed once per (family, protocol) and cached for the process. With `SO_PEEK_OFF`, a cursor
+/// of at most 4096 bytes that the kernel's offset is not already at is peeked with a discard
+/// prefix instead: one syscall and at most 4 KiB copied, rather than a `setsockopt` more.
 pub const LOWCOPY_PEEK_AUTO: u32 = 0;
 /// Peek mechanism: the kernel's `SO_PEEK_OFF` (TCP/IPv4 since Linux 6.9, TCP/IPv6 since 6.12,
 /// AF_UNIX stream since 3.4; never MPTCP). Peeks cost the same at any offset.
@@ -35,7 +37,7 @@ pub struct lowcopy_peek_stats {
     pub bytes_peeked: u64,
     /// Bytes the kernel copied only for lowcopy to throw away: the discard prefix, and bytes
     /// consumed on AF_UNIX (which has no copy-free MSG_TRUNC). Always 0 with
-    /// `LOWCOPY_PEEK_OFFSET` on TCP.
+    /// `LOWCOPY_PEEK_OFFSET` on TCP; at most 4096 per peek with AUTO over `SO_PEEK_OFF`.
     pub bytes_skipped_copied: u64,
     /// Bytes dropped from the head of the receive queue by `lowcopy_peeker_consume`.
     pub bytes_consumed: u64,
