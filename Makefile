@@ -22,10 +22,13 @@ all: lib examples
 lib:
 	$(CARGO) build --release -p lowcopy-capi
 	mkdir -p $(BUILD)/lib/pkgconfig
-	cp -f target/release/liblowcopy.so $(BUILD)/lib/liblowcopy.so.$(VERSION)
+	# Copy then rename: a program running on the old library keeps its mapping intact.
+	cp -f target/release/liblowcopy.so $(BUILD)/lib/.liblowcopy.so.tmp
+	mv -f $(BUILD)/lib/.liblowcopy.so.tmp $(BUILD)/lib/liblowcopy.so.$(VERSION)
 	ln -sf liblowcopy.so.$(VERSION) $(BUILD)/lib/liblowcopy.so.0
 	ln -sf liblowcopy.so.0 $(BUILD)/lib/liblowcopy.so
-	cp -f target/release/liblowcopy.a $(BUILD)/lib/liblowcopy.a
+	cp -f target/release/liblowcopy.a $(BUILD)/lib/.liblowcopy.a.tmp
+	mv -f $(BUILD)/lib/.liblowcopy.a.tmp $(BUILD)/lib/liblowcopy.a
 	$(call write_pc,$(CURDIR),$(BUILD)/lib,$(CURDIR)/include,$(BUILD)/lib/pkgconfig/lowcopy.pc)
 
 # write_pc(prefix, libdir, includedir, file)

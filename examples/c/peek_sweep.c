@@ -270,11 +270,12 @@ static void wait_queued(const struct conn *c, uint64_t target)
 }
 
 /* Send the pattern until `target` stream bytes exist, then wait for them.
- * MSG_MORE on all but the last chunk lets the sender build full 64 KiB
- * segments, as a bulk sender does.  Without it, every NODELAY send of
- * 64 KiB leaves as one MSS (65483 B on loopback) plus a 53-byte runt that
- * the receiver cannot coalesce: twice the skbs, and the SO_PEEK_OFF skb
- * walk at 16 MiB costs ~2.5x what it does for a bulk-filled queue. */
+ * MSG_MORE on all but the last chunk lets the sender build full segments,
+ * as a bulk sender does.  Without it each NODELAY send of 64 KiB leaves as
+ * one loopback MSS (65483 B) plus a 53-byte tail, and the receive queue
+ * coalesces far less (measured: ~6x the per-skb overhead in skmem): the
+ * SO_PEEK_OFF skb walk at 16 MiB then costs 2-3x more than for a queue
+ * a bulk sender filled. */
 static void fill_to(struct conn *c, uint64_t target)
 {
     while (c->sent < target) {
@@ -577,6 +578,21 @@ static double median(const double *v, size_t n)
     return k % 2 ? tmp[k / 2] : (tmp[k / 2 - 1] + tmp[k / 2]) / 2;
 }
 
+/* Interquartile range as % of the median: how far to trust a cell. */
+static double spread_pct(const double *v, size_t n)
+{
+    double tmp[MAX_ROUNDS];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isnan(v[i]))
+            tmp[k++] = v[i];
+    if (k == 0)
+        return NAN;
+    qsort(tmp, k, sizeof(tmp[0]), cmp_double);
+    double q1 = tmp[(k - 1) / 4], q3 = tmp[(3 * (k - 1) + 3) / 4];
+    return (q3 - q1) / median(tmp, k) * 100;
+}
+
 static double med_ns(const struct results *res, size_t oi, int m)
 {
     return median(res->ns[oi][m], res->nrounds);
@@ -695,6 +711,31 @@ static void print_gbps_table(const struct results *res, const size_t *offs, size
             cell(15, 2, (double)PEEK_LEN / med_ns(res, i, m), "");
         putchar('\n');
     }
+}
+
+/* The machine is shared and noisy in bursts: show how much each cell
+ * moved between rounds, so a 5% verdict is not read off a 10% wobble. */
+static void print_spread_table(const struct results *res, const size_t *offs, size_t n)
+{
+    char sz[32];
+    double worst = 0;
+    printf("\nround-to-round spread (IQR as %% of median)\n\n%8s |", "offset");
+    for (int m = 0; m < M_COUNT; m++)
+        printf(" %15s |", MECHS[m].name);
+    putchar('\n');
+    for (size_t i = 0; i < n; i++) {
+        printf("%8s |", fmt_size(offs[i], sz, sizeof(sz)));
+        for (int m = 0; m < M_COUNT; m++) {
+            double sp = spread_pct(res->ns[i][m], res->nrounds);
+            cell(15, 1, sp, "");
+            if (sp > worst)
+                worst = sp;
+        }
+        putchar('\n');
+    }
+    if (worst > 5)
+        printf("warning: some cells moved by more than 5%% between rounds (worst %.1f%%): "
+               "the machine was noisy; rerun, or raise -n\n", worst);
 }
 
 /* What the library did per seek+peek (its own stats), and AUTO's pick. */
@@ -877,6 +918,7 @@ int main(int argc, char **argv)
     print_main_table(res, o.offs, o.noffs);
     print_growth_table(res, o.offs, o.noffs);
     print_gbps_table(res, o.offs, o.noffs);
+    print_spread_table(res, o.offs, o.noffs);
     print_lib_notes(res, o.offs, o.noffs);
     free(res);
     return 0;
