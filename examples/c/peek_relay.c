@@ -14,8 +14,9 @@
  *     acknowledged bytes are dropped from the source with
  *     lowcopy_peeker_consume().  Only then does the source's receive window
  *     open again, so the client is paced by the far peer's ACKs.
- *   - the bytes in flight are bounded by the destination's send buffer: we
- *     write until it says EAGAIN, then wait for EPOLLOUT.
+ *   - the bytes in flight are bounded by the destination's send buffer (we
+ *     write until it says EAGAIN, then wait for EPOLLOUT) and by the source's
+ *     receive buffer (unconsumed bytes close the client's window).
  *   - at end of stream after the cursor (peek returns 0), FIN goes to dst only
  *     once everything before it was acknowledged and consumed.
  *
@@ -38,10 +39,14 @@
  * queue is full of peeked, unconsumed bytes - no event would ever come.  So
  * while some direction has unacknowledged bytes the loop also sweeps those
  * directions every --ack-poll-ms (default 1 ms): one SIOCOUTQ per direction
- * with bytes in flight, no work at all when every direction is idle or fully
- * acknowledged (epoll_wait then blocks without a timeout).  The sweep runs on
- * its own clock, so a busy connection that keeps epoll_wait returning early
- * cannot starve a stalled one.
+ * with bytes in flight (plus the consume it enables), no work at all when
+ * every direction is idle or fully acknowledged (epoll_wait then blocks
+ * without a timeout).  A direction whose far peer stops reading backs off to
+ * a sweep every 16 periods.  The sweep runs on its own clock, so a busy
+ * connection that keeps epoll_wait returning early cannot starve a stalled
+ * one.  (Precise alternatives - SO_TIMESTAMPING TX_ACK notifications on
+ * dst's error queue - cost a notification per write; in practice most ACKs
+ * are collected on the data path anyway, see sweep_consumed in the summary.)
  *
  * On SIGINT/SIGTERM, or after --max-conns connections finished, one summary
  * line goes to stdout:
@@ -84,6 +89,7 @@
 #define DEFAULT_BUF (128 * KIB)
 #define MAX_EVENTS 64
 #define LISTEN_BACKLOG 128
+#define ACK_BACKOFF_MAX 4      /* an idle direction is swept every 1, 2, 4, 8, 16 periods */
 
 /* ---------------------------------------------------------------- types */
 
@@ -95,6 +101,7 @@ struct opts {
     const char *mode_name;
     uint64_t max_conns;        /* 0 = run until a signal */
     size_t buflen;
+    int sndbuf;                /* SO_SNDBUF for both sockets of a pair; 0 = autotune */
     int ack_poll_ms;
     bool verbose;
 };
@@ -125,6 +132,9 @@ struct dir {
     bool fin_sent;           /* shutdown(dst, SHUT_WR) done: direction finished */
     bool on_ack_list;
     struct dir *ack_prev, *ack_next;
+    int64_t ack_due_ns;      /* when the sweep looks at it next */
+    unsigned ack_idle;       /* sweeps in a row that saw no ACK progress */
+    uint64_t consumed_at_sweep;
 };
 
 enum ep_kind { EP_LISTEN, EP_SIGNAL, EP_SOCK };
@@ -264,6 +274,11 @@ static void ack_list_add(struct relay *r, struct dir *d)
     if (d->on_ack_list)
         return;
     d->on_ack_list = true;
+    d->ack_idle = 0;
+    d->consumed_at_sweep = d->consumed;
+    d->ack_due_ns = now_ns() + (int64_t)r->o.ack_poll_ms * 1000000;
+    if (!r->ack_head || d->ack_due_ns < r->next_sweep_ns)
+        r->next_sweep_ns = d->ack_due_ns;
     d->ack_prev = NULL;
     d->ack_next = r->ack_head;
     if (r->ack_head)
@@ -446,6 +461,10 @@ static ssize_t collect_acks(struct relay *r, struct dir *d)
             got = lowcopy_peeker_consume(d->pk, (size_t)(inflight - (uint64_t)outq));
             if (got < 0)
                 return got;
+            /* The bytes were peeked from the queue and are still in it,
+             * unless the socket lost them: do not wait for them forever. */
+            if (got == 0)
+                return -EPIPE;
             d->consumed += (uint64_t)got;
             /* The window of src may reopen: listen to it again. */
             if (got > 0)
@@ -589,6 +608,15 @@ static int set_nodelay(int fd)
     return 0;
 }
 
+/* A fixed send buffer bounds the bytes in flight per direction (peek modes)
+ * or queued in the kernel (copy mode); the default is the kernel's autotuning. */
+static int set_sndbuf(int fd, int bytes)
+{
+    if (bytes && setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes)) < 0)
+        return -errno;
+    return 0;
+}
+
 /* The outgoing connection is up (or failed): start relaying. */
 static int finish_connect(struct relay *r, struct pair *p)
 {
@@ -645,7 +673,27 @@ static int pair_register(struct relay *r, struct pair *p)
     return 0;
 }
 
-/* A client arrived: start a non-blocking connect to the destination. */
+/* Open fd[1] and start a non-blocking connect to the destination. */
+static int open_outgoing(struct relay *r, struct pair *p)
+{
+    p->fd[1] = socket(r->dst_addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                      IPPROTO_TCP);
+    if (p->fd[1] < 0)
+        return -errno;
+    p->d[0].src = p->d[1].dst = p->fd[0];
+    p->d[1].src = p->d[0].dst = p->fd[1];
+    int rc = set_sndbuf(p->fd[0], r->o.sndbuf);
+    if (rc == 0)
+        rc = set_sndbuf(p->fd[1], r->o.sndbuf);
+    if (rc < 0)
+        return rc;
+    if (connect(p->fd[1], (struct sockaddr *)&r->dst_addr, r->dst_len) < 0 &&
+        errno != EINPROGRESS)
+        return -errno;
+    return pair_register(r, p);
+}
+
+/* A client arrived: start relaying it once the outgoing connection is up. */
 static void start_pair(struct relay *r, int cfd)
 {
     struct pair *p = pair_new(cfd);
@@ -660,19 +708,7 @@ static void start_pair(struct relay *r, int cfd)
     if (r->live)
         r->live->live_prev = p;
     r->live = p;
-    int rc = 0;
-    p->fd[1] = socket(r->dst_addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                      IPPROTO_TCP);
-    if (p->fd[1] < 0)
-        rc = -errno;
-    else if (connect(p->fd[1], (struct sockaddr *)&r->dst_addr, r->dst_len) < 0 &&
-             errno != EINPROGRESS)
-        rc = -errno;
-    if (rc == 0) {
-        p->d[0].src = p->d[1].dst = p->fd[0];
-        p->d[1].src = p->d[0].dst = p->fd[1];
-        rc = pair_register(r, p);
-    }
+    int rc = open_outgoing(r, p);
     if (rc < 0) {
         r->t.connect_failures++;
         note("connect: %s", strerror(-rc));
@@ -746,17 +782,19 @@ static int on_hangup(struct relay *r, struct pair *p, int s)
 
 static int on_sock_events(struct relay *r, struct pair *p, int s, uint32_t ev)
 {
+    if (p->connecting) {
+        if (s == 1 && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
+            return finish_connect(r, p);
+        if (ev & (EPOLLERR | EPOLLHUP)) {      /* the client gave up meanwhile */
+            int err = sock_error(p->fd[s]);
+            return -(err ? err : ECONNRESET);
+        }
+        return 0;
+    }
     if (ev & EPOLLERR) {
         int err = sock_error(p->fd[s]);
         if (err)
             return -err;
-    }
-    if (p->connecting) {
-        if (s == 1 && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
-            return finish_connect(r, p);
-        if (ev & EPOLLHUP)
-            return -ECONNRESET;
-        return 0;
     }
     int rc = 0;
     if (ev & EPOLLOUT) {
@@ -794,27 +832,52 @@ static void on_signal(struct relay *r)
     r->stop = true;
 }
 
-/* Look at every direction with unacknowledged bytes: consume what was ACKed,
- * and give muted sources another chance.  See the comment at the top. */
+/* Sweep one direction that is due: consume what was ACKed meanwhile (and send
+ * a pending FIN), and listen to a muted source again - epoll then tells
+ * whether there is really something to peek.  A direction that keeps making
+ * no progress (its far peer is not reading) is looked at less and less often,
+ * down to every ACK_BACKOFF_MAX doublings of the period, so that a stalled
+ * connection costs little; any progress brings it back to every period. */
+static int sweep_dir(struct relay *r, struct dir *d, int64_t now)
+{
+    uint64_t before = d->consumed;
+    d->muted = false;
+    ssize_t got = collect_acks(r, d);
+    if (got < 0)
+        return (int)got;
+    r->t.sweep_consumed += d->consumed - before;
+    bool progress = d->consumed != d->consumed_at_sweep;
+    d->consumed_at_sweep = d->consumed;
+    if (progress)
+        d->ack_idle = 0;
+    else if (d->ack_idle < ACK_BACKOFF_MAX)
+        d->ack_idle++;
+    d->ack_due_ns = now + ((int64_t)r->o.ack_poll_ms * 1000000 << d->ack_idle);
+    return 0;
+}
+
+/* The ACK sweep; see the comment at the top. */
 static void sweep(struct relay *r)
 {
     int64_t now = now_ns();
     if (!r->ack_head || now < r->next_sweep_ns)
         return;
-    r->next_sweep_ns = now + (int64_t)r->o.ack_poll_ms * 1000000;
     r->t.sweeps++;
+    int64_t next = INT64_MAX;
     for (struct dir *d = r->ack_head; d; d = r->sweep_next) {
         r->sweep_next = d->ack_next;
-        struct pair *p = d->pair;
-        uint64_t before = d->consumed;
-        d->muted = false;
-        int rc = pump(r, d, false);
-        r->t.sweep_consumed += d->consumed - before;
-        pair_settle(r, p, rc);
+        if (d->ack_due_ns <= now) {
+            struct pair *p = d->pair;
+            pair_settle(r, p, sweep_dir(r, d, now));
+        }
+        if (d->on_ack_list && d->ack_due_ns < next)
+            next = d->ack_due_ns;
     }
     r->sweep_next = NULL;
+    r->next_sweep_ns = next;
 }
 
+/* epoll_wait's timeout: until the next direction is due, or none. */
 static int sweep_timeout_ms(const struct relay *r)
 {
     if (!r->ack_head)
@@ -995,6 +1058,8 @@ static void usage(FILE *f, const char *argv0)
 "  --max-conns N         exit after N connections finished (default: never)\n"
 "  --buf BYTES           bytes per peek/read (default %zu)\n"
 "  --ack-poll-ms MS      ACK sweep period while bytes are unacknowledged (default 1)\n"
+"  --sndbuf BYTES        SO_SNDBUF of every relayed socket (default: autotuned);\n"
+"                        in peek modes it bounds the bytes in flight\n"
 "  -v, --verbose         log connection events on stderr\n"
 "  -h, --help            this text\n"
 "\n"
@@ -1024,6 +1089,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
         { "max-conns", required_argument, NULL, 'n' },
         { "buf", required_argument, NULL, 'b' },
         { "ack-poll-ms", required_argument, NULL, 'a' },
+        { "sndbuf", required_argument, NULL, 's' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
@@ -1060,6 +1126,13 @@ static void parse_opts(int argc, char **argv, struct opts *o)
             if (ms == 0 || ms > 1000)
                 die("--ack-poll-ms: 1..1000");
             o->ack_poll_ms = (int)ms;
+            break;
+        }
+        case 's': {
+            uint64_t v = parse_u64(optarg, "--sndbuf");
+            if (v > INT_MAX / 2)
+                die("--sndbuf: out of range");
+            o->sndbuf = (int)v;
             break;
         }
         case 'v': o->verbose = true; break;
