@@ -107,6 +107,12 @@
 #define LOWCOPY_ZC_FALLBACK 2
 
 /**
+ * `lowcopy_zc_send_reap` reads the error queue at most once per this many sends, as the
+ * kernel's msg_zerocopy selftest does at its best setting (-l 32).
+ */
+#define LOWCOPY_ZC_REAP_EVERY 32
+
+/**
  * Requests a sender holds at once, in flight or ready but not reaped. Past that, sends
  * return `-EBUSY` until completions are reaped.
  */
@@ -594,8 +600,9 @@ void lowcopy_peeker_free(struct lowcopy_peeker *p);
  * `SO_RCVBUF` as read back (the kernel doubles what was set) once the application locked the
  * receive buffer with `SO_RCVBUF`. `bytes` above `INT_MAX` is passed as `INT_MAX` and capped
  * the same way; 0 is kept as 1. On TCP it also grows an unlocked receive buffer to about
- * twice the mark, for good. On a listening socket the mark is inherited by every accepted
- * socket (as tcp_mmap uses it). AF_UNIX and UDP keep the value but their poll ignores it.
+ * twice the mark, for good. On a listening socket the mark is copied into each connection
+ * when its handshake completes (connections already in the accept queue keep the old value),
+ * as tcp_mmap uses it. AF_UNIX and UDP keep the value but their poll ignores it.
  *
  * Errors: `-EINVAL` (`effective` NULL), `-EBADF`, `-ENOTSOCK`, `setsockopt` errors.
  *
@@ -794,8 +801,9 @@ ssize_t lowcopy_zc_sendmsg(struct lowcopy_zc *z,
  * Sends like `lowcopy_zc_sendv`, then writes up to `cap` completions that are ready to
  * `out` and their count to `*n_out`, in the same call: the "user argument" of the
  * MSG_ZEROCOPY_UARG proposal. The cheapest correct path: the error-queue backend reads the
- * queue at most once per 8 sends (sooner when tracking runs low); io_uring completions cost
- * no syscall. Returns bytes accepted; on error neither `out` nor `*n_out` is written.
+ * queue at most once per `LOWCOPY_ZC_REAP_EVERY` (32) sends, sooner when tracking runs low,
+ * so completions may come back up to 32 sends late (`lowcopy_zc_reap` gets them sooner);
+ * io_uring completions cost no syscall (they are posted by the sends' own io_uring_enter). Returns bytes accepted; on error neither `out` nor `*n_out` is written.
  *
  * Errors as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `n_out`, or NULL `out` with `cap > 0`.
  *

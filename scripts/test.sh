@@ -49,11 +49,19 @@ suite "cargo fmt" cargo fmt --all -- --check
 suite "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
 suite "cargo test (unit, behaviour tables, header)" cargo test --workspace
 suite "build library and examples" make -s all c-tests
-suite "C ABI, liblowcopy.so, ASan" build/bin/test_abi_shared
-suite "C ABI, liblowcopy.a, ASan" build/bin/test_abi_static
-if [ -f tests/c/scenarios.c ]; then
-	suite "C behaviour tables, ASan" build/bin/c_scenarios tests/scenarios/peek.json
-fi
+for t in tests/c/test_*.c; do
+	t=$(basename "$t" .c)
+	suite "C $t, liblowcopy.so, ASan" "build/bin/${t}_shared"
+	suite "C $t, liblowcopy.a, ASan" "build/bin/${t}_static"
+done
+# One C runner per behaviour table: tests/c/<x>scenarios.c runs tests/scenarios/<x>.json
+# (scenarios.c runs peek.json).
+for r in tests/c/*scenarios.c; do
+	r=$(basename "$r" .c)
+	table=${r%scenarios}
+	table=${table%_}
+	suite "C behaviour table ${table:-peek}.json, ASan" "build/bin/c_$r" "tests/scenarios/${table:-peek}.json"
+done
 suite "install target" install_smoke
 if [ -f tests/relay/test_relay.py ]; then
 	suite "relay: byte-exact transfers in every mode" python3 tests/relay/test_relay.py "$ROOT/build/bin"

@@ -37,8 +37,9 @@ pub struct lowcopy_recv_stats {
 /// `SO_RCVBUF` as read back (the kernel doubles what was set) once the application locked the
 /// receive buffer with `SO_RCVBUF`. `bytes` above `INT_MAX` is passed as `INT_MAX` and capped
 /// the same way; 0 is kept as 1. On TCP it also grows an unlocked receive buffer to about
-/// twice the mark, for good. On a listening socket the mark is inherited by every accepted
-/// socket (as tcp_mmap uses it). AF_UNIX and UDP keep the value but their poll ignores it.
+/// twice the mark, for good. On a listening socket the mark is copied into each connection
+/// when its handshake completes (connections already in the accept queue keep the old value),
+/// as tcp_mmap uses it. AF_UNIX and UDP keep the value but their poll ignores it.
 ///
 /// Errors: `-EINVAL` (`effective` NULL), `-EBADF`, `-ENOTSOCK`, `setsockopt` errors.
 ///

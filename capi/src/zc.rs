@@ -33,6 +33,9 @@ pub const LOWCOPY_ZC_COPIED: u32 = 1;
 /// Completion flag: part or all of the request went out as a plain send because zerocopy was
 /// not possible (`ENOBUFS`, adaptive mode, id window full).
 pub const LOWCOPY_ZC_FALLBACK: u32 = 2;
+/// `lowcopy_zc_send_reap` reads the error queue at most once per this many sends, as the
+/// kernel's msg_zerocopy selftest does at its best setting (-l 32).
+pub const LOWCOPY_ZC_REAP_EVERY: u32 = 32;
 /// Requests a sender holds at once, in flight or ready but not reaped. Past that, sends
 /// return `-EBUSY` until completions are reaped.
 pub const LOWCOPY_ZC_MAX_PENDING: u32 = 4096;
@@ -62,6 +65,7 @@ const _: () = {
     assert!(LOWCOPY_ZC_COPIED == zc::COPIED);
     assert!(LOWCOPY_ZC_FALLBACK == zc::FALLBACK);
     assert!(LOWCOPY_ZC_MAX_PENDING as usize == zc::MAX_PENDING);
+    assert!(LOWCOPY_ZC_REAP_EVERY == zc::REAP_EVERY);
     assert!(LOWCOPY_ZC_ERRQUEUE == ZcBackend::ErrQueue as u32);
     assert!(LOWCOPY_ZC_IO_URING == ZcBackend::IoUring as u32);
     assert!(LOWCOPY_ZC_COPY == ZcBackend::Copy as u32);
@@ -283,8 +287,9 @@ pub unsafe extern "C" fn lowcopy_zc_sendmsg(
 /// Sends like `lowcopy_zc_sendv`, then writes up to `cap` completions that are ready to
 /// `out` and their count to `*n_out`, in the same call: the "user argument" of the
 /// MSG_ZEROCOPY_UARG proposal. The cheapest correct path: the error-queue backend reads the
-/// queue at most once per 8 sends (sooner when tracking runs low); io_uring completions cost
-/// no syscall. Returns bytes accepted; on error neither `out` nor `*n_out` is written.
+/// queue at most once per `LOWCOPY_ZC_REAP_EVERY` (32) sends, sooner when tracking runs low,
+/// so completions may come back up to 32 sends late (`lowcopy_zc_reap` gets them sooner);
+/// io_uring completions cost no syscall (they are posted by the sends' own io_uring_enter). Returns bytes accepted; on error neither `out` nor `*n_out` is written.
 ///
 /// Errors as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `n_out`, or NULL `out` with `cap > 0`.
 ///

@@ -9,14 +9,18 @@
 //! [`std::io::Error`]s that keep the kernel's errno (`raw_os_error()`), so the C, Python and
 //! Node bindings report the same `-errno`.
 
+pub mod lowat;
 pub mod peek;
 pub mod probe;
 mod sys;
 pub mod zc;
+pub mod zcrx;
 
+pub use lowat::{recv_atleast, recv_atleast_with_stats, set_rcvlowat, RecvStats};
 pub use peek::{consume, peek_at, peek_supported, PeekMode, PeekStats, Peeker};
 pub use probe::{probe, Caps};
 pub use zc::{Completion, ZcBackend, ZcStats, ZeroCopySender};
+pub use zcrx::{Chunk, ZcrxStats, ZeroCopyReceiver};
 
 /// `IOV_MAX`: the most iovecs one call takes.
 pub const IOV_MAX: usize = sys::IOV_MAX;

@@ -185,3 +185,160 @@ pub fn scratch_iov(len: usize) -> iovec {
         iov_len: len.min(SCRATCH_LEN),
     }
 }
+
+/// `recv(fd, buf, len, flags)` into raw memory.
+///
+/// # Safety
+/// `buf` must be valid for writes of `len` bytes for the duration of the call.
+pub unsafe fn recv_raw(
+    fd: BorrowedFd<'_>,
+    buf: *mut u8,
+    len: usize,
+    flags: c_int,
+) -> io::Result<usize> {
+    // SAFETY: the caller vouches for `len` writable bytes at `buf`.
+    cvt_size(unsafe { libc::recv(fd.as_raw_fd(), buf.cast(), len, flags) })
+}
+
+/// Length of the next datagram without consuming it:
+/// `recv(fd, NULL, 0, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT)` (UDP and AF_UNIX datagram sockets
+/// return the real length with `MSG_TRUNC`).
+pub fn next_datagram_len(fd: BorrowedFd<'_>) -> io::Result<usize> {
+    let flags = libc::MSG_PEEK | libc::MSG_TRUNC | libc::MSG_DONTWAIT;
+    // SAFETY: a zero-length buffer: the kernel writes nothing to the NULL pointer.
+    cvt_size(unsafe { libc::recv(fd.as_raw_fd(), ptr::null_mut(), 0, flags) })
+}
+
+/// `getsockopt` of a `struct timeval` option (`SO_RCVTIMEO`); `None` when it is zero (no limit).
+pub fn getsockopt_timeval(
+    fd: BorrowedFd<'_>,
+    name: c_int,
+) -> io::Result<Option<std::time::Duration>> {
+    let mut tv = libc::timeval {
+        tv_sec: 0,
+        tv_usec: 0,
+    };
+    let mut len = size_of::<libc::timeval>() as socklen_t;
+    // SAFETY: `tv` and `len` are live locals of the sizes the kernel is told.
+    let ret = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            name,
+            (&mut tv as *mut libc::timeval).cast(),
+            &mut len,
+        )
+    };
+    cvt(ret)?;
+    let d = std::time::Duration::new(tv.tv_sec.max(0) as u64, tv.tv_usec.max(0) as u32 * 1000);
+    Ok((!d.is_zero()).then_some(d))
+}
+
+/// The page size (`sysconf(_SC_PAGESIZE)`).
+pub fn page_size() -> usize {
+    // SAFETY: sysconf takes no pointers.
+    let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if v > 0 {
+        v as usize
+    } else {
+        4096
+    }
+}
+
+/// `mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0)` of a TCP socket: the empty, read-only
+/// window that `TCP_ZEROCOPY_RECEIVE` fills with received pages (net/ipv4/tcp.c `tcp_mmap`).
+pub fn mmap_socket(fd: BorrowedFd<'_>, len: usize) -> io::Result<ptr::NonNull<u8>> {
+    // SAFETY: a new mapping chosen by the kernel (no MAP_FIXED): it cannot alias Rust memory.
+    let p = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    ptr::NonNull::new(p.cast()).ok_or_else(|| errno(libc::ENOMEM))
+}
+
+/// `munmap(addr, len)`.
+///
+/// # Safety
+/// `addr..addr+len` must be a mapping made by [`mmap_socket`] that nothing references any more.
+pub unsafe fn munmap(addr: ptr::NonNull<u8>, len: usize) -> io::Result<()> {
+    // SAFETY: the caller owns the mapping and no reference into it is live.
+    cvt(unsafe { libc::munmap(addr.as_ptr().cast(), len) }).map(drop)
+}
+
+/// `madvise(addr, len, MADV_DONTNEED)`: drops pages mapped by `TCP_ZEROCOPY_RECEIVE`.
+///
+/// # Safety
+/// `addr..addr+len` must lie in a mapping made by [`mmap_socket`] that nothing references.
+pub unsafe fn madvise_dontneed(addr: ptr::NonNull<u8>, len: usize) -> io::Result<()> {
+    // SAFETY: the caller vouches that no reference into the range is live.
+    cvt(unsafe { libc::madvise(addr.as_ptr().cast(), len, libc::MADV_DONTNEED) }).map(drop)
+}
+
+/// `struct tcp_zerocopy_receive` (include/uapi/linux/tcp.h) as of Linux 5.12: 64 bytes. Older
+/// kernels know a prefix of it (16 bytes on 4.18, 24 on 5.7, 40 on 5.11).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TcpZerocopyReceive {
+    /// In: page-aligned address in a mapping of the socket.
+    pub address: u64,
+    /// In: bytes to map; out: bytes mapped (a multiple of the page size).
+    pub length: u32,
+    /// Out: bytes to read by copy before mapping can resume.
+    pub recv_skip_hint: u32,
+    /// Out: bytes left in the receive queue (1 after a FIN with nothing left; 5.7).
+    pub inq: u32,
+    /// Out: pending socket error, negative (`sock_error`; 5.7).
+    pub err: i32,
+    /// In: buffer for bytes that cannot be mapped (5.11).
+    pub copybuf_address: u64,
+    /// In: its size; out: bytes copied there, or a negative errno.
+    pub copybuf_len: i32,
+    /// In: `TCP_RECEIVE_ZEROCOPY_FLAG_TLB_CLEAN_HINT`.
+    pub flags: u32,
+    /// Receive timestamps (5.12); unused by lowcopy.
+    pub msg_control: u64,
+    pub msg_controllen: u64,
+    pub msg_flags: u32,
+    /// Must be 0.
+    pub reserved: u32,
+}
+
+/// `TCP_RECEIVE_ZEROCOPY_FLAG_TLB_CLEAN_HINT`: the range is already unmapped, do not zap it.
+pub const TCP_RECEIVE_ZEROCOPY_FLAG_TLB_CLEAN_HINT: u32 = 1;
+
+/// `getsockopt(IPPROTO_TCP, TCP_ZEROCOPY_RECEIVE)` passing the first `len` bytes of `zc`
+/// (`len <= size_of::<TcpZerocopyReceive>()`). Returns the call's result and the optlen the
+/// kernel left: it lowers it to the size it knows when given more (5.7 and later).
+///
+/// # Safety
+/// `zc.copybuf_address` must be 0 or valid for writes of `zc.copybuf_len` bytes, and the pages
+/// of the socket mapping at `zc.address` must not be referenced (the kernel replaces them).
+pub unsafe fn tcp_zerocopy_receive(
+    fd: BorrowedFd<'_>,
+    zc: &mut TcpZerocopyReceive,
+    len: usize,
+) -> (io::Result<()>, usize) {
+    debug_assert!(len <= size_of::<TcpZerocopyReceive>());
+    let mut optlen = len.min(size_of::<TcpZerocopyReceive>()) as socklen_t;
+    // SAFETY: the kernel reads and writes at most `optlen` bytes of `zc`; the buffers it
+    // points at are the caller's to vouch for.
+    let ret = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            TCP_ZEROCOPY_RECEIVE,
+            (zc as *mut TcpZerocopyReceive).cast(),
+            &mut optlen,
+        )
+    };
+    (cvt(ret).map(drop), optlen as usize)
+}

@@ -188,10 +188,16 @@ impl Uring {
         }
     }
 
-    /// Hands every notification that has arrived to `notif`. Costs no syscall unless the
-    /// kernel flagged deferred work (`IORING_SQ_TASKRUN`): then one `io_uring_enter` posts it.
-    pub fn drain(&mut self, notif: &mut dyn FnMut(Notif), syscalls: &mut u64) -> io::Result<()> {
-        if self.owner.is_some() && self.ring.submission().taskrun() {
+    /// Hands every notification that has arrived to `notif`. With `enter`, deferred work the
+    /// kernel flagged (`IORING_SQ_TASKRUN`) is first posted by one `io_uring_enter`; without,
+    /// it waits for the next send, whose own `io_uring_enter` posts it: no syscall.
+    pub fn drain(
+        &mut self,
+        notif: &mut dyn FnMut(Notif),
+        enter: bool,
+        syscalls: &mut u64,
+    ) -> io::Result<()> {
+        if enter && self.owner.is_some() && self.ring.submission().taskrun() {
             self.enable()?;
             *syscalls += 1;
             // SAFETY: no SQEs to submit and no argument: GETEVENTS only runs the task work.

@@ -289,6 +289,13 @@ pub fn tcp_pair_opts(o: TcpOpts) -> Pair {
 /// A listening socket with the options of `o` applied, and a client connected to it (the
 /// connection waits in the accept queue).
 pub fn tcp_listener_and_client(o: TcpOpts) -> (OwnedFd, OwnedFd) {
+    let l = tcp_listener(o);
+    let c = tcp_connect(l.as_fd(), o);
+    (l, c)
+}
+
+/// A listening loopback TCP socket with the listener options of `o` applied.
+pub fn tcp_listener(o: TcpOpts) -> OwnedFd {
     let family = if o.v6 { libc::AF_INET6 } else { libc::AF_INET };
     let l = raw_socket(family, libc::SOCK_STREAM, 0);
     if let Some(m) = o.mss {
@@ -301,7 +308,7 @@ pub fn tcp_listener_and_client(o: TcpOpts) -> (OwnedFd, OwnedFd) {
         set_int(l.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, v);
     }
     let mut ss: libc::sockaddr_storage = unsafe_zeroed_storage();
-    let mut len = if o.v6 {
+    let len = if o.v6 {
         // SAFETY: sockaddr_storage is large and aligned enough for a sockaddr_in6.
         let a =
             unsafe { &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
@@ -316,21 +323,30 @@ pub fn tcp_listener_and_client(o: TcpOpts) -> (OwnedFd, OwnedFd) {
         a.sin_addr.s_addr = u32::from(Ipv4Addr::LOCALHOST).to_be();
         size_of::<libc::sockaddr_in>()
     } as libc::socklen_t;
-    let p = (&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr>();
+    let p = (&ss as *const libc::sockaddr_storage).cast::<libc::sockaddr>();
     // SAFETY: `p` points at a live sockaddr_storage holding `len` meaningful bytes.
     unsafe {
         check(libc::bind(l.as_raw_fd(), p, len)).unwrap();
         check(libc::listen(l.as_raw_fd(), 4)).unwrap();
-        check(libc::getsockname(l.as_raw_fd(), p, &mut len)).unwrap();
     }
-    let c = raw_socket(family, libc::SOCK_STREAM, 0);
+    l
+}
+
+/// A client connected to the listener `l` (TCP_MAXSEG of `o` set before connect, NODELAY).
+pub fn tcp_connect(l: BorrowedFd<'_>, o: TcpOpts) -> OwnedFd {
+    let mut ss: libc::sockaddr_storage = unsafe_zeroed_storage();
+    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    let p = (&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr>();
+    // SAFETY: `p` points at a live sockaddr_storage of `len` bytes.
+    check(unsafe { libc::getsockname(l.as_raw_fd(), p, &mut len) }).unwrap();
+    let c = raw_socket(ss.ss_family as libc::c_int, libc::SOCK_STREAM, 0);
     if let Some(m) = o.mss {
         set_int(c.as_fd(), libc::IPPROTO_TCP, libc::TCP_MAXSEG, m);
     }
     set_int(c.as_fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY, 1);
     // SAFETY: as above.
     check(unsafe { libc::connect(c.as_raw_fd(), p, len) }).unwrap();
-    (l, c)
+    c
 }
 
 fn unsafe_zeroed_storage() -> libc::sockaddr_storage {

@@ -1,0 +1,610 @@
+//! Zero-copy TCP receive: received pages mapped into a read-only window of the process
+//! (`mmap` of the socket + `getsockopt(TCP_ZEROCOPY_RECEIVE)`, Linux 4.18, 05255b823a61),
+//! with a copy path for every byte that cannot be mapped.
+//!
+//! The kernel maps only payload that sits in whole, page-aligned page fragments: on a NIC
+//! that splits headers from a page-multiple payload, or over loopback when the sender uses
+//! `MSG_ZEROCOPY` from page-aligned buffers and both ends set `TCP_MAXSEG` to 4096 + 12
+//! (the TCP timestamp option). Anything else reaches the caller by copy: stragglers the kernel
+//! copies into the receiver's copy buffer in the same call (5.11), and the `recv_skip_hint`
+//! bytes it asks user space to read. Every byte arrives exactly once, mapped or copied, in
+//! stream order.
+//!
+//! Kernel source: net/ipv4/tcp.c `tcp_zerocopy_receive`, `tcp_mmap`, and the getsockopt case
+//! `TCP_ZEROCOPY_RECEIVE`; the selftest tools/testing/selftests/net/tcp_mmap.c.
+
+use std::io;
+use std::mem::size_of;
+use std::os::fd::BorrowedFd;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use libc::c_int;
+
+use crate::sys::{self, errno, TcpZerocopyReceive, SO_PEEK_OFF};
+
+/// Largest window [`ZeroCopyReceiver::new`] accepts: 1 GiB, more than any receive queue holds
+/// with the default `tcp_rmem` (32 MiB).
+pub const WINDOW_MAX: usize = 1 << 30;
+
+/// The copy buffer for `recv_skip_hint` reads: the window's size within these bounds.
+const COPY_MIN: usize = 64 * 1024;
+const COPY_MAX: usize = 1024 * 1024;
+
+/// Struct sizes at which fields appear (`offsetofend` in include/uapi/linux/tcp.h).
+const ZC_FULL: usize = size_of::<TcpZerocopyReceive>();
+const ZC_MIN: usize = 16;
+const END_ERR: usize = 24;
+const END_COPYBUF: usize = 36;
+const END_FLAGS: usize = 40;
+
+/// `struct tcp_zerocopy_receive` bytes this kernel accepts; 0 until first probed.
+static ZC_SIZE: AtomicUsize = AtomicUsize::new(0);
+
+/// Counters kept by a [`ZeroCopyReceiver`]. Byte counts are of bytes delivered to the caller:
+/// `bytes_mapped + bytes_copied` is exactly the number of stream bytes it returned.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ZcrxStats {
+    /// Bytes delivered as pages mapped into the window.
+    pub bytes_mapped: u64,
+    /// Bytes delivered by copy (both kinds below).
+    pub bytes_copied: u64,
+    /// Of `bytes_copied`: bytes the kernel copied into the copy buffer within the zero-copy
+    /// call (stragglers, and small queues). The rest were read with `recv`.
+    pub bytes_copybuf: u64,
+    /// Chunks returned that were mapped pages.
+    pub chunks_mapped: u64,
+    /// Chunks returned that were copies.
+    pub chunks_copied: u64,
+    /// Syscalls made (including failed ones).
+    pub syscalls: u64,
+    /// `TCP_ZEROCOPY_RECEIVE` calls.
+    pub zc_calls: u64,
+    /// `TCP_ZEROCOPY_RECEIVE` calls that mapped nothing (queue empty or not mappable).
+    pub zc_calls_unmapped: u64,
+    /// `poll` returns that reported the socket ready, when `recv` had to wait.
+    pub wakeups: u64,
+    /// `SO_PEEK_OFF` corrections: the kernel does not lower it for bytes it maps or copies
+    /// as stragglers, so the receiver does, as a read would have.
+    pub peek_off_fixups: u64,
+}
+
+/// One piece of the stream returned by [`ZeroCopyReceiver::recv`]. Empty at end of stream.
+#[derive(Debug)]
+pub struct Chunk<'a> {
+    /// The bytes, in stream order right after the previous chunk's.
+    pub data: &'a [u8],
+    /// True when `data` are pages mapped from the socket (read-only), false when they were
+    /// copied into the receiver's copy buffer.
+    pub mapped: bool,
+}
+
+impl Chunk<'_> {
+    /// End of stream: the peer shut down and every byte before was delivered.
+    pub fn is_eof(&self) -> bool {
+        self.data.is_empty()
+    }
+}
+
+/// What one step of the receive found.
+#[derive(Clone, Copy, Debug)]
+enum Got {
+    /// Bytes mapped at the start of the window.
+    Mapped(usize),
+    /// Bytes at the start of the copy buffer; `copybuf` when the kernel put them there in
+    /// the zero-copy call, else read with `recv`.
+    Copied {
+        n: usize,
+        copybuf: bool,
+    },
+    Eof,
+}
+
+/// A zero-copy receiver over one connected TCP socket.
+///
+/// Owns a read-only mapping of the socket (`window` bytes) and a copy buffer, both made in
+/// [`ZeroCopyReceiver::new`]; the data path allocates nothing. The socket is borrowed: it
+/// must stay open until the receiver is dropped, and nobody else may read from it meanwhile
+/// (a [`crate::Peeker`] may peek: see [`ZeroCopyReceiver::recv`]). Not for concurrent use.
+#[derive(Debug)]
+pub struct ZeroCopyReceiver<'fd> {
+    fd: BorrowedFd<'fd>,
+    map: NonNull<u8>,
+    window: usize,
+    buf: Box<[u8]>,
+    /// Bytes of `struct tcp_zerocopy_receive` passed to the kernel.
+    zc_size: usize,
+    /// Bytes of the copy buffer offered to the kernel for stragglers: one page. The kernel
+    /// copies `min(this, recv_skip_hint)` bytes there after mapping, even when it stopped
+    /// only because the window was full and the bytes were mappable; a page keeps the rest
+    /// aligned and wastes at most a page per call. It also copies the whole queue there
+    /// instead of mapping when the queue is no longer than this.
+    straggler_len: usize,
+    /// Pages mapped by the last call, released at the next.
+    mapped: usize,
+    /// No page is mapped in the window: the kernel need not zap it (TLB clean hint).
+    clean: bool,
+    /// Stragglers the kernel copied along with mapped pages, returned at the next call.
+    pending_copy: usize,
+    /// `recv_skip_hint` bytes still to read by copy.
+    skip_left: usize,
+    /// A socket error the kernel reported while bytes were still queued, returned once they
+    /// have all been delivered.
+    pending_err: Option<i32>,
+    /// Bytes that were queued when the socket last woke us and are not consumed yet: a
+    /// blocking receive delivers them before it waits for the low-water mark again. Taken
+    /// from the kernel's `inq` once per wakeup, so new arrivals are not chased one by one.
+    backlog: usize,
+    /// The next zero-copy call follows a wakeup: it sets `backlog`.
+    woken: bool,
+    /// `SO_PEEK_OFF` is not supported on this socket (kernels before 6.9/6.12).
+    no_peek_off: bool,
+    stats: ZcrxStats,
+}
+
+// SAFETY: the mapping and the buffer are owned by the receiver alone; moving it to another
+// thread moves that ownership (the C ABI's "one thread at a time").
+unsafe impl Send for ZeroCopyReceiver<'_> {}
+
+impl<'fd> ZeroCopyReceiver<'fd> {
+    /// Maps a `window`-byte receive window of the TCP socket `fd` and allocates the copy
+    /// buffer (the window's size, between 64 KiB and 1 MiB).
+    ///
+    /// `window` is rounded up to a multiple of the page size; it must be 1 to
+    /// [`WINDOW_MAX`] bytes. Use the receive low-water mark ([`crate::set_rcvlowat`]) at about
+    /// the window's size so that each wakeup finds a window's worth of bytes.
+    ///
+    /// The first receiver of the process probes which size of `struct tcp_zerocopy_receive`
+    /// the kernel accepts (64 bytes since 5.12, 16 exactly on 4.18-5.6) with a zero-length
+    /// request on `fd`, which maps and consumes nothing; the answer is cached.
+    ///
+    /// Errors: `EINVAL` (`window` 0 or above [`WINDOW_MAX`]), `EBADF`, `ENOTSOCK`,
+    /// `EOPNOTSUPP` (not TCP over IPv4/IPv6, e.g. UDP, AF_UNIX, MPTCP; or a kernel without
+    /// `TCP_ZEROCOPY_RECEIVE`), `ENOTCONN` (a listening socket), `ENOMEM`, and `mmap` errors.
+    pub fn new(fd: BorrowedFd<'fd>, window: usize) -> io::Result<Self> {
+        check_tcp(fd)?;
+        if window == 0 || window > WINDOW_MAX {
+            return Err(errno(libc::EINVAL));
+        }
+        let page = sys::page_size();
+        let window = window.next_multiple_of(page);
+        let copy_len = window.clamp(COPY_MIN, COPY_MAX);
+        let mut buf = Vec::new();
+        buf.try_reserve_exact(copy_len)
+            .map_err(|_| errno(libc::ENOMEM))?;
+        buf.resize(copy_len, 0u8);
+        let map = sys::mmap_socket(fd, window).map_err(|e| match e.raw_os_error() {
+            // Only TCP has an mmap (tcp_mmap); anything else answers ENODEV.
+            Some(libc::ENODEV) => errno(libc::EOPNOTSUPP),
+            _ => e,
+        })?;
+        let mut r = ZeroCopyReceiver {
+            fd,
+            map,
+            window,
+            buf: buf.into_boxed_slice(),
+            zc_size: 0,
+            straggler_len: page.min(copy_len),
+            mapped: 0,
+            clean: true,
+            pending_copy: 0,
+            skip_left: 0,
+            pending_err: None,
+            backlog: 0,
+            woken: false,
+            no_peek_off: false,
+            stats: ZcrxStats::default(),
+        };
+        r.zc_size = r.probe_struct_size()?;
+        Ok(r)
+    }
+
+    /// The window's size in bytes (the requested size rounded up to pages).
+    pub fn window(&self) -> usize {
+        self.window
+    }
+
+    /// Bytes of `struct tcp_zerocopy_receive` in use (64 on Linux 5.12 and later).
+    pub fn struct_size(&self) -> usize {
+        self.zc_size
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> ZcrxStats {
+        self.stats
+    }
+
+    /// Returns the next piece of the stream: mapped pages or copied bytes, in stream order.
+    /// The chunk stays valid until the next call; the pages of a mapped chunk are released
+    /// (`madvise(MADV_DONTNEED)`) at the start of the next call, before the window is reused.
+    ///
+    /// An empty chunk means end of stream (the peer shut down and every byte came); later
+    /// calls return it again. `flags`: 0 or `MSG_DONTWAIT`.
+    ///
+    /// Blocking: without `MSG_DONTWAIT` and on a blocking fd, waits in `poll` until bytes are
+    /// queued, so `SO_RCVLOWAT` decides how much a wakeup brings (the kernel may wake earlier
+    /// under memory pressure: those bytes are returned, not waited past). The wait is bounded
+    /// by the socket's `SO_RCVTIMEO`, read at each wait, and then fails with `EAGAIN` as `recv`
+    /// would. With `MSG_DONTWAIT` or an `O_NONBLOCK` fd: `EAGAIN` when nothing is queued.
+    ///
+    /// `SO_PEEK_OFF`: reads lower a socket's peek offset by the bytes they consume; the kernel
+    /// forgets to for bytes it maps or copies as stragglers (6.18), so the receiver lowers it
+    /// itself when a peeker has it enabled: a peek cursor keeps pointing at the same stream
+    /// byte (or at the head once that byte has been received).
+    ///
+    /// Errors: `EINVAL` (unknown flags; or from the kernel, which would be a bug in lowcopy, or
+    /// someone unmapped the window: never taken as end of stream), `EAGAIN`, `EINTR`,
+    /// `ECONNRESET` and the socket's other errors (reported after every byte received before
+    /// them).
+    pub fn recv(&mut self, flags: c_int) -> io::Result<Chunk<'_>> {
+        if flags & !libc::MSG_DONTWAIT != 0 {
+            return Err(errno(libc::EINVAL));
+        }
+        self.release();
+        let got = self.next(flags)?;
+        Ok(match got {
+            Got::Mapped(n) => {
+                self.stats.bytes_mapped += n as u64;
+                self.stats.chunks_mapped += 1;
+                // SAFETY: the kernel mapped `n <= window` bytes of read-only pages at the start
+                // of the window; they stay mapped until the next `&mut self` call releases them.
+                let data = unsafe { std::slice::from_raw_parts(self.map.as_ptr(), n) };
+                Chunk { data, mapped: true }
+            }
+            Got::Copied { n, copybuf } => {
+                self.stats.bytes_copied += n as u64;
+                if copybuf {
+                    self.stats.bytes_copybuf += n as u64;
+                }
+                self.stats.chunks_copied += 1;
+                Chunk {
+                    data: &self.buf[..n],
+                    mapped: false,
+                }
+            }
+            Got::Eof => Chunk {
+                data: &[],
+                mapped: false,
+            },
+        })
+    }
+
+    /// Drops the pages the previous chunk mapped.
+    fn release(&mut self) {
+        if self.mapped == 0 {
+            return;
+        }
+        self.stats.syscalls += 1;
+        // SAFETY: the previous chunk borrowed `self` mutably, so no reference into the window
+        // outlives it; the range is the part of our own mapping the kernel filled.
+        self.clean = unsafe { sys::madvise_dontneed(self.map, self.mapped) }.is_ok();
+        self.mapped = 0;
+    }
+
+    fn next(&mut self, flags: c_int) -> io::Result<Got> {
+        if self.pending_copy > 0 {
+            let n = std::mem::take(&mut self.pending_copy);
+            return Ok(Got::Copied { n, copybuf: true });
+        }
+        if self.skip_left > 0 {
+            if let Some(got) = self.read_skip()? {
+                return Ok(got);
+            }
+        }
+        let mut nonblock = (flags & libc::MSG_DONTWAIT != 0).then_some(true);
+        // Without MSG_DONTWAIT the receive looks at poll first, as a blocking recv honours
+        // SO_RCVLOWAT: one wakeup per mark's worth, then what was queued at that wakeup is
+        // delivered call after call without waiting, and then it waits for the mark again.
+        // With MSG_DONTWAIT (the caller's epoll honoured the mark) it takes what is there.
+        let mut skip_zc = nonblock.is_none() && self.backlog == 0;
+        let mut deadline = None;
+        loop {
+            let mut said_nothing = false;
+            if !skip_zc {
+                match self.zerocopy()? {
+                    Some(got) => return Ok(got),
+                    None => said_nothing = true,
+                }
+                // The queue is drained: now the error reported along with earlier bytes.
+                if let Some(e) = self.pending_err.take() {
+                    return Err(errno(e));
+                }
+            }
+            // A first look without sleeping: when the mark is met (the busy case) that is
+            // the only syscall of the wait; O_NONBLOCK and SO_RCVTIMEO are read only before
+            // sleeping.
+            let events = libc::POLLIN | libc::POLLRDHUP;
+            self.stats.syscalls += 1;
+            let mut ev = sys::poll_one(self.fd, events, 0)?;
+            if ev == 0 && skip_zc && self.nonblocking(&mut nonblock)? {
+                // O_NONBLOCK without MSG_DONTWAIT: bytes below the mark are still returned,
+                // as recv returns them.
+                skip_zc = false;
+                continue;
+            }
+            skip_zc = false;
+            if ev == 0 && !self.nonblocking(&mut nonblock)? {
+                let ms = self.wait_ms(&mut deadline)?;
+                self.stats.syscalls += 1;
+                ev = sys::poll_one(self.fd, events, ms)?;
+            }
+            if ev == 0 {
+                if !said_nothing {
+                    // SO_RCVTIMEO ran out below the mark: take what is queued, as recv does.
+                    continue;
+                }
+                // Nothing queued: non-blocking, or SO_RCVTIMEO ran out (recv's EAGAIN too).
+                return Err(errno(libc::EAGAIN));
+            }
+            self.stats.wakeups += 1;
+            self.woken = true;
+            let broken = libc::POLLERR | libc::POLLHUP | libc::POLLRDHUP;
+            if said_nothing && ev & broken != 0 {
+                // Shut down or reset with nothing to map: a plain read says which (0 = end of
+                // stream, or the error), as recv would.
+                match self.read_copy(self.buf.len()) {
+                    Ok(0) => return self.end(),
+                    Ok(n) => return Ok(Got::Copied { n, copybuf: false }),
+                    Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+
+    /// End of stream, unless an error reported along with the last bytes is still due.
+    fn end(&mut self) -> io::Result<Got> {
+        match self.pending_err.take() {
+            Some(e) => Err(errno(e)),
+            None => Ok(Got::Eof),
+        }
+    }
+
+    fn nonblocking(&mut self, cached: &mut Option<bool>) -> io::Result<bool> {
+        if let Some(b) = *cached {
+            return Ok(b);
+        }
+        self.stats.syscalls += 1;
+        let b = sys::is_nonblocking(self.fd)?;
+        *cached = Some(b);
+        Ok(b)
+    }
+
+    /// Milliseconds the next `poll` may sleep: what is left of `SO_RCVTIMEO` (read once per
+    /// call), or -1.
+    fn wait_ms(&mut self, deadline: &mut Option<Option<Instant>>) -> io::Result<c_int> {
+        let d = match *deadline {
+            Some(d) => d,
+            None => {
+                self.stats.syscalls += 1;
+                let t = sys::getsockopt_timeval(self.fd, libc::SO_RCVTIMEO)?;
+                let d = t.and_then(|t| Instant::now().checked_add(t));
+                *deadline = Some(d);
+                d
+            }
+        };
+        Ok(match d {
+            None => -1,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    0
+                } else {
+                    left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as c_int
+                }
+            }
+        })
+    }
+
+    /// Reads up to `n` bytes into the copy buffer without blocking.
+    fn read_copy(&mut self, n: usize) -> io::Result<usize> {
+        self.stats.syscalls += 1;
+        let n = n.min(self.buf.len());
+        // SAFETY: `n` bytes of our own buffer, not borrowed (no chunk outlives `&mut self`).
+        unsafe { sys::recv_raw(self.fd, self.buf.as_mut_ptr(), n, libc::MSG_DONTWAIT) }
+    }
+
+    /// Reads `recv_skip_hint` bytes left from the last zero-copy call. `None` when they are
+    /// not there after all (then the zero-copy call decides).
+    fn read_skip(&mut self) -> io::Result<Option<Got>> {
+        let want = self.skip_left;
+        match self.read_copy(want) {
+            Ok(0) => {
+                self.skip_left = 0;
+                self.end().map(Some)
+            }
+            Ok(n) => {
+                self.skip_left = want.saturating_sub(n);
+                self.backlog = self.backlog.saturating_sub(n);
+                Ok(Some(Got::Copied { n, copybuf: false }))
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
+                self.skip_left = 0;
+                Ok(None)
+            }
+            Err(e) => {
+                self.skip_left = 0;
+                Err(e)
+            }
+        }
+    }
+
+    /// One `TCP_ZEROCOPY_RECEIVE` call and what follows from it; `None` when it found nothing.
+    fn zerocopy(&mut self) -> io::Result<Option<Got>> {
+        let peek_before = self.peek_off();
+        let mut zc = TcpZerocopyReceive {
+            address: self.map.as_ptr() as u64,
+            length: self.window as u32,
+            ..Default::default()
+        };
+        if self.zc_size >= END_COPYBUF {
+            zc.copybuf_address = self.buf.as_mut_ptr() as u64;
+            zc.copybuf_len = self.straggler_len as i32;
+        }
+        if self.zc_size >= END_FLAGS && self.clean {
+            zc.flags = sys::TCP_RECEIVE_ZEROCOPY_FLAG_TLB_CLEAN_HINT;
+        }
+        self.stats.syscalls += 1;
+        self.stats.zc_calls += 1;
+        // SAFETY: the copy buffer is ours and unborrowed, valid for `copybuf_len` bytes; no
+        // reference into the window is live (chunks borrow `&mut self`).
+        let (r, _) = unsafe { sys::tcp_zerocopy_receive(self.fd, &mut zc, self.zc_size) };
+        if let Err(e) = r {
+            self.stats.zc_calls_unmapped += 1;
+            if e.raw_os_error() != Some(libc::EIO) {
+                // EINVAL here means a bad window or struct: a bug, never end of stream.
+                return Err(e);
+            }
+            // EIO: the peer's FIN came and nothing is left. Confirm with a read (0 = end).
+            return match self.read_copy(self.buf.len()) {
+                Ok(n) if n > 0 => Ok(Some(Got::Copied { n, copybuf: false })),
+                Ok(_) => self.end().map(Some),
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => self.end().map(Some),
+                Err(e) => Err(e),
+            };
+        }
+        let mapped = (zc.length as usize).min(self.window);
+        let copied = if self.zc_size >= END_COPYBUF {
+            (zc.copybuf_len.max(0) as usize).min(self.straggler_len)
+        } else {
+            0
+        };
+        if mapped == 0 {
+            self.stats.zc_calls_unmapped += 1;
+        } else {
+            self.clean = false;
+        }
+        if let Some(before) = peek_before {
+            if mapped + copied > 0 {
+                self.fix_peek_off(before, mapped + copied);
+            }
+        }
+        let err = if self.zc_size >= END_ERR { zc.err } else { 0 };
+        if std::mem::take(&mut self.woken) {
+            self.backlog = if self.zc_size >= END_ERR {
+                zc.inq as usize
+            } else {
+                0
+            };
+        } else {
+            self.backlog = self.backlog.saturating_sub(mapped + copied);
+        }
+        let skip = zc.recv_skip_hint as usize;
+        if err < 0 {
+            // The kernel took the socket's error (sock_error) though bytes may still be
+            // queued: they come first, the error once the queue is drained.
+            self.pending_err.get_or_insert(-err);
+        }
+        if mapped > 0 {
+            self.mapped = mapped;
+            self.pending_copy = copied;
+            self.skip_left = skip;
+            return Ok(Some(Got::Mapped(mapped)));
+        }
+        if copied > 0 {
+            self.skip_left = skip;
+            return Ok(Some(Got::Copied {
+                n: copied,
+                copybuf: true,
+            }));
+        }
+        if skip > 0 {
+            self.skip_left = skip;
+            return self.read_skip();
+        }
+        Ok(None)
+    }
+
+    /// The socket's `SO_PEEK_OFF` when a peeker has it enabled (>= 0).
+    fn peek_off(&mut self) -> Option<c_int> {
+        if self.no_peek_off {
+            return None;
+        }
+        self.stats.syscalls += 1;
+        match sys::getsockopt_int(self.fd, libc::SOL_SOCKET, SO_PEEK_OFF) {
+            Ok(v) if v >= 0 => Some(v),
+            Ok(_) => None,
+            Err(_) => {
+                self.no_peek_off = true;
+                None
+            }
+        }
+    }
+
+    /// Lowers `SO_PEEK_OFF` by the bytes consumed, as a read does (`sk_peek_offset_bwd`),
+    /// unless the kernel already did (its small-queue path copies with a normal read).
+    fn fix_peek_off(&mut self, before: c_int, consumed: usize) {
+        self.stats.syscalls += 1;
+        let Ok(after) = sys::getsockopt_int(self.fd, libc::SOL_SOCKET, SO_PEEK_OFF) else {
+            return;
+        };
+        if after != before {
+            return;
+        }
+        let want = (before as usize).saturating_sub(consumed) as c_int;
+        if want != after {
+            self.stats.syscalls += 1;
+            if sys::setsockopt_int(self.fd, libc::SOL_SOCKET, SO_PEEK_OFF, want).is_ok() {
+                self.stats.peek_off_fixups += 1;
+            }
+        }
+    }
+
+    /// The struct size the kernel accepts, probed once per process with a zero-length
+    /// request on this socket (maps nothing, consumes nothing).
+    fn probe_struct_size(&mut self) -> io::Result<usize> {
+        let cached = ZC_SIZE.load(Ordering::Relaxed);
+        if cached != 0 {
+            return Ok(cached);
+        }
+        for len in [ZC_FULL, ZC_MIN] {
+            let mut zc = TcpZerocopyReceive {
+                address: self.map.as_ptr() as u64,
+                ..Default::default()
+            };
+            self.stats.syscalls += 1;
+            // SAFETY: no copy buffer, zero length: the kernel writes only `zc`.
+            let (r, optlen) = unsafe { sys::tcp_zerocopy_receive(self.fd, &mut zc, len) };
+            match r.as_ref().map_err(|e| e.raw_os_error()) {
+                // 4.18 to 5.6 want exactly 16 bytes.
+                Err(Some(libc::EINVAL)) => continue,
+                Err(Some(libc::ENOPROTOOPT | libc::EOPNOTSUPP)) => break,
+                // Accepted: EIO (end of stream) and ENOTCONN come after the size check. A
+                // kernel that knows fewer bytes lowers optlen when given more.
+                _ => {
+                    let size = optlen.clamp(ZC_MIN, ZC_FULL);
+                    ZC_SIZE.store(size, Ordering::Relaxed);
+                    return Ok(size);
+                }
+            }
+        }
+        Err(errno(libc::EOPNOTSUPP))
+    }
+}
+
+impl Drop for ZeroCopyReceiver<'_> {
+    /// Unmaps the window (releasing any mapped pages) and frees the copy buffer. The socket
+    /// stays open.
+    fn drop(&mut self) {
+        // SAFETY: our own mapping; chunks borrow `self`, so none outlives it.
+        let _ = unsafe { sys::munmap(self.map, self.window) };
+    }
+}
+
+/// TCP over IPv4/IPv6, not listening.
+fn check_tcp(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SO_DOMAIN first: it turns a closed fd into EBADF and a file into ENOTSOCK.
+    let domain = sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_DOMAIN)?;
+    let ty = sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TYPE)?;
+    let proto = sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL)?;
+    let inet = domain == libc::AF_INET || domain == libc::AF_INET6;
+    if !inet || ty != libc::SOCK_STREAM || proto != libc::IPPROTO_TCP {
+        return Err(errno(libc::EOPNOTSUPP));
+    }
+    if sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_ACCEPTCONN)? != 0 {
+        // The kernel's own answer for TCP_ZEROCOPY_RECEIVE on a listener.
+        return Err(errno(libc::ENOTCONN));
+    }
+    Ok(())
+}

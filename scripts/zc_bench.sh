@@ -1,0 +1,348 @@
+#!/usr/bin/env bash
+# zc_bench.sh - examples/c/zc_bench over every path, a table per path,
+# protocol and family: plain copy, raw MSG_ZEROCOPY reading the error queue
+# every 1, 8 or 32 sends (the kernel's msg_zerocopy selftest, -z -l N), and
+# lowcopy's send_reap on the error queue, on io_uring, and AUTO + ADAPTIVE.
+#
+# Paths (the topology of tools/testing/selftests/net/msg_zerocopy.sh, in
+# network namespaces created here and removed on exit, even on failure):
+#   loopback  sender and receiver in one namespace, over lo
+#   veth      sender in ns A, receiver in ns B, over a veth pair (MTU 65535)
+#   tx-only   UDP from ns A through ns B (forwarding) out of an ifb device
+#             (MTU 65535) that drops every packet: the selftest's dummy0,
+#             which this kernel lacks; the only path on one machine where
+#             the kernel pins pages instead of copying them
+# TCP cannot run tx-only (no peer to complete the handshake).
+#
+# Needs root, ip(8) and ss(8).  Builds build/bin/zc_bench if it is missing.
+# Environment:
+#   ZC_BENCH_SECONDS=1    seconds per run (the selftest's -t 1 runs 1.2 s)
+#   ZC_BENCH_REPEAT=1     runs per cell; the table shows the median run (by
+#                         MB per CPU-second) and the spread of the runs
+#   ZC_BENCH_PATHS="loopback veth tx-only"   ZC_BENCH_FAMILIES="4 6"
+#   ZC_BENCH_PROTOS="tcp udp"
+#   ZC_BENCH_MODES="copy zc-l1 zc-l8 zc-l32 lc-errq lc-uring lc-auto"
+#   ZC_BENCH_LOOP=selftest  the selftest's send loop, poll(POLLOUT) after
+#                         every send; "app": poll only after EAGAIN, as an
+#                         application would (zc_bench -P), for every mode
+#   ZC_BENCH_CPUS="S R"   pin the sender to CPU S and the receiver to CPU R
+#   ZC_BENCH_RAW=FILE     also keep every run's raw key=value line in FILE
+#   BIN=build/bin/zc_bench
+#
+# Columns: MB sent; MB/s during the send loop; sends (calls that returned
+# > 0); compl (completions handed back); copied (% of completions the kernel
+# marked COPIED: it copied after all); sys/s (all of the sender's syscalls
+# per send: sends, polls, error-queue reads, io_uring_enter, the final wait);
+# reap/s (the steady state: reap syscalls the send path makes by itself,
+# leaving out the final wait and reads while the loop waits for POLLOUT);
+# MB/CPUs (MB sent per second of the sender's user+sys CPU); CPUs/GB; xcopy
+# (MB/CPUs against copy in the same table); spread ((max-min)/median of
+# MB/CPUs over the runs); check: every send got exactly one completion
+# ("ok"), else what went wrong.
+# Exit status 1 if any run failed that check (a missing or duplicate
+# completion, a crash); figures below expectation only print "NO" (they move
+# with the machine's other load: rerun them with ZC_BENCH_REPEAT).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BIN=${BIN:-$ROOT/build/bin/zc_bench}
+SECS=${ZC_BENCH_SECONDS:-1}
+REPEAT=${ZC_BENCH_REPEAT:-1}
+PATHS=${ZC_BENCH_PATHS:-"loopback veth tx-only"}
+FAMILIES=${ZC_BENCH_FAMILIES:-"4 6"}
+PROTOS=${ZC_BENCH_PROTOS:-"tcp udp"}
+MODES=${ZC_BENCH_MODES:-"copy zc-l1 zc-l8 zc-l32 lc-errq lc-uring lc-auto"}
+read -r CPU_TX CPU_RX <<<"${ZC_BENCH_CPUS:-} "
+case ${ZC_BENCH_LOOP:-selftest} in
+selftest) LOOP_FLAG= ;;
+app) LOOP_FLAG=-P ;;
+*) echo "zc_bench.sh: ZC_BENCH_LOOP must be selftest or app" >&2; exit 1 ;;
+esac
+RAW=${ZC_BENCH_RAW:-}
+
+die() { echo "zc_bench.sh: $*" >&2; exit 1; }
+[[ $EUID -eq 0 ]] || die "needs root (network namespaces)"
+command -v ip >/dev/null || die "ip(8) not installed"
+command -v ss >/dev/null || die "ss(8) not installed"
+if [[ ! -x $BIN ]]; then
+    make -C "$ROOT" --no-print-directory "$ROOT/build/bin/zc_bench" >/dev/null ||
+        die "cannot build $BIN"
+fi
+
+NS_LO=zcb-$$-lo
+NS_A=zcb-$$-a
+NS_B=zcb-$$-b
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/zc_bench.XXXXXX")
+RESULTS=$TMP/results
+RX_PID=
+
+cleanup() {
+    local ns
+    if [[ -n $RX_PID ]]; then
+        kill "$RX_PID" 2>/dev/null || true
+        wait "$RX_PID" 2>/dev/null || true
+    fi
+    for ns in "$NS_LO" "$NS_A" "$NS_B"; do
+        ip netns del "$ns" 2>/dev/null || true
+    done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---------------------------------------------------------------- topology
+
+setup_ns() {  # NAME: a namespace with lo up and the selftest's optmem_max
+    ip netns add "$1"
+    ip -n "$1" link set lo up
+    ip netns exec "$1" sysctl -qw net.core.optmem_max=1000000
+}
+
+TXONLY_OK=1
+setup() {
+    setup_ns "$NS_LO"
+    setup_ns "$NS_A"
+    setup_ns "$NS_B"
+    ip link add veth0 mtu 65535 netns "$NS_A" type veth peer name veth0 mtu 65535 netns "$NS_B"
+    ip -n "$NS_A" link set veth0 address 02:02:02:02:02:02 up
+    ip -n "$NS_B" link set veth0 address 06:06:06:06:06:06 up
+    ip -n "$NS_A" addr add 192.168.1.1/24 dev veth0
+    ip -n "$NS_B" addr add 192.168.1.2/24 dev veth0
+    ip -n "$NS_A" addr add fd::1/64 dev veth0 nodad
+    ip -n "$NS_B" addr add fd::2/64 dev veth0 nodad
+    ip -n "$NS_A" route add default via 192.168.1.2 dev veth0
+    ip -n "$NS_A" -6 route add default via fd::2 dev veth0
+    # tx-only: ns B forwards out of ifb0, whose transmit path drops every
+    # packet that was not redirected to it by tc (drivers/net/ifb.c).
+    if ip link add ifb0 mtu 65535 netns "$NS_B" type ifb 2>/dev/null; then
+        ip -n "$NS_B" link set ifb0 up
+        ip -n "$NS_B" addr add 192.168.2.1/24 dev ifb0
+        ip -n "$NS_B" addr add fc::1/64 dev ifb0 nodad
+        ip -n "$NS_B" route add default via 192.168.2.2 dev ifb0
+        ip -n "$NS_B" -6 route add default via fc::2 dev ifb0
+        ip netns exec "$NS_B" sysctl -qw net.ipv4.ip_forward=1
+        ip netns exec "$NS_B" sysctl -qw net.ipv6.conf.all.forwarding=1
+    else
+        echo "zc_bench.sh: no ifb device: skipping tx-only" >&2
+        TXONLY_OK=0
+    fi
+}
+
+# ---------------------------------------------------------------- one run
+
+PORT=20000
+
+# wait_bound NS PROTO PORT: until the receiver's socket exists (3 s).
+wait_bound() {
+    local flag=-t i
+    [[ $2 == udp ]] && flag=-u
+    for ((i = 0; i < 300; i++)); do
+        [[ -n $(ip netns exec "$1" ss -Hln "$flag" "sport = :$3") ]] && return 0
+        sleep 0.01
+    done
+    die "receiver in $1 did not bind port $3"
+}
+
+# run_one PATH PROTO FAMILY MODE: one sender run (and its receiver); appends
+# the sender's line plus rx_mb= and rc= to $RESULTS.
+run_one() {
+    local path=$1 proto=$2 fam=$3 mode=$4
+    local ns_tx ns_rx dst rx_mb=- rc=0 line
+    case $path/$fam in
+    loopback/4) ns_tx=$NS_LO ns_rx=$NS_LO dst=127.0.0.1 ;;
+    loopback/6) ns_tx=$NS_LO ns_rx=$NS_LO dst=::1 ;;
+    veth/4) ns_tx=$NS_A ns_rx=$NS_B dst=192.168.1.2 ;;
+    veth/6) ns_tx=$NS_A ns_rx=$NS_B dst=fd::2 ;;
+    tx-only/4) ns_tx=$NS_A ns_rx= dst=192.168.2.2 ;;
+    tx-only/6) ns_tx=$NS_A ns_rx= dst=fc::2 ;;
+    esac
+    PORT=$((PORT + 1))
+    local common=(-"$fam" -t "$proto" -p "$PORT" -T "$SECS")
+    if [[ -n $ns_rx ]]; then
+        ip netns exec "$ns_rx" "$BIN" -r "${common[@]}" -D "$dst" ${CPU_RX:+-C "$CPU_RX"} \
+            >"$TMP/rx" 2>"$TMP/rx.err" &
+        RX_PID=$!
+        wait_bound "$ns_rx" "$proto" "$PORT"
+    fi
+    ip netns exec "$ns_tx" "$BIN" "${common[@]}" -D "$dst" -m "$mode" -L "$path" \
+        ${CPU_TX:+-C "$CPU_TX"} $LOOP_FLAG >"$TMP/tx" 2>"$TMP/tx.err" || rc=$?
+    if [[ -n $ns_rx ]]; then
+        # TCP ends at EOF; a UDP receiver cannot tell the end, so it is told.
+        if [[ $proto == udp ]]; then
+            kill -TERM "$RX_PID" 2>/dev/null || true
+        fi
+        wait "$RX_PID" || true
+        RX_PID=
+        rx_mb=$(sed -n 's/.* mb=\([0-9.]*\).*/\1/p' "$TMP/rx")
+    fi
+    line=$(grep '^zc_bench tx ' "$TMP/tx" || true)
+    if [[ -z $line ]]; then
+        echo "zc_bench.sh: $path $proto v$fam $mode: no result (rc=$rc)" >&2
+        cat "$TMP/tx.err" >&2
+        return 0
+    fi
+    if [[ -s $TMP/tx.err ]]; then
+        sed "s/^/  [$path $proto v$fam $mode] /" "$TMP/tx.err" >&2
+    fi
+    echo "$line rx_mb=${rx_mb:--} rc=$rc" >>"$RESULTS"
+    if [[ -n $RAW ]]; then
+        echo "$line rx_mb=${rx_mb:--} rc=$rc" >>"$RAW"
+    fi
+    return 0
+}
+
+# ---------------------------------------------------------------- tables
+
+# One table per path x protocol x family, rows in $MODES order: the median
+# run of each cell by MB per CPU-second, the spread of its runs, and "x copy"
+# as the median of per-round ratios (round r of a mode against round r of
+# copy, run seconds apart), which other load on the machine disturbs less
+# than a ratio of medians.  Then the issue's expected figures, checked.
+print_tables() {
+    awk -v modes="$MODES" -v repeat="$REPEAT" -v secs="$SECS" -v loop="${ZC_BENCH_LOOP:-selftest}" '
+    function kv(line, key,    re) {
+        re = " " key "=[^ ]*"
+        if (match(line, re))
+            return substr(line, RSTART + length(key) + 2, RLENGTH - length(key) - 2)
+        return ""
+    }
+    {
+        cell = kv($0, "path") " " kv($0, "proto") " " kv($0, "family")
+        mode = kv($0, "mode")
+        if (!(cell in seen)) { seen[cell] = 1; cells[++ncells] = cell }
+        k = cell SUBSEP mode
+        n = ++runs[k]
+        line[k, n] = $0
+        val[k, n] = kv($0, "mb_per_cpu_s") + 0
+    }
+    function sort_(a, n,    i, j, t) {
+        for (i = 1; i <= n; i++)
+            for (j = i + 1; j <= n; j++)
+                if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+    }
+    # Index of the median run of cell/mode k by MB per CPU-second.
+    function median_run(k,    n, i, j, idx, t) {
+        n = runs[k]
+        for (i = 1; i <= n; i++) idx[i] = i
+        for (i = 1; i <= n; i++)
+            for (j = i + 1; j <= n; j++)
+                if (val[k, idx[j]] < val[k, idx[i]]) { t = idx[i]; idx[i] = idx[j]; idx[j] = t }
+        lo[k] = val[k, idx[1]]; hi[k] = val[k, idx[n]]
+        return idx[int((n + 1) / 2)]
+    }
+    # Median over rounds of MB/CPU-s(mode a) / MB/CPU-s(mode b) in one cell; 0 if absent.
+    function pratio(cell, a, b,    ka, kb, n, i, c, r) {
+        ka = cell SUBSEP a; kb = cell SUBSEP b
+        if (!(ka in runs) || !(kb in runs)) return 0
+        n = runs[ka] < runs[kb] ? runs[ka] : runs[kb]
+        c = 0
+        for (i = 1; i <= n; i++)
+            if (val[kb, i] > 0) r[++c] = val[ka, i] / val[kb, i]
+        if (!c) return 0
+        sort_(r, c)
+        return c % 2 ? r[(c + 1) / 2] : (r[c / 2] + r[c / 2 + 1]) / 2
+    }
+    function verdict(ok) { if (!ok) failed++; return ok ? "yes" : "NO" }
+    END {
+        nm = split(modes, M, " ")
+        for (c = 1; c <= ncells; c++) {
+            cell = cells[c]
+            split(cell, p, " ")
+            printf "\n%s %s IPv%s (%s loop, %s s per run", p[1], toupper(p[2]), p[3], loop, secs
+            if (repeat > 1) printf ", median of %d", repeat
+            printf ")\n"
+            printf "%-9s %-12s %8s %7s %8s %8s %7s %6s %6s %8s %7s %6s %6s %s\n",
+                "mode", "backend", "MB", "MB/s", "sends", "compl", "copied", "sys/s",
+                "reap/s", "MB/CPUs", "CPUs/GB", "xcopy", "spread", "check"
+            for (m = 1; m <= nm; m++) {
+                k = cell SUBSEP M[m]
+                if (!(k in runs)) continue
+                r = median_run(k); L = line[k, r]
+                sends = kv(L, "sends") + 0
+                compl = kv(L, "completions") + 0
+                sysc = kv(L, "sys_send") + kv(L, "sys_reap") + kv(L, "sys_poll")
+                comp_s = compl < 0 ? "-" : compl
+                copied_s = "-"
+                if (compl > 0) copied_s = sprintf("%.0f%%", 100 * kv(L, "copied") / compl)
+                check = "ok"
+                for (i = 1; i <= runs[k]; i++) {
+                    if (kv(line[k, i], "ok") != "1") { bad[k]++; failed_runs++ }
+                    if (kv(line[k, i], "copied") + 0 > 0 && p[1] == "tx-only" && M[m] != "copy")
+                        copied_txonly++
+                }
+                if (bad[k]) check = sprintf("FAIL in %d of %d runs:", bad[k], runs[k])
+                if (kv(L, "missing") > 0) check = check " missing=" kv(L, "missing")
+                if (kv(L, "dup") > 0) check = check " dup=" kv(L, "dup")
+                if (kv(L, "stray") > 0) check = check " stray=" kv(L, "stray")
+                if (kv(L, "wrong_len") > 0) check = check " wrong_len=" kv(L, "wrong_len")
+                if (kv(L, "ebusy") > 0) check = check " ebusy=" kv(L, "ebusy")
+                if (kv(L, "unexpected_ids") > 0) check = check " unexpected_ids=" kv(L, "unexpected_ids")
+                if (kv(L, "enobufs") > 0) check = check " enobufs=" kv(L, "enobufs")
+                if (kv(L, "zc_off") == "1") check = check " (zerocopy off)"
+                spread = "-"
+                if (runs[k] > 1 && val[k, r] > 0) spread = sprintf("%.0f%%", 100 * (hi[k] - lo[k]) / val[k, r])
+                per_send = sends ? sysc / sends : 0
+                reap_send = sends ? (kv(L, "reap_loop") - kv(L, "reap_wait")) / sends : 0
+                x = pratio(cell, M[m], "copy")
+                xcopy = x > 0 ? sprintf("%.2f", x) : "-"
+                printf "%-9s %-12s %8.0f %7.0f %8d %8s %7s %6.2f %6.3f %8.0f %7.4f %6s %6s %s\n", \
+                    M[m], kv(L, "backend"), kv(L, "mb"), kv(L, "mb_s"), sends, comp_s, copied_s, \
+                    per_send, reap_send, val[k, r], kv(L, "cpu_s_per_gb"), xcopy, spread, check
+                if (M[m] == "lc-errq") { eq_reap[cell] = reap_send }
+                if (M[m] == "lc-uring") { ur_reap[cell] = kv(L, "reap_loop") - kv(L, "reap_wait") }
+            }
+        }
+        printf "\nExpected figures (MB per CPU-second; ratios are medians of per-round ratios)\n"
+        for (c = 1; c <= ncells; c++) {
+            cell = cells[c]
+            split(cell, p, " ")
+            name = sprintf("%-8s %s v%s", p[1], p[2], p[3])
+            if (p[1] == "tx-only") {
+                txonly = 1
+                a = pratio(cell, "lc-errq", "zc-l32"); b = pratio(cell, "lc-errq", "zc-l1")
+                if (a > 0) printf "  %s  lc-errq = %.3fx zc-l32 (want >= 0.97: %s)\n", name, a, verdict(a >= 0.97)
+                if (b > 0) printf "  %s  lc-errq = %.3fx zc-l1  (want >= 1.15: %s)\n", name, b, verdict(b >= 1.15)
+            } else {
+                a = pratio(cell, "lc-auto", "copy"); b = pratio(cell, "zc-l32", "copy")
+                if (a > 0) {
+                    printf "  %s  lc-auto = %.3fx copy   (want >= 0.95: %s", name, a, verdict(a >= 0.95)
+                    if (b > 0) printf "; zc-l32 = %.2fx", b
+                    printf ")\n"
+                }
+            }
+            if (cell in eq_reap)
+                printf "  %s  lc-errq error-queue syscalls/send = %.3f (want <= 0.125: %s)\n", name, eq_reap[cell], verdict(eq_reap[cell] <= 0.125 + 1e-9)
+            if (cell in ur_reap)
+                printf "  %s  lc-uring reap syscalls in the send loop = %d (want 0: %s)\n", name, ur_reap[cell], verdict(ur_reap[cell] == 0)
+        }
+        printf "  every send got exactly one completion: %s", verdict(!failed_runs)
+        if (failed_runs) printf " (%d runs failed)", failed_runs
+        printf "\n"
+        if (txonly)
+            printf "  tx-only completions never COPIED (true zerocopy): %s\n", verdict(!copied_txonly)
+        printf "%s\n", failed ? "SOME EXPECTATIONS MISSED" : "ALL EXPECTATIONS MET"
+        exit failed_runs ? 1 : 0
+    }' "$RESULTS"
+}
+
+# ---------------------------------------------------------------- main
+
+setup
+: >"$RESULTS"
+echo "zc_bench: ${SECS} s per run, ${REPEAT} run(s) per cell, ${ZC_BENCH_LOOP:-selftest} loop;" \
+    "modes: $MODES" >&2
+for ((rep = 1; rep <= REPEAT; rep++)); do
+    for path in $PATHS; do
+        [[ $path == tx-only && $TXONLY_OK == 0 ]] && continue
+        for fam in $FAMILIES; do
+            for proto in $PROTOS; do
+                [[ $path == tx-only && $proto == tcp ]] && continue
+                for mode in $MODES; do
+                    run_one "$path" "$proto" "$fam" "$mode"
+                done
+            done
+        done
+    done
+done
+print_tables
