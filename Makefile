@@ -87,8 +87,14 @@ $(BUILD)/bin/test_abi_static: tests/c/test_abi.c include/lowcopy.h lib
 	$(CC) $(STRICT) $(ASAN) $$($(PKGENV) pkg-config --cflags lowcopy) $< -o $@ \
 	  $(BUILD)/lib/liblowcopy.a $$($(PKGENV) pkg-config --static --libs-only-l lowcopy | sed 's/-llowcopy//')
 
-demo: examples
+# The main job: iperf3 through the relay in every mode, then every benchmark table.
+demo:
+	scripts/deps.sh demo
+	$(MAKE) examples
 	scripts/demo.sh
+	$(BUILD)/bin/peek_sweep -n 9
+	scripts/zc_bench.sh
+	scripts/rx_bench.sh
 
 test:
 	scripts/test.sh

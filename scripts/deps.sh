@@ -18,3 +18,9 @@ ensure_deps() { # ensure_deps test|demo
 			{ echo "apt-get install ${need[*]} failed" >&2; exit 2; }
 	fi
 }
+
+# Run directly (`scripts/deps.sh demo`) rather than sourced.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+	set -eu
+	ensure_deps "${1:-test}"
+fi

@@ -345,6 +345,12 @@ impl<'a> Run<'a> {
                 }
             }
             "completions" => self.completions(step, ctx),
+            "completions_flagged" => {
+                self.reap();
+                assert_eq!(step["flag"], "FALLBACK", "{ctx}: only FALLBACK is counted");
+                let n = self.got.iter().filter(|c| c.flags & FALLBACK != 0).count() as u64;
+                assert!(n >= u("min"), "{ctx}: {n} completions with FALLBACK");
+            }
             "expect_stat" => {
                 let s = self.zc().stats();
                 let got = match step["field"].as_str().unwrap() {

@@ -953,6 +953,24 @@ static int op_completions(struct run *r, const cJSON *step)
     return 0;
 }
 
+/* completions_flagged flag min: after a reap, at least `min` completions carry the flag
+ * (only FALLBACK is named by the table). */
+static int op_completions_flagged(struct run *r, const cJSON *step)
+{
+    uint64_t min, n = 0;
+    if (do_reap(r) < 0)
+        return -1;
+    if (!json_is(get(step, "flag"), "FALLBACK"))
+        return fail(r, "only FALLBACK is counted");
+    if (!json_u64(get(step, "min"), &min))
+        return fail(r, "`min` missing");
+    for (size_t i = 0; i < r->ngot; i++)
+        n += (r->got[i].flags & LOWCOPY_ZC_FALLBACK) != 0;
+    if (n < min)
+        return fail(r, "%" PRIu64 " completions with FALLBACK, want >= %" PRIu64, n, min);
+    return 0;
+}
+
 /* ---- the peer -------------------------------------------------------------------------- */
 
 /* drain_peer: the peer reads everything sent so far and checks it against the pattern. */
@@ -1155,6 +1173,7 @@ static const struct {
     {"reset_peer", op_reset_peer},
     {"expect_inflight", op_expect_inflight},
     {"completions", op_completions},
+    {"completions_flagged", op_completions_flagged},
     {"expect_stat", op_expect_stat},
     {"free", op_free},
 };

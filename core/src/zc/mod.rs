@@ -428,7 +428,7 @@ impl<'fd> ZeroCopySender<'fd> {
                 }
                 Ok(n) => {
                     self.stats.copy_sends += 1;
-                    let fb = if want_zc { FALLBACK } else { 0 };
+                    let fb = if want_zc || self.zc_off { FALLBACK } else { 0 };
                     self.tracker.add_done(slot, n, COPIED | fb);
                     n
                 }
