@@ -52,7 +52,7 @@ examples: lib $(EXAMPLES)
 $(BUILD)/bin/%: examples/c/%.c include/lowcopy.h lib
 	mkdir -p $(BUILD)/bin
 	$(CC) $(STRICT) $$($(PKGENV) pkg-config --cflags lowcopy) $< -o $@ \
-	  $$($(PKGENV) pkg-config --libs lowcopy) -Wl,-rpath,$(BUILD)/lib
+	  $$($(PKGENV) pkg-config --libs lowcopy) -lpthread -Wl,-rpath,$(BUILD)/lib
 
 # C tests against the header, under AddressSanitizer: once through pkg-config and the .so,
 # once against the .a.
@@ -64,12 +64,12 @@ c-tests: lib $(foreach t,$(C_TESTS),$(BUILD)/bin/test_$(t)_shared $(BUILD)/bin/t
 $(BUILD)/bin/test_%_shared: tests/c/test_%.c include/lowcopy.h lib
 	mkdir -p $(BUILD)/bin
 	$(CC) $(STRICT) $(ASAN) $$($(PKGENV) pkg-config --cflags lowcopy) $< -o $@ \
-	  $$($(PKGENV) pkg-config --libs lowcopy) -Wl,-rpath,$(BUILD)/lib
+	  $$($(PKGENV) pkg-config --libs lowcopy) -lpthread -Wl,-rpath,$(BUILD)/lib
 
 $(BUILD)/bin/test_%_static: tests/c/test_%.c include/lowcopy.h lib
 	mkdir -p $(BUILD)/bin
 	$(CC) $(STRICT) $(ASAN) $$($(PKGENV) pkg-config --cflags lowcopy) $< -o $@ \
-	  $(BUILD)/lib/liblowcopy.a $(STATIC_PRIVATE)
+	  $(BUILD)/lib/liblowcopy.a $(STATIC_PRIVATE) -lpthread
 
 # The behaviour-table runners (tests/scenarios/*.json), parsing JSON with cJSON.
 $(BUILD)/bin/c_%scenarios: tests/c/%scenarios.c include/lowcopy.h lib
@@ -80,7 +80,7 @@ $(BUILD)/bin/c_%scenarios: tests/c/%scenarios.c include/lowcopy.h lib
 $(BUILD)/bin/test_abi_shared: tests/c/test_abi.c include/lowcopy.h lib
 	mkdir -p $(BUILD)/bin
 	$(CC) $(STRICT) $(ASAN) $$($(PKGENV) pkg-config --cflags lowcopy) $< -o $@ \
-	  $$($(PKGENV) pkg-config --libs lowcopy) -Wl,-rpath,$(BUILD)/lib
+	  $$($(PKGENV) pkg-config --libs lowcopy) -lpthread -Wl,-rpath,$(BUILD)/lib
 
 $(BUILD)/bin/test_abi_static: tests/c/test_abi.c include/lowcopy.h lib
 	mkdir -p $(BUILD)/bin
@@ -94,7 +94,7 @@ demo:
 	scripts/demo.sh
 	$(BUILD)/bin/peek_sweep -n 9
 	scripts/zc_bench.sh
-	scripts/rx_bench.sh
+	$(BUILD)/bin/rx_bench
 
 test:
 	scripts/test.sh

@@ -689,10 +689,13 @@ int lowcopy_zcrx_new(int fd, size_t window, struct lowcopy_zcrx **out);
  * later calls return 0 again). The previous chunk's pages are released
  * (`madvise(MADV_DONTNEED)`) at the start of this call, before the window is reused.
  *
- * `flags`: 0 or `MSG_DONTWAIT`. Blocking (no `MSG_DONTWAIT`, fd without `O_NONBLOCK`): waits
- * in poll, so `SO_RCVLOWAT` decides how much one wakeup brings (bytes the kernel wakes for
- * early are returned, not waited past); the wait is bounded by the socket's `SO_RCVTIMEO`
- * and then gives `-EAGAIN`, as `recv` would. Non-blocking: `-EAGAIN` when nothing is queued.
+ * `flags`: 0 or `MSG_DONTWAIT`. Blocking (no `MSG_DONTWAIT`, fd without `O_NONBLOCK`), like a
+ * blocking `recv` with `SO_RCVLOWAT`: once the bytes queued at the last wakeup are delivered,
+ * waits in poll until the socket's mark is met, then returns them chunk by chunk without
+ * waiting again: one wakeup per mark's worth (bytes the kernel wakes for early are returned,
+ * not waited past). The socket's `SO_RCVTIMEO` bounds the wait; when it runs out the bytes
+ * queued below the mark are returned, or `-EAGAIN` when there are none, as `recv` does.
+ * Non-blocking (`MSG_DONTWAIT` or `O_NONBLOCK`): whatever is queued, or `-EAGAIN`.
  *
  * If a peeker uses `SO_PEEK_OFF` on the same socket, the receiver lowers it by the bytes the
  * kernel mapped or copied without lowering it itself, so the peek cursor stays on the same

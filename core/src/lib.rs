@@ -3,6 +3,10 @@
 //!
 //! - [`peek`]: read received stream data at an offset without consuming it (`SO_PEEK_OFF`,
 //!   with a discard-prefix fallback), and a [`Peeker`] cursor for user-mode network stacks.
+//! - [`lowat`]: low-water-mark receive: [`set_rcvlowat`] and [`recv_atleast`] (one wakeup
+//!   for `min` bytes, `SO_RCVLOWAT` + poll, without the blocking-recv trap).
+//! - [`zcrx`]: zero-copy TCP receive ([`ZeroCopyReceiver`]: `mmap` + `TCP_ZEROCOPY_RECEIVE`,
+//!   with a copy path for every byte that cannot be mapped).
 //! - [`probe`]: what the running kernel offers, found by trying.
 //!
 //! Sockets are borrowed ([`std::os::fd::BorrowedFd`]); lowcopy never closes them. Errors are

@@ -14,7 +14,7 @@
 //! `TCP_ZEROCOPY_RECEIVE`; the selftest tools/testing/selftests/net/tcp_mmap.c.
 
 use std::io;
-use std::mem::size_of;
+use std::mem::{size_of, MaybeUninit};
 use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -112,7 +112,9 @@ pub struct ZeroCopyReceiver<'fd> {
     fd: BorrowedFd<'fd>,
     map: NonNull<u8>,
     window: usize,
-    buf: Box<[u8]>,
+    /// The copy buffer. Never zero-filled (that would fault in every page up front, which
+    /// tcp_mmap's untouched malloc does not): only the bytes the kernel wrote are ever read.
+    buf: Box<[MaybeUninit<u8>]>,
     /// Bytes of `struct tcp_zerocopy_receive` passed to the kernel.
     zc_size: usize,
     /// Bytes of the copy buffer offered to the kernel for stragglers: one page. The kernel
@@ -170,10 +172,12 @@ impl<'fd> ZeroCopyReceiver<'fd> {
         let page = sys::page_size();
         let window = window.next_multiple_of(page);
         let copy_len = window.clamp(COPY_MIN, COPY_MAX);
-        let mut buf = Vec::new();
+        let mut buf: Vec<MaybeUninit<u8>> = Vec::new();
         buf.try_reserve_exact(copy_len)
             .map_err(|_| errno(libc::ENOMEM))?;
-        buf.resize(copy_len, 0u8);
+        // SAFETY: the capacity is reserved and MaybeUninit needs no initialisation; the pages
+        // stay untouched until the kernel writes into them.
+        unsafe { buf.set_len(copy_len) };
         let map = sys::mmap_socket(fd, window).map_err(|e| match e.raw_os_error() {
             // Only TCP has an mmap (tcp_mmap); anything else answers ENODEV.
             Some(libc::ENODEV) => errno(libc::EOPNOTSUPP),
@@ -222,11 +226,15 @@ impl<'fd> ZeroCopyReceiver<'fd> {
     /// An empty chunk means end of stream (the peer shut down and every byte came); later
     /// calls return it again. `flags`: 0 or `MSG_DONTWAIT`.
     ///
-    /// Blocking: without `MSG_DONTWAIT` and on a blocking fd, waits in `poll` until bytes are
-    /// queued, so `SO_RCVLOWAT` decides how much a wakeup brings (the kernel may wake earlier
-    /// under memory pressure: those bytes are returned, not waited past). The wait is bounded
-    /// by the socket's `SO_RCVTIMEO`, read at each wait, and then fails with `EAGAIN` as `recv`
-    /// would. With `MSG_DONTWAIT` or an `O_NONBLOCK` fd: `EAGAIN` when nothing is queued.
+    /// Blocking (no `MSG_DONTWAIT`, fd without `O_NONBLOCK`), like a blocking `recv` with
+    /// `SO_RCVLOWAT`: once the bytes queued at the last wakeup are all delivered, the receiver
+    /// waits in `poll` until the socket's mark is met, then returns them chunk by chunk
+    /// without waiting again (one wakeup per mark's worth, however many chunks it takes; the
+    /// kernel may wake below the mark under memory pressure: those bytes are returned, not
+    /// waited past). The socket's `SO_RCVTIMEO` (read when a wait starts) bounds the wait;
+    /// when it runs out the bytes queued below the mark are returned, or `EAGAIN` when there
+    /// are none, as `recv` does. Non-blocking (`MSG_DONTWAIT` or `O_NONBLOCK`): whatever is
+    /// queued, mark or not (the caller's poll/epoll honoured the mark), or `EAGAIN`.
     ///
     /// `SO_PEEK_OFF`: reads lower a socket's peek offset by the bytes they consume; the kernel
     /// forgets to for bytes it maps or copies as stragglers (6.18), so the receiver lowers it
@@ -258,8 +266,12 @@ impl<'fd> ZeroCopyReceiver<'fd> {
                     self.stats.bytes_copybuf += n as u64;
                 }
                 self.stats.chunks_copied += 1;
+                // SAFETY: the kernel just wrote the first `n <= buf.len()` bytes of the buffer
+                // (recv or the zero-copy call's copy), so they are initialised; the slice
+                // borrows `self` until the next call.
+                let data = unsafe { std::slice::from_raw_parts(self.buf.as_ptr().cast::<u8>(), n) };
                 Chunk {
-                    data: &self.buf[..n],
+                    data,
                     mapped: false,
                 }
             }
@@ -402,7 +414,7 @@ impl<'fd> ZeroCopyReceiver<'fd> {
         self.stats.syscalls += 1;
         let n = n.min(self.buf.len());
         // SAFETY: `n` bytes of our own buffer, not borrowed (no chunk outlives `&mut self`).
-        unsafe { sys::recv_raw(self.fd, self.buf.as_mut_ptr(), n, libc::MSG_DONTWAIT) }
+        unsafe { sys::recv_raw(self.fd, self.buf.as_mut_ptr().cast(), n, libc::MSG_DONTWAIT) }
     }
 
     /// Reads `recv_skip_hint` bytes left from the last zero-copy call. `None` when they are

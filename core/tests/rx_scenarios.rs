@@ -289,6 +289,12 @@ impl Run {
                 libc::SO_RCVTIMEO,
                 Duration::from_millis(u("ms") as u64),
             ),
+            "set_nonblocking" => {
+                // SAFETY: F_GETFL/F_SETFL take no pointers.
+                let fl = check(unsafe { libc::fcntl(self.fd, libc::F_GETFL) }).unwrap();
+                check(unsafe { libc::fcntl(self.fd, libc::F_SETFL, fl | libc::O_NONBLOCK) })
+                    .unwrap();
+            }
             "set_peek_off" => set_int(self.fd(), libc::SOL_SOCKET, 42, u("value") as i32),
             "expect_peek_off" => {
                 let v = get_int(self.fd(), libc::SOL_SOCKET, 42).unwrap();
@@ -389,6 +395,7 @@ impl Run {
     fn zcrx_drain(&mut self, step: &Value, bytes: usize, ctx: &str) {
         let z = self.zcrx.as_mut().expect("zcrx_drain before zcrx_new");
         let before = z.stats();
+        let t0 = Instant::now();
         let mut got = 0;
         while got < bytes {
             let c = z
@@ -418,6 +425,7 @@ impl Run {
                 c.data.len()
             );
         }
+        Self::elapsed_bounds(step, t0.elapsed(), ctx);
         let s = z.stats();
         let delivered = s.bytes_mapped + s.bytes_copied - before.bytes_mapped - before.bytes_copied;
         assert_eq!(
