@@ -537,6 +537,17 @@ int lowcopy_peeker_seek(struct lowcopy_peeker *p, size_t offset);
 ssize_t lowcopy_peeker_consume(struct lowcopy_peeker *p, size_t n);
 
 /**
+ * Tells the peeker that `n` bytes left the head of the receive queue by another path
+ * (`lowcopy_zcrx_recv` or a plain read on the same fd): the cursor moves back by `n` (never
+ * below 0), as `lowcopy_peeker_consume` would move it, without a syscall (unless the
+ * low-water mark is armed: it follows the cursor). Returns 0; `-EINVAL` for NULL.
+ *
+ * # Safety
+ * `p` must be NULL or a live peeker.
+ */
+int lowcopy_peeker_note_consumed(struct lowcopy_peeker *p, size_t n);
+
+/**
  * The cursor, in bytes after the head of the receive queue; 0 for NULL.
  *
  * # Safety

@@ -25,12 +25,12 @@ suite() { # suite NAME COMMAND...
 	fi
 }
 
-install_smoke() {
-	local d
+install_smoke() ( # a subshell: its EXIT trap cleans up whatever happens
+	set -e
 	d=$(mktemp -d)
-	trap 'rm -rf "$d"' RETURN
+	trap 'rm -rf "$d"' EXIT
 	make -s install DESTDIR="$d" PREFIX=/usr/local >/dev/null || return 1
-	local pc=(env PKG_CONFIG_SYSROOT_DIR="$d" PKG_CONFIG_LIBDIR="$d/usr/local/lib/pkgconfig")
+	pc=(env PKG_CONFIG_SYSROOT_DIR="$d" PKG_CONFIG_LIBDIR="$d/usr/local/lib/pkgconfig")
 	test -L "$d/usr/local/lib/liblowcopy.so.0" && test -f "$d/usr/local/lib/liblowcopy.a" &&
 		test -f "$d/usr/local/include/lowcopy.h" || return 1
 	# shellcheck disable=SC2046
@@ -38,12 +38,11 @@ install_smoke() {
 		-o "$d/t" $("${pc[@]}" pkg-config --libs lowcopy) || return 1
 	LD_LIBRARY_PATH="$d/usr/local/lib" "$d/t" | tail -1
 	# Only lowcopy_* symbols leave the shared library, all under a version node.
-	local bad
 	bad=$(nm -D --defined-only "$d/usr/local/lib/liblowcopy.so.0" | awk '{print $3}' |
 		grep -v '^lowcopy_' | grep -v '^LOWCOPY_0' || true)
 	[ -z "$bad" ] || { echo "unexpected exported symbols: $bad"; return 1; }
 	readelf -d "$d/usr/local/lib/liblowcopy.so.0" | grep -q 'SONAME.*\[liblowcopy.so.0\]'
-}
+)
 
 suite "cargo fmt" cargo fmt --all -- --check
 suite "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings

@@ -294,6 +294,24 @@ pub unsafe extern "C" fn lowcopy_peeker_consume(p: *mut lowcopy_peeker, n: size_
     })
 }
 
+/// Tells the peeker that `n` bytes left the head of the receive queue by another path
+/// (`lowcopy_zcrx_recv` or a plain read on the same fd): the cursor moves back by `n` (never
+/// below 0), as `lowcopy_peeker_consume` would move it, without a syscall (unless the
+/// low-water mark is armed: it follows the cursor). Returns 0; `-EINVAL` for NULL.
+///
+/// # Safety
+/// `p` must be NULL or a live peeker.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_peeker_note_consumed(p: *mut lowcopy_peeker, n: size_t) -> c_int {
+    guard(-EIO, || {
+        // SAFETY: NULL or a live, unaliased peeker per the caller's contract.
+        let Some(p) = (unsafe { p.as_mut() }) else {
+            return -EINVAL;
+        };
+        ret_unit(p.inner.note_consumed(n))
+    })
+}
+
 /// The cursor, in bytes after the head of the receive queue; 0 for NULL.
 ///
 /// # Safety

@@ -629,6 +629,19 @@ impl<'fd> Peeker<'fd> {
         Ok(d)
     }
 
+    /// Tells the peeker that `n` bytes left the head of the receive queue by another path: a
+    /// [`crate::ZeroCopyReceiver`] or a plain read on the same socket. The cursor moves back by
+    /// `n` (never below 0), as [`Peeker::consume`] would move it, with no syscall: both of
+    /// those paths lower the kernel's `SO_PEEK_OFF` by what they take (the receiver corrects
+    /// the kernel, which forgets to for mapped bytes), so cursor and kernel stay together.
+    pub fn note_consumed(&mut self, n: usize) -> io::Result<()> {
+        self.cursor = self.cursor.saturating_sub(n);
+        if let KernelOff::At(k) = self.kernel_off {
+            self.kernel_off = KernelOff::At(k.saturating_sub(n));
+        }
+        self.follow_lowat()
+    }
+
     /// Arms (`true`) or disarms the low-water mark: while armed, `SO_RCVLOWAT` is kept at
     /// cursor + 1 bytes so that poll/epoll report the socket readable only when a byte beyond
     /// the cursor is queued (they ignore `SO_PEEK_OFF`), and level-triggered loops do not spin.

@@ -295,12 +295,19 @@ fn a_peeker_continues_at_the_right_bytes_after_zero_copy_receive() {
     let c = r.recv(0).unwrap();
     assert!(c.mapped, "page-aligned sends map");
     assert_eq!(c.data, &data[..16 * KIB]);
+    peeker.note_consumed(c.data.len()).unwrap();
+    assert_eq!(
+        peeker.offset(),
+        50_000 - 16 * KIB,
+        "the cursor follows the bytes received"
+    );
     let mut next = [0u8; 1000];
     assert_eq!(
         peeker.peek(&mut [IoSliceMut::new(&mut next)], 0).unwrap(),
         1000
     );
     assert_eq!(&next[..], &data[50_000..51_000]);
+    assert_eq!(peeker.offset(), 51_000 - 16 * KIB);
 }
 
 /// A reset mid-stream: the bytes received before it are delivered, then ECONNRESET, never a
