@@ -61,6 +61,11 @@ for r in tests/c/*scenarios.c; do
 	table=${table%_}
 	suite "C behaviour table ${table:-peek}.json, ASan" "build/bin/c_$r" "tests/scenarios/${table:-peek}.json"
 done
+# The zerocopy ABI from C over veth between two namespaces and out of a dropping ifb device
+# (true zerocopy): zc_bench exits non-zero unless every send got exactly one completion.
+suite "C zerocopy send over veth and tx-only, one completion per send" \
+	env ZC_BENCH_SECONDS=0.3 ZC_BENCH_PATHS="veth tx-only" ZC_BENCH_MODES="lc-errq lc-uring lc-auto" \
+	scripts/zc_bench.sh
 suite "install target" install_smoke
 if [ -f tests/relay/test_relay.py ]; then
 	suite "relay: byte-exact transfers in every mode" python3 tests/relay/test_relay.py "$ROOT/build/bin"
