@@ -1,3 +1,4 @@
+#!/usr/bin/env bash
 # Sourced by scripts/test.sh and scripts/demo.sh: installs what the project needs on a fresh
 # Debian machine (we run as root there), and nothing when it is already present.
 ensure_deps() { # ensure_deps test|demo
