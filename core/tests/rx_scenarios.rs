@@ -5,19 +5,11 @@ mod common;
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::*;
 use lowcopy::{RecvStats, ZeroCopyReceiver};
 use serde_json::Value;
-
-fn load(name: &str) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/scenarios")
-        .join(name);
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
 
 /// tcp_rmem[2] / 2: the most SO_RCVLOWAT TCP keeps on an unlocked buffer.
 fn rmem_cap() -> u64 {
@@ -527,24 +519,5 @@ fn run_one(sc: &Value, transport: &str) {
 
 #[test]
 fn rx_scenarios() {
-    let table = load("rx.json");
-    let (mut runs, mut failed) = (0, Vec::new());
-    for sc in table["scenarios"].as_array().unwrap() {
-        for t in sc["transports"].as_array().unwrap() {
-            let t = t.as_str().unwrap();
-            runs += 1;
-            // Run every case and report all failures, not just the first.
-            if std::panic::catch_unwind(|| run_one(sc, t)).is_err() {
-                failed.push(format!("{} | {t}", sc["name"].as_str().unwrap()));
-            }
-        }
-    }
-    assert!(
-        failed.is_empty(),
-        "rx.json: {} of {runs} runs failed:\n{}",
-        failed.len(),
-        failed.join("\n")
-    );
-    assert!(runs > 50, "rx.json: only {runs} runs");
-    eprintln!("rx.json: {runs} scenario runs passed");
+    run_table("rx.json", None, 51, |_, sc, t, _| run_one(sc, t));
 }

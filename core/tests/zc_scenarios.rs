@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -401,6 +400,11 @@ impl<'a> Run<'a> {
         while self.received < self.stream_pos {
             // SAFETY: buf is writable for its length.
             let n = unsafe { libc::recv(peer.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+            // Closing an io_uring (an earlier run's sender) runs task work on this thread,
+            // which interrupts its next sleeping syscall once: retry, as any daemon would.
+            if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
             assert!(
                 n > 0,
                 "{ctx}: peer got {} of {} bytes ({})",
@@ -552,26 +556,5 @@ fn run_one(table: &Value, sc: &Value, transport: &str, backend: &str) {
 
 #[test]
 fn zc_scenarios() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/scenarios/zc.json");
-    let table: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let (mut runs, mut failed) = (0, Vec::new());
-    for sc in table["scenarios"].as_array().unwrap() {
-        for t in sc["transports"].as_array().unwrap() {
-            for b in sc["backends"].as_array().unwrap() {
-                let (t, b) = (t.as_str().unwrap(), b.as_str().unwrap());
-                runs += 1;
-                if std::panic::catch_unwind(|| run_one(&table, sc, t, b)).is_err() {
-                    failed.push(format!("{} | {t} | {b}", sc["name"].as_str().unwrap()));
-                }
-            }
-        }
-    }
-    assert!(
-        failed.is_empty(),
-        "zc.json: {} of {runs} runs failed:\n{}",
-        failed.len(),
-        failed.join("\n")
-    );
-    assert!(runs > 50, "zc.json: only {runs} runs");
-    eprintln!("zc.json: {runs} scenario runs passed");
+    run_table("zc.json", Some("backends"), 51, run_one);
 }

@@ -543,3 +543,43 @@ pub fn veth_pair(tag: &str) -> (Netns, Netns) {
     }
     (a, b)
 }
+
+/// Loads `tests/scenarios/<file>` and runs every scenario once per transport and, with an
+/// `axis` ("modes", "backends"), once per value of that list too: `run(table, scenario,
+/// transport, value)` (value "" without an axis). Every run goes ahead whatever failed
+/// before; then the test fails listing all failed runs, or when fewer than `min_runs` ran
+/// (a table that silently stopped expanding).
+pub fn run_table(
+    file: &str,
+    axis: Option<&str>,
+    min_runs: usize,
+    run: impl Fn(&serde_json::Value, &serde_json::Value, &str, &str) + std::panic::RefUnwindSafe,
+) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/scenarios")
+        .join(file);
+    let table: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let (mut runs, mut failed) = (0, Vec::new());
+    let none = vec![serde_json::Value::from("")];
+    for sc in table["scenarios"].as_array().unwrap() {
+        let values = axis.map_or(&none, |a| sc[a].as_array().unwrap());
+        for t in sc["transports"].as_array().unwrap() {
+            for v in values {
+                let (t, v) = (t.as_str().unwrap(), v.as_str().unwrap());
+                runs += 1;
+                if std::panic::catch_unwind(|| run(&table, sc, t, v)).is_err() {
+                    failed.push(format!("{} | {t} | {v}", sc["name"].as_str().unwrap()));
+                }
+            }
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "{file}: {} of {runs} runs failed:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+    assert!(runs >= min_runs, "{file}: only {runs} runs");
+    eprintln!("{file}: {runs} scenario runs passed");
+}
