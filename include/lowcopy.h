@@ -683,7 +683,8 @@ ssize_t lowcopy_recv_atleast_stats(int fd,
  * kernel accepts (64 bytes since 5.12; exactly 16 on 4.18-5.6) with a zero-length request on
  * `fd` that consumes nothing, and caches it.
  *
- * Errors: `-EINVAL` (`out` NULL, `window` 0 or above 1 GiB), `-EBADF`, `-ENOTSOCK`,
+ * Errors (the socket is checked before the window): `-EINVAL` (`out` NULL, `window` 0 or
+ * above 1 GiB), `-EBADF`, `-ENOTSOCK`,
  * `-EOPNOTSUPP` (not TCP over IPv4/IPv6: UDP, AF_UNIX, MPTCP...; or no
  * `TCP_ZEROCOPY_RECEIVE` in this kernel), `-ENOTCONN` (a listening socket), `-ENOMEM`, and
  * `mmap` errors.
@@ -720,6 +721,15 @@ int lowcopy_zcrx_new(int fd, size_t window, struct lowcopy_zcrx **out);
  * `r` must be NULL or a live receiver; `out` NULL or writable for one `lowcopy_zcrx_chunk`.
  */
 ssize_t lowcopy_zcrx_recv(struct lowcopy_zcrx *r, struct lowcopy_zcrx_chunk *out, int flags);
+
+/**
+ * The receiver's window in bytes: the size given to `lowcopy_zcrx_new` rounded up to whole
+ * pages, the most one mapped chunk can hold; 0 for NULL.
+ *
+ * # Safety
+ * `r` must be NULL or a live receiver.
+ */
+size_t lowcopy_zcrx_window(const struct lowcopy_zcrx *r);
 
 /**
  * Writes the receiver's counters to `*out`; returns 0, or `-EINVAL` if either pointer is NULL.

@@ -226,7 +226,8 @@ pub struct lowcopy_zcrx_recv_stats {
 /// kernel accepts (64 bytes since 5.12; exactly 16 on 4.18-5.6) with a zero-length request on
 /// `fd` that consumes nothing, and caches it.
 ///
-/// Errors: `-EINVAL` (`out` NULL, `window` 0 or above 1 GiB), `-EBADF`, `-ENOTSOCK`,
+/// Errors (the socket is checked before the window): `-EINVAL` (`out` NULL, `window` 0 or
+/// above 1 GiB), `-EBADF`, `-ENOTSOCK`,
 /// `-EOPNOTSUPP` (not TCP over IPv4/IPv6: UDP, AF_UNIX, MPTCP...; or no
 /// `TCP_ZEROCOPY_RECEIVE` in this kernel), `-ENOTCONN` (a listening socket), `-ENOMEM`, and
 /// `mmap` errors.
@@ -315,6 +316,17 @@ pub unsafe extern "C" fn lowcopy_zcrx_recv(
             Err(e) => neg(e) as ssize_t,
         }
     })
+}
+
+/// The receiver's window in bytes: the size given to `lowcopy_zcrx_new` rounded up to whole
+/// pages, the most one mapped chunk can hold; 0 for NULL.
+///
+/// # Safety
+/// `r` must be NULL or a live receiver.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_zcrx_window(r: *const lowcopy_zcrx) -> size_t {
+    // SAFETY: NULL or a live receiver per the caller's contract.
+    guard(0, || unsafe { r.as_ref() }.map_or(0, |r| r.inner.window()))
 }
 
 /// Writes the receiver's counters to `*out`; returns 0, or `-EINVAL` if either pointer is NULL.

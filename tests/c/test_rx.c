@@ -525,6 +525,8 @@ static void test_zcrx_args(void)
 	r = NULL;
 	CHECK_EQ(lowcopy_zcrx_new(sock, 1, &r), 0); /* rounded up to a page */
 	CHECK(r != NULL);
+	CHECK_EQ(lowcopy_zcrx_window(r), sysconf(_SC_PAGESIZE));
+	CHECK_EQ(lowcopy_zcrx_window(NULL), 0);
 	CHECK_EQ(lowcopy_zcrx_recv(r, NULL, 0), -EINVAL);
 	CHECK_EQ(lowcopy_zcrx_stats(r, NULL), -EINVAL);
 	CHECK_EQ(lowcopy_zcrx_recv(r, &ch, MSG_PEEK), -EINVAL);
