@@ -47,6 +47,7 @@ install_smoke() ( # a subshell: its EXIT trap cleans up whatever happens
 suite "cargo fmt" cargo fmt --all -- --check
 suite "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
 suite "cargo test (unit, behaviour tables, header)" cargo test --workspace
+suite "rustdoc, warnings denied" env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 suite "build library and examples" make -s all c-tests
 for t in tests/c/test_*.c; do
 	t=$(basename "$t" .c)

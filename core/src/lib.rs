@@ -7,7 +7,7 @@
 //!   for `min` bytes, `SO_RCVLOWAT` + poll, without the blocking-recv trap).
 //! - [`zcrx`]: zero-copy TCP receive ([`ZeroCopyReceiver`]: `mmap` + `TCP_ZEROCOPY_RECEIVE`,
 //!   with a copy path for every byte that cannot be mapped).
-//! - [`probe`]: what the running kernel offers, found by trying.
+//! - [`probe()`]: what the running kernel offers, found by trying.
 //!
 //! Sockets are borrowed ([`std::os::fd::BorrowedFd`]); lowcopy never closes them. Errors are
 //! [`std::io::Error`]s that keep the kernel's errno (`raw_os_error()`), so the C, Python and
