@@ -7,7 +7,9 @@ use crate::{borrow, guard, iov_slice, neg, ret_size};
 
 /// Backend: io_uring `SEND_ZC` where it works on this socket, else `MSG_ZEROCOPY` with the
 /// error queue where `SO_ZEROCOPY` works, else plain copies. Sockets with no zerocopy at all
-/// (AF_UNIX, MPTCP) get the copy backend.
+/// (AF_UNIX, MPTCP) get the copy backend. With io_uring the sender belongs to the first thread
+/// that sends (see `LOWCOPY_ZC_IO_URING`): a daemon that hands a connection to another thread
+/// mid-stream should choose `LOWCOPY_ZC_ERRQUEUE`.
 pub const LOWCOPY_ZC_AUTO: u32 = 0;
 /// Backend: `SO_ZEROCOPY` + `MSG_ZEROCOPY` (TCP since Linux 4.14, UDP since 5.0); completions
 /// read from `MSG_ERRQUEUE` and mapped from the kernel's 32-bit id ranges back to user_data.
@@ -169,13 +171,18 @@ pub unsafe extern "C" fn lowcopy_zc_new(
 /// The caller must not modify `buf` until that completion is reaped.
 ///
 /// `flags`: `MSG_DONTWAIT`, `MSG_MORE`, `MSG_NOSIGNAL` (always added: `-EPIPE` instead of
-/// SIGPIPE). On a stream socket a blocking send accepts everything unless an error or signal
-/// stops it part way; a non-blocking one accepts what fits. A datagram is one send. Never
-/// waits for a completion. `ENOBUFS` from a zerocopy send is handled inside (reap, retry, copy).
+/// SIGPIPE). As `send(2)`: a blocking send on a stream socket accepts everything unless a
+/// signal or `SO_SNDTIMEO` stops it part way (the part sent is returned: send the rest); a
+/// non-blocking one accepts what fits; a datagram is one send (a zero-length datagram too: it
+/// returns 0 and gets no completion). Never waits for a completion. `ENOBUFS` from a zerocopy
+/// send is handled inside (reap, retry, copy). The io_uring backend cancels its request on a
+/// signal (returning what went, or `-EINTR`) and does not honour `SO_SNDTIMEO`.
 ///
 /// Errors: `-EINVAL` (`z` or `buf` NULL, flags), `-EBUSY` (`LOWCOPY_ZC_MAX_PENDING` requests
-/// not reaped: reap first), the socket's send errors (`-EAGAIN`, `-EPIPE`, `-ECONNRESET`,
-/// `-EMSGSIZE`, `-EDESTADDRREQ`, ...).
+/// not reaped: reap first), `-EEXIST` (io_uring backend called from a thread other than the
+/// first that sent), `-EIO` (io_uring ring retired after it failed to take a request), the
+/// socket's send errors (`-EAGAIN`, `-EINTR`, `-EPIPE`, `-ECONNRESET`, `-EMSGSIZE`,
+/// `-EDESTADDRREQ`, ...).
 ///
 /// # Safety
 /// `z` must be NULL or a live sender; `buf` NULL or readable for `len` bytes until the
@@ -380,7 +387,9 @@ pub unsafe extern "C" fn lowcopy_zc_reap(
 /// ready. Returns the number ready to reap; 0 at once when nothing is in flight (it never
 /// waits for a notification that cannot come).
 ///
-/// Errors: `-EINVAL` (`z` NULL), `-ETIMEDOUT` (sends in flight, none completed in time: TCP
+/// Errors: `-EINVAL` (`z` NULL, `timeout_ms` below -1), `-EINTR` (a signal; the wait is a
+/// poll or io_uring_enter, which the kernel never restarts), `-EEXIST` (io_uring backend from
+/// another thread than the first that sent), `-ETIMEDOUT` (sends in flight, none completed in time: TCP
 /// notifies only once the peer acknowledged, so a peer that stops reading delays completions
 /// without bound), a pending socket error (`-ECONNRESET`, ...) reported instead of a completion.
 ///
@@ -415,6 +424,8 @@ pub unsafe extern "C" fn lowcopy_zc_inflight(z: *const lowcopy_zc) -> size_t {
 /// The fd to put in epoll for completions: the socket for the error queue (`EPOLLERR` is
 /// always reported), the ring for io_uring (`EPOLLIN`); for the copy backend the socket, which
 /// never needs watching (copy completions are ready when the send returns). `-EINVAL` for NULL.
+/// The ring fd belongs to the sender: `lowcopy_zc_free` closes it, so remove it from epoll
+/// first; never close it yourself.
 ///
 /// # Safety
 /// `z` must be NULL or a live sender.

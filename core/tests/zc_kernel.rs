@@ -353,3 +353,95 @@ fn io_uring_ring_belongs_to_the_first_sending_thread() {
     // Its SQE was never queued: the owner's ring holds only the first send.
     assert!(zc.inflight() <= 1);
 }
+
+#[test]
+fn a_zero_length_datagram_takes_a_kernel_id_but_gets_no_completion() {
+    // UDP numbers even an empty MSG_ZEROCOPY datagram (its header goes out by zerocopy), so a
+    // tracker that skipped it would hand every later completion to the wrong send.
+    for backend in [ZcBackend::ErrQueue, ZcBackend::IoUring] {
+        let r = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.connect(r.local_addr().unwrap()).unwrap();
+        let mut zc = ZeroCopySender::new(s.as_fd(), backend, 0).unwrap();
+        let (a, b) = ([1u8; 10], [2u8; 20]);
+        assert_eq!(zc.send(&[IoSlice::new(&[])], 0, 1).unwrap(), 0);
+        assert_eq!(zc.send(&[IoSlice::new(&a)], 0, 2).unwrap(), 10);
+        assert_eq!(zc.send(&[IoSlice::new(&[])], 0, 3).unwrap(), 0);
+        assert_eq!(zc.send(&[IoSlice::new(&b)], 0, 4).unwrap(), 20);
+        let mut out = [Completion::default(); 8];
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while (zc.inflight() > 0 || got.len() < 2) && Instant::now() < deadline {
+            let _ = zc.wait(100);
+            let k = zc.reap(&mut out).unwrap();
+            got.extend(out[..k].iter().map(|c| (c.user_data, c.result)));
+        }
+        got.sort();
+        assert_eq!(got, [(2, 10), (4, 20)], "{backend:?}");
+        assert_eq!(zc.stats().unexpected_ids, 0, "{backend:?}");
+        assert_eq!(zc.inflight(), 0);
+    }
+}
+
+extern "C" fn on_signal(_: libc::c_int) {}
+
+/// Sends SIGUSR1 (handled by an empty function, without SA_RESTART) to this thread after
+/// `ms`, as a signal would interrupt a daemon's blocking call.
+fn signal_me_after(ms: u64) -> std::thread::JoinHandle<()> {
+    // SAFETY: installs an async-signal-safe empty handler; the struct is fully initialised.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        check(libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut())).unwrap();
+    }
+    // SAFETY: pthread_self has no preconditions.
+    let me = unsafe { libc::pthread_self() };
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(ms));
+        // SAFETY: `me` is the test thread, alive until it joins this one.
+        unsafe { libc::pthread_kill(me, libc::SIGUSR1) };
+    })
+}
+
+#[test]
+fn a_signal_interrupts_a_blocking_send_and_a_wait() {
+    for backend in [ZcBackend::ErrQueue, ZcBackend::IoUring, ZcBackend::Copy] {
+        let p = pair("tcp4");
+        let big = vec![7u8; 64 << 20];
+        let mut zc = ZeroCopySender::new(p.sock.as_fd(), backend, 0).unwrap();
+        let t0 = Instant::now();
+        let k = signal_me_after(300);
+        // The peer never reads: only the signal can end this send. (For Copy, the previous
+        // iteration's ring teardown may end it first with one EINTR: documented.)
+        let r = zc.send(&[IoSlice::new(&big)], 0, 1);
+        k.join().unwrap();
+        assert!(
+            t0.elapsed() < Duration::from_secs(3),
+            "{backend:?}: send not interrupted"
+        );
+        match r {
+            Ok(n) => assert!(n > 0 && n < big.len(), "{backend:?}: {n}"),
+            Err(e) => assert_eq!(e.raw_os_error(), Some(libc::EINTR), "{backend:?}"),
+        }
+        if backend != ZcBackend::Copy {
+            let t0 = Instant::now();
+            let k = signal_me_after(200);
+            let w = zc.wait(-1);
+            k.join().unwrap();
+            assert!(
+                t0.elapsed() < Duration::from_secs(3),
+                "{backend:?}: wait not interrupted"
+            );
+            // The receive window is full: what is in flight cannot complete before the signal.
+            assert_eq!(
+                w.unwrap_err().raw_os_error(),
+                Some(libc::EINTR),
+                "{backend:?}"
+            );
+        }
+        assert_eq!(zc.wait(-5).unwrap_err().raw_os_error(), Some(libc::EINVAL));
+        drop(zc);
+        drop(big);
+    }
+}

@@ -286,9 +286,11 @@ impl<'fd> ZeroCopySender<'fd> {
     /// accepted. Exactly one completion carrying `user_data` follows every send that returned
     /// > 0; none follows a failed or zero-byte send.
     ///
-    /// On a stream socket a blocking send accepts everything unless an error or signal
-    /// stops it part way (then the part sent is returned and completes as one request); a
-    /// non-blocking one accepts what fits. A datagram is one send. `ENOBUFS` from a zerocopy
+    /// As `send(2)`: a blocking send on a stream socket accepts everything unless a signal or
+    /// `SO_SNDTIMEO` stops it part way (then the part sent is returned: send the rest), a
+    /// non-blocking one accepts what fits, a datagram is one send. (The io_uring backend
+    /// cancels its request on a signal, returning what went or `EINTR`; it does not honour
+    /// `SO_SNDTIMEO`.) `ENOBUFS` from a zerocopy
     /// send (optmem or locked-pages limit) is never returned: completions are collected and
     /// the send is retried, then made by copy. The caller must not modify the buffers until
     /// the completion is reaped.
@@ -357,7 +359,7 @@ impl<'fd> ZeroCopySender<'fd> {
                 self.send_uring(slot, &mut msg, iov, flags)
             },
             // SAFETY: forwarded caller guarantees.
-            _ => unsafe { self.send_loop(slot, &mut msg, iov, flags) },
+            _ => unsafe { self.send_plain(slot, &mut msg, iov, flags) },
         };
         self.tracker.finish(slot);
         if matches!(r, Ok(n) if n > 0) {
@@ -378,102 +380,13 @@ impl<'fd> ZeroCopySender<'fd> {
             .ok_or_else(|| errno(libc::EBUSY))
     }
 
-    /// Error-queue and copy sends: `sendmsg`, looping over partial progress on a stream.
+    /// Error-queue and copy sends: one `sendmsg`, as `send(2)` would make it; after `ENOBUFS`
+    /// (zerocopy state in flight exhausted optmem or `RLIMIT_MEMLOCK`) completions are
+    /// collected, since they release it, and the send retried once, then made by copy.
     ///
     /// # Safety
     /// As [`ZeroCopySender::send_iov`].
-    unsafe fn send_loop(
-        &mut self,
-        slot: SlotId,
-        msg: &mut msghdr,
-        user: &[iovec],
-        flags: c_int,
-    ) -> io::Result<usize> {
-        let mut space = [MaybeUninit::<iovec>::uninit(); IOV_MAX];
-        for (d, s) in space.iter_mut().zip(user) {
-            d.write(*s);
-        }
-        // SAFETY: the first user.len() entries were written above.
-        let iov = unsafe {
-            std::slice::from_raw_parts_mut(space.as_mut_ptr().cast::<iovec>(), user.len())
-        };
-        let total: usize = user.iter().map(|v| v.iov_len).sum();
-        let (mut sent, mut first) = (0usize, 0usize);
-        let want_zc = matches!(self.engine, Engine::ErrQueue(_));
-        let mut enobufs_retried = false;
-        loop {
-            let mut zc = want_zc && !self.zc_off;
-            if zc && !self.tracker.id_room() {
-                self.collect()?;
-                if !self.tracker.id_room() {
-                    self.stats.window_full += 1;
-                    zc = false;
-                }
-            }
-            msg.msg_iov = iov[first..].as_mut_ptr();
-            msg.msg_iovlen = (iov.len() - first) as _;
-            let f = if zc {
-                flags | libc::MSG_ZEROCOPY
-            } else {
-                flags
-            };
-            self.stats.syscalls_send += 1;
-            // SAFETY: msg points at the caller's name/control and our copy of their iovecs.
-            let n = match unsafe { sys::sendmsg(self.fd, msg, f) } {
-                Ok(0) => break,
-                Ok(n) if zc => {
-                    self.stats.zerocopy_sends += 1;
-                    self.tracker.add_id(slot, n);
-                    n
-                }
-                Ok(n) => {
-                    self.stats.copy_sends += 1;
-                    let fb = if want_zc || self.zc_off { FALLBACK } else { 0 };
-                    self.tracker.add_done(slot, n, COPIED | fb);
-                    n
-                }
-                Err(e) if zc && e.raw_os_error() == Some(libc::ENOBUFS) => {
-                    // Zerocopy state in flight exhausted optmem or RLIMIT_MEMLOCK. Collect
-                    // completions (they release it) and retry once; then send by copy.
-                    self.stats.enobufs += 1;
-                    self.collect()?;
-                    if !enobufs_retried {
-                        enobufs_retried = true;
-                        continue;
-                    }
-                    self.stats.syscalls_send += 1;
-                    // SAFETY: as above.
-                    match unsafe { sys::sendmsg(self.fd, msg, flags) } {
-                        Ok(0) => break,
-                        Ok(n) => {
-                            self.stats.copy_sends += 1;
-                            self.tracker.add_done(slot, n, COPIED | FALLBACK);
-                            n
-                        }
-                        Err(_) if sent > 0 => break,
-                        Err(e) => return Err(e),
-                    }
-                }
-                // After partial progress the error is for the next call, as with send(2).
-                Err(_) if sent > 0 => break,
-                Err(e) => return Err(e),
-            };
-            enobufs_retried = false;
-            sent += n;
-            if !self.stream || sent >= total {
-                break;
-            }
-            // Partial progress on a stream: continue with the rest.
-            advance(iov, &mut first, n);
-        }
-        Ok(sent)
-    }
-
-    /// io_uring SEND_ZC / SENDMSG_ZC, waiting for the send's result (not its notification).
-    ///
-    /// # Safety
-    /// As [`ZeroCopySender::send_iov`].
-    unsafe fn send_uring(
+    unsafe fn send_plain(
         &mut self,
         slot: SlotId,
         msg: &mut msghdr,
@@ -482,13 +395,112 @@ impl<'fd> ZeroCopySender<'fd> {
     ) -> io::Result<usize> {
         msg.msg_iov = iov.as_ptr() as *mut iovec;
         msg.msg_iovlen = iov.len() as _;
-        // A blocking stream send should take everything, as send(2) does: io_uring retries
-        // short sends itself with MSG_WAITALL.
-        let flags = if self.stream && flags & libc::MSG_DONTWAIT == 0 {
-            flags | libc::MSG_WAITALL
-        } else {
-            flags
+        let errqueue = matches!(self.engine, Engine::ErrQueue(_));
+        let mut zc = errqueue && !self.zc_off;
+        if zc && !self.tracker.id_room() {
+            self.collect()?;
+            if !self.tracker.id_room() {
+                self.stats.window_full += 1;
+                zc = false;
+            }
+        }
+        for _attempt in 0..2 {
+            if !zc {
+                break;
+            }
+            self.stats.syscalls_send += 1;
+            // SAFETY: msg points at the caller's name, control and iovecs.
+            match unsafe { sys::sendmsg(self.fd, msg, flags | libc::MSG_ZEROCOPY) } {
+                // TCP numbers only sends that queued data; a datagram takes an id even with no
+                // payload (its header goes out through the zerocopy path: observed on 6.18).
+                Ok(n) if n > 0 || !self.stream => {
+                    self.stats.zerocopy_sends += 1;
+                    self.tracker.add_id(slot, n);
+                    return Ok(n);
+                }
+                Ok(n) => return Ok(n),
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    self.stats.enobufs += 1;
+                    self.collect()?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.stats.syscalls_send += 1;
+        // SAFETY: as above.
+        let n = unsafe { sys::sendmsg(self.fd, msg, flags) }?;
+        if n > 0 {
+            self.stats.copy_sends += 1;
+            let fallback = if errqueue || self.zc_off { FALLBACK } else { 0 };
+            self.tracker.add_done(slot, n, COPIED | fallback);
+        }
+        Ok(n)
+    }
+
+    /// io_uring SEND_ZC / SENDMSG_ZC. io_uring itself is never asked to wait for socket
+    /// space (`MSG_DONTWAIT` on every request): a request waiting in the kernel cannot be
+    /// interrupted by a signal. A blocking send waits in `poll(POLLOUT)` instead, which a
+    /// signal interrupts, and sends the rest as further requests of the same completion.
+    ///
+    /// # Safety
+    /// As [`ZeroCopySender::send_iov`].
+    unsafe fn send_uring(
+        &mut self,
+        slot: SlotId,
+        msg: &mut msghdr,
+        user: &[iovec],
+        flags: c_int,
+    ) -> io::Result<usize> {
+        let blocking = flags & libc::MSG_DONTWAIT == 0;
+        let flags = flags | libc::MSG_DONTWAIT;
+        let mut space = [MaybeUninit::<iovec>::uninit(); IOV_MAX];
+        for (d, s) in space.iter_mut().zip(user) {
+            d.write(*s);
+        }
+        // SAFETY: the first user.len() entries were written just above.
+        let iov = unsafe {
+            std::slice::from_raw_parts_mut(space.as_mut_ptr().cast::<iovec>(), user.len())
         };
+        let total: usize = user.iter().map(|v| v.iov_len).sum();
+        let (mut sent, mut first) = (0usize, 0usize);
+        loop {
+            msg.msg_iov = iov[first..].as_mut_ptr();
+            msg.msg_iovlen = (iov.len() - first) as _;
+            // SAFETY: msg points at the caller's name and control and at our copy of their
+            // iovecs, advanced past what was sent.
+            match unsafe { self.uring_once(slot, msg, flags) } {
+                Ok(n) => {
+                    sent += n;
+                    if !blocking || !self.stream || sent >= total || n == 0 {
+                        return Ok(sent);
+                    }
+                    advance(iov, &mut first, n);
+                }
+                Err(e) if blocking && e.raw_os_error() == Some(libc::EAGAIN) => {}
+                // After partial progress the error is the next call's, as with send(2).
+                Err(_) if sent > 0 => return Ok(sent),
+                Err(e) => return Err(e),
+            }
+            self.stats.syscalls_send += 1;
+            match poll_one(self.fd, libc::POLLOUT, -1) {
+                Ok(_) => {}
+                Err(_) if sent > 0 => return Ok(sent),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// One SEND_ZC / SENDMSG_ZC request for `slot`, waiting for its result (not for its
+    /// notification); records what the kernel accepted and whether a notification follows.
+    ///
+    /// # Safety
+    /// As [`ZeroCopySender::send_iov`].
+    unsafe fn uring_once(
+        &mut self,
+        slot: SlotId,
+        msg: &mut msghdr,
+        flags: c_int,
+    ) -> io::Result<usize> {
         let Engine::IoUring(u) = &mut self.engine else {
             unreachable!()
         };
@@ -511,18 +523,23 @@ impl<'fd> ZeroCopySender<'fd> {
         let (res, bytes) = (sr.res, sr.res.max(0) as usize);
         if sr.more {
             self.tracker.add_notif(slot, bytes);
-            if let Some(copied) = sr.own_notif {
-                self.tracker.complete_notif(slot, copied);
+        } else {
+            self.tracker.add_done(slot, bytes, 0);
+        }
+        // Notifications for this slot that came with the result: this request's, or an
+        // earlier request's of the same send (one that got EAGAIN still posts one).
+        for _ in 0..sr.own_notifs {
+            if self.tracker.complete_notif(slot, sr.own_copied) {
                 note_copied(
                     self.adaptive,
                     &mut self.copied_streak,
                     &mut self.zc_off,
-                    copied,
+                    sr.own_copied,
                     1,
                 );
+            } else {
+                self.stats.unexpected_ids += 1;
             }
-        } else {
-            self.tracker.add_done(slot, bytes, 0);
         }
         if res < 0 {
             return Err(errno(-res));
@@ -691,12 +708,16 @@ impl<'fd> ZeroCopySender<'fd> {
         Ok(self.pop(out))
     }
 
-    /// Waits up to `timeout_ms` (-1: no limit, 0: just check) until a completion is ready.
+    /// Waits up to `timeout_ms` (-1: no limit, 0: just check; below -1: `EINVAL`) until a
+    /// completion is ready. A signal ends the wait with `EINTR` (poll is never restarted).
     /// Returns the number ready to reap; `Ok(0)` at once when nothing is in flight (it never
     /// waits for a notification that cannot come). Errors: `ETIMEDOUT` when sends are in
     /// flight and none completed in time; a pending socket error (`ECONNRESET`, ...) when the
     /// socket reports one instead of a completion.
     pub fn wait(&mut self, timeout_ms: i32) -> io::Result<usize> {
+        if timeout_ms < -1 {
+            return Err(errno(libc::EINVAL));
+        }
         let deadline = (timeout_ms >= 0).then(|| {
             std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms as u64)
         });
@@ -775,7 +796,7 @@ fn note_copied(adaptive: bool, streak: &mut u32, off: &mut bool, copied: bool, m
     }
 }
 
-/// Drops `n` bytes from the front of `iov[*first..]`.
+/// Drops `n` bytes from the front of `iov[*first..]` (partial progress of a stream send).
 fn advance(iov: &mut [iovec], first: &mut usize, mut n: usize) {
     while n > 0 && *first < iov.len() {
         let v = &mut iov[*first];
@@ -809,8 +830,7 @@ mod tests {
 
     #[test]
     fn advance_walks_iovecs() {
-        let a = [0u8; 4];
-        let b = [0u8; 6];
+        let (a, b) = ([0u8; 4], [0u8; 6]);
         let mut iov = [
             iovec {
                 iov_base: a.as_ptr() as *mut _,

@@ -18,6 +18,8 @@ use super::tracker::{SlotId, Tracker};
 const IORING_SEND_ZC_REPORT_USAGE: u16 = 1 << 3;
 /// `IORING_NOTIF_USAGE_ZC_COPIED`: bit 31 of the notification's res.
 const IORING_NOTIF_USAGE_ZC_COPIED: i32 = 1 << 31;
+/// user_data of our cancel SQEs: never a request slot (those are below MAX_PENDING).
+const CANCEL_TAG: u64 = u64::MAX;
 /// `IORING_ENTER_GETEVENTS`.
 const IORING_ENTER_GETEVENTS: u32 = 1;
 
@@ -27,8 +29,10 @@ pub struct SendResult {
     pub res: i32,
     /// A notification CQE follows (`IORING_CQE_F_MORE`).
     pub more: bool,
-    /// The notification, if it came with the result: its copied bit.
-    pub own_notif: Option<bool>,
+    /// Notifications for this slot that came while waiting for the result: how many (an
+    /// earlier request of the same send may have posted one too) and whether any copied.
+    pub own_notifs: u32,
+    pub own_copied: bool,
 }
 
 /// A notification that arrived: which slot, and whether the kernel copied.
@@ -146,12 +150,23 @@ impl Uring {
         // which this function waits for before returning.
         unsafe { self.ring.submission().push(&sqe) }
             .map_err(|_| io::Error::from_raw_os_error(libc::EBUSY))?;
-        let (mut result, mut own_notif) = (None, None);
+        let (mut result, mut own_notifs, mut own_copied) = (None, 0u32, false);
+        let mut interrupted = false;
         loop {
             *syscalls += 1;
             if let Err(e) = self.ring.submit_and_wait(1) {
                 match e.raw_os_error() {
-                    // Interrupted wait: the SQE, once submitted, runs on; keep waiting for it.
+                    // A signal: the send, once submitted, runs on. Cancel it, as a signal
+                    // interrupts send(2), and wait for its (possibly partial) result.
+                    Some(libc::EINTR) if !interrupted && self.ring.submission().is_empty() => {
+                        interrupted = true;
+                        let cancel = opcode::AsyncCancel::new(slot as u64)
+                            .build()
+                            .user_data(CANCEL_TAG);
+                        // SAFETY: a cancel SQE points at no memory.
+                        unsafe { self.ring.submission().push(&cancel) }
+                            .map_err(|_| io::Error::from_raw_os_error(libc::EBUSY))?;
+                    }
                     Some(libc::EINTR) => {}
                     // No room yet (CQ overflow, memory): collect CQEs below and try again.
                     Some(libc::EBUSY | libc::EAGAIN) => {}
@@ -164,11 +179,15 @@ impl Uring {
                 }
             }
             for cqe in self.ring.completion() {
+                if cqe.user_data() == CANCEL_TAG {
+                    continue;
+                }
                 let s = cqe.user_data() as SlotId;
                 if cqueue::notif(cqe.flags()) {
                     let copied = cqe.result() & IORING_NOTIF_USAGE_ZC_COPIED != 0;
                     if s == slot {
-                        own_notif = Some(copied);
+                        own_notifs += 1;
+                        own_copied |= copied;
                     } else {
                         notif(Notif { slot: s, copied });
                     }
@@ -176,14 +195,16 @@ impl Uring {
                     result = Some((cqe.result(), cqueue::more(cqe.flags())));
                 }
             }
-            if let Some((res, more)) = result {
-                if !more || own_notif.is_some() || self.ring.completion().is_empty() {
-                    return Ok(SendResult {
-                        res,
-                        more,
-                        own_notif,
-                    });
+            if let Some((mut res, more)) = result {
+                if interrupted && res == -libc::ECANCELED {
+                    res = -libc::EINTR;
                 }
+                return Ok(SendResult {
+                    res,
+                    more,
+                    own_notifs,
+                    own_copied,
+                });
             }
         }
     }
@@ -239,7 +260,7 @@ impl Uring {
         match r {
             Ok(_) => Ok(true),
             Err(e) if e.raw_os_error() == Some(libc::ETIME) => Ok(false),
-            Err(e) if e.raw_os_error() == Some(libc::EINTR) => Ok(true),
+            // EINTR goes to the caller, as poll's would: a signal must be able to end a wait.
             Err(e) => Err(e),
         }
     }
