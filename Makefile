@@ -55,11 +55,15 @@ $(BUILD)/bin/%: examples/c/%.c include/lowcopy.h lib
 	  $$($(PKGENV) pkg-config --libs lowcopy) -lpthread -Wl,-rpath,$(BUILD)/lib
 
 # C tests against the header, under AddressSanitizer: once through pkg-config and the .so,
-# once against the .a.
+# once against the .a. Each is one tests/c/test_*.c; check.h and common.h are header-only.
 ASAN := -fsanitize=address,undefined -fno-omit-frame-pointer
 C_TESTS := $(patsubst tests/c/test_%.c,%,$(wildcard tests/c/test_*.c))
-c-tests: lib $(foreach t,$(C_TESTS),$(BUILD)/bin/test_$(t)_shared $(BUILD)/bin/test_$(t)_static) \
-	$(patsubst tests/c/%.c,$(BUILD)/bin/c_%,$(wildcard tests/c/*scenarios.c))
+C_TEST_BINS := $(foreach t,$(C_TESTS),$(BUILD)/bin/test_$(t)_shared $(BUILD)/bin/test_$(t)_static)
+# One runner per behaviour table: tests/c/<x>scenarios.c, linked with harness.c.
+C_RUNNERS := $(patsubst tests/c/%.c,$(BUILD)/bin/c_%,$(wildcard tests/c/*scenarios.c))
+c-tests: lib $(C_TEST_BINS) $(C_RUNNERS)
+
+$(C_TEST_BINS): tests/c/check.h tests/c/common.h
 
 $(BUILD)/bin/test_%_shared: tests/c/test_%.c include/lowcopy.h lib
 	mkdir -p $(BUILD)/bin
@@ -71,11 +75,15 @@ $(BUILD)/bin/test_%_static: tests/c/test_%.c include/lowcopy.h lib
 	$(CC) $(STRICT) $(ASAN) $$($(PKGENV) pkg-config --cflags lowcopy) $< -o $@ \
 	  $(BUILD)/lib/liblowcopy.a $(STATIC_PRIVATE) -lpthread
 
-# The behaviour-table runners (tests/scenarios/*.json), parsing JSON with cJSON.
-$(BUILD)/bin/c_%scenarios: tests/c/%scenarios.c include/lowcopy.h lib
+# The behaviour-table runners (tests/scenarios/*.json), parsing JSON with cJSON. A static
+# pattern rule over the globbed list: a plain c_%scenarios pattern cannot make c_scenarios
+# (make wants a non-empty stem), so a fresh checkout's `make c-tests` stopped there.
+$(C_RUNNERS): $(BUILD)/bin/c_%: tests/c/%.c tests/c/harness.c tests/c/harness.h tests/c/common.h \
+		include/lowcopy.h lib
 	mkdir -p $(BUILD)/bin
-	$(CC) $(STRICT) $(ASAN) $$($(PKGENV) pkg-config --cflags lowcopy libcjson) $< -o $@ \
-	  $$($(PKGENV) pkg-config --libs lowcopy libcjson) -lpthread -Wl,-rpath,$(BUILD)/lib
+	$(CC) $(STRICT) $(ASAN) $$($(PKGENV) pkg-config --cflags lowcopy libcjson) $< \
+	  tests/c/harness.c -o $@ $$($(PKGENV) pkg-config --libs lowcopy libcjson) -lpthread \
+	  -Wl,-rpath,$(BUILD)/lib
 
 $(BUILD)/bin/test_abi_shared: tests/c/test_abi.c include/lowcopy.h lib
 	mkdir -p $(BUILD)/bin

@@ -4,96 +4,18 @@
  * under AddressSanitizer by scripts/test.sh. Prints "c-abi: N passed, M failed".
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
 #include <sys/uio.h>
-#include <unistd.h>
 
 #include <lowcopy.h>
 
-#ifndef IPPROTO_MPTCP
-#define IPPROTO_MPTCP 262
-#endif
-#ifndef SO_PEEK_OFF
-#define SO_PEEK_OFF 42
-#endif
-
-static int passed, failed;
-
-#define CHECK_EQ(got, want)                                                              \
-	check_eq((long long)(got), (long long)(want), #got, __FILE__, __LINE__)
-
-static void check_eq(long long got, long long want, const char *what, const char *file,
-		     int line)
-{
-	if (got == want) {
-		passed++;
-		return;
-	}
-	failed++;
-	printf("FAIL %s:%d: %s = %lld, want %lld\n", file, line, what, got, want);
-}
-
-static void die(const char *what)
-{
-	perror(what);
-	exit(2);
-}
-
-/* A connected loopback pair: *sock is the accepted side that we peek, *peer writes. */
-static void tcp_pair(int family, int proto, int *sock, int *peer)
-{
-	struct sockaddr_storage ss = { 0 };
-	socklen_t len = sizeof(ss);
-	int l = socket(family, SOCK_STREAM, proto);
-
-	if (l < 0)
-		die("socket");
-	if (family == AF_INET) {
-		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-		a->sin_family = AF_INET;
-		a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		len = sizeof(*a);
-	} else {
-		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-		a->sin6_family = AF_INET6;
-		a->sin6_addr = in6addr_loopback;
-		len = sizeof(*a);
-	}
-	if (bind(l, (struct sockaddr *)&ss, len) || listen(l, 1) ||
-	    getsockname(l, (struct sockaddr *)&ss, &len))
-		die("bind/listen");
-	*peer = socket(family, SOCK_STREAM, proto);
-	if (*peer < 0 || connect(*peer, (struct sockaddr *)&ss, len))
-		die("connect");
-	*sock = accept(l, NULL, NULL);
-	if (*sock < 0)
-		die("accept");
-	close(l);
-}
+#include "check.h"
 
 static void send_str(int fd, const char *s)
 {
 	if (write(fd, s, strlen(s)) != (ssize_t)strlen(s))
 		die("write");
 	usleep(20000); /* loopback delivery is quick; give it a moment */
-}
-
-static int get_int(int fd, int level, int name)
-{
-	int v = 0;
-	socklen_t len = sizeof(v);
-
-	if (getsockopt(fd, level, name, &v, &len))
-		return -errno;
-	return v;
 }
 
 /* Does setsockopt(SO_PEEK_OFF) work on a fresh socket of this kind? Independent of lowcopy. */
@@ -204,7 +126,7 @@ static void test_modes(void)
 	lowcopy_peeker *p = NULL;
 	int sock, peer, msock, mpeer;
 
-	tcp_pair(AF_INET, 0, &sock, &peer);
+	tcp_pair(AF_INET, 0, 0, &sock, &peer);
 	CHECK_EQ(lowcopy_peeker_new(sock, 3, &p), -EINVAL);
 	CHECK_EQ(lowcopy_peeker_new(sock, UINT32_MAX, &p), -EINVAL);
 	CHECK_EQ((uintptr_t)p, 0);
@@ -220,7 +142,7 @@ static void test_modes(void)
 	close(sock);
 	close(peer);
 
-	tcp_pair(AF_INET, IPPROTO_MPTCP, &msock, &mpeer);
+	tcp_pair(AF_INET, IPPROTO_MPTCP, 0, &msock, &mpeer);
 	p = NULL;
 	CHECK_EQ(lowcopy_peek_supported(msock), 0);
 	CHECK_EQ(lowcopy_peeker_new(msock, LOWCOPY_PEEK_OFFSET, &p), -EOPNOTSUPP);
@@ -241,7 +163,7 @@ static void test_data_path(uint32_t mode)
 	struct iovec iov[2] = { { a, sizeof(a) }, { b, sizeof(b) } };
 	int sock, peer;
 
-	tcp_pair(AF_INET6, 0, &sock, &peer);
+	tcp_pair(AF_INET6, 0, 0, &sock, &peer);
 	send_str(peer, "hello, peeking world");
 	CHECK_EQ(lowcopy_peeker_new(sock, mode, &p), 0);
 	CHECK_EQ(lowcopy_peeker_peek(p, buf, 5, 0), 5);
@@ -295,7 +217,7 @@ int main(void)
 	int sock, peer;
 
 	test_version_and_probe();
-	tcp_pair(AF_INET, 0, &sock, &peer);
+	tcp_pair(AF_INET, 0, 0, &sock, &peer);
 	test_null_pointers(sock);
 	close(sock);
 	close(peer);
@@ -303,6 +225,5 @@ int main(void)
 	test_modes();
 	test_data_path(LOWCOPY_PEEK_OFFSET);
 	test_data_path(LOWCOPY_PEEK_DISCARD);
-	printf("c-abi: %d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return check_summary("c-abi");
 }

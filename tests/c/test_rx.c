@@ -5,63 +5,22 @@
  * Prints "c-rx: N passed, M failed".
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <lowcopy.h>
 
-#ifndef IPPROTO_MPTCP
-#define IPPROTO_MPTCP 262
-#endif
-#ifndef SO_ZEROCOPY
-#define SO_ZEROCOPY 60
-#endif
-#ifndef MSG_ZEROCOPY
-#define MSG_ZEROCOPY 0x4000000
-#endif
+#include "check.h"
 
 #define KIB ((size_t)1024)
 #define MIB (1024 * KIB)
 #define MSS_PAGE 4108 /* 4096 bytes of payload + 12 of TCP timestamp option */
-
-static int passed, failed;
-
-#define CHECK_EQ(got, want)                                                              \
-	check_eq((long long)(got), (long long)(want), #got, __FILE__, __LINE__)
-#define CHECK(cond) check_eq(!!(cond), 1, #cond, __FILE__, __LINE__)
-
-static void check_eq(long long got, long long want, const char *what, const char *file,
-		     int line)
-{
-	if (got == want) {
-		passed++;
-		return;
-	}
-	failed++;
-	printf("FAIL %s:%d: %s = %lld, want %lld\n", file, line, what, got, want);
-}
-
-static void die(const char *what)
-{
-	perror(what);
-	exit(2);
-}
 
 static double now_ms(void)
 {
@@ -71,33 +30,12 @@ static double now_ms(void)
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* Byte at stream position p of the test pattern (the same as the behaviour tables'). */
-static uint8_t pat(size_t p)
-{
-	return (uint8_t)((p * 131 + 7) % 251);
-}
-
 static int pattern_ok(const uint8_t *b, size_t pos, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		if (b[i] != pat(pos + i))
+		if (b[i] != pattern_byte(pos + i))
 			return 0;
 	return 1;
-}
-
-static int set_int(int fd, int level, int name, int v)
-{
-	return setsockopt(fd, level, name, &v, sizeof(v));
-}
-
-static int get_int(int fd, int level, int name)
-{
-	int v = 0;
-	socklen_t len = sizeof(v);
-
-	if (getsockopt(fd, level, name, &v, &len))
-		return -errno;
-	return v;
 }
 
 static void set_rcvtimeo(int fd, int ms)
@@ -122,58 +60,11 @@ static void wait_queued(int fd, int bytes)
 		usleep(1000);
 }
 
-/* A loopback TCP listener (mss > 0: TCP_MAXSEG before listen). */
-static int listener(int family, int mss)
+/* A connected pair with the receive timeout that keeps a wrong blocking wait from hanging the
+ * test: *sock is the accepted side we receive on, *peer writes. */
+static void rx_pair(int family, int mss, int *sock, int *peer)
 {
-	struct sockaddr_storage ss = { 0 };
-	socklen_t len;
-	int l = socket(family, SOCK_STREAM, 0);
-
-	if (l < 0)
-		die("socket");
-	if (mss && set_int(l, IPPROTO_TCP, TCP_MAXSEG, mss))
-		die("TCP_MAXSEG");
-	if (family == AF_INET) {
-		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-		a->sin_family = AF_INET;
-		a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		len = sizeof(*a);
-	} else {
-		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-		a->sin6_family = AF_INET6;
-		a->sin6_addr = in6addr_loopback;
-		len = sizeof(*a);
-	}
-	if (bind(l, (struct sockaddr *)&ss, len) || listen(l, 4))
-		die("bind/listen");
-	return l;
-}
-
-static int connect_to(int l, int mss)
-{
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
-	int c;
-
-	if (getsockname(l, (struct sockaddr *)&ss, &len))
-		die("getsockname");
-	c = socket(ss.ss_family, SOCK_STREAM, 0);
-	if (c < 0 || (mss && set_int(c, IPPROTO_TCP, TCP_MAXSEG, mss)) ||
-	    connect(c, (struct sockaddr *)&ss, len))
-		die("connect");
-	return c;
-}
-
-/* A connected pair: *sock is the accepted side we receive on, *peer writes. */
-static void tcp_pair(int family, int mss, int *sock, int *peer)
-{
-	int l = listener(family, mss);
-
-	*peer = connect_to(l, mss);
-	*sock = accept(l, NULL, NULL);
-	if (*sock < 0)
-		die("accept");
-	close(l);
+	tcp_pair(family, 0, mss, sock, peer);
 	set_rcvtimeo(*sock, 5000);
 }
 
@@ -203,7 +94,7 @@ static uint8_t *pattern_buf(size_t pos, size_t len, int page_aligned)
 		die("malloc");
 	}
 	for (size_t i = 0; i < len; i++)
-		b[i] = pat(pos + i);
+		b[i] = pattern_byte(pos + i);
 	return b;
 }
 
@@ -276,7 +167,7 @@ static void test_set_rcvlowat(void)
 	int u[2];
 
 	close(closed);
-	tcp_pair(AF_INET, 0, &sock, &peer);
+	rx_pair(AF_INET, 0, &sock, &peer);
 	CHECK_EQ(lowcopy_set_rcvlowat(sock, 1000, NULL), -EINVAL);
 	CHECK_EQ(lowcopy_set_rcvlowat(-1, 1000, &eff), -EBADF);
 	CHECK_EQ(lowcopy_set_rcvlowat(closed, 1000, &eff), -EBADF);
@@ -296,7 +187,7 @@ static void test_set_rcvlowat(void)
 	close(peer);
 
 	/* A locked receive buffer: the mark stops at half of SO_RCVBUF as read back. */
-	tcp_pair(AF_INET6, 0, &sock, &peer);
+	rx_pair(AF_INET6, 0, &sock, &peer);
 	set_int(sock, SOL_SOCKET, SO_RCVBUF, 65536);
 	CHECK_EQ(lowcopy_set_rcvlowat(sock, MIB, &eff), 0);
 	CHECK_EQ(eff, get_int(sock, SOL_SOCKET, SO_RCVBUF) / 2);
@@ -304,10 +195,10 @@ static void test_set_rcvlowat(void)
 	close(peer);
 
 	/* A listener: reported, and copied into connections that complete their handshake. */
-	l = listener(AF_INET, 0);
+	l = listener(AF_INET, 0, 0);
 	CHECK_EQ(lowcopy_set_rcvlowat(l, 300 * KIB, &eff), 0);
 	CHECK_EQ(eff, 300 * KIB);
-	c = connect_to(l, 0);
+	c = connect_to(l, 0, 0);
 	s = accept(l, NULL, NULL);
 	CHECK_EQ(get_int(s, SOL_SOCKET, SO_RCVLOWAT), 300 * KIB);
 	close(s);
@@ -330,7 +221,7 @@ static void test_recv_atleast_args(void)
 	int sock, peer, devnull = open("/dev/null", O_RDONLY), closed = dup(0), u;
 
 	close(closed);
-	tcp_pair(AF_INET, 0, &sock, &peer);
+	rx_pair(AF_INET, 0, &sock, &peer);
 	memset(&st, 0, sizeof(st));
 	CHECK_EQ(lowcopy_recv_atleast(sock, NULL, 10, 1, 0), -EINVAL);
 	CHECK_EQ(lowcopy_recv_atleast(sock, buf, 0, 1, 0), -EINVAL);
@@ -368,7 +259,7 @@ static void test_recv_atleast_tcp(int family)
 	ssize_t n;
 	int sock, peer;
 
-	tcp_pair(family, 0, &sock, &peer);
+	rx_pair(family, 0, &sock, &peer);
 	/* 64 KiB in 8 pieces 20 ms apart: one wakeup with the mark, not eight. */
 	memset(&st, 0, sizeof(st));
 	w = (struct writer){ .fd = peer, .len = 64 * KIB, .piece = 8 * KIB, .gap_ms = 20 };
@@ -411,7 +302,7 @@ static void test_recv_atleast_tcp(int family)
 	close(peer);
 
 	/* min far above what the kernel can queue (64 MiB > tcp_rmem[2]): no hang. */
-	tcp_pair(family, 0, &sock, &peer);
+	rx_pair(family, 0, &sock, &peer);
 	free(buf);
 	buf = malloc(64 * MIB);
 	w = (struct writer){ .fd = peer, .len = 64 * MIB, .piece = MIB };
@@ -427,7 +318,7 @@ static void test_recv_atleast_tcp(int family)
 
 	/* The blocking-recv trap: the socket's own mark is 1000, 600 bytes queued, the next 600 a
 	 * second later; a 500-byte receive returns at once, and the mark is restored. */
-	tcp_pair(family, 0, &sock, &peer);
+	rx_pair(family, 0, &sock, &peer);
 	set_int(sock, SOL_SOCKET, SO_RCVLOWAT, 1000);
 	w = (struct writer){ .fd = peer, .len = 1200, .piece = 600, .gap_ms = 1000 };
 	writer_start(&w);
@@ -498,7 +389,7 @@ static void test_zcrx_args(void)
 	int sock, peer, devnull = open("/dev/null", O_RDONLY), closed = dup(0), u[2], udp, l, m;
 
 	close(closed);
-	tcp_pair(AF_INET, 0, &sock, &peer);
+	rx_pair(AF_INET, 0, &sock, &peer);
 	CHECK_EQ(lowcopy_zcrx_new(sock, 65536, NULL), -EINVAL);
 	CHECK_EQ(lowcopy_zcrx_new(sock, 0, &r), -EINVAL);
 	CHECK_EQ(lowcopy_zcrx_new(sock, ((size_t)1 << 30) + 1, &r), -EINVAL);
@@ -515,7 +406,7 @@ static void test_zcrx_args(void)
 		CHECK_EQ(lowcopy_zcrx_new(m, 65536, &r), -EOPNOTSUPP);
 		close(m);
 	}
-	l = listener(AF_INET6, 0);
+	l = listener(AF_INET6, 0, 0);
 	CHECK_EQ(lowcopy_zcrx_new(l, 65536, &r), -ENOTCONN);
 	CHECK_EQ((uintptr_t)r, 1);
 
@@ -577,10 +468,10 @@ static uint64_t zcrx_stream(int family, int mss, int zc, size_t total, size_t pi
 	ssize_t n;
 
 	for (size_t i = 0; i < total; i++) {
-		uint8_t b = pat(i);
+		uint8_t b = pattern_byte(i);
 		want = fnv(want, &b, 1);
 	}
-	tcp_pair(family, mss, &sock, &peer);
+	rx_pair(family, mss, &sock, &peer);
 	CHECK_EQ(lowcopy_set_rcvlowat(sock, 512 * KIB, &eff), 0);
 	CHECK_EQ(lowcopy_zcrx_new(sock, 512 * KIB, &r), 0);
 	w = (struct writer){ .fd = peer, .len = total, .piece = piece, .zc = zc, .shut = 1 };
@@ -638,7 +529,7 @@ static void test_zcrx_reset(void)
 	ssize_t n;
 	int sock, peer, bad = 0;
 
-	tcp_pair(AF_INET, 0, &sock, &peer);
+	rx_pair(AF_INET, 0, &sock, &peer);
 	write_all(peer, b, 50000);
 	wait_queued(sock, 50000);
 	CHECK_EQ(lowcopy_zcrx_new(sock, 16384, &r), 0);
@@ -668,6 +559,5 @@ int main(void)
 	test_zcrx_args();
 	test_zcrx_streams();
 	test_zcrx_reset();
-	printf("c-rx: %d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return check_summary("c-rx");
 }

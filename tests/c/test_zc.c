@@ -4,60 +4,17 @@
  * under AddressSanitizer by scripts/test.sh. Prints "c-zc: N passed, M failed".
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
 #include <sys/uio.h>
-#include <unistd.h>
 
 #include <lowcopy.h>
 
-static int passed, failed;
-
-#define CHECK_EQ(got, want)                                                              \
-	check_eq((long long)(got), (long long)(want), #got, __LINE__)
-#define CHECK(cond) check_eq(!!(cond), 1, #cond, __LINE__)
-
-static void check_eq(long long got, long long want, const char *what, int line)
-{
-	if (got == want) {
-		passed++;
-		return;
-	}
-	failed++;
-	printf("FAIL test_zc.c:%d: %s = %lld, want %lld\n", line, what, got, want);
-}
-
-static void die(const char *what)
-{
-	perror(what);
-	exit(2);
-}
+#include "check.h"
 
 /* Loopback TCP: *tx sends, *rx is the accepted receiving side. */
-static void tcp_pair(int *tx, int *rx)
+static void zc_pair(int *tx, int *rx)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t len = sizeof(a);
-	int l = socket(AF_INET, SOCK_STREAM, 0);
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (l < 0 || bind(l, (struct sockaddr *)&a, len) || listen(l, 1) ||
-	    getsockname(l, (struct sockaddr *)&a, &len))
-		die("listen");
-	*tx = socket(AF_INET, SOCK_STREAM, 0);
-	if (*tx < 0 || connect(*tx, (struct sockaddr *)&a, len))
-		die("connect");
-	*rx = accept(l, NULL, NULL);
-	if (*rx < 0)
-		die("accept");
-	close(l);
+	tcp_pair(AF_INET, 0, 0, rx, tx);
 }
 
 /* Reads exactly n bytes and checks they are all `byte`. */
@@ -107,7 +64,7 @@ static void test_null_and_bad_input(void)
 	int tx, rx, devnull = open("/dev/null", O_RDONLY), closed = dup(0), u;
 
 	close(closed);
-	tcp_pair(&tx, &rx);
+	zc_pair(&tx, &rx);
 	CHECK_EQ(lowcopy_zc_new(tx, LOWCOPY_ZC_AUTO, 0, NULL), -EINVAL);
 	CHECK_EQ(lowcopy_zc_new(tx, 4, 0, &z), -EINVAL);
 	CHECK_EQ(lowcopy_zc_new(tx, LOWCOPY_ZC_AUTO, 0x80, &z), -EINVAL);
@@ -173,7 +130,7 @@ static void test_backend(uint32_t backend, uint32_t flags)
 	memset(b, 'x', sizeof(b));
 	memset(c1, 'x', sizeof(c1));
 	memset(c2, 'x', sizeof(c2));
-	tcp_pair(&tx, &rx);
+	zc_pair(&tx, &rx);
 	CHECK_EQ(lowcopy_zc_new(tx, backend, flags, &z), 0);
 	CHECK(lowcopy_zc_backend(z) == (backend == LOWCOPY_ZC_AUTO ? LOWCOPY_ZC_IO_URING : backend));
 	CHECK_EQ(lowcopy_zc_pollfd(z) >= 0, 1);
@@ -214,7 +171,7 @@ static void test_free_in_flight(uint32_t backend)
 	size_t sent = 0;
 	int tx, rx, left;
 
-	tcp_pair(&tx, &rx);
+	zc_pair(&tx, &rx);
 	CHECK_EQ(lowcopy_zc_new(tx, backend, 0, &z), 0);
 	for (int i = 0; i < 64; i++) {
 		ssize_t r;
@@ -252,6 +209,5 @@ int main(void)
 	test_backend(LOWCOPY_ZC_AUTO, LOWCOPY_ZC_ADAPTIVE);
 	test_free_in_flight(LOWCOPY_ZC_ERRQUEUE);
 	test_free_in_flight(LOWCOPY_ZC_IO_URING);
-	printf("c-zc: %d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return check_summary("c-zc");
 }
