@@ -201,7 +201,9 @@ pub unsafe extern "C" fn lowcopy_peeker_new(
 /// Returns bytes copied (> 0); 0 at end of stream after the cursor (the peer shut down; the
 /// bytes before the cursor are still queued and readable); `-EAGAIN` when nothing lies beyond
 /// the cursor and `flags` has `MSG_DONTWAIT` or the fd is non-blocking. A blocking peek
-/// returns as soon as one byte beyond the cursor arrives.
+/// returns as soon as one byte beyond the cursor arrives (armed or not; but a socket whose own
+/// `SO_RCVLOWAT` is above 1 makes the kernel wait for that many bytes beyond the cursor, as
+/// recv does), or with `-EINTR` on a signal and `-EAGAIN` when `SO_RCVTIMEO` runs out.
 ///
 /// Errors: `-EINVAL` (`p` or `buf` NULL, `len` 0, flags other than `MSG_DONTWAIT`),
 /// `-EOVERFLOW` (cursor beyond the mechanism's reach), `-ECONNRESET`, `-EINTR` and other

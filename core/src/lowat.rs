@@ -370,6 +370,11 @@ impl Rx<'_, '_> {
             self.stats.syscalls += 1;
             let size = match sys::next_datagram_len(self.fd) {
                 Ok(s) => s,
+                // Shut down for reading with nothing queued: poll will keep saying "readable",
+                // and nothing more will come (UDP, AF_UNIX datagram after SHUT_RD).
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && shut => {
+                    return Ok(Some(self.got))
+                }
                 Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return Ok(None),
                 Err(e) => return self.done(e).map(Some),
             };

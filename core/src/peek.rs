@@ -426,7 +426,9 @@ impl<'fd> Peeker<'fd> {
     /// down; the bytes before the cursor are still queued); `EAGAIN` when nothing lies beyond
     /// the cursor and `MSG_DONTWAIT` was given or the fd is non-blocking. A blocking peek
     /// returns as soon as one byte beyond the cursor is there (with the armed low-water mark
-    /// too; the socket's own `SO_RCVLOWAT` applies otherwise). `flags`: `MSG_DONTWAIT` only.
+    /// too; a socket's own `SO_RCVLOWAT` above 1 makes the kernel wait for that many bytes
+    /// beyond the cursor, as recv does), or with `EINTR` on a signal and `EAGAIN` when
+    /// `SO_RCVTIMEO` runs out. `flags`: `MSG_DONTWAIT` only.
     ///
     /// Errors: `EINVAL` (bad flags, no room in `bufs`), `EMSGSIZE` (more than `IOV_MAX`
     /// iovecs), `EOVERFLOW` (cursor beyond what the mechanism can represent), and `recvmsg`
@@ -546,10 +548,22 @@ impl<'fd> Peeker<'fd> {
                 let iov = discard_iov(&mut space, skip + 1, &[])?;
                 self.stats.syscalls += 1;
                 let f = libc::MSG_PEEK | libc::MSG_WAITALL;
+                let t0 = std::time::Instant::now();
                 // SAFETY: the iovecs all cover the shared scratch buffer.
                 let n = unsafe { sys::recvmsg_iov(self.fd, iov, f) }?;
                 self.stats.bytes_skipped_copied += n as u64;
-                Ok(())
+                if n > skip || self.peer_shut_down()? {
+                    return Ok(()); // a byte beyond the cursor, or end of stream: peek again
+                }
+                // Short without end of stream: the peek was cut by SO_RCVTIMEO or a signal,
+                // which a blocking recv would report as EAGAIN or EINTR. Tell them apart by
+                // the time spent (the kernel returns the bytes it peeked, not the errno).
+                self.stats.syscalls += 1;
+                let timeo = sys::getsockopt_timeval(self.fd, libc::SO_RCVTIMEO)?;
+                match timeo {
+                    Some(t) if t0.elapsed() >= t => Err(errno(libc::EAGAIN)),
+                    _ => Err(errno(libc::EINTR)),
+                }
             }
             Transport::Unix => {
                 // An AF_UNIX peek returns after one skb whatever the flags, but with

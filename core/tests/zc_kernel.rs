@@ -383,27 +383,6 @@ fn a_zero_length_datagram_takes_a_kernel_id_but_gets_no_completion() {
     }
 }
 
-extern "C" fn on_signal(_: libc::c_int) {}
-
-/// Sends SIGUSR1 (handled by an empty function, without SA_RESTART) to this thread after
-/// `ms`, as a signal would interrupt a daemon's blocking call.
-fn signal_me_after(ms: u64) -> std::thread::JoinHandle<()> {
-    // SAFETY: installs an async-signal-safe empty handler; the struct is fully initialised.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
-        libc::sigemptyset(&mut sa.sa_mask);
-        check(libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut())).unwrap();
-    }
-    // SAFETY: pthread_self has no preconditions.
-    let me = unsafe { libc::pthread_self() };
-    std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(ms));
-        // SAFETY: `me` is the test thread, alive until it joins this one.
-        unsafe { libc::pthread_kill(me, libc::SIGUSR1) };
-    })
-}
-
 #[test]
 fn a_signal_interrupts_a_blocking_send_and_a_wait() {
     for backend in [ZcBackend::ErrQueue, ZcBackend::IoUring, ZcBackend::Copy] {

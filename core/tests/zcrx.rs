@@ -381,3 +381,25 @@ fn blocking_waits_for_the_mark_and_nonblocking_says_eagain() {
     assert_eq!(got, 120 * KIB);
     assert!(r.stats().wakeups >= 1);
 }
+
+/// A datagram socket shut down for reading polls readable forever with nothing to read:
+/// recv_atleast ends (0 bytes, end of stream) instead of spinning until its timeout.
+#[test]
+fn recv_atleast_on_a_datagram_socket_shut_down_for_reading_ends() {
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.connect(udp.local_addr().unwrap()).unwrap(); // shutdown needs a connected socket
+    let (ua, _ub) = std::os::unix::net::UnixDatagram::pair().unwrap();
+    for fd in [udp.as_fd(), ua.as_fd()] {
+        // SAFETY: no pointers.
+        assert_eq!(unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_RD) }, 0);
+        let mut buf = [0u8; 64];
+        let t0 = std::time::Instant::now();
+        let r = lowcopy::recv_atleast(fd, &mut buf, 8, Some(std::time::Duration::from_secs(5)));
+        assert_eq!(r.unwrap(), 0);
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(1),
+            "it waited {:?}",
+            t0.elapsed()
+        );
+    }
+}

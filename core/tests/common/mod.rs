@@ -583,3 +583,24 @@ pub fn run_table(
     assert!(runs >= min_runs, "{file}: only {runs} runs");
     eprintln!("{file}: {runs} scenario runs passed");
 }
+
+extern "C" fn on_signal(_: libc::c_int) {}
+
+/// Sends SIGUSR1 (handled by an empty function, without SA_RESTART) to this thread after
+/// `ms`, as a signal would interrupt a daemon's blocking call.
+pub fn signal_me_after(ms: u64) -> std::thread::JoinHandle<()> {
+    // SAFETY: installs an async-signal-safe empty handler; the struct is fully initialised.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        check(libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut())).unwrap();
+    }
+    // SAFETY: pthread_self has no preconditions.
+    let me = unsafe { libc::pthread_self() };
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(ms));
+        // SAFETY: `me` is the test thread, alive until it joins this one.
+        unsafe { libc::pthread_kill(me, libc::SIGUSR1) };
+    })
+}
