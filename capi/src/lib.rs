@@ -1,6 +1,6 @@
 //! The C ABI of lowcopy (`include/lowcopy.h`, generated from this file by cbindgen).
 //!
-//! Conventions for every function (../shared/API.md):
+//! Conventions for every function (the contract: API.md in the workspace's shared/ folder):
 //! - failure returns a negative errno (`-EINVAL`, `-EAGAIN`, ...), success returns >= 0;
 //! - out-parameters are written only on success;
 //! - NULL where a pointer is required is `-EINVAL`, never a crash;

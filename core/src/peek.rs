@@ -616,8 +616,9 @@ impl<'fd> Peeker<'fd> {
         if offset > max {
             return Err(errno(libc::EOVERFLOW));
         }
-        self.cursor = offset;
-        self.follow_lowat()
+        let before = std::mem::replace(&mut self.cursor, offset);
+        // All or nothing: a mark that could not follow leaves the cursor where it was.
+        self.follow_lowat().inspect_err(|_| self.cursor = before)
     }
 
     /// Drops up to `n` acknowledged bytes from the head of the receive queue and moves the
