@@ -18,7 +18,6 @@
 //! A notification means "the buffer may be reused", not "the data was delivered": TCP
 //! notifies only after the peer acknowledged, so never block a send on completions.
 
-mod sys;
 pub mod tracker;
 mod uring;
 
@@ -28,7 +27,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 
 use libc::{c_int, iovec, msghdr};
 
-use crate::sys::{errno, getsockopt_int, poll_one, setsockopt_int, IOV_MAX};
+use crate::sys::{self, errno, getsockopt_int, poll_one, setsockopt_int, IOV_MAX};
 pub use tracker::{Completion, COPIED, FALLBACK};
 use tracker::{SlotId, Tracker};
 
