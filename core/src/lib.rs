@@ -3,6 +3,9 @@
 //!
 //! - [`peek`]: read received stream data at an offset without consuming it (`SO_PEEK_OFF`,
 //!   with a discard-prefix fallback), and a [`Peeker`] cursor for user-mode network stacks.
+//! - [`zc`]: zerocopy send with a user argument: every send carries a 64-bit `user_data` that
+//!   comes back in exactly one [`Completion`] when its buffers may be reused
+//!   ([`ZeroCopySender`] over the error queue, io_uring `SEND_ZC`, or plain copies).
 //! - [`lowat`]: low-water-mark receive: [`set_rcvlowat`] and [`recv_atleast`] (one wakeup
 //!   for `min` bytes, `SO_RCVLOWAT` + poll, without the blocking-recv trap).
 //! - [`zcrx`]: zero-copy TCP receive ([`ZeroCopyReceiver`]: `mmap` + `TCP_ZEROCOPY_RECEIVE`,
