@@ -72,6 +72,7 @@ fi
 NS_LO=zcb-$$-lo
 NS_A=zcb-$$-a
 NS_B=zcb-$$-b
+NS_C=zcb-$$-c
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/zc_bench.XXXXXX")
 RESULTS=$TMP/results
 RX_PID=
@@ -82,7 +83,7 @@ cleanup() {
         kill "$RX_PID" 2>/dev/null || true
         wait "$RX_PID" 2>/dev/null || true
     fi
-    for ns in "$NS_LO" "$NS_A" "$NS_B"; do
+    for ns in "$NS_LO" "$NS_A" "$NS_B" "$NS_C"; do
         ip netns del "$ns" 2>/dev/null || true
     done
     rm -rf "$TMP"
@@ -114,8 +115,16 @@ setup() {
     ip -n "$NS_A" route add default via 192.168.1.2 dev veth0
     ip -n "$NS_A" -6 route add default via fd::2 dev veth0
     # tx-only: ns B forwards out of ifb0, whose transmit path drops every
-    # packet that was not redirected to it by tc (drivers/net/ifb.c).
-    if ip link add ifb0 mtu 65535 netns "$NS_B" type ifb 2>/dev/null; then
+    # packet that was not redirected to it by tc (drivers/net/ifb.c). The
+    # destination, 192.168.2.2 / fc::2, is a host of ours too (ns C, on an
+    # unconnected ifb), so no packet is ever addressed outside this project's
+    # own namespaces; none reaches it, since ifb0 drops them all.
+    setup_ns "$NS_C"
+    if ip link add ifb0 mtu 65535 netns "$NS_B" type ifb 2>/dev/null &&
+        ip link add ifb1 netns "$NS_C" type ifb 2>/dev/null; then
+        ip -n "$NS_C" link set ifb1 up
+        ip -n "$NS_C" addr add 192.168.2.2/24 dev ifb1
+        ip -n "$NS_C" addr add fc::2/64 dev ifb1 nodad
         ip -n "$NS_B" link set ifb0 up
         ip -n "$NS_B" addr add 192.168.2.1/24 dev ifb0
         ip -n "$NS_B" addr add fc::1/64 dev ifb0 nodad
