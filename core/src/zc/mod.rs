@@ -154,9 +154,7 @@ pub struct ZeroCopySender<'fd> {
     stream: bool,
     engine: Engine,
     tracker: Tracker,
-    adaptive: bool,
-    copied_streak: u32,
-    zc_off: bool,
+    adaptive: Adaptive,
     sends_since_reap: u32,
     stats: ZcStats,
 }
@@ -229,9 +227,10 @@ impl<'fd> ZeroCopySender<'fd> {
             stream,
             engine,
             tracker: Tracker::new(MAX_PENDING, MAX_IDS),
-            adaptive: flags & ADAPTIVE != 0,
-            copied_streak: 0,
-            zc_off: false,
+            adaptive: Adaptive {
+                enabled: flags & ADAPTIVE != 0,
+                ..Adaptive::default()
+            },
             sends_since_reap: 0,
             stats: ZcStats::default(),
         })
@@ -267,7 +266,7 @@ impl<'fd> ZeroCopySender<'fd> {
     /// The counters so far.
     pub fn stats(&self) -> ZcStats {
         let mut s = self.stats;
-        s.zerocopy_off = self.zc_off as u64;
+        s.zerocopy_off = self.adaptive.off as u64;
         s
     }
 
@@ -354,7 +353,7 @@ impl<'fd> ZeroCopySender<'fd> {
         msg.msg_controllen = controllen as _;
         let r = match self.engine {
             // SAFETY: forwarded caller guarantees.
-            Engine::IoUring(_) if !self.zc_off => unsafe {
+            Engine::IoUring(_) if !self.adaptive.off => unsafe {
                 self.send_uring(slot, &mut msg, iov, flags)
             },
             // SAFETY: forwarded caller guarantees.
@@ -395,7 +394,7 @@ impl<'fd> ZeroCopySender<'fd> {
         msg.msg_iov = iov.as_ptr() as *mut iovec;
         msg.msg_iovlen = iov.len() as _;
         let errqueue = matches!(self.engine, Engine::ErrQueue(_));
-        let mut zc = errqueue && !self.zc_off;
+        let mut zc = errqueue && !self.adaptive.off;
         if zc && !self.tracker.id_room() {
             self.collect()?;
             if !self.tracker.id_room() {
@@ -430,7 +429,11 @@ impl<'fd> ZeroCopySender<'fd> {
         let n = unsafe { sys::sendmsg(self.fd, msg, flags) }?;
         if n > 0 {
             self.stats.copy_sends += 1;
-            let fallback = if errqueue || self.zc_off { FALLBACK } else { 0 };
+            let fallback = if errqueue || self.adaptive.off {
+                FALLBACK
+            } else {
+                0
+            };
             self.tracker.add_done(slot, n, COPIED | fallback);
         }
         Ok(n)
@@ -503,21 +506,12 @@ impl<'fd> ZeroCopySender<'fd> {
         let Engine::IoUring(u) = &mut self.engine else {
             unreachable!()
         };
-        let tracker = &mut self.tracker;
-        let (adaptive, streak, off) = (self.adaptive, &mut self.copied_streak, &mut self.zc_off);
-        let (mut unexpected, mut syscalls) = (0u64, 0u64);
-        let mut on_notif = |n: uring::Notif| {
-            if uring::apply(tracker, &n) {
-                note_copied(adaptive, streak, off, n.copied, 1);
-            } else {
-                unexpected += 1;
-            }
-        };
+        let (tracker, adaptive) = (&mut self.tracker, &mut self.adaptive);
+        let unexpected = &mut self.stats.unexpected_ids;
+        let mut on_notif = |n| apply_notif(tracker, adaptive, unexpected, n);
+        let syscalls = &mut self.stats.syscalls_send;
         // SAFETY: forwarded caller guarantees on msg and the buffers.
-        let r = unsafe { u.send(self.fd, msg, flags, slot, &mut syscalls, &mut on_notif) };
-        self.stats.syscalls_send += syscalls;
-        self.stats.unexpected_ids += unexpected;
-        let sr = r?;
+        let sr = unsafe { u.send(self.fd, msg, flags, slot, syscalls, &mut on_notif) }?;
         self.stats.zerocopy_sends += 1;
         let (res, bytes) = (sr.res, sr.res.max(0) as usize);
         if sr.more {
@@ -528,17 +522,16 @@ impl<'fd> ZeroCopySender<'fd> {
         // Notifications for this slot that came with the result: this request's, or an
         // earlier request's of the same send (one that got EAGAIN still posts one).
         for _ in 0..sr.own_notifs {
-            if self.tracker.complete_notif(slot, sr.own_copied) {
-                note_copied(
-                    self.adaptive,
-                    &mut self.copied_streak,
-                    &mut self.zc_off,
-                    sr.own_copied,
-                    1,
-                );
-            } else {
-                self.stats.unexpected_ids += 1;
-            }
+            let n = uring::Notif {
+                slot,
+                copied: sr.own_copied,
+            };
+            apply_notif(
+                &mut self.tracker,
+                &mut self.adaptive,
+                &mut self.stats.unexpected_ids,
+                n,
+            );
         }
         if res < 0 {
             return Err(errno(-res));
@@ -561,18 +554,10 @@ impl<'fd> ZeroCopySender<'fd> {
         match &mut self.engine {
             Engine::ErrQueue(_) => self.read_errqueue(),
             Engine::IoUring(u) => {
-                let tracker = &mut self.tracker;
+                let (tracker, adaptive) = (&mut self.tracker, &mut self.adaptive);
                 let unexpected = &mut self.stats.unexpected_ids;
-                let (adaptive, streak, off) =
-                    (self.adaptive, &mut self.copied_streak, &mut self.zc_off);
                 u.drain(
-                    &mut |n| {
-                        if uring::apply(tracker, &n) {
-                            note_copied(adaptive, streak, off, n.copied, 1);
-                        } else {
-                            *unexpected += 1;
-                        }
-                    },
+                    &mut |n| apply_notif(tracker, adaptive, unexpected, n),
                     enter,
                     &mut self.stats.syscalls_reap,
                 )
@@ -613,13 +598,7 @@ impl<'fd> ZeroCopySender<'fd> {
                     Some(z) => {
                         let o = self.tracker.complete_range(z.lo, z.hi, z.copied);
                         self.stats.unexpected_ids += o.unexpected as u64;
-                        note_copied(
-                            self.adaptive,
-                            &mut self.copied_streak,
-                            &mut self.zc_off,
-                            z.copied,
-                            o.matched,
-                        );
+                        self.adaptive.note(z.copied, o.matched);
                     }
                     // Timestamps, ICMP errors: not ours to interpret. A truncated control
                     // buffer (MSG_CTRUNC) cannot hold a notification we could miss: ours
@@ -780,18 +759,44 @@ impl Drop for ZeroCopySender<'_> {
     }
 }
 
-/// Adaptive bookkeeping: `matched` completions with this copied bit arrived.
-fn note_copied(adaptive: bool, streak: &mut u32, off: &mut bool, copied: bool, matched: u32) {
-    if matched == 0 {
-        return;
+/// The [`ADAPTIVE`] option's state: consecutive copied completions, and whether zerocopy
+/// is no longer asked for.
+#[derive(Clone, Copy, Debug, Default)]
+struct Adaptive {
+    enabled: bool,
+    streak: u32,
+    off: bool,
+}
+
+impl Adaptive {
+    /// `matched` completions with this copied bit arrived.
+    fn note(&mut self, copied: bool, matched: u32) {
+        if matched == 0 {
+            return;
+        }
+        if !copied {
+            self.streak = 0;
+            return;
+        }
+        self.streak = self.streak.saturating_add(matched);
+        if self.enabled && self.streak >= ADAPTIVE_AFTER {
+            self.off = true;
+        }
     }
-    if !copied {
-        *streak = 0;
-        return;
-    }
-    *streak = streak.saturating_add(matched);
-    if adaptive && *streak >= ADAPTIVE_AFTER {
-        *off = true;
+}
+
+/// One io_uring notification: to its request, and to the adaptive count; a notification
+/// for no request in flight is counted in `unexpected` and ignored.
+fn apply_notif(
+    tracker: &mut Tracker,
+    adaptive: &mut Adaptive,
+    unexpected: &mut u64,
+    n: uring::Notif,
+) {
+    if tracker.complete_notif(n.slot, n.copied) {
+        adaptive.note(n.copied, 1);
+    } else {
+        *unexpected += 1;
     }
 }
 
@@ -849,14 +854,17 @@ mod tests {
 
     #[test]
     fn adaptive_needs_a_streak() {
-        let (mut s, mut off) = (0, false);
-        note_copied(true, &mut s, &mut off, true, ADAPTIVE_AFTER - 1);
-        note_copied(true, &mut s, &mut off, false, 1);
-        assert!(!off);
-        note_copied(true, &mut s, &mut off, true, ADAPTIVE_AFTER);
-        assert!(off);
-        let (mut s, mut off) = (0, false);
-        note_copied(false, &mut s, &mut off, true, 100);
-        assert!(!off, "only with the ADAPTIVE flag");
+        let mut a = Adaptive {
+            enabled: true,
+            ..Adaptive::default()
+        };
+        a.note(true, ADAPTIVE_AFTER - 1);
+        a.note(false, 1);
+        assert!(!a.off);
+        a.note(true, ADAPTIVE_AFTER);
+        assert!(a.off);
+        let mut a = Adaptive::default();
+        a.note(true, 100);
+        assert!(!a.off, "only with the ADAPTIVE flag");
     }
 }

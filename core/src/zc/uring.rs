@@ -11,7 +11,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use io_uring::{cqueue, opcode, types, IoUring};
 use libc::{c_int, msghdr};
 
-use super::tracker::{SlotId, Tracker};
+use super::tracker::SlotId;
 
 /// `IORING_SEND_ZC_REPORT_USAGE` (include/uapi/linux/io_uring.h, 6.2): the notification
 /// reports whether the kernel copied.
@@ -264,9 +264,4 @@ impl Uring {
             Err(e) => Err(e),
         }
     }
-}
-
-/// Used by the tracker-facing code: applies a notification.
-pub fn apply(tracker: &mut Tracker, n: &Notif) -> bool {
-    tracker.complete_notif(n.slot, n.copied)
 }
