@@ -79,6 +79,37 @@ pub(crate) fn ret_unit(r: io::Result<()>) -> c_int {
     }
 }
 
+/// The common shape of an export on a handle: the panic guard, and `-EINVAL` for NULL.
+///
+/// # Safety
+/// `h` must be NULL or point to a live handle that nothing else uses during the call.
+pub(crate) unsafe fn with_handle<H, R: NegErrno>(h: *mut H, f: impl FnOnce(&mut H) -> R) -> R {
+    guard(R::neg(EIO), || {
+        // SAFETY: NULL or a live, unaliased handle per the caller's contract.
+        match unsafe { h.as_mut() } {
+            Some(h) => f(h),
+            None => R::neg(EINVAL),
+        }
+    })
+}
+
+/// The return types of exports (`int`, `ssize_t`): a failure is `-errno` in either.
+pub(crate) trait NegErrno {
+    fn neg(code: c_int) -> Self;
+}
+
+impl NegErrno for c_int {
+    fn neg(code: c_int) -> Self {
+        -code
+    }
+}
+
+impl NegErrno for ssize_t {
+    fn neg(code: c_int) -> Self {
+        -(code as ssize_t)
+    }
+}
+
 /// Borrows a caller-owned fd for the duration of a call (or of a handle).
 pub(crate) fn borrow(fd: c_int) -> Result<BorrowedFd<'static>, c_int> {
     if fd < 0 {

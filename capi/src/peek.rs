@@ -5,7 +5,7 @@ use std::io::IoSliceMut;
 use libc::{c_int, c_void, iovec, size_t, ssize_t, EINVAL, EIO};
 use lowcopy::{PeekMode, Peeker};
 
-use crate::{borrow, guard, iov_slice, neg, ret_size, ret_unit};
+use crate::{borrow, guard, iov_slice, neg, ret_size, ret_unit, with_handle};
 
 /// Peek mechanism: `SO_PEEK_OFF` where the socket family has it, else `LOWCOPY_PEEK_DISCARD`.
 /// Probed once per (family, protocol) and cached for the process. With `SO_PEEK_OFF`, a cursor
@@ -242,11 +242,7 @@ pub unsafe extern "C" fn lowcopy_peeker_peekv(
     iovcnt: c_int,
     flags: c_int,
 ) -> ssize_t {
-    guard(-EIO as ssize_t, || {
-        // SAFETY: NULL or a live, unaliased peeker per the caller's contract.
-        let Some(p) = (unsafe { p.as_mut() }) else {
-            return -EINVAL as ssize_t;
-        };
+    let run = |p: &mut lowcopy_peeker| {
         // SAFETY: forwarded caller contract.
         let iov = match unsafe { iov_slice(iov, iovcnt) } {
             Ok(v) => v,
@@ -254,7 +250,9 @@ pub unsafe extern "C" fn lowcopy_peeker_peekv(
         };
         // SAFETY: the iovecs describe writable memory per the caller's contract.
         ret_size(unsafe { p.inner.peek_iov(iov, flags) })
-    })
+    };
+    // SAFETY: `p` is NULL or a live, unaliased peeker per the caller's contract.
+    unsafe { with_handle(p, run) }
 }
 
 /// Moves the cursor to `offset` bytes after the head of the receive queue: back to
@@ -268,13 +266,9 @@ pub unsafe extern "C" fn lowcopy_peeker_peekv(
 /// `p` must be NULL or a live peeker.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_peeker_seek(p: *mut lowcopy_peeker, offset: size_t) -> c_int {
-    guard(-EIO, || {
-        // SAFETY: NULL or a live, unaliased peeker per the caller's contract.
-        let Some(p) = (unsafe { p.as_mut() }) else {
-            return -EINVAL;
-        };
-        ret_unit(p.inner.seek(offset))
-    })
+    let run = |p: &mut lowcopy_peeker| ret_unit(p.inner.seek(offset));
+    // SAFETY: `p` is NULL or a live, unaliased peeker per the caller's contract.
+    unsafe { with_handle(p, run) }
 }
 
 /// Drops up to `n` acknowledged bytes from the head of the receive queue and moves the cursor
@@ -287,13 +281,9 @@ pub unsafe extern "C" fn lowcopy_peeker_seek(p: *mut lowcopy_peeker, offset: siz
 /// `p` must be NULL or a live peeker.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_peeker_consume(p: *mut lowcopy_peeker, n: size_t) -> ssize_t {
-    guard(-EIO as ssize_t, || {
-        // SAFETY: NULL or a live, unaliased peeker per the caller's contract.
-        let Some(p) = (unsafe { p.as_mut() }) else {
-            return -EINVAL as ssize_t;
-        };
-        ret_size(p.inner.consume(n))
-    })
+    let run = |p: &mut lowcopy_peeker| ret_size(p.inner.consume(n));
+    // SAFETY: `p` is NULL or a live, unaliased peeker per the caller's contract.
+    unsafe { with_handle(p, run) }
 }
 
 /// Tells the peeker that `n` bytes left the head of the receive queue by another path
@@ -305,13 +295,9 @@ pub unsafe extern "C" fn lowcopy_peeker_consume(p: *mut lowcopy_peeker, n: size_
 /// `p` must be NULL or a live peeker.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_peeker_note_consumed(p: *mut lowcopy_peeker, n: size_t) -> c_int {
-    guard(-EIO, || {
-        // SAFETY: NULL or a live, unaliased peeker per the caller's contract.
-        let Some(p) = (unsafe { p.as_mut() }) else {
-            return -EINVAL;
-        };
-        ret_unit(p.inner.note_consumed(n))
-    })
+    let run = |p: &mut lowcopy_peeker| ret_unit(p.inner.note_consumed(n));
+    // SAFETY: `p` is NULL or a live, unaliased peeker per the caller's contract.
+    unsafe { with_handle(p, run) }
 }
 
 /// The cursor, in bytes after the head of the receive queue; 0 for NULL.
@@ -359,13 +345,9 @@ pub unsafe extern "C" fn lowcopy_peeker_set_lowat_armed(
     p: *mut lowcopy_peeker,
     on: c_int,
 ) -> c_int {
-    guard(-EIO, || {
-        // SAFETY: NULL or a live, unaliased peeker per the caller's contract.
-        let Some(p) = (unsafe { p.as_mut() }) else {
-            return -EINVAL;
-        };
-        ret_unit(p.inner.set_lowat_armed(on != 0))
-    })
+    let run = |p: &mut lowcopy_peeker| ret_unit(p.inner.set_lowat_armed(on != 0));
+    // SAFETY: `p` is NULL or a live, unaliased peeker per the caller's contract.
+    unsafe { with_handle(p, run) }
 }
 
 /// Writes the peeker's counters to `*out`; returns 0, or `-EINVAL` if either pointer is NULL.

@@ -6,7 +6,7 @@ use std::time::Duration;
 use libc::{c_int, c_void, size_t, ssize_t, EINVAL, EIO};
 use lowcopy::{RecvStats, ZeroCopyReceiver};
 
-use crate::{borrow, guard, neg, ret_size};
+use crate::{borrow, guard, neg, ret_size, with_handle};
 
 /// Counters of `lowcopy_recv_atleast_stats`, added to by every call (failed calls too: their
 /// syscalls happened). Zero it once, then pass it to each call.
@@ -290,11 +290,7 @@ pub unsafe extern "C" fn lowcopy_zcrx_recv(
     out: *mut lowcopy_zcrx_chunk,
     flags: c_int,
 ) -> ssize_t {
-    guard(-EIO as ssize_t, || {
-        // SAFETY: NULL or a live, unaliased receiver per the caller's contract.
-        let Some(r) = (unsafe { r.as_mut() }) else {
-            return -EINVAL as ssize_t;
-        };
+    let run = |r: &mut lowcopy_zcrx| {
         if out.is_null() {
             return -EINVAL as ssize_t;
         }
@@ -315,7 +311,9 @@ pub unsafe extern "C" fn lowcopy_zcrx_recv(
             }
             Err(e) => neg(e) as ssize_t,
         }
-    })
+    };
+    // SAFETY: `r` is NULL or a live, unaliased receiver per the caller's contract.
+    unsafe { with_handle(r, run) }
 }
 
 /// The receiver's window in bytes: the size given to `lowcopy_zcrx_new` rounded up to whole

@@ -3,7 +3,7 @@
 use libc::{c_int, c_void, iovec, msghdr, size_t, ssize_t, EINVAL, EIO};
 use lowcopy::zc::{self, Completion, ZcBackend, ZeroCopySender};
 
-use crate::{borrow, guard, iov_slice, neg, ret_size};
+use crate::{borrow, guard, iov_slice, neg, ret_size, with_handle};
 
 /// Backend: io_uring `SEND_ZC` where it works on this socket, else `MSG_ZEROCOPY` with the
 /// error queue where `SO_ZEROCOPY` works, else plain copies. Sockets with no zerocopy at all
@@ -220,11 +220,7 @@ pub unsafe extern "C" fn lowcopy_zc_sendv(
     flags: c_int,
     user_data: u64,
 ) -> ssize_t {
-    guard(-EIO as ssize_t, || {
-        // SAFETY: NULL or a live, unaliased sender per the caller's contract.
-        let Some(z) = (unsafe { z.as_mut() }) else {
-            return -EINVAL as ssize_t;
-        };
+    let run = |z: &mut lowcopy_zc| {
         // SAFETY: forwarded caller contract.
         let iov = match unsafe { iov_slice(iov, iovcnt) } {
             Ok(v) => v,
@@ -242,7 +238,9 @@ pub unsafe extern "C" fn lowcopy_zc_sendv(
                 user_data,
             )
         })
-    })
+    };
+    // SAFETY: `z` is NULL or a live, unaliased sender per the caller's contract.
+    unsafe { with_handle(z, run) }
 }
 
 /// `lowcopy_zc_send` from a `struct msghdr`: a destination address (`msg_name`, for UDP),
@@ -259,11 +257,7 @@ pub unsafe extern "C" fn lowcopy_zc_sendmsg(
     flags: c_int,
     user_data: u64,
 ) -> ssize_t {
-    guard(-EIO as ssize_t, || {
-        // SAFETY: NULL or a live, unaliased sender per the caller's contract.
-        let Some(z) = (unsafe { z.as_mut() }) else {
-            return -EINVAL as ssize_t;
-        };
+    let run = |z: &mut lowcopy_zc| {
         // SAFETY: NULL or a valid msghdr per the caller's contract.
         let Some(m) = (unsafe { msg.as_ref() }) else {
             return -EINVAL as ssize_t;
@@ -288,7 +282,9 @@ pub unsafe extern "C" fn lowcopy_zc_sendmsg(
                 user_data,
             )
         })
-    })
+    };
+    // SAFETY: `z` is NULL or a live, unaliased sender per the caller's contract.
+    unsafe { with_handle(z, run) }
 }
 
 /// Sends like `lowcopy_zc_sendv`, then writes up to `cap` completions that are ready to
@@ -315,11 +311,7 @@ pub unsafe extern "C" fn lowcopy_zc_send_reap(
     cap: size_t,
     n_out: *mut size_t,
 ) -> ssize_t {
-    guard(-EIO as ssize_t, || {
-        // SAFETY: NULL or a live, unaliased sender per the caller's contract.
-        let Some(z) = (unsafe { z.as_mut() }) else {
-            return -EINVAL as ssize_t;
-        };
+    let run = |z: &mut lowcopy_zc| {
         if n_out.is_null() || (out.is_null() && cap > 0) {
             return -EINVAL as ssize_t;
         }
@@ -339,7 +331,9 @@ pub unsafe extern "C" fn lowcopy_zc_send_reap(
             }
             Err(e) => neg(e) as ssize_t,
         }
-    })
+    };
+    // SAFETY: `z` is NULL or a live, unaliased sender per the caller's contract.
+    unsafe { with_handle(z, run) }
 }
 
 /// Views the caller's completion array as the core's type (same layout).
@@ -369,18 +363,16 @@ pub unsafe extern "C" fn lowcopy_zc_reap(
     out: *mut lowcopy_zc_completion,
     cap: size_t,
 ) -> ssize_t {
-    guard(-EIO as ssize_t, || {
-        // SAFETY: NULL or a live, unaliased sender per the caller's contract.
-        let Some(z) = (unsafe { z.as_mut() }) else {
-            return -EINVAL as ssize_t;
-        };
+    let run = |z: &mut lowcopy_zc| {
         if out.is_null() && cap > 0 {
             return -EINVAL as ssize_t;
         }
         // SAFETY: writable for `cap` entries per the caller's contract.
         let out = unsafe { completions(out, cap) };
         ret_size(z.inner.reap(out))
-    })
+    };
+    // SAFETY: `z` is NULL or a live, unaliased sender per the caller's contract.
+    unsafe { with_handle(z, run) }
 }
 
 /// Waits up to `timeout_ms` milliseconds (-1: no limit; 0: just check) until a completion is
@@ -397,16 +389,12 @@ pub unsafe extern "C" fn lowcopy_zc_reap(
 /// `z` must be NULL or a live sender.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_zc_wait(z: *mut lowcopy_zc, timeout_ms: c_int) -> c_int {
-    guard(-EIO, || {
-        // SAFETY: NULL or a live, unaliased sender per the caller's contract.
-        let Some(z) = (unsafe { z.as_mut() }) else {
-            return -EINVAL;
-        };
-        match z.inner.wait(timeout_ms) {
-            Ok(n) => n.min(c_int::MAX as usize) as c_int,
-            Err(e) => neg(e),
-        }
-    })
+    let run = |z: &mut lowcopy_zc| match z.inner.wait(timeout_ms) {
+        Ok(n) => n.min(c_int::MAX as usize) as c_int,
+        Err(e) => neg(e),
+    };
+    // SAFETY: `z` is NULL or a live, unaliased sender per the caller's contract.
+    unsafe { with_handle(z, run) }
 }
 
 /// Sends whose completion has not arrived yet; 0 for NULL.
