@@ -227,17 +227,7 @@ pub unsafe extern "C" fn lowcopy_zc_sendv(
             Err(e) => return e as ssize_t,
         };
         // SAFETY: the iovecs describe readable memory per the caller's contract.
-        ret_size(unsafe {
-            z.inner.send_iov(
-                iov,
-                std::ptr::null(),
-                0,
-                std::ptr::null(),
-                0,
-                flags,
-                user_data,
-            )
-        })
+        ret_size(unsafe { z.inner.send_iov(iov, flags, user_data) })
     };
     // SAFETY: `z` is NULL or a live, unaliased sender per the caller's contract.
     unsafe { with_handle(z, run) }
@@ -272,7 +262,7 @@ pub unsafe extern "C" fn lowcopy_zc_sendmsg(
         };
         // SAFETY: name, control and iovecs are valid per the caller's contract.
         ret_size(unsafe {
-            z.inner.send_iov(
+            z.inner.send_msg(
                 iov,
                 m.msg_name,
                 m.msg_namelen,

@@ -241,7 +241,7 @@ fn icmp_errors_on_the_error_queue_are_not_completions() {
     for i in 0..20u64 {
         // SAFETY: the iovec and the address outlive the call; `buf` outlives the sender.
         let r = unsafe {
-            zc.send_iov(
+            zc.send_msg(
                 &iov,
                 (&sa as *const libc::sockaddr_in).cast(),
                 std::mem::size_of_val(&sa) as _,

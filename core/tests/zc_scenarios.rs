@@ -171,7 +171,7 @@ impl<'a> Run<'a> {
             .map_or((std::ptr::null(), 0), |d| (d.0.as_ptr().cast(), d.1));
         let zc = self.zc.as_mut().expect("no sender");
         // SAFETY: the iovecs cover buffers that outlive the sender; the address outlives the call.
-        let r = unsafe { zc.send_iov(&iov, name, namelen, std::ptr::null(), 0, flags, ud) };
+        let r = unsafe { zc.send_msg(&iov, name, namelen, std::ptr::null(), 0, flags, ud) };
         if let Ok(n) = r {
             if n > 0 {
                 assert!(

@@ -306,17 +306,22 @@ impl<'fd> ZeroCopySender<'fd> {
         // the kernel only reads the buffers.
         let iov = unsafe { std::slice::from_raw_parts(bufs.as_ptr().cast::<iovec>(), bufs.len()) };
         // SAFETY: the iovecs describe the caller's readable buffers.
-        unsafe {
-            self.send_iov(
-                iov,
-                std::ptr::null(),
-                0,
-                std::ptr::null(),
-                0,
-                flags,
-                user_data,
-            )
-        }
+        unsafe { self.send_iov(iov, flags, user_data) }
+    }
+
+    /// [`ZeroCopySender::send`] over raw iovecs (the C ABI's `sendv` entry point).
+    ///
+    /// # Safety
+    /// The iovecs must describe readable memory that stays unmodified until the completion.
+    pub unsafe fn send_iov(
+        &mut self,
+        iov: &[iovec],
+        flags: c_int,
+        user_data: u64,
+    ) -> io::Result<usize> {
+        let null = std::ptr::null();
+        // SAFETY: forwarded caller guarantees; no name, no control data.
+        unsafe { self.send_msg(iov, null, 0, null, 0, flags, user_data) }
     }
 
     /// [`ZeroCopySender::send`] with a destination address and control messages, from raw
@@ -327,7 +332,7 @@ impl<'fd> ZeroCopySender<'fd> {
     /// `name` (`namelen` bytes) and `control` (`controllen` bytes) must be valid for the call
     /// (or null with length 0).
     #[allow(clippy::too_many_arguments)]
-    pub unsafe fn send_iov(
+    pub unsafe fn send_msg(
         &mut self,
         iov: &[iovec],
         name: *const libc::c_void,
@@ -383,7 +388,7 @@ impl<'fd> ZeroCopySender<'fd> {
     /// collected, since they release it, and the send retried once, then made by copy.
     ///
     /// # Safety
-    /// As [`ZeroCopySender::send_iov`].
+    /// As [`ZeroCopySender::send_msg`].
     unsafe fn send_plain(
         &mut self,
         slot: SlotId,
@@ -445,7 +450,7 @@ impl<'fd> ZeroCopySender<'fd> {
     /// signal interrupts, and sends the rest as further requests of the same completion.
     ///
     /// # Safety
-    /// As [`ZeroCopySender::send_iov`].
+    /// As [`ZeroCopySender::send_msg`].
     unsafe fn send_uring(
         &mut self,
         slot: SlotId,
@@ -496,7 +501,7 @@ impl<'fd> ZeroCopySender<'fd> {
     /// notification); records what the kernel accepted and whether a notification follows.
     ///
     /// # Safety
-    /// As [`ZeroCopySender::send_iov`].
+    /// As [`ZeroCopySender::send_msg`].
     unsafe fn uring_once(
         &mut self,
         slot: SlotId,
@@ -648,7 +653,7 @@ impl<'fd> ZeroCopySender<'fd> {
     /// [`ZeroCopySender::send_reap`] over raw iovecs (the C ABI's entry point).
     ///
     /// # Safety
-    /// As [`ZeroCopySender::send_iov`].
+    /// As [`ZeroCopySender::send_msg`].
     pub unsafe fn send_reap_iov(
         &mut self,
         iov: &[iovec],
@@ -657,17 +662,7 @@ impl<'fd> ZeroCopySender<'fd> {
         out: &mut [Completion],
     ) -> io::Result<(usize, usize)> {
         // SAFETY: forwarded caller guarantees.
-        let n = unsafe {
-            self.send_iov(
-                iov,
-                std::ptr::null(),
-                0,
-                std::ptr::null(),
-                0,
-                flags,
-                user_data,
-            )
-        }?;
+        let n = unsafe { self.send_iov(iov, flags, user_data) }?;
         Ok((n, self.after_send_reap(out)?))
     }
 
