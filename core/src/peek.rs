@@ -441,7 +441,8 @@ impl<'fd> Peeker<'fd> {
         unsafe { self.peek_iov(iov, flags) }
     }
 
-    /// [`Peeker::peek`] over raw iovecs (the C ABI's entry point).
+    /// [`Peeker::peek`] over raw iovecs (the C ABI's entry point); results and errors as
+    /// [`Peeker::peek`].
     ///
     /// # Safety
     /// Every iovec must describe memory valid for writes of its length during the call.
@@ -649,6 +650,7 @@ impl<'fd> Peeker<'fd> {
     /// `n` (never below 0), as [`Peeker::consume`] would move it, with no syscall: both of
     /// those paths lower the kernel's `SO_PEEK_OFF` by what they take (the receiver corrects
     /// the kernel, which forgets to for mapped bytes), so cursor and kernel stay together.
+    /// Errors: only with the low-water mark armed, its `setsockopt` errors.
     pub fn note_consumed(&mut self, n: usize) -> io::Result<()> {
         self.cursor = self.cursor.saturating_sub(n);
         if let KernelOff::At(k) = self.kernel_off {

@@ -309,7 +309,8 @@ impl<'fd> ZeroCopySender<'fd> {
         unsafe { self.send_iov(iov, flags, user_data) }
     }
 
-    /// [`ZeroCopySender::send`] over raw iovecs (the C ABI's `sendv` entry point).
+    /// [`ZeroCopySender::send`] over raw iovecs (the C ABI's `sendv` entry point); results and
+    /// errors as [`ZeroCopySender::send`].
     ///
     /// # Safety
     /// The iovecs must describe readable memory that stays unmodified until the completion.
@@ -325,7 +326,8 @@ impl<'fd> ZeroCopySender<'fd> {
     }
 
     /// [`ZeroCopySender::send`] with a destination address and control messages, from raw
-    /// parts (the C ABI's `sendmsg` entry point).
+    /// parts (the C ABI's `sendmsg` entry point); results and errors as
+    /// [`ZeroCopySender::send`] (a bad address: the kernel's `EINVAL`, `EAFNOSUPPORT`, ...).
     ///
     /// # Safety
     /// The iovecs must describe readable memory that stays unmodified until the completion;
@@ -618,7 +620,9 @@ impl<'fd> ZeroCopySender<'fd> {
         Ok(())
     }
 
-    /// Moves ready completions into `out` without blocking; returns how many.
+    /// Moves ready completions into `out` without blocking; returns how many (the oldest
+    /// first). Errors: error-queue read errors; `EEXIST` on io_uring from a thread other than
+    /// the first that sent.
     pub fn reap(&mut self, out: &mut [Completion]) -> io::Result<usize> {
         if self.tracker.ready() < out.len() && self.tracker.inflight() > 0 {
             self.collect()?;
