@@ -516,6 +516,10 @@ impl<'fd> Peeker<'fd> {
         let skip = self.cursor;
         let mut space = [MaybeUninit::<iovec>::uninit(); IOV_MAX];
         let iov = discard_iov(&mut space, skip, user)?;
+        // Set once the peer's FIN was seen *before* a peek: only a peek made after it shows
+        // the final queue. Bytes can arrive between a peek and the shutdown check, followed
+        // by the FIN; calling that end of stream lost them (the relay test caught it on CI).
+        let mut shut_before_peek = false;
         loop {
             self.stats.syscalls += 1;
             // SAFETY: scratch iovecs are always writable; the rest is the caller's guarantee.
@@ -525,13 +529,16 @@ impl<'fd> Peeker<'fd> {
                 return Ok(n - skip);
             }
             self.stats.bytes_skipped_copied += n as u64;
-            if n == 0 {
-                // Only a blocking recv returns 0 on an empty queue: end of stream.
+            if n == 0 || shut_before_peek {
+                // 0: only a blocking recv returns 0 on an empty queue, at end of stream.
                 return Ok(0);
             }
+            #[cfg(test)]
+            tests::after_discard_peek();
             // Everything queued lies before the cursor. End of stream, or wait for more.
             if self.peer_shut_down()? {
-                return Ok(0);
+                shut_before_peek = true;
+                continue; // peek once more: what came in before the FIN is still to be read
             }
             if flags & libc::MSG_DONTWAIT != 0 || self.fd_nonblocking()? {
                 return Err(errno(libc::EAGAIN));
@@ -796,6 +803,63 @@ fn discard_iov<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::RefCell;
+    use std::io::Write;
+    use std::net::{TcpListener, TcpStream};
+    use std::os::fd::AsFd;
+
+    thread_local! {
+        /// Runs in `peek_discard` between a peek that found nothing past the cursor and the
+        /// shutdown check: the window a peer's last bytes and FIN can fall into.
+        static AFTER_DISCARD_PEEK: RefCell<Option<Box<dyn FnMut()>>> = RefCell::new(None);
+    }
+
+    pub(super) fn after_discard_peek() {
+        AFTER_DISCARD_PEEK.with(|h| {
+            if let Some(f) = h.borrow_mut().as_mut() {
+                f();
+            }
+        });
+    }
+
+    fn tcp_pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        (c, s)
+    }
+
+    /// The last bytes and the FIN land after a discard peek found nothing past the cursor
+    /// and before the peeker looks for the FIN: they must be returned, then end of stream.
+    #[test]
+    fn bytes_arriving_with_the_fin_after_an_empty_discard_peek_are_not_lost() {
+        let (mut client, server) = tcp_pair();
+        client.write_all(b"head").unwrap();
+        let mut p = Peeker::new(server.as_fd(), PeekMode::Discard).unwrap();
+        let mut buf = [0u8; 64];
+        let dontwait = libc::MSG_DONTWAIT;
+        assert_eq!(
+            p.peek(&mut [IoSliceMut::new(&mut buf)], dontwait).unwrap(),
+            4
+        );
+        let mut peer = Some(client);
+        AFTER_DISCARD_PEEK.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move || {
+                if let Some(mut c) = peer.take() {
+                    c.write_all(b"tail").unwrap();
+                    c.shutdown(std::net::Shutdown::Write).unwrap();
+                    // Loopback queues both in these calls; leave the FIN time anyway.
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            }))
+        });
+        let n = p.peek(&mut [IoSliceMut::new(&mut buf)], dontwait);
+        AFTER_DISCARD_PEEK.with(|h| *h.borrow_mut() = None);
+        assert_eq!(n.unwrap(), 4, "the bytes that came with the FIN");
+        assert_eq!(&buf[..4], b"tail");
+        assert_eq!(p.peek(&mut [IoSliceMut::new(&mut buf)], 0).unwrap(), 0);
+        assert_eq!(p.offset(), 8);
+    }
 
     #[test]
     fn mode_from_u32() {
