@@ -435,10 +435,10 @@ int lowcopy_peek_supported(int fd);
  * with a live `lowcopy_peeker` on the same fd. Costs 2-3 `getsockopt` besides the peek; use a
  * `lowcopy_peeker` on the data path.
  *
- * Errors: `-EINVAL` (`buf` NULL, `len` 0, flags other than `MSG_DONTWAIT`), `-EBADF`,
- * `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `-EOVERFLOW`
- * (`offset` above `INT_MAX` for `SO_PEEK_OFF`, or above 1023 x 64 KiB for the discard
- * prefix: never truncated), `-ECONNRESET` and other `recvmsg` errors.
+ * Errors: `-EINVAL` (`buf` NULL, `len` 0 or above `SSIZE_MAX`, flags other than
+ * `MSG_DONTWAIT`), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream
+ * socket), `-EOVERFLOW` (`offset` above `INT_MAX` for `SO_PEEK_OFF`, or above 1023 x 64 KiB
+ * for the discard prefix: never truncated), `-ECONNRESET` and other `recvmsg` errors.
  *
  * # Safety
  * `buf` must be NULL or writable for `len` bytes.
@@ -493,9 +493,9 @@ int lowcopy_peeker_new(int fd, uint32_t mode, struct lowcopy_peeker **out);
  * `SO_RCVLOWAT` is above 1 makes the kernel wait for that many bytes beyond the cursor, as
  * recv does), or with `-EINTR` on a signal and `-EAGAIN` when `SO_RCVTIMEO` runs out.
  *
- * Errors: `-EINVAL` (`p` or `buf` NULL, `len` 0, flags other than `MSG_DONTWAIT`),
- * `-EOVERFLOW` (cursor beyond the mechanism's reach), `-ECONNRESET`, `-EINTR` and other
- * `recvmsg` errors.
+ * Errors: `-EINVAL` (`p` or `buf` NULL, `len` 0 or above `SSIZE_MAX`, flags other than
+ * `MSG_DONTWAIT`), `-EOVERFLOW` (cursor beyond the mechanism's reach), `-ECONNRESET`, `-EINTR`
+ * and other `recvmsg` errors.
  *
  * # Safety
  * `p` must be NULL or a live peeker; `buf` NULL or writable for `len` bytes.
@@ -690,8 +690,8 @@ ssize_t lowcopy_recv_atleast_stats(int fd,
  * Errors (the socket is checked before the window): `-EINVAL` (`out` NULL, `window` 0 or
  * above 1 GiB), `-EBADF`, `-ENOTSOCK`,
  * `-EOPNOTSUPP` (not TCP over IPv4/IPv6: UDP, AF_UNIX, MPTCP...; or no
- * `TCP_ZEROCOPY_RECEIVE` in this kernel), `-ENOTCONN` (a listening socket), `-ENOMEM`, and
- * `mmap` errors.
+ * `TCP_ZEROCOPY_RECEIVE` in this kernel), `-ENOTCONN` (not connected: listening, never
+ * connected, still connecting, or reset), `-ENOMEM`, and `mmap` errors.
  *
  * # Safety
  * `out` must be NULL or writable for one pointer.
@@ -784,9 +784,12 @@ int lowcopy_zc_new(int fd, uint32_t backend, uint32_t flags, struct lowcopy_zc *
  * non-blocking one accepts what fits; a datagram is one send (a zero-length datagram too: it
  * returns 0 and gets no completion). Never waits for a completion. `ENOBUFS` from a zerocopy
  * send is handled inside (reap, retry, copy). The io_uring backend cancels its request on a
- * signal (returning what went, or `-EINTR`) and does not honour `SO_SNDTIMEO`.
+ * signal (returning what went, or `-EINTR`) and does not honour `SO_SNDTIMEO`; after an
+ * `-EAGAIN` it asks `poll(POLLOUT)` before queueing the next request (a failed SEND_ZC still
+ * posts a notification, which the kernel may hold until the peer acks earlier data), so
+ * retrying a full socket costs a poll and no request slot.
  *
- * Errors: `-EINVAL` (`z` or `buf` NULL, flags), `-EBUSY` (`LOWCOPY_ZC_MAX_PENDING` requests
+ * Errors: `-EINVAL` (`z` or `buf` NULL, flags, `len` above `SSIZE_MAX`), `-EBUSY` (`LOWCOPY_ZC_MAX_PENDING` requests
  * not reaped: reap first), `-EEXIST` (io_uring backend called from a thread other than the
  * first that sent), `-EIO` (io_uring ring retired after it failed to take a request), the
  * socket's send errors (`-EAGAIN`, `-EINTR`, `-EPIPE`, `-ECONNRESET`, `-EMSGSIZE`,
@@ -819,7 +822,8 @@ ssize_t lowcopy_zc_sendv(struct lowcopy_zc *z,
 /**
  * `lowcopy_zc_send` from a `struct msghdr`: a destination address (`msg_name`, for UDP),
  * iovecs, and control messages (for example `UDP_SEGMENT`). `msg_flags` is ignored. Errors
- * as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `msg`.
+ * as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `msg` and `-EFAULT` for a NULL `msg_name`
+ * or `msg_control` with a non-zero length (as `sendmsg(2)`, whatever the backend).
  *
  * # Safety
  * `z` must be NULL or a live sender; `msg` NULL or a valid msghdr whose iovecs stay readable
@@ -858,7 +862,8 @@ ssize_t lowcopy_zc_send_reap(struct lowcopy_zc *z,
  * blocks: collects what the kernel has reported (one error-queue read while sends are in
  * flight; no syscall for io_uring and copy).
  *
- * Errors: `-EINVAL` (`z` NULL, `out` NULL with `cap > 0`), error-queue read errors.
+ * Errors: `-EINVAL` (`z` NULL, `out` NULL with `cap > 0`), `-EEXIST` (io_uring backend from
+ * another thread than the first that sent), error-queue read errors.
  *
  * # Safety
  * `z` must be NULL or a live sender; `out` NULL or writable for `cap` completions.
@@ -883,7 +888,8 @@ int lowcopy_zc_wait(struct lowcopy_zc *z,
                     int timeout_ms);
 
 /**
- * Sends whose completion has not arrived yet; 0 for NULL.
+ * Sends that accepted bytes and whose completion has not arrived yet (ready but unreaped
+ * completions are not counted; failed sends never are); 0 for NULL.
  *
  * # Safety
  * `z` must be NULL or a live sender.

@@ -76,10 +76,10 @@ pub extern "C" fn lowcopy_peek_supported(fd: c_int) -> c_int {
 /// with a live `lowcopy_peeker` on the same fd. Costs 2-3 `getsockopt` besides the peek; use a
 /// `lowcopy_peeker` on the data path.
 ///
-/// Errors: `-EINVAL` (`buf` NULL, `len` 0, flags other than `MSG_DONTWAIT`), `-EBADF`,
-/// `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `-EOVERFLOW`
-/// (`offset` above `INT_MAX` for `SO_PEEK_OFF`, or above 1023 x 64 KiB for the discard
-/// prefix: never truncated), `-ECONNRESET` and other `recvmsg` errors.
+/// Errors: `-EINVAL` (`buf` NULL, `len` 0 or above `SSIZE_MAX`, flags other than
+/// `MSG_DONTWAIT`), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream
+/// socket), `-EOVERFLOW` (`offset` above `INT_MAX` for `SO_PEEK_OFF`, or above 1023 x 64 KiB
+/// for the discard prefix: never truncated), `-ECONNRESET` and other `recvmsg` errors.
 ///
 /// # Safety
 /// `buf` must be NULL or writable for `len` bytes.
@@ -205,9 +205,9 @@ pub unsafe extern "C" fn lowcopy_peeker_new(
 /// `SO_RCVLOWAT` is above 1 makes the kernel wait for that many bytes beyond the cursor, as
 /// recv does), or with `-EINTR` on a signal and `-EAGAIN` when `SO_RCVTIMEO` runs out.
 ///
-/// Errors: `-EINVAL` (`p` or `buf` NULL, `len` 0, flags other than `MSG_DONTWAIT`),
-/// `-EOVERFLOW` (cursor beyond the mechanism's reach), `-ECONNRESET`, `-EINTR` and other
-/// `recvmsg` errors.
+/// Errors: `-EINVAL` (`p` or `buf` NULL, `len` 0 or above `SSIZE_MAX`, flags other than
+/// `MSG_DONTWAIT`), `-EOVERFLOW` (cursor beyond the mechanism's reach), `-ECONNRESET`, `-EINTR`
+/// and other `recvmsg` errors.
 ///
 /// # Safety
 /// `p` must be NULL or a live peeker; `buf` NULL or writable for `len` bytes.

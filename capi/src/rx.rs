@@ -229,8 +229,8 @@ pub struct lowcopy_zcrx_recv_stats {
 /// Errors (the socket is checked before the window): `-EINVAL` (`out` NULL, `window` 0 or
 /// above 1 GiB), `-EBADF`, `-ENOTSOCK`,
 /// `-EOPNOTSUPP` (not TCP over IPv4/IPv6: UDP, AF_UNIX, MPTCP...; or no
-/// `TCP_ZEROCOPY_RECEIVE` in this kernel), `-ENOTCONN` (a listening socket), `-ENOMEM`, and
-/// `mmap` errors.
+/// `TCP_ZEROCOPY_RECEIVE` in this kernel), `-ENOTCONN` (not connected: listening, never
+/// connected, still connecting, or reset), `-ENOMEM`, and `mmap` errors.
 ///
 /// # Safety
 /// `out` must be NULL or writable for one pointer.

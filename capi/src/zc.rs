@@ -176,9 +176,12 @@ pub unsafe extern "C" fn lowcopy_zc_new(
 /// non-blocking one accepts what fits; a datagram is one send (a zero-length datagram too: it
 /// returns 0 and gets no completion). Never waits for a completion. `ENOBUFS` from a zerocopy
 /// send is handled inside (reap, retry, copy). The io_uring backend cancels its request on a
-/// signal (returning what went, or `-EINTR`) and does not honour `SO_SNDTIMEO`.
+/// signal (returning what went, or `-EINTR`) and does not honour `SO_SNDTIMEO`; after an
+/// `-EAGAIN` it asks `poll(POLLOUT)` before queueing the next request (a failed SEND_ZC still
+/// posts a notification, which the kernel may hold until the peer acks earlier data), so
+/// retrying a full socket costs a poll and no request slot.
 ///
-/// Errors: `-EINVAL` (`z` or `buf` NULL, flags), `-EBUSY` (`LOWCOPY_ZC_MAX_PENDING` requests
+/// Errors: `-EINVAL` (`z` or `buf` NULL, flags, `len` above `SSIZE_MAX`), `-EBUSY` (`LOWCOPY_ZC_MAX_PENDING` requests
 /// not reaped: reap first), `-EEXIST` (io_uring backend called from a thread other than the
 /// first that sent), `-EIO` (io_uring ring retired after it failed to take a request), the
 /// socket's send errors (`-EAGAIN`, `-EINTR`, `-EPIPE`, `-ECONNRESET`, `-EMSGSIZE`,
@@ -235,7 +238,8 @@ pub unsafe extern "C" fn lowcopy_zc_sendv(
 
 /// `lowcopy_zc_send` from a `struct msghdr`: a destination address (`msg_name`, for UDP),
 /// iovecs, and control messages (for example `UDP_SEGMENT`). `msg_flags` is ignored. Errors
-/// as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `msg`.
+/// as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `msg` and `-EFAULT` for a NULL `msg_name`
+/// or `msg_control` with a non-zero length (as `sendmsg(2)`, whatever the backend).
 ///
 /// # Safety
 /// `z` must be NULL or a live sender; `msg` NULL or a valid msghdr whose iovecs stay readable
@@ -343,7 +347,8 @@ unsafe fn completions<'a>(out: *mut lowcopy_zc_completion, cap: size_t) -> &'a m
 /// blocks: collects what the kernel has reported (one error-queue read while sends are in
 /// flight; no syscall for io_uring and copy).
 ///
-/// Errors: `-EINVAL` (`z` NULL, `out` NULL with `cap > 0`), error-queue read errors.
+/// Errors: `-EINVAL` (`z` NULL, `out` NULL with `cap > 0`), `-EEXIST` (io_uring backend from
+/// another thread than the first that sent), error-queue read errors.
 ///
 /// # Safety
 /// `z` must be NULL or a live sender; `out` NULL or writable for `cap` completions.
@@ -387,7 +392,8 @@ pub unsafe extern "C" fn lowcopy_zc_wait(z: *mut lowcopy_zc, timeout_ms: c_int) 
     unsafe { with_handle(z, run) }
 }
 
-/// Sends whose completion has not arrived yet; 0 for NULL.
+/// Sends that accepted bytes and whose completion has not arrived yet (ready but unreaped
+/// completions are not counted; failed sends never are); 0 for NULL.
 ///
 /// # Safety
 /// `z` must be NULL or a live sender.

@@ -461,10 +461,11 @@ impl<'fd> Peeker<'fd> {
         }
         let r = match self.mech {
             // AUTO: a small cursor the kernel's offset is not at costs less as a discard
-            // prefix (one recvmsg copying <= 4 KiB more) than as setsockopt + recvmsg.
+            // prefix (one recvmsg copying <= 4 KiB more) than as setsockopt + recvmsg, when
+            // the prefix's iovec fits beside the caller's.
             Mechanism::Offset
                 if self.auto
-                    && self.cursor <= AUTO_DISCARD_MAX
+                    && self.cursor <= AUTO_DISCARD_MAX.min(discard_max(iov.len()))
                     && self.kernel_off != KernelOff::At(self.cursor) =>
             {
                 self.disable_peek_off()?;

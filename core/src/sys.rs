@@ -54,6 +54,23 @@ pub fn getsockopt_int(fd: BorrowedFd<'_>, level: c_int, name: c_int) -> io::Resu
     cvt(ret).map(|_| val)
 }
 
+/// `getpeername` for its answer only: `ENOTCONN` unless the socket is connected (a listening,
+/// never-connected, still-connecting or reset TCP socket).
+pub fn check_connected(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: all-zero is a valid sockaddr_storage.
+    let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = size_of::<libc::sockaddr_storage>() as socklen_t;
+    // SAFETY: `addr` and `len` are live locals; the kernel writes at most `len` bytes.
+    let ret = unsafe {
+        libc::getpeername(
+            fd.as_raw_fd(),
+            (&mut addr as *mut libc::sockaddr_storage).cast(),
+            &mut len,
+        )
+    };
+    cvt(ret).map(drop)
+}
+
 pub fn setsockopt_int(fd: BorrowedFd<'_>, level: c_int, name: c_int, val: c_int) -> io::Result<()> {
     // SAFETY: the kernel reads exactly size_of::<c_int>() bytes from a live local.
     let ret = unsafe {

@@ -163,7 +163,8 @@ impl<'fd> ZeroCopyReceiver<'fd> {
     ///
     /// Errors: `EINVAL` (`window` 0 or above [`WINDOW_MAX`]), `EBADF`, `ENOTSOCK`,
     /// `EOPNOTSUPP` (not TCP over IPv4/IPv6, e.g. UDP, AF_UNIX, MPTCP; or a kernel without
-    /// `TCP_ZEROCOPY_RECEIVE`), `ENOTCONN` (a listening socket), `ENOMEM`, and `mmap` errors.
+    /// `TCP_ZEROCOPY_RECEIVE`), `ENOTCONN` (not connected: listening, never connected, still
+    /// connecting, or reset), `ENOMEM`, and `mmap` errors.
     pub fn new(fd: BorrowedFd<'fd>, window: usize) -> io::Result<Self> {
         check_tcp(fd)?;
         if window == 0 || window > WINDOW_MAX {
@@ -614,9 +615,7 @@ fn check_tcp(fd: BorrowedFd<'_>) -> io::Result<()> {
     if !inet || ty != libc::SOCK_STREAM || proto != libc::IPPROTO_TCP {
         return Err(errno(libc::EOPNOTSUPP));
     }
-    if sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_ACCEPTCONN)? != 0 {
-        // The kernel's own answer for TCP_ZEROCOPY_RECEIVE on a listener.
-        return Err(errno(libc::ENOTCONN));
-    }
-    Ok(())
+    // ENOTCONN for a listener (the kernel's own answer for TCP_ZEROCOPY_RECEIVE there) and
+    // for a socket not connected yet, which TCP_ZEROCOPY_RECEIVE would let through.
+    sys::check_connected(fd)
 }

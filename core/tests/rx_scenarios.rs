@@ -475,6 +475,17 @@ fn run_one(sc: &Value, transport: &str) {
             let (keep, _) = odd_fd(transport);
             (keep, None, None)
         }
+        "tcp4_unconnected" => {
+            // SAFETY: plain socket(2); the result is checked before it is owned.
+            let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
+            assert!(fd >= 0, "socket: {}", io::Error::last_os_error());
+            // SAFETY: a fresh fd that nothing else owns.
+            (
+                Some(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }),
+                None,
+                None,
+            )
+        }
         t => panic!("unknown transport {t}"),
     };
     let mut run = Run {

@@ -141,6 +141,14 @@ impl<'a> Run<'a> {
                 let r = self.peeker().peek(&mut [IoSliceMut::new(&mut buf)], flags);
                 expect_result(step, r, &buf, ctx);
             }
+            "peekv" => {
+                // `len` iovecs of one byte each (1024 = IOV_MAX: no room for a prefix iovec).
+                let mut buf = vec![0u8; u("len")];
+                let mut iov: Vec<IoSliceMut> = buf.chunks_mut(1).map(IoSliceMut::new).collect();
+                let r = self.peeker().peek(&mut iov, flags);
+                drop(iov);
+                expect_result(step, r, &buf, ctx);
+            }
             "peek_at" => {
                 let mut buf = vec![0u8; u("len")];
                 let r = lowcopy::peek_at(

@@ -341,17 +341,44 @@ fn io_uring_ring_belongs_to_the_first_sending_thread() {
     // another thread, which then owns it; any other thread is refused with EEXIST.
     let p = pair("tcp4");
     let mut zc = ZeroCopySender::new(p.sock.as_fd(), ZcBackend::IoUring, 0).unwrap();
-    let buf = [1u8; 100];
-    std::thread::scope(|s| {
-        s.spawn(|| assert_eq!(zc.send(&[IoSlice::new(&buf)], 0, 1).unwrap(), 100))
-            .join()
-            .unwrap();
+    let buf = vec![1u8; 65536];
+    // The owner fills the socket (the peer does not read), so sends stay in flight.
+    let sent = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut sent = 0;
+            loop {
+                match zc.send(&[IoSlice::new(&buf)], libc::MSG_DONTWAIT, sent) {
+                    Ok(_) => sent += 1,
+                    Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return sent,
+                    Err(e) => panic!("owner's send: {e}"),
+                }
+            }
+        })
+        .join()
+        .unwrap()
     });
-    let e = zc.send(&[IoSlice::new(&buf)], 0, 2).unwrap_err();
+    assert!(
+        sent > 0 && zc.inflight() > 0,
+        "sent {sent}, {} in flight",
+        zc.inflight()
+    );
+    let before = zc.stats();
+    let e = zc.send(&[IoSlice::new(&buf)], 0, 1000).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EEXIST));
-    assert_eq!(zc.stats().sends, 1, "the refused send left nothing behind");
-    // Its SQE was never queued: the owner's ring holds only the first send.
-    assert!(zc.inflight() <= 1);
+    // Reading the ring is the owner's too: reap, send_reap and wait (any timeout) refuse.
+    let mut out = [Completion::default(); 4];
+    let refused = |r: std::io::Result<usize>| r.unwrap_err().raw_os_error();
+    assert_eq!(refused(zc.reap(&mut out)), Some(libc::EEXIST));
+    assert_eq!(refused(zc.wait(0)), Some(libc::EEXIST));
+    assert_eq!(refused(zc.wait(50)), Some(libc::EEXIST));
+    let r = zc.send_reap(&[IoSlice::new(&buf)], 0, 1001, &mut out);
+    assert_eq!(r.unwrap_err().raw_os_error(), Some(libc::EEXIST));
+    // The refused calls left nothing behind: no SQE was queued.
+    let after = zc.stats();
+    assert_eq!(
+        (after.sends, after.syscalls_send),
+        (before.sends, before.syscalls_send)
+    );
 }
 
 #[test]

@@ -291,6 +291,21 @@ impl<'a> Run<'a> {
                     assert!(i < 10_000, "{ctx}: the window never filled");
                 }
             }
+            "retry_full" => {
+                // A full socket retried without waiting for POLLOUT: every try is EAGAIN
+                // (never EBUSY: a failed send must not hold a request slot).
+                for i in 0..u("count") {
+                    match self.send(
+                        &[u("len") as usize],
+                        2_000_000 + i,
+                        libc::MSG_DONTWAIT,
+                        false,
+                    ) {
+                        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {}
+                        r => panic!("{ctx}: retry {i} of a full socket: {r:?}, not EAGAIN"),
+                    }
+                }
+            }
             "reap" => {
                 self.reap();
             }

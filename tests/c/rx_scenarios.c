@@ -210,6 +210,13 @@ static int setup(struct run *r, const cJSON *sc)
         return 0;
     }
     int rc = common_fixture(r, t, pmss, prcvbuf);
+    if (rc == FIXTURE_UNKNOWN && strcmp(t, "tcp4_unconnected") == 0) {
+        int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (s < 0)
+            return sys_fail(r, "socket");
+        r->fd = s;
+        return own(r, s);
+    }
     if (rc == FIXTURE_UNKNOWN && strcmp(t, "udp4") == 0) {
         struct sockaddr_storage to; /* connected: sends need no address */
         socklen_t tolen;

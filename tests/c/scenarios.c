@@ -196,6 +196,27 @@ static int op_peek(struct run *r, const cJSON *step)
     return rc;
 }
 
+/* peekv len: `len` iovecs of one byte each (1024 = IOV_MAX: no room for a prefix iovec). */
+static int op_peekv(struct run *r, const cJSON *step)
+{
+    size_t len;
+    if (need_size(r, step, "len", &len) < 0 || need_peeker(r) < 0)
+        return -1;
+    if (len == 0 || len > INT_MAX)
+        return fail(r, "peekv: len must be 1 .. INT_MAX");
+    unsigned char *buf = room(len);
+    struct iovec *iov = calloc(len, sizeof(*iov));
+    if (!iov)
+        abort();
+    for (size_t i = 0; i < len; i++)
+        iov[i] = (struct iovec){.iov_base = buf + i, .iov_len = 1};
+    ssize_t n = lowcopy_peeker_peekv(r->st->peeker, iov, (int)len, step_flags(step));
+    int rc = expect_result(r, step, n, buf, len);
+    free(iov);
+    free(buf);
+    return rc;
+}
+
 static int op_peek_at(struct run *r, const cJSON *step)
 {
     size_t off, len;
@@ -470,6 +491,7 @@ static const struct op OPS[] = {
     {"send_later", op_send_later},
     {"wait_queued", op_wait_queued},
     {"peek", op_peek},
+    {"peekv", op_peekv},
     {"peek_at", op_peek_at},
     {"consume", op_consume},
     {"consume_fd", op_consume_fd},

@@ -109,6 +109,23 @@ static void test_null_and_bad_input(void)
 	CHECK_EQ(lowcopy_zc_send(z, c, SIZE_MAX, MSG_DONTWAIT, 1), -EINVAL);
 	CHECK_EQ(lowcopy_zc_inflight(z), 0);
 	CHECK_EQ(lowcopy_zc_free(z), 0);
+
+	/* NULL msg_name or msg_control with a length: sendmsg(2)'s EFAULT on every backend
+	 * (io_uring's SENDMSG_ZC would send), nothing sent, nothing in flight. */
+	for (uint32_t b = LOWCOPY_ZC_ERRQUEUE; b <= LOWCOPY_ZC_COPY; b++) {
+		struct msghdr bad = { .msg_iov = &iov, .msg_iovlen = 1 };
+		z = NULL;
+		CHECK_EQ(lowcopy_zc_new(tx, b, 0, &z), 0);
+		bad.msg_controllen = 64;
+		CHECK_EQ(lowcopy_zc_sendmsg(z, &bad, MSG_DONTWAIT, 1), -EFAULT);
+		bad.msg_controllen = 0;
+		bad.msg_namelen = sizeof(struct sockaddr_in);
+		CHECK_EQ(lowcopy_zc_sendmsg(z, &bad, MSG_DONTWAIT, 2), -EFAULT);
+		CHECK_EQ(lowcopy_zc_inflight(z), 0);
+		CHECK_EQ(lowcopy_zc_stats(z, &st), 0);
+		CHECK_EQ(st.sends, 0);
+		CHECK_EQ(lowcopy_zc_free(z), 0);
+	}
 	close(tx);
 	close(rx);
 	close(devnull);

@@ -40,6 +40,7 @@ enum {
     SEND_REAP_CAP = 64,       /* send_reap_loop: completions room per call */
     FILL_MAX = 10000,         /* fill_window: sends before "the window never filled" */
     SEND_MANY_BASE = 1000000, /* send_many: user_data of send i is this + i */
+    RETRY_FULL_BASE = 2000000, /* retry_full: user_data of try i is this + i */
 };
 
 /* ---- the zc runner's part of a run ----------------------------------------------------- */
@@ -365,6 +366,24 @@ static int op_fill_window(struct run *r, const cJSON *step)
         if (i >= FILL_MAX)
             return fail(r, "the window never filled (%" PRIu64 " sends)", i + 1);
     }
+}
+
+/* retry_full count len: non-blocking sends to a full socket; each must be -EAGAIN (never
+ * -EBUSY: a failed send must not hold a request slot). */
+static int op_retry_full(struct run *r, const cJSON *step)
+{
+    uint64_t count;
+    size_t len;
+    if (need_u64(r, step, "count", &count) < 0 || need_size(r, step, "len", &len) < 0)
+        return -1;
+    for (uint64_t i = 0; i < count; i++) {
+        ssize_t n = do_send(r, VIA_SEND, &len, 1, RETRY_FULL_BASE + i, MSG_DONTWAIT);
+        if (r->why[0])
+            return -1;
+        if (n != -EAGAIN)
+            return fail(r, "retry %" PRIu64 " of a full socket: %zd, not -EAGAIN", i, n);
+    }
+    return 0;
 }
 
 /* ---- completions ----------------------------------------------------------------------- */
@@ -742,6 +761,7 @@ static const struct op OPS[] = {
     {"sendv", op_sendv},
     {"sendto", op_sendto},
     {"send_many", op_send_many},
+    {"retry_full", op_retry_full},
     {"send_reap_loop", op_send_reap_loop},
     {"fill_window", op_fill_window},
     {"reap", op_reap},

@@ -156,6 +156,8 @@ pub struct ZeroCopySender<'fd> {
     tracker: Tracker,
     adaptive: Adaptive,
     sends_since_reap: u32,
+    /// io_uring: the last request found the socket full; poll before queueing another.
+    uring_full: bool,
     stats: ZcStats,
 }
 
@@ -232,6 +234,7 @@ impl<'fd> ZeroCopySender<'fd> {
                 ..Adaptive::default()
             },
             sends_since_reap: 0,
+            uring_full: false,
             stats: ZcStats::default(),
         })
     }
@@ -346,6 +349,11 @@ impl<'fd> ZeroCopySender<'fd> {
     ) -> io::Result<usize> {
         if flags & !SEND_FLAGS != 0 {
             return Err(errno(libc::EINVAL));
+        }
+        // What sendmsg(2) answers (move_addr_to_kernel, ____sys_sendmsg); io_uring's
+        // SENDMSG_ZC would take a NULL control buffer with a length and send anyway.
+        if name.is_null() && namelen > 0 || control.is_null() && controllen > 0 {
+            return Err(errno(libc::EFAULT));
         }
         if iov.len() > IOV_MAX {
             return Err(errno(libc::EMSGSIZE));
@@ -462,6 +470,20 @@ impl<'fd> ZeroCopySender<'fd> {
     ) -> io::Result<usize> {
         let blocking = flags & libc::MSG_DONTWAIT == 0;
         let flags = flags | libc::MSG_DONTWAIT;
+        if let Engine::IoUring(u) = &self.engine {
+            u.check_owner()?; // before any wait: another thread is refused at once
+        }
+        if self.uring_full {
+            // A SEND_ZC that fails still posts a notification, and on TCP the kernel can
+            // chain it to the notification of unacknowledged data (io_link_skb), holding a
+            // slot until the peer acks. So after an EAGAIN, ask poll before the next request:
+            // a caller retrying a full socket gets EAGAIN from poll, not a held slot.
+            self.stats.syscalls_send += 1;
+            if poll_one(self.fd, libc::POLLOUT, if blocking { -1 } else { 0 })? == 0 {
+                return Err(errno(libc::EAGAIN));
+            }
+            self.uring_full = false;
+        }
         let mut space = [MaybeUninit::<iovec>::uninit(); IOV_MAX];
         for (d, s) in space.iter_mut().zip(user) {
             d.write(*s);
@@ -485,14 +507,19 @@ impl<'fd> ZeroCopySender<'fd> {
                     }
                     advance(iov, &mut first, n);
                 }
-                Err(e) if blocking && e.raw_os_error() == Some(libc::EAGAIN) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
+                    self.uring_full = true;
+                    if !blocking {
+                        return Err(e); // (a non-blocking call returns after its first request)
+                    }
+                }
                 // After partial progress the error is the next call's, as with send(2).
                 Err(_) if sent > 0 => return Ok(sent),
                 Err(e) => return Err(e),
             }
             self.stats.syscalls_send += 1;
             match poll_one(self.fd, libc::POLLOUT, -1) {
-                Ok(_) => {}
+                Ok(_) => self.uring_full = false,
                 Err(_) if sent > 0 => return Ok(sent),
                 Err(e) => return Err(e),
             }
@@ -672,8 +699,8 @@ impl<'fd> ZeroCopySender<'fd> {
 
     fn after_send_reap(&mut self, out: &mut [Completion]) -> io::Result<usize> {
         self.sends_since_reap += 1;
-        let low = self.tracker.free_slots() < MAX_PENDING / 4
-            || self.tracker.ids_inflight() > MAX_IDS * 3 / 4;
+        let low =
+            self.tracker.room() < MAX_PENDING / 4 || self.tracker.ids_inflight() > MAX_IDS * 3 / 4;
         let due = match self.engine {
             Engine::ErrQueue(_) => self.sends_since_reap >= REAP_EVERY || low,
             Engine::IoUring(_) => true,

@@ -76,26 +76,39 @@ pub struct Tracker {
     ready: Vec<SlotId>,
     ready_head: usize,
     n_ready: usize,
-    /// Slots with a send in flight (not yet ready).
+    /// Closed requests that accepted bytes and still wait for notifications.
     inflight: usize,
+    /// Requests not yet reaped, counting neither free slots nor ghosts.
+    live: usize,
+    /// Closed requests that accepted nothing but still wait for a notification: io_uring
+    /// posts one even for a failed SEND_ZC, and on TCP it can be chained to the notification
+    /// of earlier data still unacknowledged (io_link_skb, io_uring/notif.c), so it may come
+    /// only when the peer acks. Invisible to the caller; they hold a slot of the spare room.
+    ghosts: usize,
+    max_live: usize,
 }
 
 impl Tracker {
     /// A tracker for up to `max_requests` requests not yet reaped (in flight or ready) and up
-    /// to `max_ids` zerocopy ids in flight; `max_ids` is rounded up to a power of two.
+    /// to `max_ids` zerocopy ids in flight; `max_ids` is rounded up to a power of two. A
+    /// quarter more slots are kept for failed requests still waiting for a notification.
     pub fn new(max_requests: usize, max_ids: usize) -> Self {
         let max_ids = max_ids.next_power_of_two();
+        let n_slots = max_requests + max_requests.div_ceil(4);
         Tracker {
-            slots: vec![Slot::default(); max_requests],
-            free: (0..max_requests as SlotId).rev().collect(),
+            slots: vec![Slot::default(); n_slots],
+            free: (0..n_slots as SlotId).rev().collect(),
             ids: vec![IdEntry::default(); max_ids],
             head: 0,
             n_ids: 0,
             base: 0,
-            ready: vec![0; max_requests],
+            ready: vec![0; n_slots],
             ready_head: 0,
             n_ready: 0,
             inflight: 0,
+            live: 0,
+            ghosts: 0,
+            max_live: max_requests,
         }
     }
 
@@ -104,9 +117,14 @@ impl Tracker {
         self.base.wrapping_add(self.n_ids as u32)
     }
 
-    /// Requests sent whose completion has not arrived.
+    /// Requests sent that accepted bytes and whose completion has not arrived.
     pub fn inflight(&self) -> usize {
         self.inflight
+    }
+
+    /// Failed requests still waiting for a notification (see the `ghosts` field).
+    pub fn ghosts(&self) -> usize {
+        self.ghosts
     }
 
     /// Completions ready to reap.
@@ -119,9 +137,10 @@ impl Tracker {
         self.n_ids
     }
 
-    /// Free request slots (a request holds its slot until it is reaped).
-    pub fn free_slots(&self) -> usize {
-        self.free.len()
+    /// Requests that can still begin before [`Tracker::begin`] says no (a request counts
+    /// until it is reaped).
+    pub fn room(&self) -> usize {
+        (self.max_live - self.live).min(self.free.len())
     }
 
     /// Whether one more id can be tracked.
@@ -129,9 +148,14 @@ impl Tracker {
         self.n_ids < self.ids.len()
     }
 
-    /// Opens a request; `None` when every slot holds an unreaped request.
+    /// Opens a request; `None` when `max_requests` are unreaped (or, rarely, when failed
+    /// requests waiting for their notification fill the spare room too).
     pub fn begin(&mut self, user_data: u64) -> Option<SlotId> {
+        if self.live >= self.max_live {
+            return None;
+        }
         let s = self.free.pop()?;
+        self.live += 1;
         self.slots[s as usize] = Slot {
             user_data,
             open: true,
@@ -175,9 +199,17 @@ impl Tracker {
     /// expects none). A request that accepted no bytes is dropped without a completion once
     /// its notifications (io_uring may post one after a failed send) have arrived.
     pub fn finish(&mut self, slot: SlotId) {
-        self.slots[slot as usize].open = false;
-        self.inflight += 1;
-        self.maybe_complete(slot);
+        let s = &mut self.slots[slot as usize];
+        s.open = false;
+        let (bytes, remaining) = (s.bytes, s.remaining);
+        if remaining == 0 {
+            self.complete(slot);
+        } else if bytes == 0 {
+            self.live -= 1;
+            self.ghosts += 1;
+        } else {
+            self.inflight += 1;
+        }
     }
 
     /// Applies the kernel's inclusive range `[lo, hi]` of completed ids, wrap-safe.
@@ -246,13 +278,25 @@ impl Tracker {
         self.maybe_complete(slot);
     }
 
+    /// The last notification of a closed request arrived.
     fn maybe_complete(&mut self, slot: SlotId) {
         let s = self.slots[slot as usize];
         if s.open || s.remaining > 0 {
             return;
         }
-        self.inflight -= 1;
         if s.bytes == 0 {
+            self.ghosts -= 1;
+            self.release(slot);
+            return;
+        }
+        self.inflight -= 1;
+        self.complete(slot);
+    }
+
+    /// A closed request with nothing more to wait for: ready, or gone if it sent nothing.
+    fn complete(&mut self, slot: SlotId) {
+        if self.slots[slot as usize].bytes == 0 {
+            self.live -= 1;
             self.release(slot);
             return;
         }
@@ -280,6 +324,7 @@ impl Tracker {
                 result: s.bytes as i64,
                 flags: s.flags,
             };
+            self.live -= 1;
             self.release(slot);
         }
         k
@@ -343,7 +388,7 @@ mod tests {
             got.iter().map(|g| g.0).collect::<Vec<_>>(),
             [10, 11, 12, 13, 14]
         );
-        assert_eq!((t.inflight(), t.ids_inflight(), t.free_slots()), (0, 0, 8));
+        assert_eq!((t.inflight(), t.ids_inflight(), t.room()), (0, 0, 8));
     }
 
     #[test]
@@ -444,7 +489,50 @@ mod tests {
         let e = t.begin(2).unwrap();
         t.finish(e);
         assert_eq!(drain(&mut t), [(1, 42, COPIED)]);
-        assert_eq!(t.free_slots(), 2);
+        assert_eq!(t.room(), 2);
+    }
+
+    /// io_uring: a SEND_ZC that failed (EAGAIN on a full socket) still posts a notification,
+    /// which the kernel may chain to unacknowledged data and post only much later. Such
+    /// requests are neither in flight for the caller nor counted against `max_requests`.
+    #[test]
+    fn failed_requests_awaiting_a_notification_are_invisible() {
+        let mut t = Tracker::new(4, 4);
+        let real = t.begin(1).unwrap();
+        t.add_notif(real, 10);
+        t.finish(real);
+        let mut ghosts = vec![];
+        for u in 0..5 {
+            if let Some(g) = t.begin(100 + u) {
+                t.add_notif(g, 0);
+                t.finish(g);
+                ghosts.push(g);
+            }
+        }
+        // 4 live + 1 spare slot: the ghosts fill the spare room and never count as live.
+        assert_eq!(
+            ghosts.len(),
+            4,
+            "5 slots (4 + a quarter): 1 real request, 4 ghosts"
+        );
+        assert_eq!((t.inflight(), t.ghosts()), (1, 4));
+        assert!(t.begin(9).is_none(), "every slot is taken");
+        assert!(t.complete_notif(ghosts[0], false));
+        assert_eq!((t.inflight(), t.ghosts(), t.room()), (1, 3, 1));
+        // Four real requests can be open at once again as ghosts go away.
+        for g in &ghosts[1..] {
+            assert!(t.complete_notif(*g, false));
+        }
+        assert_eq!(t.room(), 3);
+        for u in 0..3 {
+            let s = t.begin(10 + u).unwrap();
+            t.add_notif(s, 1);
+            t.finish(s);
+        }
+        assert!(t.begin(20).is_none(), "max_requests live");
+        assert_eq!((t.inflight(), t.ghosts()), (4, 0));
+        assert!(t.complete_notif(real, false));
+        assert_eq!(drain(&mut t), [(1, 10, 0)]);
     }
 
     #[test]

@@ -103,6 +103,16 @@ impl Uring {
         }
     }
 
+    /// `EEXIST` when a thread other than the ring's owner calls (no owner yet: anyone may).
+    pub fn check_owner(&self) -> io::Result<()> {
+        match self.owner {
+            Some(o) if o != std::thread::current().id() => {
+                Err(io::Error::from_raw_os_error(libc::EEXIST))
+            }
+            _ => Ok(()),
+        }
+    }
+
     pub fn fd(&self) -> RawFd {
         self.ring.as_raw_fd()
     }
@@ -218,6 +228,8 @@ impl Uring {
         enter: bool,
         syscalls: &mut u64,
     ) -> io::Result<()> {
+        // Only the owner may run the ring, also when no syscall is needed this time.
+        self.check_owner()?;
         if enter && self.owner.is_some() && self.ring.submission().taskrun() {
             self.enable()?;
             *syscalls += 1;
