@@ -566,9 +566,15 @@ static void phase(unsigned pace, size_t mb, int runs, const char **verdict)
 		    modes[i].kind != K_LOWAT_CALL)
 			printf(" %s %.2f wake/MB (<= 2.5 %s);", modes[i].name, med[i][4],
 			       med[i][4] <= 2.5 ? "yes" : "NO");
-	if (enabled[0] && enabled[1] && med[1][4] > 0)
+	/* Plain recv wakes per packet only when packets arrive one by one: a saturated sender
+	 * leaves several queued at every wakeup, so the >= 10x comparison is the paced one. */
+	if (enabled[0] && enabled[1] && med[1][4] > 0 && pace)
 		printf(" recv/lowat-raw wakeups %.1fx (>= 10x %s);", med[0][4] / med[1][4],
 		       med[0][4] >= 10 * med[1][4] ? "yes" : "NO");
+	else if (enabled[0] && enabled[1] && med[1][4] > 0)
+		printf(" recv/lowat-raw wakeups %.1fx (saturated: recv finds several packets"
+		       " queued; the >= 10x check is the paced table's);",
+		       med[0][4] / med[1][4]);
 	for (size_t i = 0; i < NMODES; i++) {
 		int b = modes[i].baseline;
 		double lo, hi, q;
