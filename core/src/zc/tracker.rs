@@ -102,7 +102,8 @@ impl Tracker {
             head: 0,
             n_ids: 0,
             base: 0,
-            ready: vec![0; n_slots],
+            // A power of two: the ring index is a mask, not a division, twice per send.
+            ready: vec![0; n_slots.next_power_of_two()],
             ready_head: 0,
             n_ready: 0,
             inflight: 0,
@@ -300,8 +301,8 @@ impl Tracker {
             self.release(slot);
             return;
         }
-        let n = self.ready.len();
-        self.ready[(self.ready_head + self.n_ready) % n] = slot;
+        let mask = self.ready.len() - 1;
+        self.ready[(self.ready_head + self.n_ready) & mask] = slot;
         self.n_ready += 1;
     }
 
@@ -313,10 +314,10 @@ impl Tracker {
     /// Moves up to `out.len()` ready completions into `out`, oldest first; returns how many.
     pub fn pop_ready(&mut self, out: &mut [Completion]) -> usize {
         let k = out.len().min(self.n_ready);
-        let n = self.ready.len();
+        let mask = self.ready.len() - 1;
         for c in out.iter_mut().take(k) {
             let slot = self.ready[self.ready_head];
-            self.ready_head = (self.ready_head + 1) % n;
+            self.ready_head = (self.ready_head + 1) & mask;
             self.n_ready -= 1;
             let s = self.slots[slot as usize];
             *c = Completion {
