@@ -326,7 +326,9 @@ typedef struct lowcopy_zc_completion {
    */
   uint64_t user_data;
   /**
-   * Bytes the send accepted (> 0).
+   * Bytes the send accepted (> 0). API.md allows `-errno` here too; it never occurs in this
+   * version: every backend learns a send's outcome before the send call returns, so a
+   * failed send returns its `-errno` there and gets no completion.
    */
   int64_t result;
   /**

@@ -54,7 +54,9 @@ pub struct lowcopy_zc {
 pub struct lowcopy_zc_completion {
     /// The caller's value given with the send.
     pub user_data: u64,
-    /// Bytes the send accepted (> 0).
+    /// Bytes the send accepted (> 0). API.md allows `-errno` here too; it never occurs in this
+    /// version: every backend learns a send's outcome before the send call returns, so a
+    /// failed send returns its `-errno` there and gets no completion.
     pub result: i64,
     /// `LOWCOPY_ZC_COPIED`, `LOWCOPY_ZC_FALLBACK`.
     pub flags: u32,
