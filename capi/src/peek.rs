@@ -203,7 +203,9 @@ pub unsafe extern "C" fn lowcopy_peeker_new(
 /// the cursor and `flags` has `MSG_DONTWAIT` or the fd is non-blocking. A blocking peek
 /// returns as soon as one byte beyond the cursor arrives (armed or not; but a socket whose own
 /// `SO_RCVLOWAT` is above 1 makes the kernel wait for that many bytes beyond the cursor, as
-/// recv does), or with `-EINTR` on a signal and `-EAGAIN` when `SO_RCVTIMEO` runs out.
+/// recv does), or with `-EINTR` on a signal and `-EAGAIN` when `SO_RCVTIMEO` runs out (with
+/// the discard mechanism on TCP a signal in the last 10 ms before the timeout reads as
+/// `-EAGAIN`: the kernel keeps the timeout in jiffies).
 ///
 /// Errors: `-EINVAL` (`p` or `buf` NULL, `len` 0 or above `SSIZE_MAX`, flags other than
 /// `MSG_DONTWAIT`), `-EOVERFLOW` (cursor beyond the mechanism's reach), `-ECONNRESET`, `-EINTR`

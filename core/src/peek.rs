@@ -282,6 +282,9 @@ enum KernelOff {
     At(usize),
 }
 
+/// The longest kernel tick (CONFIG_HZ=100): timeouts kept in jiffies may end this much early.
+const JIFFY_MAX: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// AUTO peeks a cursor up to this many bytes with a discard prefix when the kernel's offset
 /// is elsewhere: copying 4 KiB costs about what the `setsockopt` it saves does (measured by
 /// examples/c/peek_sweep.c: 2119 ns vs 2203 ns for a 64 KiB peek at 0, even at 4 KiB).
@@ -428,7 +431,8 @@ impl<'fd> Peeker<'fd> {
     /// returns as soon as one byte beyond the cursor is there (with the armed low-water mark
     /// too; a socket's own `SO_RCVLOWAT` above 1 makes the kernel wait for that many bytes
     /// beyond the cursor, as recv does), or with `EINTR` on a signal and `EAGAIN` when
-    /// `SO_RCVTIMEO` runs out. `flags`: `MSG_DONTWAIT` only.
+    /// `SO_RCVTIMEO` runs out (discard mechanism on TCP: a signal in the last 10 ms before the
+    /// timeout reads as `EAGAIN`, see `JIFFY_MAX`). `flags`: `MSG_DONTWAIT` only.
     ///
     /// Errors: `EINVAL` (bad flags, no room in `bufs`), `EMSGSIZE` (more than `IOV_MAX`
     /// iovecs), `EOVERFLOW` (cursor beyond what the mechanism can represent), and `recvmsg`
@@ -517,10 +521,10 @@ impl<'fd> Peeker<'fd> {
         let skip = self.cursor;
         let mut space = [MaybeUninit::<iovec>::uninit(); IOV_MAX];
         let iov = discard_iov(&mut space, skip, user)?;
-        // Set once the peer's FIN was seen *before* a peek: only a peek made after it shows
-        // the final queue. Bytes can arrive between a peek and the shutdown check, followed
-        // by the FIN; calling that end of stream lost them (the relay test caught it on CI).
-        let mut shut_before_peek = false;
+        // Set once the peer's FIN or reset was seen *before* a peek: only a peek made after it
+        // shows the final queue. Bytes can arrive between a peek and the check, followed by
+        // the FIN or RST; calling that the end lost them (the relay test caught it on CI).
+        let mut ended_before_peek = false;
         loop {
             self.stats.syscalls += 1;
             // SAFETY: scratch iovecs are always writable; the rest is the caller's guarantee.
@@ -530,16 +534,19 @@ impl<'fd> Peeker<'fd> {
                 return Ok(n - skip);
             }
             self.stats.bytes_skipped_copied += n as u64;
-            if n == 0 || shut_before_peek {
-                // 0: only a blocking recv returns 0 on an empty queue, at end of stream.
+            if n == 0 {
+                // Only a blocking recv returns 0 on an empty queue: end of stream.
                 return Ok(0);
+            }
+            if ended_before_peek {
+                return self.end_of_stream();
             }
             #[cfg(test)]
             tests::after_discard_peek();
             // Everything queued lies before the cursor. End of stream, or wait for more.
-            if self.peer_shut_down()? {
-                shut_before_peek = true;
-                continue; // peek once more: what came in before the FIN is still to be read
+            if self.peer_ended()? {
+                ended_before_peek = true;
+                continue; // peek once more: what came in before the FIN or RST is still due
             }
             if flags & libc::MSG_DONTWAIT != 0 || self.fd_nonblocking()? {
                 return Err(errno(libc::EAGAIN));
@@ -561,16 +568,20 @@ impl<'fd> Peeker<'fd> {
                 // SAFETY: the iovecs all cover the shared scratch buffer.
                 let n = unsafe { sys::recvmsg_iov(self.fd, iov, f) }?;
                 self.stats.bytes_skipped_copied += n as u64;
-                if n > skip || self.peer_shut_down()? {
+                if n > skip || self.peer_ended()? {
                     return Ok(()); // a byte beyond the cursor, or end of stream: peek again
                 }
                 // Short without end of stream: the peek was cut by SO_RCVTIMEO or a signal,
                 // which a blocking recv would report as EAGAIN or EINTR. Tell them apart by
                 // the time spent (the kernel returns the bytes it peeked, not the errno).
+                // SO_RCVTIMEO is kept in jiffies, rounded up (sock_set_timeout), and read
+                // back so; the sleep, restarted by every wakeup of the socket's wait queue
+                // (ACKs of our own sends), can end up to a jiffy before it. A jiffy is at
+                // most 10 ms (HZ >= 100): within that of the timeout, it is the timeout.
                 self.stats.syscalls += 1;
                 let timeo = sys::getsockopt_timeval(self.fd, libc::SO_RCVTIMEO)?;
                 match timeo {
-                    Some(t) if t0.elapsed() >= t => Err(errno(libc::EAGAIN)),
+                    Some(t) if t0.elapsed() + JIFFY_MAX >= t => Err(errno(libc::EAGAIN)),
                     _ => Err(errno(libc::EINTR)),
                 }
             }
@@ -591,19 +602,35 @@ impl<'fd> Peeker<'fd> {
         }
     }
 
-    /// Whether the peer shut down its sending side; a pending socket error (a reset) is
-    /// returned as the error, as the kernel's recv would once no data is left to copy.
-    fn peer_shut_down(&mut self) -> io::Result<bool> {
+    /// Whether the peer ended the stream: shut down its sending side, or reset (which shuts
+    /// down both ways: POLLHUP). An error on a connection that lives on (an ICMP error with
+    /// IP_RECVERR) is returned as the error, as recv would return it with nothing to copy.
+    /// POLLERR alone is also a non-empty error queue (MSG_ZEROCOPY notifications): no end.
+    fn peer_ended(&mut self) -> io::Result<bool> {
         self.stats.syscalls += 1;
         let ev = sys::poll_one(self.fd, libc::POLLRDHUP, 0)?;
-        if ev & libc::POLLERR != 0 {
-            self.stats.syscalls += 1;
-            let err = sys::getsockopt_int(self.fd, libc::SOL_SOCKET, libc::SO_ERROR)?;
-            if err != 0 {
-                return Err(errno(err));
-            }
+        if ev & (libc::POLLRDHUP | libc::POLLHUP) != 0 {
+            return Ok(true);
         }
-        Ok(ev & (libc::POLLRDHUP | libc::POLLHUP) != 0)
+        if ev & libc::POLLERR != 0 {
+            self.take_socket_error()?;
+        }
+        Ok(false)
+    }
+
+    /// The end, after a peek made once the peer had ended found nothing past the cursor: the
+    /// error a reset left pending (reported once, as recv does: after the bytes), else 0.
+    fn end_of_stream(&mut self) -> io::Result<usize> {
+        self.take_socket_error().map(|()| 0)
+    }
+
+    /// `SO_ERROR`, which reading clears: `Err` with it if one was pending.
+    fn take_socket_error(&mut self) -> io::Result<()> {
+        self.stats.syscalls += 1;
+        match sys::getsockopt_int(self.fd, libc::SOL_SOCKET, libc::SO_ERROR)? {
+            0 => Ok(()),
+            e => Err(errno(e)),
+        }
     }
 
     fn fd_nonblocking(&mut self) -> io::Result<bool> {
@@ -807,7 +834,7 @@ mod tests {
     use std::cell::RefCell;
     use std::io::Write;
     use std::net::{TcpListener, TcpStream};
-    use std::os::fd::AsFd;
+    use std::os::fd::{AsFd, AsRawFd};
 
     thread_local! {
         /// Runs in `peek_discard` between a peek that found nothing past the cursor and the
@@ -830,11 +857,14 @@ mod tests {
         (c, s)
     }
 
-    /// The last bytes and the FIN land after a discard peek found nothing past the cursor
-    /// and before the peeker looks for the FIN: they must be returned, then end of stream.
-    #[test]
-    fn bytes_arriving_with_the_fin_after_an_empty_discard_peek_are_not_lost() {
-        let (mut client, server) = tcp_pair();
+    /// Peeks "head" at the cursor, then makes the peer write "tail" and `end` the connection
+    /// in the window between a discard peek that finds nothing past the cursor and the
+    /// peeker's check for the peer's end; returns the peeker's next peek.
+    fn race_the_end(
+        server: &TcpStream,
+        mut client: TcpStream,
+        end: fn(TcpStream),
+    ) -> (io::Result<usize>, [u8; 64], Peeker<'_>) {
         client.write_all(b"head").unwrap();
         let mut p = Peeker::new(server.as_fd(), PeekMode::Discard).unwrap();
         let mut buf = [0u8; 64];
@@ -848,17 +878,60 @@ mod tests {
             *h.borrow_mut() = Some(Box::new(move || {
                 if let Some(mut c) = peer.take() {
                     c.write_all(b"tail").unwrap();
-                    c.shutdown(std::net::Shutdown::Write).unwrap();
-                    // Loopback queues both in these calls; leave the FIN time anyway.
+                    end(c);
+                    // Loopback delivers both in these calls; leave them time anyway.
                     std::thread::sleep(std::time::Duration::from_millis(20));
                 }
             }))
         });
-        let n = p.peek(&mut [IoSliceMut::new(&mut buf)], dontwait);
+        let r = p.peek(&mut [IoSliceMut::new(&mut buf)], dontwait);
         AFTER_DISCARD_PEEK.with(|h| *h.borrow_mut() = None);
-        assert_eq!(n.unwrap(), 4, "the bytes that came with the FIN");
+        (r, buf, p)
+    }
+
+    /// The last bytes and the FIN land in that window: the bytes, then end of stream.
+    #[test]
+    fn bytes_arriving_with_the_fin_after_an_empty_discard_peek_are_not_lost() {
+        let (client, server) = tcp_pair();
+        let (r, buf, mut p) = race_the_end(&server, client, |c| {
+            c.shutdown(std::net::Shutdown::Write).unwrap()
+        });
+        assert_eq!(r.unwrap(), 4, "the bytes that came with the FIN");
         assert_eq!(&buf[..4], b"tail");
-        assert_eq!(p.peek(&mut [IoSliceMut::new(&mut buf)], 0).unwrap(), 0);
+        let mut more = [0u8; 8];
+        assert_eq!(p.peek(&mut [IoSliceMut::new(&mut more)], 0).unwrap(), 0);
+        assert_eq!(p.offset(), 8);
+    }
+
+    /// The last bytes and a reset land in that window: the bytes, then ECONNRESET once (as
+    /// recv reports it), then end of stream.
+    #[test]
+    fn bytes_arriving_with_a_reset_after_an_empty_discard_peek_are_not_lost() {
+        let (client, server) = tcp_pair();
+        let (r, buf, mut p) = race_the_end(&server, client, |c| {
+            let l = libc::linger {
+                l_onoff: 1,
+                l_linger: 0,
+            };
+            // SAFETY: a live socket and a linger struct of the size given.
+            let rc = unsafe {
+                libc::setsockopt(
+                    c.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_LINGER,
+                    (&l as *const libc::linger).cast(),
+                    std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                )
+            };
+            assert_eq!(rc, 0);
+            drop(c); // close with linger 0: RST
+        });
+        assert_eq!(r.unwrap(), 4, "the bytes that came before the RST");
+        assert_eq!(&buf[..4], b"tail");
+        let mut more = [0u8; 8];
+        let e = p.peek(&mut [IoSliceMut::new(&mut more)], 0).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ECONNRESET));
+        assert_eq!(p.peek(&mut [IoSliceMut::new(&mut more)], 0).unwrap(), 0);
         assert_eq!(p.offset(), 8);
     }
 
