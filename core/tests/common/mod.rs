@@ -587,8 +587,10 @@ pub fn run_table(
 extern "C" fn on_signal(_: libc::c_int) {}
 
 /// Sends SIGUSR1 (handled by an empty function, without SA_RESTART) to this thread after
-/// `ms`, as a signal would interrupt a daemon's blocking call.
-pub fn signal_me_after(ms: u64) -> std::thread::JoinHandle<()> {
+/// `ms`, as a signal would interrupt a daemon's blocking call, and again every 100 ms until
+/// [`Signaller::stop`]: a test thread delayed past the first signal on a loaded machine
+/// still gets one inside its blocking call instead of blocking forever.
+pub fn signal_me_after(ms: u64) -> Signaller {
     // SAFETY: installs an async-signal-safe empty handler; the struct is fully initialised.
     unsafe {
         let mut sa: libc::sigaction = std::mem::zeroed();
@@ -598,9 +600,29 @@ pub fn signal_me_after(ms: u64) -> std::thread::JoinHandle<()> {
     }
     // SAFETY: pthread_self has no preconditions.
     let me = unsafe { libc::pthread_self() };
-    std::thread::spawn(move || {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    let thread = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(ms));
-        // SAFETY: `me` is the test thread, alive until it joins this one.
-        unsafe { libc::pthread_kill(me, libc::SIGUSR1) };
-    })
+        while !flag.load(std::sync::atomic::Ordering::Acquire) {
+            // SAFETY: `me` is the test thread, alive until it stops and joins this one.
+            unsafe { libc::pthread_kill(me, libc::SIGUSR1) };
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    Signaller { stop, thread }
+}
+
+/// The thread [`signal_me_after`] started.
+pub struct Signaller {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Signaller {
+    /// No more signals; waits for the signalling thread to end.
+    pub fn stop(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        self.thread.join().unwrap();
+    }
 }
