@@ -833,15 +833,18 @@ static void on_signal(struct relay *r)
 }
 
 /* Sweep one direction that is due: consume what was ACKed meanwhile (and send
- * a pending FIN), and listen to a muted source again - epoll then tells
- * whether there is really something to peek.  A direction that keeps making
+ * a pending FIN); a consume makes room in the source and unmutes it (see
+ * collect_acks).  Without progress a muted source stays muted: it went quiet
+ * because TCP's rmem-pressure rule keeps it EPOLLIN while its queue is full of
+ * unconsumed bytes, and listening again would only repeat a useless wakeup
+ * and peek (the discard mechanism re-copying the whole prefix) every sweep,
+ * for as long as the far peer does not read.  A direction that keeps making
  * no progress (its far peer is not reading) is looked at less and less often,
  * down to every ACK_BACKOFF_MAX doublings of the period, so that a stalled
  * connection costs little; any progress brings it back to every period. */
 static int sweep_dir(struct relay *r, struct dir *d, int64_t now)
 {
     uint64_t before = d->consumed;
-    d->muted = false;
     ssize_t got = collect_acks(r, d);
     if (got < 0)
         return (int)got;
