@@ -333,8 +333,13 @@ pub unsafe extern "C" fn lowcopy_peeker_mode(p: *const lowcopy_peeker) -> u32 {
 /// The mark follows seek and consume at once and is raised after peeks lazily, when a peek
 /// finds nothing beyond the cursor (`-EAGAIN`): the data path pays no extra syscall. The
 /// kernel caps `SO_RCVLOWAT` at `tcp_rmem[2]/2` (16 MiB by default; `SO_RCVBUF/2` when locked;
-/// net/ipv4/tcp.c `tcp_set_rcvlowat`): past that cursor poll cannot be kept quiet. Setting it
-/// grows an unlocked receive buffer to about twice the mark. Disarming, and
+/// net/ipv4/tcp.c `tcp_set_rcvlowat`): past that cursor poll cannot be kept quiet. Nor can it
+/// when the receive queue, full of peeked but unconsumed bytes, puts the socket under memory
+/// pressure (more than 7/8 of `SO_RCVBUF` in kernel memory, which small segments reach with a
+/// few KiB of payload) or shrinks its window to one MSS: TCP then reports `EPOLLIN` whatever
+/// the mark (`tcp_epollin_ready`, net/ipv4/tcp.c). A level-triggered loop that gets `-EAGAIN`
+/// from the peek should stop listening for `EPOLLIN` until it consumes (examples/c/peek_relay.c
+/// does). Setting the mark grows an unlocked receive buffer to about twice the mark. Disarming, and
 /// `lowcopy_peeker_free`, restore the value found when arming. Returns 0.
 ///
 /// Errors: `-EINVAL` (`p` NULL), `-EOPNOTSUPP` (AF_UNIX: its poll ignores `SO_RCVLOWAT`),

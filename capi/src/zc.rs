@@ -13,6 +13,11 @@ use crate::{borrow, guard, iov_slice, neg, ret_size, with_handle};
 pub const LOWCOPY_ZC_AUTO: u32 = 0;
 /// Backend: `SO_ZEROCOPY` + `MSG_ZEROCOPY` (TCP since Linux 4.14, UDP since 5.0); completions
 /// read from `MSG_ERRQUEUE` and mapped from the kernel's 32-bit id ranges back to user_data.
+/// The sender owns the socket's error queue: other entries on it (ICMP errors with
+/// `IP_RECVERR`, `SO_TIMESTAMPING` reports) are read, counted in `errqueue_other` and dropped,
+/// and reading an ICMP entry also clears the `SO_ERROR` it set (net/core/skbuff.c
+/// `sock_dequeue_err_skb`). An application that needs those entries should use
+/// `LOWCOPY_ZC_IO_URING`, whose notifications do not go through the error queue.
 pub const LOWCOPY_ZC_ERRQUEUE: u32 = 1;
 /// Backend: io_uring `IORING_OP_SEND_ZC` (Linux 6.0) / `SENDMSG_ZC` (6.1); user_data comes back
 /// in the notification CQE. The ring is set up with `IORING_SETUP_DEFER_TASKRUN` (6.1) so that
