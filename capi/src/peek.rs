@@ -205,7 +205,10 @@ pub unsafe extern "C" fn lowcopy_peeker_new(
 /// `SO_RCVLOWAT` is above 1 makes the kernel wait for that many bytes beyond the cursor, as
 /// recv does), or with `-EINTR` on a signal and `-EAGAIN` when `SO_RCVTIMEO` runs out (with
 /// the discard mechanism on TCP a signal in the last 10 ms before the timeout reads as
-/// `-EAGAIN`: the kernel keeps the timeout in jiffies).
+/// `-EAGAIN`: the kernel keeps the timeout in jiffies). Peeked bytes stay in the receive
+/// buffer: when they fill it (small segments cost far more kernel memory than their payload)
+/// the peer's window is closed and a blocking peek waits until something is consumed, so a
+/// caller that may block there sets `SO_RCVTIMEO` or consumes acknowledged bytes first.
 ///
 /// Errors: `-EINVAL` (`p` or `buf` NULL, `len` 0 or above `SSIZE_MAX`, flags other than
 /// `MSG_DONTWAIT`), `-EOVERFLOW` (cursor beyond the mechanism's reach), `-ECONNRESET`, `-EINTR`
