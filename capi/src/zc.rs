@@ -293,9 +293,13 @@ pub unsafe extern "C" fn lowcopy_zc_sendmsg(
 /// MSG_ZEROCOPY_UARG proposal. The cheapest correct path: the error-queue backend reads the
 /// queue at most once per `LOWCOPY_ZC_REAP_EVERY` (32) sends, sooner when tracking runs low,
 /// so completions may come back up to 32 sends late (`lowcopy_zc_reap` gets them sooner);
-/// io_uring completions cost no syscall (they are posted by the sends' own io_uring_enter). Returns bytes accepted; on error neither `out` nor `*n_out` is written.
+/// io_uring completions cost no syscall (they are posted by the sends' own io_uring_enter).
+/// Returns bytes accepted; on error neither `out` nor `*n_out` is written.
 ///
 /// Errors as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `n_out`, or NULL `out` with `cap > 0`.
+/// Once the send went out its byte count is returned: an error reading completions after it
+/// is not reported here (`*n_out` counts what was ready) but by the next `lowcopy_zc_reap` or
+/// `lowcopy_zc_wait`.
 ///
 /// # Safety
 /// As `lowcopy_zc_sendv`; `out` NULL or writable for `cap` completions; `n_out` NULL or

@@ -73,7 +73,8 @@ pub struct RecvStats {
 /// Receives at least `min` bytes into `buf` with one wakeup where the kernel allows, then
 /// whatever else is queued up to `buf.len()`; returns the bytes received.
 ///
-/// Equivalent to [`recv_atleast_with_stats`] without the counters.
+/// Equivalent to [`recv_atleast_with_stats`] without the counters: results, units (bytes;
+/// `timeout` as a [`Duration`]) and errors as documented there.
 pub fn recv_atleast(
     fd: BorrowedFd<'_>,
     buf: &mut [u8],
@@ -130,7 +131,8 @@ pub fn recv_atleast_with_stats(
 }
 
 /// [`recv_atleast_with_stats`] into raw memory (the C ABI path: the caller's buffer may be
-/// uninitialised, so no `&mut [u8]` is formed over it).
+/// uninitialised, so no `&mut [u8]` is formed over it); results and errors as there, plus
+/// `EINVAL` for a null `buf`.
 ///
 /// # Safety
 /// `buf` must be valid for writes of `len` bytes for the duration of the call.

@@ -669,7 +669,10 @@ impl<'fd> ZeroCopySender<'fd> {
     /// `out` in the same call: the "user argument" of the MSG_ZEROCOPY_UARG proposal. Reads
     /// the error queue at most once per [`REAP_EVERY`] sends (or when the tracking table
     /// runs low); io_uring completions cost no syscall. Returns (bytes accepted, completions
-    /// written); on error nothing is written to `out`.
+    /// written). Errors as [`ZeroCopySender::send`], and then nothing is written to `out`.
+    /// Once the send went out its bytes are reported whatever happens next: a failure to
+    /// collect completions after it is left to the next [`ZeroCopySender::reap`] or
+    /// [`ZeroCopySender::wait`], which meet it again.
     pub fn send_reap(
         &mut self,
         bufs: &[IoSlice<'_>],
@@ -678,10 +681,11 @@ impl<'fd> ZeroCopySender<'fd> {
         out: &mut [Completion],
     ) -> io::Result<(usize, usize)> {
         let n = self.send(bufs, flags, user_data)?;
-        Ok((n, self.after_send_reap(out)?))
+        Ok((n, self.after_send_reap(out)))
     }
 
-    /// [`ZeroCopySender::send_reap`] over raw iovecs (the C ABI's entry point).
+    /// [`ZeroCopySender::send_reap`] over raw iovecs (the C ABI's entry point); results and
+    /// errors as [`ZeroCopySender::send_reap`].
     ///
     /// # Safety
     /// As [`ZeroCopySender::send_msg`].
@@ -694,10 +698,10 @@ impl<'fd> ZeroCopySender<'fd> {
     ) -> io::Result<(usize, usize)> {
         // SAFETY: forwarded caller guarantees.
         let n = unsafe { self.send_iov(iov, flags, user_data) }?;
-        Ok((n, self.after_send_reap(out)?))
+        Ok((n, self.after_send_reap(out)))
     }
 
-    fn after_send_reap(&mut self, out: &mut [Completion]) -> io::Result<usize> {
+    fn after_send_reap(&mut self, out: &mut [Completion]) -> usize {
         self.sends_since_reap += 1;
         let low =
             self.tracker.room() < MAX_PENDING / 4 || self.tracker.ids_inflight() > MAX_IDS * 3 / 4;
@@ -707,9 +711,11 @@ impl<'fd> ZeroCopySender<'fd> {
             Engine::Copy => false,
         };
         if due && self.tracker.inflight() > 0 && !out.is_empty() {
-            self.collect_with(false)?;
+            // The send went out: reporting a collect error now would tell the caller it did
+            // not (and invite a duplicate send). reap and wait collect again and report it.
+            let _ = self.collect_with(false);
         }
-        Ok(self.pop(out))
+        self.pop(out)
     }
 
     /// Waits up to `timeout_ms` (-1: no limit, 0: just check; below -1: `EINVAL`) until a
