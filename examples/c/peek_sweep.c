@@ -565,16 +565,23 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static double median(const double *v, size_t n)
+/* The measured values of v (NaN: not measured) into tmp, sorted; returns how many. */
+static size_t sorted_measured(const double *v, size_t n, double tmp[MAX_ROUNDS])
 {
-    double tmp[MAX_ROUNDS];
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (!isnan(v[i]))
             tmp[k++] = v[i];
+    qsort(tmp, k, sizeof(tmp[0]), cmp_double);
+    return k;
+}
+
+static double median(const double *v, size_t n)
+{
+    double tmp[MAX_ROUNDS];
+    size_t k = sorted_measured(v, n, tmp);
     if (k == 0)
         return NAN;
-    qsort(tmp, k, sizeof(tmp[0]), cmp_double);
     return k % 2 ? tmp[k / 2] : (tmp[k / 2 - 1] + tmp[k / 2]) / 2;
 }
 
@@ -582,13 +589,9 @@ static double median(const double *v, size_t n)
 static double spread_pct(const double *v, size_t n)
 {
     double tmp[MAX_ROUNDS];
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!isnan(v[i]))
-            tmp[k++] = v[i];
+    size_t k = sorted_measured(v, n, tmp);
     if (k == 0)
         return NAN;
-    qsort(tmp, k, sizeof(tmp[0]), cmp_double);
     double q1 = tmp[(k - 1) / 4], q3 = tmp[(3 * (k - 1) + 3) / 4];
     return (q3 - q1) / median(tmp, k) * 100;
 }
