@@ -557,48 +557,50 @@ impl<'fd> Peeker<'fd> {
 
     /// Blocks until more than `skip` bytes are queued, the peer shuts down, or an error.
     fn wait_beyond(&mut self, skip: usize) -> io::Result<()> {
-        match self.transport {
-            Transport::Tcp => {
-                // MSG_WAITALL makes a TCP peek wait for the whole length: skip + 1 bytes.
-                let mut space = [MaybeUninit::<iovec>::uninit(); IOV_MAX];
-                let iov = discard_iov(&mut space, skip + 1, &[])?;
-                self.stats.syscalls += 1;
-                let f = libc::MSG_PEEK | libc::MSG_WAITALL;
-                let t0 = std::time::Instant::now();
-                // SAFETY: the iovecs all cover the shared scratch buffer.
-                let n = unsafe { sys::recvmsg_iov(self.fd, iov, f) }?;
-                self.stats.bytes_skipped_copied += n as u64;
-                if n > skip || self.peer_ended()? {
-                    return Ok(()); // a byte beyond the cursor, or end of stream: peek again
+        // Where the socket has SO_PEEK_OFF (AF_UNIX since 3.4, TCP/IPv4 since 6.9, TCP/IPv6
+        // since 6.12) a one-byte peek at the cursor sleeps for a byte past it, and the kernel
+        // itself reports a signal (EINTR) or SO_RCVTIMEO (EAGAIN): it has copied nothing.
+        if skip <= OFFSET_MAX {
+            match self.set_peek_off(skip as c_int) {
+                Ok(()) => {
+                    self.stats.syscalls += 1;
+                    // SAFETY: the iovec covers the shared scratch buffer.
+                    let r = unsafe {
+                        sys::recvmsg_iov(self.fd, &[sys::scratch_iov(1)], libc::MSG_PEEK)
+                    };
+                    self.set_peek_off(-1)?;
+                    return r.map(drop);
                 }
-                // Short without end of stream: the peek was cut by SO_RCVTIMEO or a signal,
-                // which a blocking recv would report as EAGAIN or EINTR. Tell them apart by
-                // the time spent (the kernel returns the bytes it peeked, not the errno).
-                // SO_RCVTIMEO is kept in jiffies, rounded up (sock_set_timeout), and read
-                // back so; the sleep, restarted by every wakeup of the socket's wait queue
-                // (ACKs of our own sends), can end up to a jiffy before it. A jiffy is at
-                // most 10 ms (HZ >= 100): within that of the timeout, it is the timeout.
-                self.stats.syscalls += 1;
-                let timeo = sys::getsockopt_timeval(self.fd, libc::SO_RCVTIMEO)?;
-                match timeo {
-                    Some(t) if t0.elapsed() + JIFFY_MAX >= t => Err(errno(libc::EAGAIN)),
-                    _ => Err(errno(libc::EINTR)),
-                }
+                Err(e) if is_eopnotsupp(&e) && self.transport == Transport::Tcp => {}
+                Err(e) => return Err(e),
             }
-            Transport::Unix => {
-                // An AF_UNIX peek returns after one skb whatever the flags, but with
-                // SO_PEEK_OFF (always there on AF_UNIX, 3.4) it waits for a byte past it.
-                if skip > OFFSET_MAX {
-                    return Err(errno(libc::EOVERFLOW));
-                }
-                self.set_peek_off(skip as c_int)?;
-                self.stats.syscalls += 1;
-                // SAFETY: the iovec covers the shared scratch buffer.
-                let r =
-                    unsafe { sys::recvmsg_iov(self.fd, &[sys::scratch_iov(1)], libc::MSG_PEEK) };
-                self.set_peek_off(-1)?;
-                r.map(drop)
-            }
+        }
+        if self.transport == Transport::Unix {
+            return Err(errno(libc::EOVERFLOW));
+        }
+        // MPTCP, older kernels: MSG_WAITALL makes a TCP peek wait for skip + 1 bytes.
+        let mut space = [MaybeUninit::<iovec>::uninit(); IOV_MAX];
+        let iov = discard_iov(&mut space, skip + 1, &[])?;
+        self.stats.syscalls += 1;
+        let f = libc::MSG_PEEK | libc::MSG_WAITALL;
+        let t0 = std::time::Instant::now();
+        // SAFETY: the iovecs all cover the shared scratch buffer.
+        let n = unsafe { sys::recvmsg_iov(self.fd, iov, f) }?;
+        self.stats.bytes_skipped_copied += n as u64;
+        if n > skip || self.peer_ended()? {
+            return Ok(()); // a byte beyond the cursor, or end of stream: peek again
+        }
+        // Short without end of stream: the peek was cut by SO_RCVTIMEO or a signal, which a
+        // blocking recv would report as EAGAIN or EINTR; this one returns the bytes it
+        // peeked, so tell them apart by the time spent. SO_RCVTIMEO is kept in jiffies,
+        // rounded up (sock_set_timeout), and read back so; the sleep, restarted by every
+        // wakeup of the socket's wait queue (ACKs of our own sends), can end up to a jiffy
+        // before it. A jiffy is at most 10 ms (HZ >= 100): within that, it is the timeout.
+        self.stats.syscalls += 1;
+        let timeo = sys::getsockopt_timeval(self.fd, libc::SO_RCVTIMEO)?;
+        match timeo {
+            Some(t) if t0.elapsed() + JIFFY_MAX >= t => Err(errno(libc::EAGAIN)),
+            _ => Err(errno(libc::EINTR)),
         }
     }
 

@@ -11,10 +11,11 @@ use common::*;
 use lowcopy::{PeekMode, Peeker};
 
 fn peek_past_the_queue(
+    transport: &str,
     mode: PeekMode,
     timeo: Option<Duration>,
 ) -> (std::io::Result<usize>, Duration) {
-    let p = pair("tcp4");
+    let p = pair(transport);
     write_all(p.peer.as_fd(), b"abc");
     wait_queued(p.sock.as_fd(), 3);
     if let Some(t) = timeo {
@@ -33,27 +34,40 @@ fn peek_past_the_queue(
     (r, took)
 }
 
+/// Transports and modes whose blocking wait differs: SO_PEEK_OFF (tcp4, both mechanisms: the
+/// discard one waits with a one-byte peek at the cursor) and MSG_WAITALL (MPTCP).
+const CASES: [(&str, PeekMode); 3] = [
+    ("tcp4", PeekMode::Offset),
+    ("tcp4", PeekMode::Discard),
+    ("mptcp4", PeekMode::Discard),
+];
+
 #[test]
 fn a_signal_ends_a_blocking_peek_with_eintr() {
-    for mode in [PeekMode::Offset, PeekMode::Discard] {
-        let (r, took) = peek_past_the_queue(mode, None);
-        assert_eq!(r.unwrap_err().raw_os_error(), Some(libc::EINTR), "{mode:?}");
-        assert!(took < Duration::from_secs(2), "{mode:?}: {took:?}");
+    // MPTCP has no SO_PEEK_OFF: the discard mechanism's MSG_WAITALL wait.
+    for (t, mode) in CASES {
+        let (r, took) = peek_past_the_queue(t, mode, None);
+        assert_eq!(
+            r.unwrap_err().raw_os_error(),
+            Some(libc::EINTR),
+            "{t} {mode:?}"
+        );
+        assert!(took < Duration::from_secs(2), "{t} {mode:?}: {took:?}");
     }
 }
 
 #[test]
 fn so_rcvtimeo_ends_a_blocking_peek_with_eagain() {
-    for mode in [PeekMode::Offset, PeekMode::Discard] {
-        let (r, took) = peek_past_the_queue(mode, Some(Duration::from_millis(300)));
+    for (t, mode) in CASES {
+        let (r, took) = peek_past_the_queue(t, mode, Some(Duration::from_millis(300)));
         assert_eq!(
             r.unwrap_err().raw_os_error(),
             Some(libc::EAGAIN),
-            "{mode:?}"
+            "{t} {mode:?}"
         );
         assert!(
             took >= Duration::from_millis(290) && took < Duration::from_secs(2),
-            "{mode:?}: {took:?}"
+            "{t} {mode:?}: {took:?}"
         );
     }
 }
