@@ -498,9 +498,9 @@ int lowcopy_peeker_new(int fd, uint32_t mode, struct lowcopy_peeker **out);
  * the cursor and `flags` has `MSG_DONTWAIT` or the fd is non-blocking. A blocking peek
  * returns as soon as one byte beyond the cursor arrives (armed or not; but a socket whose own
  * `SO_RCVLOWAT` is above 1 makes the kernel wait for that many bytes beyond the cursor, as
- * recv does), or with `-EINTR` on a signal and `-EAGAIN` when `SO_RCVTIMEO` runs out (with
- * the discard mechanism on TCP a signal in the last 10 ms before the timeout reads as
- * `-EAGAIN`: the kernel keeps the timeout in jiffies). Peeked bytes stay in the receive
+ * recv does), or with `-EINTR` on a signal and `-EAGAIN` when `SO_RCVTIMEO` runs out (on a
+ * socket without `SO_PEEK_OFF`, MPTCP or a kernel before 6.9, a signal in the last 10 ms
+ * before the timeout reads as `-EAGAIN`: the kernel keeps the timeout in jiffies). Peeked bytes stay in the receive
  * buffer: when they fill it (small segments cost far more kernel memory than their payload)
  * the peer's window is closed and a blocking peek waits until something is consumed, so a
  * caller that may block there sets `SO_RCVTIMEO` or consumes acknowledged bytes first.
@@ -512,7 +512,10 @@ int lowcopy_peeker_new(int fd, uint32_t mode, struct lowcopy_peeker **out);
  * # Safety
  * `p` must be NULL or a live peeker; `buf` NULL or writable for `len` bytes.
  */
-ssize_t lowcopy_peeker_peek(struct lowcopy_peeker *p, void *buf, size_t len, int flags);
+ssize_t lowcopy_peeker_peek(struct lowcopy_peeker *p,
+                            void *buf,
+                            size_t len,
+                            int flags);
 
 /**
  * `lowcopy_peeker_peek` into `iovcnt` iovecs (1 to 1024; with the discard mechanism the

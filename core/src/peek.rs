@@ -431,8 +431,8 @@ impl<'fd> Peeker<'fd> {
     /// returns as soon as one byte beyond the cursor is there (with the armed low-water mark
     /// too; a socket's own `SO_RCVLOWAT` above 1 makes the kernel wait for that many bytes
     /// beyond the cursor, as recv does), or with `EINTR` on a signal and `EAGAIN` when
-    /// `SO_RCVTIMEO` runs out (discard mechanism on TCP: a signal in the last 10 ms before the
-    /// timeout reads as `EAGAIN`, see `JIFFY_MAX`). `flags`: `MSG_DONTWAIT` only.
+    /// `SO_RCVTIMEO` runs out (on a socket without `SO_PEEK_OFF`, MPTCP or a kernel before 6.9, a
+    /// signal in the last 10 ms before the timeout reads as `EAGAIN`, see `JIFFY_MAX`). `flags`: `MSG_DONTWAIT` only.
     ///
     /// Errors: `EINVAL` (bad flags, no room in `bufs`), `EMSGSIZE` (more than `IOV_MAX`
     /// iovecs), `EOVERFLOW` (cursor beyond what the mechanism can represent), and `recvmsg`
