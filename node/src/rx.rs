@@ -1,0 +1,1 @@
+//! Low-water-mark receive: `setRcvlowat`, `recvAtLeast`.
