@@ -322,8 +322,8 @@ pub unsafe extern "C" fn lowcopy_peeker_offset(p: *const lowcopy_peeker) -> size
 /// `p` must be NULL or a live peeker.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_peeker_mode(p: *const lowcopy_peeker) -> u32 {
-    // SAFETY: NULL or a live peeker per the caller's contract.
     guard(0, || {
+        // SAFETY: NULL or a live peeker per the caller's contract.
         unsafe { p.as_ref() }.map_or(0, |p| p.inner.mode() as u32)
     })
 }

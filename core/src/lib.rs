@@ -16,6 +16,8 @@
 //! [`std::io::Error`]s that keep the kernel's errno (`raw_os_error()`), so the C, Python and
 //! Node bindings report the same `-errno`.
 
+#![deny(missing_docs, missing_debug_implementations)]
+
 pub mod lowat;
 pub mod peek;
 pub mod probe;

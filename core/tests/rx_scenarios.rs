@@ -284,6 +284,7 @@ impl Run {
             "set_nonblocking" => {
                 // SAFETY: F_GETFL/F_SETFL take no pointers.
                 let fl = check(unsafe { libc::fcntl(self.fd, libc::F_GETFL) }).unwrap();
+                // SAFETY: as above.
                 check(unsafe { libc::fcntl(self.fd, libc::F_SETFL, fl | libc::O_NONBLOCK) })
                     .unwrap();
             }
