@@ -18,6 +18,7 @@
 
 #![deny(missing_docs, missing_debug_implementations)]
 
+mod flags;
 pub mod lowat;
 pub mod peek;
 pub mod probe;
@@ -25,6 +26,7 @@ mod sys;
 pub mod zc;
 pub mod zcrx;
 
+pub use flags::Flags;
 pub use lowat::{recv_atleast, recv_atleast_with_stats, set_rcvlowat, RecvStats};
 pub use peek::{consume, peek_at, peek_supported, PeekMode, PeekStats, Peeker};
 pub use probe::{probe, Caps};
