@@ -6,7 +6,7 @@
 //! - `ErrQueue`: `SO_ZEROCOPY` + `MSG_ZEROCOPY` (Linux 4.14 TCP, 5.0 UDP). The kernel numbers
 //!   each zerocopy send with a per-socket u32 counter and reports inclusive, coalesced,
 //!   possibly out-of-order ranges of those numbers on the socket's error queue
-//!   (Documentation/networking/msg_zerocopy.rst); a [`tracker::Tracker`] maps them back.
+//!   (Documentation/networking/msg_zerocopy.rst); an internal tracker maps them back.
 //!   This is what the never-merged MSG_ZEROCOPY_UARG / SCM_ZC_NOTIFICATION proposal (2024)
 //!   wanted the kernel to do.
 //! - `IoUring`: `IORING_OP_SEND_ZC` / `SENDMSG_ZC` (6.0 / 6.1), whose notification CQE carries
@@ -18,7 +18,7 @@
 //! A notification means "the buffer may be reused", not "the data was delivered": TCP
 //! notifies only after the peer acknowledged, so never block a send on completions.
 
-pub mod tracker;
+mod tracker;
 mod uring;
 
 use std::io::{self, IoSlice};
