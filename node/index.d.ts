@@ -10,6 +10,96 @@
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
 /**
+ * A peek cursor over one stream socket (TCP, MPTCP, AF_UNIX): read received bytes at the
+ * cursor without consuming them, seek back to read them again, consume what is done with.
+ * The core's `lowcopy::Peeker`, over a private duplicate of the descriptor.
+ *
+ * Works on its own duplicate (`F_DUPFD_CLOEXEC`): closing the `net.Socket` or fd given does
+ * not end the connection while the peeker is open (the socket closes with its last
+ * descriptor), so call `close()` (or use `using`). Socket options belong to the socket and are
+ * shared: the peeker sets `SO_PEEK_OFF` (and `SO_RCVLOWAT` when armed) and `close()` restores
+ * them. Nobody else may read the socket meanwhile: on a `net.Socket`, peek only while Node is
+ * not reading it (a server with `pauseOnConnect`, before `resume()`).
+ */
+export declare class Peeker {
+  /**
+   * Creates a peeker over (a duplicate of) `fd`, cursor at 0 (the head of the receive
+   * queue). Errors: `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream;
+   * `'offset'` without `SO_PEEK_OFF`), `EMFILE`; `TypeError` for a bad `mode`.
+   */
+  constructor(fd: number | import('node:net').Socket | { fd: number }, options?: PeekerOptions)
+  /** The peeker's own descriptor (its duplicate), e.g. to watch it with epoll; -1 once closed. */
+  get fd(): number
+  /** Whether `close()` was called. */
+  get closed(): boolean
+  /** The mechanism in use: `'offset'` (`SO_PEEK_OFF`) or `'discard'`, never `'auto'`. */
+  get mode(): string
+  /** The cursor: bytes between the head of the receive queue and the next peek. */
+  get offset(): number
+  /** Whether the low-water mark is armed (`setLowatArmed`). */
+  get lowatArmed(): boolean
+  /**
+   * Peeks up to `length` bytes at the cursor into a new `Buffer`; the cursor advances by
+   * its length. Empty at end of stream (the bytes before the cursor stay queued). Errors as
+   * the core's `Peeker::peek`: `EAGAIN` (nothing beyond the cursor and the call may not
+   * wait), `EINVAL`, `EOVERFLOW`, `ECONNRESET`, ...
+   */
+  peek(length: number, options?: PeekOptions): Buffer
+  /**
+   * Peeks at the cursor into `buf` (its own `byteLength` bytes at its `byteOffset`); returns
+   * the bytes written (0 at end of stream); the cursor advances by that many.
+   */
+  peekInto(buf: ArrayBufferView, options?: PeekOptions): number
+  /**
+   * Peeks at the cursor into `buffers` in order, as one call (scatter, like `fs.readvSync`;
+   * at most `IOV_MAX` = 1024 buffers, else `EMSGSIZE`); returns the bytes written.
+   */
+  peekv(buffers: ArrayBufferView[], options?: PeekOptions): number
+  /**
+   * `peek` that waits off the JS thread (on libuv's thread pool) until a byte beyond the
+   * cursor arrives, the stream ends (resolves with an empty `Buffer`), `timeoutMs` passes
+   * (rejects `ETIMEDOUT`) or `close()` is called (rejects with an `AbortError`). Works on
+   * non-blocking sockets (every `net.Socket`): it never relies on a blocking `recv`. The
+   * wait sleeps in an edge-triggered epoll, so bytes before the cursor or error-queue
+   * entries do not make it spin. While it is pending, the other calls on this peeker throw
+   * `EBUSY`. It occupies one pool thread (4 by default, shared with fs and dns): give it a
+   * timeout.
+   */
+  peekAsync(length: number, options?: PeekAsyncOptions): Promise<Buffer>
+  /**
+   * Moves the cursor to `offset` bytes after the head (back to read again, or ahead to skip
+   * without copying in `'offset'` mode). `EOVERFLOW` (cursor unchanged) beyond what the
+   * mechanism represents.
+   */
+  seek(offset: number): void
+  /**
+   * Drops up to `n` bytes from the head of the receive queue (TCP: no copy) and moves the
+   * cursor back by as many; never waits. Returns the bytes dropped (0 at end of stream);
+   * `EAGAIN` when nothing is queued.
+   */
+  consume(n: number): number
+  /**
+   * Tells the peeker that `n` bytes left the head of the queue by another path (a read, a
+   * `ZeroCopyReceiver`): the cursor moves back by `n`, no syscall unless armed.
+   */
+  noteConsumed(n: number): void
+  /**
+   * Arms (`true`) or disarms the low-water mark: `SO_RCVLOWAT` kept at cursor + 1 so that
+   * poll/epoll (libuv's too) report the socket readable only for bytes beyond the cursor.
+   * `EOPNOTSUPP` on AF_UNIX.
+   */
+  setLowatArmed(on: boolean): void
+  /** The counters so far. */
+  stats(): PeekStats
+  /**
+   * Restores the socket (`SO_RCVLOWAT` if armed, `SO_PEEK_OFF` disabled) and closes the
+   * peeker's duplicate; queued bytes stay queued for the next reader. A pending `peekAsync`
+   * rejects with an `AbortError`. Calling it again does nothing.
+   */
+  close(): void
+}
+
+/**
  * Capabilities of the running kernel, found by trying on throwaway sockets (see the core's
  * `lowcopy::Caps`).
  */
@@ -46,6 +136,12 @@ export declare function consume(fd: number | import('node:net').Socket | { fd: n
 /** The errno name Node uses for `errno` (positive or negative): `errnoName(11) === 'EAGAIN'`. */
 export declare function errnoName(errno: number): string
 
+/** Options of `peekAsync`. */
+export interface PeekAsyncOptions {
+  /** Give up after this many milliseconds (rejects with `ETIMEDOUT`); none by default. */
+  timeoutMs?: number
+}
+
 /**
  * Peeks up to `length` bytes lying `offset` bytes after the head of `fd`'s receive queue,
  * without consuming them; returns them as a new `Buffer` (empty at end of stream).
@@ -55,6 +151,23 @@ export declare function errnoName(errno: number): string
  * `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream), `EOVERFLOW`.
  */
 export declare function peekAt(fd: number | import('node:net').Socket | { fd: number }, offset: number, length: number, options?: PeekOptions): Buffer
+
+/**
+ * `peekAt` that waits off the JS thread until a byte lies beyond `offset` (as
+ * `Peeker.peekAsync`, on a private duplicate of `fd`): resolves with the bytes (empty at end
+ * of stream), rejects with `ETIMEDOUT` after `timeoutMs`. The protocol sniffer's call: peek a
+ * new connection's first bytes before Node reads them (`pauseOnConnect`).
+ */
+export declare function peekAtAsync(fd: number | import('node:net').Socket | { fd: number }, offset: number, length: number, options?: PeekAsyncOptions): Promise<Buffer>
+
+/** Options of `new Peeker`. */
+export interface PeekerOptions {
+  /**
+   * `'auto'` (default: `SO_PEEK_OFF` where the socket family has it, else the discard
+   * prefix), `'offset'` (`SO_PEEK_OFF`; `EOPNOTSUPP` where missing) or `'discard'`.
+   */
+  mode?: string
+}
 
 /**
  * [`peek_at`] into the caller's `buf` (its own `byteLength` bytes at its `byteOffset`); returns
@@ -70,6 +183,30 @@ export interface PeekOptions {
    * duplicate shares), so every call on them behaves so.
    */
   dontWait?: boolean
+  /**
+   * The C flag bits instead (`MSG_DONTWAIT` = 0x40), for code ported from C: any other bit
+   * is `EINVAL`.
+   */
+  flags?: number
+}
+
+/** Counters of a `Peeker` (bytes in bytes); see the core's `PeekStats`. */
+export interface PeekStats {
+  /** Syscalls made (failed ones included). */
+  syscalls: number
+  /** Peeks that returned data. */
+  peeks: number
+  /** Bytes delivered by peeks. */
+  bytesPeeked: number
+  /**
+   * Bytes the kernel copied only to be thrown away (the discard prefix; consumed bytes on
+   * AF_UNIX).
+   */
+  bytesSkippedCopied: number
+  /** Bytes dropped from the head of the queue by `consume`. */
+  bytesConsumed: number
+  /** `SO_RCVLOWAT` changes made by the armed mode. */
+  rcvlowatUpdates: number
 }
 
 /**
@@ -84,3 +221,100 @@ export declare function peekSupported(fd: number | import('node:net').Socket | {
  * created (`EMFILE`, ...).
  */
 export declare function probe(): Caps
+
+export declare namespace testing {
+  /** `accept4` on the listener `fd`. */
+  export function accept(fd: number): number
+  /** close(2). */
+  export function close(fd: number): void
+  /** A client connected to the listener `fd` (TCP_MAXSEG of `opts` before connect). */
+  export function connect(fd: number, opts?: testing.TcpOpts | undefined | null): number
+  /**
+   * Reads from `fd` until `bytes` arrived (SO_RCVTIMEO `timeoutMs` per read, EINTR retried) and
+   * checks them against the test pattern from stream position `from`; returns the bytes read.
+   * Throws on a short stream or a wrong byte.
+   */
+  export function drainPattern(fd: number, from: number, bytes: number, timeoutMs: number): number
+  /** A level-triggered epoll instance watching `fd` for EPOLLIN; returns its fd. */
+  export function epollIn(fd: number): number
+  /** epoll_wait for one event, `ms` at most: whether one came. */
+  export function epollWait(epfd: number, ms: number): boolean
+  /** A regular file open for reading (not a socket). */
+  export function fileFd(): number
+  /** getsockopt of the int option named `name` (`'SO_RCVLOWAT'`, `'SO_PEEK_OFF'`, ...). */
+  export function getsockopt(fd: number, name: string): number
+  /** Bytes queued for reading (SIOCINQ). */
+  export function inq(fd: number): number
+  /** Whether `fd` is open (fcntl F_GETFD). */
+  export function isOpen(fd: number): boolean
+  /** Waits for every writer `spawnWriter` started; throws the first one's failure. */
+  export function joinWriters(): void
+  /** A listening loopback TCP socket (`v6`), options applied before listen. */
+  export function listener(v6: boolean, opts?: testing.TcpOpts | undefined | null): number
+  /** Open descriptors of this process (entries of /proc/self/fd), for leak checks. */
+  export function openFds(): number
+  /**
+   * A connected stream pair: `tcp4`, `tcp6`, `mptcp4` (loopback; `sock` is the accepted side),
+   * `unix` (socketpair); datagram pairs `udp4`, `udp6` (connected both ways) and
+   * `udp4_unconnected` (`sock` not connected: sends name `peerPort`).
+   */
+  export function pair(transport: string, opts?: testing.TcpOpts | undefined | null): testing.Pair
+  /** A connected pair of descriptors: `sock` is the one under test, `peer` the other end. */
+  export interface Pair {
+    sock: number
+    peer: number
+    /** For unconnected UDP: the peer's port on 127.0.0.1. */
+    peerPort?: number
+  }
+  /** `len` bytes of the test pattern from stream position `from`. */
+  export function pattern(from: number, len: number): Buffer
+  /** One recv(MSG_PEEK | MSG_DONTWAIT) of up to `len` bytes. */
+  export function peekRaw(fd: number, len: number): Buffer
+  /** One read(2) of up to `len` bytes (blocking unless the fd is non-blocking). */
+  export function read(fd: number, len: number): Buffer
+  /** Closes `fd` with SO_LINGER 0: the peer gets a RST. */
+  export function reset(fd: number): void
+  /** send(2) of each datagram in `list` (connected socket). */
+  export function sendDatagrams(fd: number, list: Array<string>): void
+  /** Sets O_NONBLOCK on the open file (shared by every duplicate). */
+  export function setNonblocking(fd: number): void
+  /** SO_RCVTIMEO in milliseconds (0: none). */
+  export function setRcvtimeo(fd: number, ms: number): void
+  /** setsockopt of the int option named `name`. */
+  export function setsockopt(fd: number, name: string, value: number): void
+  /** shutdown(SHUT_WR). */
+  export function shutdownWrite(fd: number): void
+  /**
+   * Starts a thread that writes `data` to (a duplicate of) `fd` as `opts` say; `joinWriters`
+   * waits for every such thread and reports the first failure.
+   */
+  export function spawnWriter(fd: number, data: Buffer, opts?: testing.WriterOpts | undefined | null): void
+  /** Options of the TCP fixtures. */
+  export interface TcpOpts {
+    /** TCP_MAXSEG on the listener and the client, before connect. */
+    mss?: number
+    /** SO_RCVBUF (locked) on the listener, before the handshake. */
+    listenerRcvbuf?: number
+  }
+  /** An unconnected TCP/IPv4 socket. */
+  export function tcpSocket(): number
+  /**
+   * Waits (sleeping 1 ms at a time, at most `timeoutMs`) until `bytes` are queued; throws
+   * ETIMEDOUT otherwise.
+   */
+  export function waitQueued(fd: number, bytes: number, timeoutMs?: number | undefined | null): void
+  /** Writes all of `data` to `fd` now (blocking). */
+  export function writeAllSync(fd: number, data: Uint8Array): void
+  /** How a spawned writer sends. */
+  export interface WriterOpts {
+    /** Sleep this long first. */
+    delayMs?: number
+    /** Send in this many pieces, `pieceMs` apart. */
+    pieces?: number
+    pieceMs?: number
+    /** Send with MSG_ZEROCOPY from page-aligned memory, send sizes cycling through these. */
+    zerocopySizes?: Array<number>
+    /** Shut the write side down after the data. */
+    shutdown?: boolean
+  }
+}

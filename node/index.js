@@ -835,9 +835,12 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.Peeker = nativeBinding.Peeker
 module.exports.consume = nativeBinding.consume
 module.exports.errnoName = nativeBinding.errnoName
 module.exports.peekAt = nativeBinding.peekAt
+module.exports.peekAtAsync = nativeBinding.peekAtAsync
 module.exports.peekInto = nativeBinding.peekInto
 module.exports.peekSupported = nativeBinding.peekSupported
 module.exports.probe = nativeBinding.probe
+module.exports.testing = nativeBinding.testing

@@ -9,9 +9,6 @@ use napi::Env;
 
 use crate::error::{describe_value, range_error, sys_error, type_error};
 
-/// The TypeScript type of every descriptor argument.
-pub const FD_TS: &str = "number | import('node:net').Socket | { fd: number }";
-
 /// The descriptor `v` stands for: an int fd; a `net.Socket` (or `dgram.Socket`, or anything
 /// else whose `_handle.fd` is libuv's descriptor); or an object with a numeric `fd`
 /// (`fs.promises.FileHandle`). A socket without a handle (not connected yet, or destroyed) or
@@ -197,6 +194,17 @@ pub fn timeout_ms(env: &Env, v: Option<&Unknown>) -> Result<Option<Duration>> {
         }
         _ => None,
     };
+    timeout_of(env, v)
+}
+
+/// The `timeoutMs` option of `opts` (see [`timeout_of`]).
+pub fn timeout_opt(env: &Env, opts: Option<&Unknown>) -> Result<Option<Duration>> {
+    let v = number_opt(env, opts, "timeoutMs")?;
+    timeout_of(env, v)
+}
+
+/// A timeout in milliseconds: None or negative is no limit, 0 does not wait.
+pub fn timeout_of(env: &Env, v: Option<f64>) -> Result<Option<Duration>> {
     match v {
         None => Ok(None),
         Some(ms) if ms < 0.0 => Ok(None),
@@ -211,22 +219,9 @@ pub fn timeout_ms(env: &Env, v: Option<&Unknown>) -> Result<Option<Duration>> {
 /// Reads the boolean option `name` of an options object (`undefined` is false): a
 /// `TypeError` when `opts` is neither an object nor `undefined`, or the option not a boolean.
 pub fn bool_opt(env: &Env, opts: Option<&Unknown>, name: &str) -> Result<bool> {
-    let Some(o) = opts else { return Ok(false) };
-    match o.get_type()? {
-        ValueType::Undefined | ValueType::Null => return Ok(false),
-        ValueType::Object => {}
-        _ => {
-            return Err(type_error(
-                env,
-                format!(
-                    "The \"options\" argument must be of type object. Received {}",
-                    describe_value(o)
-                ),
-            ))
-        }
-    }
-    // SAFETY: an object (checked just above).
-    let obj: Object = unsafe { o.cast()? };
+    let Some(obj) = options_object(env, opts)? else {
+        return Ok(false);
+    };
     let v: Unknown = obj.get_named_property(name)?;
     match v.get_type()? {
         ValueType::Undefined => Ok(false),
@@ -238,5 +233,53 @@ pub fn bool_opt(env: &Env, opts: Option<&Unknown>, name: &str) -> Result<bool> {
                 describe_value(&v)
             ),
         )),
+    }
+}
+
+/// Reads the integer option `name` (`undefined`: None); `TypeError`/`RangeError` otherwise.
+pub fn int_opt(env: &Env, opts: Option<&Unknown>, name: &str) -> Result<Option<i32>> {
+    let Some(obj) = options_object(env, opts)? else {
+        return Ok(None);
+    };
+    let v: Unknown = obj.get_named_property(name)?;
+    if v.get_type()? == ValueType::Undefined {
+        return Ok(None);
+    }
+    let n = number(env, &v, &format!("options.{name}"))?;
+    if n.fract() != 0.0 || !(i32::MIN as f64..=i32::MAX as f64).contains(&n) {
+        return Err(range_error(
+            env,
+            format!("The value of \"options.{name}\" is out of range. Received {n}"),
+        ));
+    }
+    Ok(Some(n as i32))
+}
+
+/// The options object (None for `undefined`/`null`), or a `TypeError`.
+pub fn options_object<'a>(env: &Env, opts: Option<&Unknown<'a>>) -> Result<Option<Object<'a>>> {
+    let Some(o) = opts else { return Ok(None) };
+    match o.get_type()? {
+        ValueType::Undefined | ValueType::Null => Ok(None),
+        // SAFETY: an object (checked by the match).
+        ValueType::Object => Ok(Some(unsafe { o.cast()? })),
+        _ => Err(type_error(
+            env,
+            format!(
+                "The \"options\" argument must be of type object. Received {}",
+                describe_value(o)
+            ),
+        )),
+    }
+}
+
+/// Reads the number option `name` (`undefined`: None).
+pub fn number_opt(env: &Env, opts: Option<&Unknown>, name: &str) -> Result<Option<f64>> {
+    let Some(obj) = options_object(env, opts)? else {
+        return Ok(None);
+    };
+    let v: Unknown = obj.get_named_property(name)?;
+    match v.get_type()? {
+        ValueType::Undefined | ValueType::Null => Ok(None),
+        _ => Ok(Some(number(env, &v, &format!("options.{name}"))?)),
     }
 }

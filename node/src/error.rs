@@ -264,3 +264,41 @@ pub fn describe_value(v: &Unknown) -> String {
         _ => "a value".into(),
     }
 }
+
+/// An `Error` named `AbortError` with `code: 'ABORT_ERR'`, as Node rejects an aborted operation
+/// (`lib/internal/errors.js` `AbortError`).
+pub fn abort_error(env: &Env, msg: &str) -> Error {
+    let build = || -> Result<Error> {
+        let mut obj = env.create_error(Error::new(Status::GenericFailure, msg.to_string()))?;
+        obj.set_named_property("name", "AbortError")?;
+        obj.set_named_property("code", "ABORT_ERR")?;
+        Ok(Error::from(obj.to_unknown()))
+    };
+    build().unwrap_or_else(|e| e)
+}
+
+/// Why an operation that ran off the JS thread failed; turned into a JS error on the JS thread
+/// (errors are JS objects, made only there).
+#[derive(Debug, Clone, Copy)]
+pub enum Fail {
+    /// The kernel's errno, as a system error of the call.
+    Errno(i32),
+    /// `close()` or an `AbortSignal` ended the wait.
+    Aborted,
+}
+
+impl From<io::Error> for Fail {
+    fn from(e: io::Error) -> Self {
+        Fail::Errno(errno_of(&e))
+    }
+}
+
+impl Fail {
+    /// The JS error, for `syscall`.
+    pub fn into_error(self, env: &Env, syscall: &str) -> Error {
+        match self {
+            Fail::Errno(e) => sys_error(env, e, syscall),
+            Fail::Aborted => abort_error(env, &format!("The operation was aborted ({syscall})")),
+        }
+    }
+}

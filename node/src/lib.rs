@@ -15,5 +15,7 @@ mod error;
 mod peek;
 mod probe;
 mod rx;
+mod sys;
+pub mod testing;
 
 pub use error::errno_name;
