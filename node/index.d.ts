@@ -222,6 +222,60 @@ export declare function peekSupported(fd: number | import('node:net').Socket | {
  */
 export declare function probe(): Caps
 
+/**
+ * Receives at least `min` bytes into `buf` (its own bytes, at its `byteOffset`) with one
+ * wakeup where the kernel allows, then whatever else is queued up to `buf.byteLength`;
+ * returns the bytes received. It blocks the JS thread: use `recvAtLeastAsync` on the event
+ * loop. As the core's `recv_atleast`: `min` is clamped to `1..=byteLength`; fewer than
+ * `min` bytes come back at end of stream, on timeout after some bytes, or before an error;
+ * 0 at end of stream; `ETIMEDOUT` when nothing came in time; `EINVAL` for an empty `buf`;
+ * `EMSGSIZE` when the next datagram does not fit.
+ */
+export declare function recvAtLeast(fd: number | import('node:net').Socket | { fd: number }, buf: ArrayBufferView, min: number, options?: RecvOptions): number
+
+/**
+ * `recvAtLeast` on libuv's thread pool, into a new `Buffer` of at most `length` bytes: the
+ * event loop runs meanwhile. Works on a private duplicate of `fd`. It occupies a pool thread
+ * (4 by default, shared with fs and dns) until it returns: give it a `timeoutMs`.
+ */
+export declare function recvAtLeastAsync(fd: number | import('node:net').Socket | { fd: number }, length: number, min: number, options?: RecvOptions): Promise<Buffer>
+
+/** Options of `recvAtLeast`. */
+export interface RecvOptions {
+  /**
+   * Milliseconds the call may sleep: none (or negative) waits without limit, 0 returns what
+   * is queued now. The fd's `O_NONBLOCK` and `SO_RCVTIMEO` play no part.
+   */
+  timeoutMs?: number
+  /** An object whose counters (`RecvStats` fields) the call adds to. */
+  stats?: RecvStats
+}
+
+/**
+ * Counters of `recvAtLeast` (see the core's `RecvStats`), added to the object passed as
+ * `options.stats` on every call.
+ */
+export interface RecvStats {
+  calls?: number
+  syscalls?: number
+  /** `poll` returns that found the socket ready: the wakeups. */
+  wakeups?: number
+  /** Wakeups after which fewer than `min` bytes were there. */
+  earlyWakeups?: number
+  timeouts?: number
+  /** `SO_RCVLOWAT` changes made (restores included). */
+  lowatChanges?: number
+  bytes?: number
+}
+
+/**
+ * Sets `SO_RCVLOWAT` to `bytes` and returns the value the kernel keeps (TCP caps it at
+ * `tcp_rmem[2]/2`, or half a locked `SO_RCVBUF`; 0 is kept as 1). As the core's
+ * `set_rcvlowat`. On a `net.Socket` it gates libuv's wakeups too: Node's `'data'` events then
+ * come only once that many bytes are queued (or at end of stream).
+ */
+export declare function setRcvlowat(fd: number | import('node:net').Socket | { fd: number }, bytes: number): number
+
 export declare namespace testing {
   /** `accept4` on the listener `fd`. */
   export function accept(fd: number): number
@@ -239,6 +293,14 @@ export declare namespace testing {
   export function epollIn(fd: number): number
   /** epoll_wait for one event, `ms` at most: whether one came. */
   export function epollWait(epfd: number, ms: number): boolean
+  /**
+   * Puts an entry on `fd`'s error queue by sending one byte to the peer: `'zerocopy'` (a
+   * MSG_ZEROCOPY send: its notification), `'timestamp'` (SO_TIMESTAMPING software transmit
+   * reports, left on), `'icmp'` (UDP: IP_RECVERR on, then one datagram to a peer the caller
+   * closed first: ECONNREFUSED pending and an ICMP report queued). Returns once poll reports
+   * POLLERR (3 s at most, else ETIMEDOUT).
+   */
+  export function errqueueEntry(fd: number, kind: string): void
   /** A regular file open for reading (not a socket). */
   export function fileFd(): number
   /** getsockopt of the int option named `name` (`'SO_RCVLOWAT'`, `'SO_PEEK_OFF'`, ...). */
@@ -274,6 +336,8 @@ export declare namespace testing {
   export function read(fd: number, len: number): Buffer
   /** Closes `fd` with SO_LINGER 0: the peer gets a RST. */
   export function reset(fd: number): void
+  /** tcp_rmem[2] / 2: the most SO_RCVLOWAT TCP keeps on an unlocked buffer. */
+  export function rmemCap(): number
   /** send(2) of each datagram in `list` (connected socket). */
   export function sendDatagrams(fd: number, list: Array<string>): void
   /** Sets O_NONBLOCK on the open file (shared by every duplicate). */
@@ -298,6 +362,8 @@ export declare namespace testing {
   }
   /** An unconnected TCP/IPv4 socket. */
   export function tcpSocket(): number
+  /** CPU time this thread has used, in milliseconds (CLOCK_THREAD_CPUTIME_ID). */
+  export function threadCpuMs(): number
   /**
    * Waits (sleeping 1 ms at a time, at most `timeoutMs`) until `bytes` are queued; throws
    * ETIMEDOUT otherwise.
@@ -316,5 +382,7 @@ export declare namespace testing {
     zerocopySizes?: Array<number>
     /** Shut the write side down after the data. */
     shutdown?: boolean
+    /** First wait for every writer started before (their bytes go first). */
+    afterOthers?: boolean
   }
 }

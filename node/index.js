@@ -843,4 +843,7 @@ module.exports.peekAtAsync = nativeBinding.peekAtAsync
 module.exports.peekInto = nativeBinding.peekInto
 module.exports.peekSupported = nativeBinding.peekSupported
 module.exports.probe = nativeBinding.probe
+module.exports.recvAtLeast = nativeBinding.recvAtLeast
+module.exports.recvAtLeastAsync = nativeBinding.recvAtLeastAsync
+module.exports.setRcvlowat = nativeBinding.setRcvlowat
 module.exports.testing = nativeBinding.testing

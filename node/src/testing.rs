@@ -324,6 +324,8 @@ pub struct WriterOpts {
     pub zerocopy_sizes: Option<Vec<u32>>,
     /// Shut the write side down after the data.
     pub shutdown: Option<bool>,
+    /// First wait for every writer started before (their bytes go first).
+    pub after_others: Option<bool>,
 }
 
 /// Starts a thread that writes `data` to (a duplicate of) `fd` as `opts` say; `joinWriters`
@@ -332,11 +334,19 @@ pub struct WriterOpts {
 pub fn spawn_writer(env: Env, fd: i32, data: Buffer, opts: Option<WriterOpts>) -> Result<()> {
     let dup = borrow(fd).try_clone_to_owned().or_throw(&env, "testing.spawnWriter")?;
     let data = data.to_vec();
-    let o = opts.unwrap_or(WriterOpts { delay_ms: None, pieces: None, piece_ms: None, zerocopy_sizes: None, shutdown: None });
+    let o = opts.unwrap_or(WriterOpts { delay_ms: None, pieces: None, piece_ms: None, zerocopy_sizes: None, shutdown: None, after_others: None });
+    let before: Vec<_> = if o.after_others.unwrap_or(false) {
+        std::mem::take(&mut *WRITERS.lock().unwrap_or_else(|p| p.into_inner()))
+    } else {
+        Vec::new()
+    };
     let (delay, pieces, piece_ms) = (o.delay_ms.unwrap_or(0), o.pieces.unwrap_or(1).max(1), o.piece_ms.unwrap_or(0));
     let zc = o.zerocopy_sizes;
     let shut = o.shutdown.unwrap_or(false);
     let h = std::thread::spawn(move || -> std::result::Result<(), String> {
+        for b in before {
+            b.join().unwrap_or_else(|_| Err("writer panicked".into()))?;
+        }
         std::thread::sleep(Duration::from_millis(delay as u64));
         if let Some(sizes) = zc {
             send_zerocopy(dup.as_fd(), &data, &sizes).map_err(|e| format!("zerocopy send: {e}"))?;
@@ -573,3 +583,67 @@ pub fn is_open(fd: i32) -> bool {
     unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
 }
 
+
+fn wait_pollerr(fd: i32) -> std::io::Result<()> {
+    let mut p = libc::pollfd { fd, events: 0, revents: 0 };
+    // SAFETY: one live pollfd.
+    let n = check(unsafe { libc::poll(&mut p, 1, 3000) })?;
+    if n == 1 && p.revents & libc::POLLERR != 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::from_raw_os_error(libc::ETIMEDOUT))
+    }
+}
+
+/// Puts an entry on `fd`'s error queue by sending one byte to the peer: `'zerocopy'` (a
+/// MSG_ZEROCOPY send: its notification), `'timestamp'` (SO_TIMESTAMPING software transmit
+/// reports, left on), `'icmp'` (UDP: IP_RECVERR on, then one datagram to a peer the caller
+/// closed first: ECONNREFUSED pending and an ICMP report queued). Returns once poll reports
+/// POLLERR (3 s at most, else ETIMEDOUT).
+#[napi(catch_unwind, namespace = "testing")]
+pub fn errqueue_entry(env: Env, fd: i32, kind: String) -> Result<()> {
+    let b = borrow(fd);
+    let r = (|| {
+        let flags = match kind.as_str() {
+            "zerocopy" => {
+                sys::setsockopt_int(b, libc::SOL_SOCKET, libc::SO_ZEROCOPY, 1)?;
+                libc::MSG_ZEROCOPY
+            }
+            "timestamp" => {
+                let v = libc::SOF_TIMESTAMPING_TX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE;
+                sys::setsockopt_int(b, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, v as i32)?;
+                0
+            }
+            "icmp" => {
+                sys::setsockopt_int(b, libc::IPPROTO_IP, libc::IP_RECVERR, 1)?;
+                0
+            }
+            _ => return Err(std::io::Error::from_raw_os_error(libc::EINVAL)),
+        };
+        // SAFETY: one readable byte.
+        let n = unsafe { libc::send(fd, b"e".as_ptr().cast(), 1, flags) };
+        if n != 1 {
+            return Err(std::io::Error::last_os_error());
+        }
+        wait_pollerr(fd)
+    })();
+    r.or_throw(&env, "testing.errqueueEntry")
+}
+
+/// CPU time this thread has used, in milliseconds (CLOCK_THREAD_CPUTIME_ID).
+#[napi(catch_unwind, namespace = "testing")]
+pub fn thread_cpu_ms() -> f64 {
+    // SAFETY: all-zero is a valid timespec; clock_gettime writes one.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: a live timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 / 1e6
+}
+
+/// tcp_rmem[2] / 2: the most SO_RCVLOWAT TCP keeps on an unlocked buffer.
+#[napi(catch_unwind, namespace = "testing")]
+pub fn rmem_cap(env: Env) -> Result<f64> {
+    let s = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_rmem").or_throw(&env, "testing.rmemCap")?;
+    let max: f64 = s.split_whitespace().nth(2).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    Ok((max / 2.0).floor())
+}
