@@ -100,6 +100,98 @@ export declare class Peeker {
 }
 
 /**
+ * Zerocopy sends over one socket (the core's `lowcopy::ZeroCopySender`, over a private
+ * duplicate of the descriptor), each followed by exactly one completion carrying its
+ * `userData`, when the kernel no longer needs the buffer.
+ *
+ * Each buffer sent is kept alive (and its ArrayBuffer made untransferable) until its
+ * completion is reaped by `reap`, `sendReap`, `wait` or `waitAsync`; do not modify it
+ * before then: the kernel may send (or resend) from it. Sends and reaps run on the JS thread
+ * (the io_uring backend belongs to the first thread that sends); `waitAsync` only waits on
+ * the pool thread.
+ */
+export declare class ZeroCopySender {
+  /**
+   * Creates a sender on (a duplicate of) `fd`: a TCP or UDP socket for zerocopy; any other
+   * socket works with the `'copy'` backend (`'auto'` picks it). Errors: `EBADF`,
+   * `ENOTSOCK`, `EOPNOTSUPP` (an explicit zerocopy backend where the socket has none),
+   * io_uring setup errors for `'io_uring'` (`EPERM`, `ENOSYS`, `ENOMEM`); `TypeError` for a
+   * bad option, and for `'errqueue'` on a `net.Socket`.
+   */
+  constructor(fd: number | import('node:net').Socket | { fd: number }, options?: ZcSenderOptions)
+  /** The backend in use: `'io_uring'`, `'errqueue'` or `'copy'` (never `'auto'`). */
+  get backend(): string
+  /** The sender's own descriptor (its duplicate); -1 once closed. */
+  get fd(): number
+  /** Whether `close()` was called. */
+  get closed(): boolean
+  /** Sends whose completion has not arrived yet. */
+  get inflight(): number
+  /** Buffers held for sends not yet reaped (in flight or completed). */
+  get held(): number
+  /**
+   * Sends `data` (an `ArrayBufferView`, or an array of them sent as one, like `writev`);
+   * returns the bytes accepted. A send that returned > 0 is followed by exactly one
+   * completion with `userData` (any value, handed back unchanged); its buffers are held
+   * until then. Blocking unless `dontWait` or the socket is non-blocking (every
+   * `net.Socket` is: then `EAGAIN` when it is full). Errors as the core's `send`: `EAGAIN`,
+   * `EBUSY` (4096 sends unreaped: reap), `EEXIST` (io_uring from another thread), `EPIPE`,
+   * `ECONNRESET`, `EMSGSIZE`, `EINVAL` (flags).
+   */
+  send(data: ArrayBufferView | ArrayBufferView[], userData?: unknown, options?: ZcSendOptions): number
+  /**
+   * `send` that never waits and does not throw when the socket is full: returns the bytes
+   * accepted, or -11 (`-EAGAIN`) when there is no room (no completion follows then). Other
+   * errors throw as `send`'s do. For event-loop code that retries on `'drain'`-like
+   * readiness: an exception per full socket costs more than the send.
+   */
+  trySend(data: ArrayBufferView | ArrayBufferView[], userData?: unknown, options?: ZcSendOptions): number
+  /**
+   * `send` to `address`:`port` (an unconnected UDP socket; IPv4 or IPv6 text), as
+   * `dgram`'s `send(msg, port, address)`. `EAFNOSUPPORT` for the other family.
+   */
+  sendTo(data: ArrayBufferView | ArrayBufferView[], port: number, address: string, userData?: unknown, options?: ZcSendOptions): number
+  /**
+   * `send`, then the completions that are ready (on the error-queue backend its queue is
+   * read at most once per 32 sends: `reap` sooner if needed). Returns `{ bytes,
+   * completions }`.
+   */
+  sendReap(data: ArrayBufferView | ArrayBufferView[], userData?: unknown, options?: ZcSendOptions): { bytes: number, completions: ZcCompletion[] }
+  /** The completions that are ready (never waits), releasing their buffers. */
+  reap(): Array<ZcCompletion>
+  /**
+   * Waits (blocking the JS thread) until a completion is ready, at most `timeoutMs` (none:
+   * no limit), then reaps: returns the completions (empty at once when nothing is in
+   * flight). `ETIMEDOUT` when none came in time (TCP completes only once the peer
+   * acknowledged), `EINTR`, a socket error (`ECONNRESET`...).
+   */
+  wait(timeoutMs?: number): Array<ZcCompletion>
+  /**
+   * `wait` whose sleep runs on libuv's thread pool (it polls the completion descriptor: the
+   * io_uring ring or the socket), then reaps on the JS thread, so the io_uring backend stays
+   * with its thread. Resolves with the completions (empty when nothing is in flight);
+   * rejects `ETIMEDOUT`, or with an `AbortError` when `close()` is called meanwhile.
+   */
+  waitAsync(timeoutMs?: number): Promise<ZcCompletion[]>
+  /** The counters so far. */
+  stats(): ZcStats
+  /**
+   * Closes the sender: reaps what already completed (dropping those completions), closes
+   * its duplicate, and returns the sends still in flight. Their buffers are then kept for
+   * the life of the process (the kernel still holds their pages and TCP may resend from
+   * them; never reused memory on the wire). A pending `waitAsync` rejects with an
+   * `AbortError`. Calling it again returns 0.
+   */
+  close(): number
+}
+
+/**
+ * Installs the function called with each ArrayBuffer before a zerocopy-capable send (done by
+ * `lowcopy.js`: `markAsUntransferable`). Internal.
+ */
+export declare function _setTransferGuard(guard: (buf: ArrayBufferLike) => void): void
+
+/**
  * Capabilities of the running kernel, found by trying on throwaway sockets (see the core's
  * `lowcopy::Caps`).
  */
@@ -276,6 +368,66 @@ export interface RecvStats {
  */
 export declare function setRcvlowat(fd: number | import('node:net').Socket | { fd: number }, bytes: number): number
 
+/** One finished send. */
+export interface ZcCompletion {
+  /** The value given with the send, unchanged. */
+  userData: unknown
+  /** Bytes the send accepted. */
+  result: number
+  /**
+   * The data was copied (by the kernel on loopback/veth, or a plain send), not sent from
+   * the pinned buffer.
+   */
+  copied: boolean
+  /** The copy was lowcopy's choice (adaptive mode, `ENOBUFS`, a full id window). */
+  fallback: boolean
+}
+
+/** Options of `new ZeroCopySender`. */
+export interface ZcSenderOptions {
+  /**
+   * `'auto'` (default), `'io_uring'`, `'errqueue'` or `'copy'`. On a `net.Socket` (which
+   * libuv polls) `'auto'` never picks `'errqueue'` and `'errqueue'` is refused: its
+   * notifications keep `EPOLLERR` up and would spin Node's event loop until reaped.
+   */
+  backend?: string
+  /**
+   * Stop asking for zerocopy after 16 consecutive completions the kernel copied anyway
+   * (loopback, veth): later sends are plain copies.
+   */
+  adaptive?: boolean
+}
+
+/** Options of a send. */
+export interface ZcSendOptions {
+  /** `MSG_DONTWAIT`: `EAGAIN` instead of waiting for room in the socket. */
+  dontWait?: boolean
+  /** `MSG_MORE`: more data follows (TCP corks, UDP appends to one datagram). */
+  more?: boolean
+  /**
+   * The C bits instead (`MSG_DONTWAIT` 0x40, `MSG_MORE` 0x8000; `MSG_NOSIGNAL` is implied
+   * and accepted); others are `EINVAL`.
+   */
+  flags?: number
+}
+
+/** Counters of a sender (see the core's `ZcStats`). */
+export interface ZcStats {
+  sends: number
+  bytes: number
+  zerocopySends: number
+  copySends: number
+  completions: number
+  completionsCopied: number
+  enobufs: number
+  windowFull: number
+  syscallsSend: number
+  syscallsReap: number
+  errqueueOther: number
+  unexpectedIds: number
+  zerocopyOff: number
+}
+
 export declare namespace testing {
   /** `accept4` on the listener `fd`. */
   export function accept(fd: number): number
@@ -309,6 +461,11 @@ export declare namespace testing {
   export function inq(fd: number): number
   /** Whether `fd` is open (fcntl F_GETFD). */
   export function isOpen(fd: number): boolean
+  /**
+   * Waits for the readers `spawnReader` started; returns the last one's end position (-1 when
+   * there was none); throws the first failure.
+   */
+  export function joinReaders(): number
   /** Waits for every writer `spawnWriter` started; throws the first one's failure. */
   export function joinWriters(): void
   /** A listening loopback TCP socket (`v6`), options applied before listen. */
@@ -328,6 +485,8 @@ export declare namespace testing {
     /** For unconnected UDP: the peer's port on 127.0.0.1. */
     peerPort?: number
   }
+  /** Panics inside an export: it must come back as a thrown Error, never abort the process. */
+  export function panic(): void
   /** `len` bytes of the test pattern from stream position `from`. */
   export function pattern(from: number, len: number): Buffer
   /** One recv(MSG_PEEK | MSG_DONTWAIT) of up to `len` bytes. */
@@ -346,8 +505,18 @@ export declare namespace testing {
   export function setRcvtimeo(fd: number, ms: number): void
   /** setsockopt of the int option named `name`. */
   export function setsockopt(fd: number, name: string, value: number): void
+  /**
+   * SO_TIMESTAMPING software transmit reports on (every later send queues one on the error
+   * queue).
+   */
+  export function setTimestamping(fd: number): void
   /** shutdown(SHUT_WR). */
   export function shutdownWrite(fd: number): void
+  /**
+   * Starts a thread that, after `delayMs`, reads `fd` from stream position `from` up to `to`,
+   * checking the test pattern; `joinReaders` returns where it ended.
+   */
+  export function spawnReader(fd: number, from: number, to: number, delayMs: number): void
   /**
    * Starts a thread that writes `data` to (a duplicate of) `fd` as `opts` say; `joinWriters`
    * waits for every such thread and reports the first failure.
@@ -364,6 +533,8 @@ export declare namespace testing {
   export function tcpSocket(): number
   /** CPU time this thread has used, in milliseconds (CLOCK_THREAD_CPUTIME_ID). */
   export function threadCpuMs(): number
+  /** Waits (3 s at most, else ETIMEDOUT) until poll reports POLLERR on `fd`. */
+  export function waitPollerr(fd: number): void
   /**
    * Waits (sleeping 1 ms at a time, at most `timeoutMs`) until `bytes` are queued; throws
    * ETIMEDOUT otherwise.

@@ -15,6 +15,7 @@ mod error;
 mod peek;
 mod probe;
 mod rx;
+mod zc;
 mod sys;
 pub mod testing;
 

@@ -199,3 +199,10 @@ pub fn wait_beyond(
         }
     }
 }
+
+/// Whether an eventfd made by [`eventfd`] was signalled (it stays readable once signalled).
+pub fn is_signalled(fd: BorrowedFd<'_>) -> bool {
+    let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: one live pollfd; timeout 0.
+    unsafe { libc::poll(&mut p, 1, 0) == 1 }
+}

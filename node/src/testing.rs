@@ -647,3 +647,73 @@ pub fn rmem_cap(env: Env) -> Result<f64> {
     let max: f64 = s.split_whitespace().nth(2).and_then(|v| v.parse().ok()).unwrap_or(0.0);
     Ok((max / 2.0).floor())
 }
+
+/// Readers started by `spawnReader`, not joined yet.
+static READERS: Mutex<Vec<JoinHandle<std::result::Result<f64, String>>>> = Mutex::new(Vec::new());
+
+/// Starts a thread that, after `delayMs`, reads `fd` from stream position `from` up to `to`,
+/// checking the test pattern; `joinReaders` returns where it ended.
+#[napi(catch_unwind, namespace = "testing")]
+pub fn spawn_reader(env: Env, fd: i32, from: f64, to: f64, delay_ms: u32) -> Result<()> {
+    let dup = borrow(fd).try_clone_to_owned().or_throw(&env, "testing.spawnReader")?;
+    let h = std::thread::spawn(move || -> std::result::Result<f64, String> {
+        std::thread::sleep(Duration::from_millis(delay_ms as u64));
+        let tv = libc::timeval { tv_sec: 5, tv_usec: 0 };
+        // SAFETY: `tv` is a live local of the stated size.
+        unsafe { libc::setsockopt(dup.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVTIMEO, (&tv as *const libc::timeval).cast(), size_of::<libc::timeval>() as _) };
+        let (mut at, to) = (from as usize, to as usize);
+        let mut buf = vec![0u8; 1 << 20];
+        while at < to {
+            let want = buf.len().min(to - at);
+            // SAFETY: `buf` is writable for `want` bytes.
+            let n = unsafe { libc::recv(dup.as_raw_fd(), buf.as_mut_ptr().cast(), want, 0) };
+            if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            if n <= 0 {
+                return Err(format!("peer read at {at} of {to}: {}", std::io::Error::last_os_error()));
+            }
+            for (i, &b) in buf[..n as usize].iter().enumerate() {
+                if b != pattern_byte(at + i) {
+                    return Err(format!("wrong byte at {}", at + i));
+                }
+            }
+            at += n as usize;
+        }
+        Ok(to as f64)
+    });
+    READERS.lock().unwrap_or_else(|p| p.into_inner()).push(h);
+    Ok(())
+}
+
+/// Waits for the readers `spawnReader` started; returns the last one's end position (-1 when
+/// there was none); throws the first failure.
+#[napi(catch_unwind, namespace = "testing")]
+pub fn join_readers() -> Result<f64> {
+    let hs: Vec<_> = std::mem::take(&mut *READERS.lock().unwrap_or_else(|p| p.into_inner()));
+    let mut last = -1.0;
+    for h in hs {
+        last = h.join().unwrap_or_else(|_| Err("reader panicked".into())).map_err(Error::from_reason)?;
+    }
+    Ok(last)
+}
+
+/// SO_TIMESTAMPING software transmit reports on (every later send queues one on the error
+/// queue).
+#[napi(catch_unwind, namespace = "testing")]
+pub fn set_timestamping(env: Env, fd: i32) -> Result<()> {
+    let v = libc::SOF_TIMESTAMPING_TX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE;
+    sys::setsockopt_int(borrow(fd), libc::SOL_SOCKET, libc::SO_TIMESTAMPING, v as i32).or_throw(&env, "testing.setTimestamping")
+}
+
+/// Waits (3 s at most, else ETIMEDOUT) until poll reports POLLERR on `fd`.
+#[napi(catch_unwind, namespace = "testing", js_name = "waitPollerr")]
+pub fn wait_pollerr_js(env: Env, fd: i32) -> Result<()> {
+    wait_pollerr(fd).or_throw(&env, "testing.waitPollerr")
+}
+
+/// Panics inside an export: it must come back as a thrown Error, never abort the process.
+#[napi(catch_unwind, namespace = "testing")]
+pub fn panic() -> Result<()> {
+    panic!("lowcopy testing.panic()")
+}
