@@ -46,7 +46,8 @@ install_smoke() ( # a subshell: its EXIT trap cleans up whatever happens
 
 suite "cargo fmt" cargo fmt --all -- --check
 suite "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
-suite "cargo test (unit, behaviour tables, header)" cargo test --workspace
+# The Node crate is tested from Node (node suites below): its test binary cannot load napi.
+suite "cargo test (unit, behaviour tables, header)" cargo test --workspace --exclude lowcopy-node
 suite "rustdoc, warnings denied" env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 suite "build library and examples" make -s all c-tests
 for t in tests/c/test_*.c; do
@@ -68,6 +69,9 @@ suite "C zerocopy send over veth and tx-only, one completion per send" \
 	env ZC_BENCH_SECONDS=0.3 ZC_BENCH_PATHS="veth tx-only" ZC_BENCH_MODES="lc-errq lc-uring lc-auto" \
 	scripts/zc_bench.sh
 suite "install target" install_smoke
+suite "node: npm ci, napi build, generated loader and types unchanged" node/scripts/ci.sh build
+suite "node: node --test (behaviour tables, Node-only cases)" node/scripts/ci.sh test
+suite "node: npm pack, install the tarball elsewhere, load it" node/scripts/ci.sh pack
 if [ -f tests/relay/test_relay.py ]; then
 	suite "relay: byte-exact transfers in every mode" python3 tests/relay/test_relay.py "$ROOT/build/bin"
 fi

@@ -6,8 +6,8 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
 
-use napi::bindgen_prelude::*;
 use lowcopy::{Flags, PeekMode};
+use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
 
@@ -38,7 +38,7 @@ pub(crate) fn flags(env: &Env, options: Option<&Unknown>, what: &str) -> Result<
         Flags::NONE
     };
     if let Some(raw) = args::int_opt(env, options, "flags")? {
-        f = f | Flags::from_raw(raw).or_throw(env, what)?;
+        f |= Flags::from_raw(raw).or_throw(env, what)?;
     }
     Ok(f)
 }
@@ -86,7 +86,8 @@ pub fn peek_at(
     let flags = flags(&env, options.as_ref(), "peekAt")?;
     let mut buf = alloc(&env, len, "peekAt")?;
     let n = with_fd(&env, &fd, "peekAt", |fd| {
-        lowcopy::peek_at(fd, offset, &mut [IoSliceMut::new(&mut buf)], flags).or_throw(&env, "peekAt")
+        lowcopy::peek_at(fd, offset, &mut [IoSliceMut::new(&mut buf)], flags)
+            .or_throw(&env, "peekAt")
     })?;
     buf.truncate(n);
     if buf.capacity() > 2 * n.max(4096) {
@@ -144,7 +145,6 @@ pub fn peek_supported(env: Env, fd: Unknown) -> Result<bool> {
         lowcopy::peek_supported(fd).or_throw(&env, "peekSupported")
     })
 }
-
 
 type Core = lowcopy::Peeker<OwnedFd>;
 
@@ -323,7 +323,8 @@ impl Peeker {
         let f = flags(&env, options.as_ref(), "peek")?;
         let mut buf = alloc(&env, len, "peek")?;
         let n = self.with(&env, "peek", |p| {
-            p.peek(&mut [IoSliceMut::new(&mut buf)], f).or_throw(&env, "peek")
+            p.peek(&mut [IoSliceMut::new(&mut buf)], f)
+                .or_throw(&env, "peek")
         })?;
         buf.truncate(n);
         if buf.capacity() > 2 * n.max(4096) {
@@ -334,7 +335,10 @@ impl Peeker {
 
     /// Peeks at the cursor into `buf` (its own `byteLength` bytes at its `byteOffset`); returns
     /// the bytes written (0 at end of stream); the cursor advances by that many.
-    #[napi(catch_unwind, ts_args_type = "buf: ArrayBufferView, options?: PeekOptions")]
+    #[napi(
+        catch_unwind,
+        ts_args_type = "buf: ArrayBufferView, options?: PeekOptions"
+    )]
     pub fn peek_into(&self, env: Env, buf: Unknown, options: Option<Unknown>) -> Result<u32> {
         let mut b = bytes_arg(&env, &buf, "buf")?;
         let f = match options {
@@ -342,14 +346,18 @@ impl Peeker {
             Some(ref o) => flags(&env, Some(o), "peekInto")?,
         };
         let n = self.with(&env, "peekInto", |p| {
-            p.peek(&mut [IoSliceMut::new(&mut b)], f).or_throw(&env, "peekInto")
+            p.peek(&mut [IoSliceMut::new(&mut b)], f)
+                .or_throw(&env, "peekInto")
         })?;
         Ok(n as u32)
     }
 
     /// Peeks at the cursor into `buffers` in order, as one call (scatter, like `fs.readvSync`;
     /// at most `IOV_MAX` = 1024 buffers, else `EMSGSIZE`); returns the bytes written.
-    #[napi(catch_unwind, ts_args_type = "buffers: ArrayBufferView[], options?: PeekOptions")]
+    #[napi(
+        catch_unwind,
+        ts_args_type = "buffers: ArrayBufferView[], options?: PeekOptions"
+    )]
     pub fn peekv(&self, env: Env, buffers: Vec<Unknown>, options: Option<Unknown>) -> Result<u32> {
         let mut views = Vec::with_capacity(buffers.len());
         for (i, b) in buffers.iter().enumerate() {
@@ -357,7 +365,9 @@ impl Peeker {
         }
         let f = flags(&env, options.as_ref(), "peekv")?;
         let mut iov: Vec<IoSliceMut> = views.iter_mut().map(|v| IoSliceMut::new(v)).collect();
-        let n = self.with(&env, "peekv", |p| p.peek(&mut iov, f).or_throw(&env, "peekv"))?;
+        let n = self.with(&env, "peekv", |p| {
+            p.peek(&mut iov, f).or_throw(&env, "peekv")
+        })?;
         Ok(n as u32)
     }
 
@@ -369,7 +379,11 @@ impl Peeker {
     /// entries do not make it spin. While it is pending, the other calls on this peeker throw
     /// `EBUSY`. It occupies one pool thread (4 by default, shared with fs and dns): give it a
     /// timeout.
-    #[napi(catch_unwind, ts_args_type = "length: number, options?: PeekAsyncOptions", ts_return_type = "Promise<Buffer>")]
+    #[napi(
+        catch_unwind,
+        ts_args_type = "length: number, options?: PeekAsyncOptions",
+        ts_return_type = "Promise<Buffer>"
+    )]
     pub fn peek_async(
         &self,
         env: Env,
@@ -382,7 +396,11 @@ impl Peeker {
             return Err(sys_error(&env, libc::EBADF, "peekAsync"));
         }
         let cancel = Arc::new(sys::eventfd().or_throw(&env, "peekAsync")?);
-        self.shared.waiters.lock().unwrap_or_else(|p| p.into_inner()).push(cancel.clone());
+        self.shared
+            .waiters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(cancel.clone());
         Ok(AsyncTask::new(PeekTask {
             src: Src::Peeker(self.shared.clone(), cancel),
             len,
@@ -405,7 +423,9 @@ impl Peeker {
     #[napi(catch_unwind, ts_args_type = "n: number")]
     pub fn consume(&self, env: Env, n: Unknown) -> Result<f64> {
         let n = size(&env, &n, "n")?;
-        self.with(&env, "consume", |p| p.consume(n).or_throw(&env, "consume").map(|d| d as f64))
+        self.with(&env, "consume", |p| {
+            p.consume(n).or_throw(&env, "consume").map(|d| d as f64)
+        })
     }
 
     /// Tells the peeker that `n` bytes left the head of the queue by another path (a read, a
@@ -413,7 +433,9 @@ impl Peeker {
     #[napi(catch_unwind, ts_args_type = "n: number")]
     pub fn note_consumed(&self, env: Env, n: Unknown) -> Result<()> {
         let n = size(&env, &n, "n")?;
-        self.with(&env, "noteConsumed", |p| p.note_consumed(n).or_throw(&env, "noteConsumed"))
+        self.with(&env, "noteConsumed", |p| {
+            p.note_consumed(n).or_throw(&env, "noteConsumed")
+        })
     }
 
     /// Arms (`true`) or disarms the low-water mark: `SO_RCVLOWAT` kept at cursor + 1 so that
@@ -421,7 +443,9 @@ impl Peeker {
     /// `EOPNOTSUPP` on AF_UNIX.
     #[napi(catch_unwind)]
     pub fn set_lowat_armed(&self, env: Env, on: bool) -> Result<()> {
-        self.with(&env, "setLowatArmed", |p| p.set_lowat_armed(on).or_throw(&env, "setLowatArmed"))
+        self.with(&env, "setLowatArmed", |p| {
+            p.set_lowat_armed(on).or_throw(&env, "setLowatArmed")
+        })
     }
 
     /// The counters so far.
@@ -446,7 +470,13 @@ impl Peeker {
     #[napi(catch_unwind)]
     pub fn close(&self) {
         self.shared.close_requested.store(true, Ordering::Release);
-        for w in self.shared.waiters.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        for w in self
+            .shared
+            .waiters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
             sys::eventfd_signal(w.as_fd());
         }
         // An async peek holding the peeker drops it when it ends.
@@ -461,7 +491,11 @@ pub enum Src {
     /// A `Peeker`'s cursor.
     Peeker(Arc<Shared>, Arc<OwnedFd>),
     /// `peekAtAsync`: a duplicate of the caller's fd, at a fixed offset.
-    At { fd: OwnedFd, offset: usize, cancel: OwnedFd },
+    At {
+        fd: OwnedFd,
+        offset: usize,
+        cancel: OwnedFd,
+    },
 }
 
 /// `peekAsync`/`peekAtAsync` on a pool thread.
@@ -474,7 +508,8 @@ pub struct PeekTask {
 impl PeekTask {
     fn run(&mut self) -> std::result::Result<Vec<u8>, Fail> {
         let mut buf = Vec::new();
-        buf.try_reserve_exact(self.len).map_err(|_| Fail::Errno(libc::ENOMEM))?;
+        buf.try_reserve_exact(self.len)
+            .map_err(|_| Fail::Errno(libc::ENOMEM))?;
         buf.resize(self.len, 0);
         let n = match &self.src {
             Src::Peeker(sh, cancel) => {
@@ -483,7 +518,9 @@ impl PeekTask {
                     if sh.close_requested.load(Ordering::Acquire) {
                         break Err(Fail::Aborted);
                     }
-                    let Some(p) = g.as_mut() else { break Err(Fail::Errno(libc::EBADF)) };
+                    let Some(p) = g.as_mut() else {
+                        break Err(Fail::Errno(libc::EBADF));
+                    };
                     match p.peek(&mut [IoSliceMut::new(&mut buf)], Flags::DONTWAIT) {
                         Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {}
                         r => break r.map_err(Fail::from),
@@ -500,11 +537,19 @@ impl PeekTask {
                     g.take(); // close() came while this held the peeker
                 }
                 drop(g);
-                sh.waiters.lock().unwrap_or_else(|p| p.into_inner()).retain(|w| !Arc::ptr_eq(w, cancel));
+                sh.waiters
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .retain(|w| !Arc::ptr_eq(w, cancel));
                 r?
             }
             Src::At { fd, offset, cancel } => loop {
-                match lowcopy::peek_at(fd, *offset, &mut [IoSliceMut::new(&mut buf)], Flags::DONTWAIT) {
+                match lowcopy::peek_at(
+                    fd,
+                    *offset,
+                    &mut [IoSliceMut::new(&mut buf)],
+                    Flags::DONTWAIT,
+                ) {
                     Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {}
                     r => break r?,
                 }
@@ -559,7 +604,11 @@ pub fn peek_at_async(
     let dup = args::dup_fd(&env, &fd, "peekAtAsync")?;
     let cancel = sys::eventfd().or_throw(&env, "peekAtAsync")?;
     Ok(AsyncTask::new(PeekTask {
-        src: Src::At { fd: dup, offset, cancel },
+        src: Src::At {
+            fd: dup,
+            offset,
+            cancel,
+        },
         len,
         deadline: sys::deadline(timeout),
     }))

@@ -104,7 +104,9 @@ pub fn recv_at_least(
     let timeout = args::timeout_opt(&env, options.as_ref())?;
     let mut stats = lowcopy::RecvStats::default();
     let r = with_fd(&env, &fd, "recvAtLeast", |fd| {
-        Ok(lowcopy::recv_atleast_with_stats(fd, &mut b, min, timeout, &mut stats))
+        Ok(lowcopy::recv_atleast_with_stats(
+            fd, &mut b, min, timeout, &mut stats,
+        ))
     })?;
     add_stats(&env, options.as_ref(), &stats)?;
     r.or_throw(&env, "recvAtLeast").map(|n| n as f64)
@@ -130,7 +132,12 @@ pub fn recv_at_least_async(
     let timeout = args::timeout_opt(&env, options.as_ref())?;
     let buf = alloc(&env, len, "recvAtLeastAsync")?;
     let fd = args::dup_fd(&env, &fd, "recvAtLeastAsync")?;
-    Ok(AsyncTask::new(RecvTask { fd, buf, min, timeout }))
+    Ok(AsyncTask::new(RecvTask {
+        fd,
+        buf,
+        min,
+        timeout,
+    }))
 }
 
 /// `recvAtLeastAsync` on a pool thread.

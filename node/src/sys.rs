@@ -152,7 +152,9 @@ pub fn wait_beyond(
     let add = |f: BorrowedFd<'_>, events: u32, tag: u64| {
         let mut ev = libc::epoll_event { events, u64: tag };
         // SAFETY: `ev` is a live epoll_event.
-        check(unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, f.as_raw_fd(), &mut ev) })
+        check(unsafe {
+            libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, f.as_raw_fd(), &mut ev)
+        })
     };
     add(
         fd,
@@ -202,7 +204,11 @@ pub fn wait_beyond(
 
 /// Whether an eventfd made by [`eventfd`] was signalled (it stays readable once signalled).
 pub fn is_signalled(fd: BorrowedFd<'_>) -> bool {
-    let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
     // SAFETY: one live pollfd; timeout 0.
     unsafe { libc::poll(&mut p, 1, 0) == 1 }
 }

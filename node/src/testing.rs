@@ -46,14 +46,16 @@ fn loopback(v6: bool, port: u16) -> (libc::sockaddr_storage, libc::socklen_t) {
     let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let len = if v6 {
         // SAFETY: sockaddr_storage is large and aligned enough for a sockaddr_in6.
-        let a = unsafe { &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+        let a =
+            unsafe { &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
         a.sin6_family = libc::AF_INET6 as _;
         a.sin6_addr.s6_addr = Ipv6Addr::LOCALHOST.octets();
         a.sin6_port = port.to_be();
         size_of::<libc::sockaddr_in6>()
     } else {
         // SAFETY: sockaddr_storage is large and aligned enough for a sockaddr_in.
-        let a = unsafe { &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+        let a =
+            unsafe { &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
         a.sin_family = libc::AF_INET as _;
         a.sin_addr.s_addr = u32::from(Ipv4Addr::LOCALHOST).to_be();
         a.sin_port = port.to_be();
@@ -68,7 +70,11 @@ fn sockname(fd: BorrowedFd<'_>) -> std::io::Result<(libc::sockaddr_storage, libc
     let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     // SAFETY: `ss` is live and `len` bytes long.
     check(unsafe {
-        libc::getsockname(fd.as_raw_fd(), (&mut ss as *mut libc::sockaddr_storage).cast(), &mut len)
+        libc::getsockname(
+            fd.as_raw_fd(),
+            (&mut ss as *mut libc::sockaddr_storage).cast(),
+            &mut len,
+        )
     })?;
     Ok((ss, len))
 }
@@ -84,7 +90,11 @@ pub struct TcpOpts {
 
 /// A listening loopback socket: `proto` 0 (TCP) or IPPROTO_MPTCP.
 fn listener_raw(v6: bool, proto: i32, o: &TcpOpts) -> std::io::Result<OwnedFd> {
-    let l = raw_socket(if v6 { libc::AF_INET6 } else { libc::AF_INET }, libc::SOCK_STREAM, proto)?;
+    let l = raw_socket(
+        if v6 { libc::AF_INET6 } else { libc::AF_INET },
+        libc::SOCK_STREAM,
+        proto,
+    )?;
     if let Some(m) = o.mss {
         sys::setsockopt_int(l.as_fd(), libc::IPPROTO_TCP, libc::TCP_MAXSEG, m)?;
     }
@@ -93,7 +103,13 @@ fn listener_raw(v6: bool, proto: i32, o: &TcpOpts) -> std::io::Result<OwnedFd> {
     }
     let (ss, len) = loopback(v6, 0);
     // SAFETY: `ss` holds `len` meaningful bytes.
-    check(unsafe { libc::bind(l.as_raw_fd(), (&ss as *const libc::sockaddr_storage).cast(), len) })?;
+    check(unsafe {
+        libc::bind(
+            l.as_raw_fd(),
+            (&ss as *const libc::sockaddr_storage).cast(),
+            len,
+        )
+    })?;
     // SAFETY: no pointers.
     check(unsafe { libc::listen(l.as_raw_fd(), 16) })?;
     Ok(l)
@@ -109,14 +125,25 @@ fn connect_raw(l: BorrowedFd<'_>, proto: i32, o: &TcpOpts) -> std::io::Result<Ow
         sys::setsockopt_int(c.as_fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)?;
     }
     // SAFETY: `ss` holds `len` meaningful bytes.
-    check(unsafe { libc::connect(c.as_raw_fd(), (&ss as *const libc::sockaddr_storage).cast(), len) })?;
+    check(unsafe {
+        libc::connect(
+            c.as_raw_fd(),
+            (&ss as *const libc::sockaddr_storage).cast(),
+            len,
+        )
+    })?;
     Ok(c)
 }
 
 fn accept_raw(l: BorrowedFd<'_>) -> std::io::Result<OwnedFd> {
     // SAFETY: accept4 with NULL address is allowed.
     let s = check(unsafe {
-        libc::accept4(l.as_raw_fd(), std::ptr::null_mut(), std::ptr::null_mut(), libc::SOCK_CLOEXEC)
+        libc::accept4(
+            l.as_raw_fd(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            libc::SOCK_CLOEXEC,
+        )
     })?;
     Ok(owned(s))
 }
@@ -135,13 +162,20 @@ pub struct Pair {
 /// `udp4_unconnected` (`sock` not connected: sends name `peerPort`).
 #[napi(catch_unwind, namespace = "testing")]
 pub fn pair(env: Env, transport: String, opts: Option<TcpOpts>) -> Result<Pair> {
-    let o = opts.unwrap_or(TcpOpts { mss: None, listener_rcvbuf: None });
+    let o = opts.unwrap_or(TcpOpts {
+        mss: None,
+        listener_rcvbuf: None,
+    });
     let r = (|| -> std::io::Result<Pair> {
         let tcp = |v6: bool, proto: i32| -> std::io::Result<Pair> {
             let l = listener_raw(v6, proto, &o)?;
             let c = connect_raw(l.as_fd(), proto, &o)?;
             let s = accept_raw(l.as_fd())?;
-            Ok(Pair { sock: s.into_raw_fd(), peer: c.into_raw_fd(), peer_port: None })
+            Ok(Pair {
+                sock: s.into_raw_fd(),
+                peer: c.into_raw_fd(),
+                peer_port: None,
+            })
         };
         match transport.as_str() {
             "tcp4" => tcp(false, 0),
@@ -151,30 +185,66 @@ pub fn pair(env: Env, transport: String, opts: Option<TcpOpts>) -> Result<Pair> 
                 let mut sv = [0; 2];
                 // SAFETY: `sv` has room for two fds.
                 check(unsafe {
-                    libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0, sv.as_mut_ptr())
+                    libc::socketpair(
+                        libc::AF_UNIX,
+                        libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+                        0,
+                        sv.as_mut_ptr(),
+                    )
                 })?;
-                Ok(Pair { sock: sv[0], peer: sv[1], peer_port: None })
+                Ok(Pair {
+                    sock: sv[0],
+                    peer: sv[1],
+                    peer_port: None,
+                })
             }
             "udp4" | "udp6" | "udp4_unconnected" => {
                 let v6 = transport == "udp6";
                 let fam = if v6 { libc::AF_INET6 } else { libc::AF_INET };
-                let (a, b) = (raw_socket(fam, libc::SOCK_DGRAM, 0)?, raw_socket(fam, libc::SOCK_DGRAM, 0)?);
+                let (a, b) = (
+                    raw_socket(fam, libc::SOCK_DGRAM, 0)?,
+                    raw_socket(fam, libc::SOCK_DGRAM, 0)?,
+                );
                 for s in [&a, &b] {
                     let (ss, len) = loopback(v6, 0);
                     // SAFETY: `ss` holds `len` meaningful bytes.
-                    check(unsafe { libc::bind(s.as_raw_fd(), (&ss as *const libc::sockaddr_storage).cast(), len) })?;
+                    check(unsafe {
+                        libc::bind(
+                            s.as_raw_fd(),
+                            (&ss as *const libc::sockaddr_storage).cast(),
+                            len,
+                        )
+                    })?;
                 }
                 let (sa, la) = sockname(a.as_fd())?;
                 let (sb, lb) = sockname(b.as_fd())?;
                 // SAFETY: ports sit at the same offset in sockaddr_in and sockaddr_in6.
-                let port_b = u16::from_be(unsafe { (*(&sb as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>()).sin_port });
+                let port_b = u16::from_be(unsafe {
+                    (*(&sb as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>()).sin_port
+                });
                 if transport != "udp4_unconnected" {
                     // SAFETY: addresses of `len` meaningful bytes.
-                    check(unsafe { libc::connect(a.as_raw_fd(), (&sb as *const libc::sockaddr_storage).cast(), lb) })?;
+                    check(unsafe {
+                        libc::connect(
+                            a.as_raw_fd(),
+                            (&sb as *const libc::sockaddr_storage).cast(),
+                            lb,
+                        )
+                    })?;
                 }
                 // SAFETY: as above.
-                check(unsafe { libc::connect(b.as_raw_fd(), (&sa as *const libc::sockaddr_storage).cast(), la) })?;
-                Ok(Pair { sock: a.into_raw_fd(), peer: b.into_raw_fd(), peer_port: Some(port_b as u32) })
+                check(unsafe {
+                    libc::connect(
+                        b.as_raw_fd(),
+                        (&sa as *const libc::sockaddr_storage).cast(),
+                        la,
+                    )
+                })?;
+                Ok(Pair {
+                    sock: a.into_raw_fd(),
+                    peer: b.into_raw_fd(),
+                    peer_port: Some(port_b as u32),
+                })
             }
             _ => Err(std::io::Error::from_raw_os_error(libc::EINVAL)),
         }
@@ -185,21 +255,33 @@ pub fn pair(env: Env, transport: String, opts: Option<TcpOpts>) -> Result<Pair> 
 /// A listening loopback TCP socket (`v6`), options applied before listen.
 #[napi(catch_unwind, namespace = "testing")]
 pub fn listener(env: Env, v6: bool, opts: Option<TcpOpts>) -> Result<i32> {
-    let o = opts.unwrap_or(TcpOpts { mss: None, listener_rcvbuf: None });
-    Ok(listener_raw(v6, 0, &o).or_throw(&env, "testing.listener")?.into_raw_fd())
+    let o = opts.unwrap_or(TcpOpts {
+        mss: None,
+        listener_rcvbuf: None,
+    });
+    Ok(listener_raw(v6, 0, &o)
+        .or_throw(&env, "testing.listener")?
+        .into_raw_fd())
 }
 
 /// A client connected to the listener `fd` (TCP_MAXSEG of `opts` before connect).
 #[napi(catch_unwind, namespace = "testing")]
 pub fn connect(env: Env, fd: i32, opts: Option<TcpOpts>) -> Result<i32> {
-    let o = opts.unwrap_or(TcpOpts { mss: None, listener_rcvbuf: None });
-    Ok(connect_raw(borrow(fd), 0, &o).or_throw(&env, "testing.connect")?.into_raw_fd())
+    let o = opts.unwrap_or(TcpOpts {
+        mss: None,
+        listener_rcvbuf: None,
+    });
+    Ok(connect_raw(borrow(fd), 0, &o)
+        .or_throw(&env, "testing.connect")?
+        .into_raw_fd())
 }
 
 /// `accept4` on the listener `fd`.
 #[napi(catch_unwind, namespace = "testing")]
 pub fn accept(env: Env, fd: i32) -> Result<i32> {
-    Ok(accept_raw(borrow(fd)).or_throw(&env, "testing.accept")?.into_raw_fd())
+    Ok(accept_raw(borrow(fd))
+        .or_throw(&env, "testing.accept")?
+        .into_raw_fd())
 }
 
 /// An unconnected TCP/IPv4 socket.
@@ -221,7 +303,9 @@ pub fn file_fd(env: Env) -> Result<i32> {
 #[napi(catch_unwind, namespace = "testing")]
 pub fn close(env: Env, fd: i32) -> Result<()> {
     // SAFETY: the test owns `fd`.
-    check(unsafe { libc::close(fd) }).map(drop).or_throw(&env, "testing.close")
+    check(unsafe { libc::close(fd) })
+        .map(drop)
+        .or_throw(&env, "testing.close")
 }
 
 fn opt_name(name: &str) -> Option<(i32, i32)> {
@@ -242,14 +326,16 @@ fn opt_name(name: &str) -> Option<(i32, i32)> {
 /// getsockopt of the int option named `name` (`'SO_RCVLOWAT'`, `'SO_PEEK_OFF'`, ...).
 #[napi(catch_unwind, namespace = "testing")]
 pub fn getsockopt(env: Env, fd: i32, name: String) -> Result<i32> {
-    let (l, n) = opt_name(&name).ok_or_else(|| value_error(&env, format!("unknown option {name}")))?;
+    let (l, n) =
+        opt_name(&name).ok_or_else(|| value_error(&env, format!("unknown option {name}")))?;
     sys::getsockopt_int(borrow(fd), l, n).or_throw(&env, "testing.getsockopt")
 }
 
 /// setsockopt of the int option named `name`.
 #[napi(catch_unwind, namespace = "testing")]
 pub fn setsockopt(env: Env, fd: i32, name: String, value: i32) -> Result<()> {
-    let (l, n) = opt_name(&name).ok_or_else(|| value_error(&env, format!("unknown option {name}")))?;
+    let (l, n) =
+        opt_name(&name).ok_or_else(|| value_error(&env, format!("unknown option {name}")))?;
     sys::setsockopt_int(borrow(fd), l, n, value).or_throw(&env, "testing.setsockopt")
 }
 
@@ -257,10 +343,19 @@ pub fn setsockopt(env: Env, fd: i32, name: String, value: i32) -> Result<()> {
 #[napi(catch_unwind, namespace = "testing")]
 pub fn set_rcvtimeo(env: Env, fd: i32, ms: u32) -> Result<()> {
     let d = Duration::from_millis(ms as u64);
-    let tv = libc::timeval { tv_sec: d.as_secs() as _, tv_usec: d.subsec_micros() as _ };
+    let tv = libc::timeval {
+        tv_sec: d.as_secs() as _,
+        tv_usec: d.subsec_micros() as _,
+    };
     // SAFETY: `tv` is a live local of the stated size.
     check(unsafe {
-        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, (&tv as *const libc::timeval).cast(), size_of::<libc::timeval>() as _)
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            size_of::<libc::timeval>() as _,
+        )
     })
     .map(drop)
     .or_throw(&env, "testing.setRcvtimeo")
@@ -332,15 +427,28 @@ pub struct WriterOpts {
 /// waits for every such thread and reports the first failure.
 #[napi(catch_unwind, namespace = "testing")]
 pub fn spawn_writer(env: Env, fd: i32, data: Buffer, opts: Option<WriterOpts>) -> Result<()> {
-    let dup = borrow(fd).try_clone_to_owned().or_throw(&env, "testing.spawnWriter")?;
+    let dup = borrow(fd)
+        .try_clone_to_owned()
+        .or_throw(&env, "testing.spawnWriter")?;
     let data = data.to_vec();
-    let o = opts.unwrap_or(WriterOpts { delay_ms: None, pieces: None, piece_ms: None, zerocopy_sizes: None, shutdown: None, after_others: None });
+    let o = opts.unwrap_or(WriterOpts {
+        delay_ms: None,
+        pieces: None,
+        piece_ms: None,
+        zerocopy_sizes: None,
+        shutdown: None,
+        after_others: None,
+    });
     let before: Vec<_> = if o.after_others.unwrap_or(false) {
         std::mem::take(&mut *WRITERS.lock().unwrap_or_else(|p| p.into_inner()))
     } else {
         Vec::new()
     };
-    let (delay, pieces, piece_ms) = (o.delay_ms.unwrap_or(0), o.pieces.unwrap_or(1).max(1), o.piece_ms.unwrap_or(0));
+    let (delay, pieces, piece_ms) = (
+        o.delay_ms.unwrap_or(0),
+        o.pieces.unwrap_or(1).max(1),
+        o.piece_ms.unwrap_or(0),
+    );
     let zc = o.zerocopy_sizes;
     let shut = o.shutdown.unwrap_or(false);
     let h = std::thread::spawn(move || -> std::result::Result<(), String> {
@@ -359,7 +467,8 @@ pub fn spawn_writer(env: Env, fd: i32, data: Buffer, opts: Option<WriterOpts>) -
         }
         if shut {
             // SAFETY: no pointers.
-            check(unsafe { libc::shutdown(dup.as_raw_fd(), libc::SHUT_WR) }).map_err(|e| format!("shutdown: {e}"))?;
+            check(unsafe { libc::shutdown(dup.as_raw_fd(), libc::SHUT_WR) })
+                .map_err(|e| format!("shutdown: {e}"))?;
         }
         Ok(())
     });
@@ -392,7 +501,14 @@ fn drain_errqueue(fd: BorrowedFd<'_>) {
         msg.msg_control = control.as_mut_ptr().cast();
         msg.msg_controllen = std::mem::size_of_val(&control) as _;
         // SAFETY: the msghdr describes live memory.
-        if unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) } < 0 {
+        if unsafe {
+            libc::recvmsg(
+                fd.as_raw_fd(),
+                &mut msg,
+                libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
+            )
+        } < 0
+        {
             return;
         }
     }
@@ -404,7 +520,14 @@ fn send_zerocopy(fd: BorrowedFd<'_>, data: &[u8], sizes: &[u32]) -> std::io::Res
     let len = data.len().max(1).next_multiple_of(4096);
     // SAFETY: a new private anonymous mapping, owned by this function.
     let base = unsafe {
-        libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
     };
     if base == libc::MAP_FAILED {
         return Err(std::io::Error::last_os_error());
@@ -416,7 +539,14 @@ fn send_zerocopy(fd: BorrowedFd<'_>, data: &[u8], sizes: &[u32]) -> std::io::Res
     while off < data.len() {
         let n = (sizes[i % sizes.len()] as usize).min(data.len() - off);
         // SAFETY: `base + off .. + n` lies in the mapping.
-        let r = unsafe { libc::send(fd.as_raw_fd(), base.cast::<u8>().add(off).cast(), n, libc::MSG_ZEROCOPY) };
+        let r = unsafe {
+            libc::send(
+                fd.as_raw_fd(),
+                base.cast::<u8>().add(off).cast(),
+                n,
+                libc::MSG_ZEROCOPY,
+            )
+        };
         if r < 0 {
             let e = std::io::Error::last_os_error();
             if matches!(e.raw_os_error(), Some(libc::ENOBUFS) | Some(libc::EINTR)) {
@@ -443,16 +573,27 @@ fn send_zerocopy(fd: BorrowedFd<'_>, data: &[u8], sizes: &[u32]) -> std::io::Res
 #[napi(catch_unwind, namespace = "testing")]
 pub fn shutdown_write(env: Env, fd: i32) -> Result<()> {
     // SAFETY: no pointers.
-    check(unsafe { libc::shutdown(fd, libc::SHUT_WR) }).map(drop).or_throw(&env, "testing.shutdownWrite")
+    check(unsafe { libc::shutdown(fd, libc::SHUT_WR) })
+        .map(drop)
+        .or_throw(&env, "testing.shutdownWrite")
 }
 
 /// Closes `fd` with SO_LINGER 0: the peer gets a RST.
 #[napi(catch_unwind, namespace = "testing")]
 pub fn reset(env: Env, fd: i32) -> Result<()> {
-    let lg = libc::linger { l_onoff: 1, l_linger: 0 };
+    let lg = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
     // SAFETY: `lg` is a live local of the stated size; then the test's own fd is closed.
     let r = check(unsafe {
-        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_LINGER, (&lg as *const libc::linger).cast(), size_of::<libc::linger>() as _)
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&lg as *const libc::linger).cast(),
+            size_of::<libc::linger>() as _,
+        )
     })
     // SAFETY: the test owns `fd`.
     .and_then(|_| check(unsafe { libc::close(fd) }));
@@ -462,7 +603,11 @@ pub fn reset(env: Env, fd: i32) -> Result<()> {
 /// One read(2) of up to `len` bytes (blocking unless the fd is non-blocking).
 #[napi(catch_unwind, namespace = "testing")]
 pub fn read(env: Env, fd: i32, len: u32) -> Result<Buffer> {
-    let mut f = std::fs::File::from(borrow(fd).try_clone_to_owned().or_throw(&env, "testing.read")?);
+    let mut f = std::fs::File::from(
+        borrow(fd)
+            .try_clone_to_owned()
+            .or_throw(&env, "testing.read")?,
+    );
     let mut b = vec![0u8; len as usize];
     let n = f.read(&mut b).or_throw(&env, "testing.read")?;
     b.truncate(n);
@@ -474,9 +619,22 @@ pub fn read(env: Env, fd: i32, len: u32) -> Result<Buffer> {
 pub fn peek_raw(env: Env, fd: i32, len: u32) -> Result<Buffer> {
     let mut b = vec![0u8; len as usize];
     // SAFETY: `b` is writable for `len` bytes.
-    let n = unsafe { libc::recv(fd, b.as_mut_ptr().cast(), b.len(), libc::MSG_PEEK | libc::MSG_DONTWAIT) };
+    let n = unsafe {
+        libc::recv(
+            fd,
+            b.as_mut_ptr().cast(),
+            b.len(),
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
     if n < 0 {
-        return Err(sys_error(&env, std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO), "testing.peekRaw"));
+        return Err(sys_error(
+            &env,
+            std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO),
+            "testing.peekRaw",
+        ));
     }
     b.truncate(n as usize);
     Ok(b.into())
@@ -501,7 +659,10 @@ pub fn epoll_in(env: Env, fd: i32) -> Result<i32> {
     let r = (|| {
         // SAFETY: no pointers; the fd is owned right away.
         let ep = owned(check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?);
-        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: 0 };
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: 0,
+        };
         // SAFETY: `ev` is a live epoll_event.
         check(unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) })?;
         Ok(ep.into_raw_fd())
@@ -520,7 +681,11 @@ pub fn epoll_wait(env: Env, epfd: i32, ms: i32) -> Result<bool> {
         if e.raw_os_error() == Some(libc::EINTR) {
             return Ok(false);
         }
-        return Err(sys_error(&env, e.raw_os_error().unwrap_or(libc::EIO), "testing.epollWait"));
+        return Err(sys_error(
+            &env,
+            e.raw_os_error().unwrap_or(libc::EIO),
+            "testing.epollWait",
+        ));
     }
     Ok(n > 0)
 }
@@ -543,13 +708,19 @@ pub fn drain_pattern(env: Env, fd: i32, from: f64, bytes: f64, timeout_ms: u32) 
         if n <= 0 {
             return Err(Error::from_reason(format!(
                 "peer got {got} of {bytes} bytes ({})",
-                if n == 0 { "end of stream".to_string() } else { std::io::Error::last_os_error().to_string() }
+                if n == 0 {
+                    "end of stream".to_string()
+                } else {
+                    std::io::Error::last_os_error().to_string()
+                }
             )));
         }
         for (i, &b) in buf[..n as usize].iter().enumerate() {
             let p = from + got + i;
             if b != pattern_byte(p) {
-                return Err(Error::from_reason(format!("wrong byte at stream position {p}")));
+                return Err(Error::from_reason(format!(
+                    "wrong byte at stream position {p}"
+                )));
             }
         }
         got += n as usize;
@@ -566,13 +737,18 @@ pub fn pattern_byte(p: usize) -> u8 {
 #[napi(catch_unwind, namespace = "testing")]
 pub fn pattern(from: f64, len: u32) -> Buffer {
     let from = from as usize;
-    (from..from + len as usize).map(pattern_byte).collect::<Vec<u8>>().into()
+    (from..from + len as usize)
+        .map(pattern_byte)
+        .collect::<Vec<u8>>()
+        .into()
 }
 
 /// Open descriptors of this process (entries of /proc/self/fd), for leak checks.
 #[napi(catch_unwind, namespace = "testing")]
 pub fn open_fds(env: Env) -> Result<u32> {
-    let n = std::fs::read_dir("/proc/self/fd").or_throw(&env, "testing.openFds")?.count();
+    let n = std::fs::read_dir("/proc/self/fd")
+        .or_throw(&env, "testing.openFds")?
+        .count();
     Ok(n as u32)
 }
 
@@ -583,9 +759,12 @@ pub fn is_open(fd: i32) -> bool {
     unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
 }
 
-
 fn wait_pollerr(fd: i32) -> std::io::Result<()> {
-    let mut p = libc::pollfd { fd, events: 0, revents: 0 };
+    let mut p = libc::pollfd {
+        fd,
+        events: 0,
+        revents: 0,
+    };
     // SAFETY: one live pollfd.
     let n = check(unsafe { libc::poll(&mut p, 1, 3000) })?;
     if n == 1 && p.revents & libc::POLLERR != 0 {
@@ -640,11 +819,16 @@ pub fn thread_cpu_ms() -> f64 {
     ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 / 1e6
 }
 
-/// tcp_rmem[2] / 2: the most SO_RCVLOWAT TCP keeps on an unlocked buffer.
+/// `tcp_rmem[2] / 2`: the most SO_RCVLOWAT TCP keeps on an unlocked buffer.
 #[napi(catch_unwind, namespace = "testing")]
 pub fn rmem_cap(env: Env) -> Result<f64> {
-    let s = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_rmem").or_throw(&env, "testing.rmemCap")?;
-    let max: f64 = s.split_whitespace().nth(2).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    let s =
+        std::fs::read_to_string("/proc/sys/net/ipv4/tcp_rmem").or_throw(&env, "testing.rmemCap")?;
+    let max: f64 = s
+        .split_whitespace()
+        .nth(2)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
     Ok((max / 2.0).floor())
 }
 
@@ -655,12 +839,25 @@ static READERS: Mutex<Vec<JoinHandle<std::result::Result<f64, String>>>> = Mutex
 /// checking the test pattern; `joinReaders` returns where it ended.
 #[napi(catch_unwind, namespace = "testing")]
 pub fn spawn_reader(env: Env, fd: i32, from: f64, to: f64, delay_ms: u32) -> Result<()> {
-    let dup = borrow(fd).try_clone_to_owned().or_throw(&env, "testing.spawnReader")?;
+    let dup = borrow(fd)
+        .try_clone_to_owned()
+        .or_throw(&env, "testing.spawnReader")?;
     let h = std::thread::spawn(move || -> std::result::Result<f64, String> {
         std::thread::sleep(Duration::from_millis(delay_ms as u64));
-        let tv = libc::timeval { tv_sec: 5, tv_usec: 0 };
+        let tv = libc::timeval {
+            tv_sec: 5,
+            tv_usec: 0,
+        };
         // SAFETY: `tv` is a live local of the stated size.
-        unsafe { libc::setsockopt(dup.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVTIMEO, (&tv as *const libc::timeval).cast(), size_of::<libc::timeval>() as _) };
+        unsafe {
+            libc::setsockopt(
+                dup.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&tv as *const libc::timeval).cast(),
+                size_of::<libc::timeval>() as _,
+            )
+        };
         let (mut at, to) = (from as usize, to as usize);
         let mut buf = vec![0u8; 1 << 20];
         while at < to {
@@ -671,7 +868,10 @@ pub fn spawn_reader(env: Env, fd: i32, from: f64, to: f64, delay_ms: u32) -> Res
                 continue;
             }
             if n <= 0 {
-                return Err(format!("peer read at {at} of {to}: {}", std::io::Error::last_os_error()));
+                return Err(format!(
+                    "peer read at {at} of {to}: {}",
+                    std::io::Error::last_os_error()
+                ));
             }
             for (i, &b) in buf[..n as usize].iter().enumerate() {
                 if b != pattern_byte(at + i) {
@@ -693,7 +893,10 @@ pub fn join_readers() -> Result<f64> {
     let hs: Vec<_> = std::mem::take(&mut *READERS.lock().unwrap_or_else(|p| p.into_inner()));
     let mut last = -1.0;
     for h in hs {
-        last = h.join().unwrap_or_else(|_| Err("reader panicked".into())).map_err(Error::from_reason)?;
+        last = h
+            .join()
+            .unwrap_or_else(|_| Err("reader panicked".into()))
+            .map_err(Error::from_reason)?;
     }
     Ok(last)
 }
@@ -703,7 +906,13 @@ pub fn join_readers() -> Result<f64> {
 #[napi(catch_unwind, namespace = "testing")]
 pub fn set_timestamping(env: Env, fd: i32) -> Result<()> {
     let v = libc::SOF_TIMESTAMPING_TX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE;
-    sys::setsockopt_int(borrow(fd), libc::SOL_SOCKET, libc::SO_TIMESTAMPING, v as i32).or_throw(&env, "testing.setTimestamping")
+    sys::setsockopt_int(
+        borrow(fd),
+        libc::SOL_SOCKET,
+        libc::SO_TIMESTAMPING,
+        v as i32,
+    )
+    .or_throw(&env, "testing.setTimestamping")
 }
 
 /// Waits (3 s at most, else ETIMEDOUT) until poll reports POLLERR on `fd`.

@@ -41,10 +41,17 @@ thread_local! {
 
 /// Installs the function called with each ArrayBuffer before a zerocopy-capable send (done by
 /// `lowcopy.js`: `markAsUntransferable`). Internal.
-#[napi(catch_unwind, js_name = "_setTransferGuard", ts_args_type = "guard: (buf: ArrayBufferLike) => void")]
+#[napi(
+    catch_unwind,
+    js_name = "_setTransferGuard",
+    ts_args_type = "guard: (buf: ArrayBufferLike) => void"
+)]
 pub fn set_transfer_guard(env: Env, guard: Unknown) -> Result<()> {
     if guard.get_type()? != ValueType::Function {
-        return Err(type_error(&env, "The \"guard\" argument must be a function".into()));
+        return Err(type_error(
+            &env,
+            "The \"guard\" argument must be a function".into(),
+        ));
     }
     // SAFETY: a function is an object.
     let obj: Object = unsafe { guard.cast()? };
@@ -162,7 +169,9 @@ impl ObjectFinalize for ZeroCopySender {
 
 impl ZeroCopySender {
     fn core(&mut self, env: &Env, what: &str) -> Result<&mut Core> {
-        self.core.as_mut().ok_or_else(|| sys_error(env, libc::EBADF, what))
+        self.core
+            .as_mut()
+            .ok_or_else(|| sys_error(env, libc::EBADF, what))
     }
 
     fn slab<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
@@ -180,7 +189,7 @@ impl ZeroCopySender {
     }
 
     fn release(&mut self, env: &Env, slot: u32) -> Result<(Unknown<'static>, Unknown<'static>)> {
-        let mut slab = self.slab(env)?;
+        let slab = self.slab(env)?;
         let data: Unknown = slab.get_element(2 * slot)?;
         let ud: Unknown = slab.get_element(2 * slot + 1)?;
         set_undefined(env, &slab, 2 * slot)?;
@@ -189,7 +198,12 @@ impl ZeroCopySender {
         self.held -= 1;
         // SAFETY: the values are returned to JS within this call (napi handles are valid for
         // the callback's scope; 'static here only names that scope).
-        Ok(unsafe { (std::mem::transmute::<Unknown<'_>, Unknown<'static>>(data), std::mem::transmute::<Unknown<'_>, Unknown<'static>>(ud)) })
+        Ok(unsafe {
+            (
+                std::mem::transmute::<Unknown<'_>, Unknown<'static>>(data),
+                std::mem::transmute::<Unknown<'_>, Unknown<'static>>(ud),
+            )
+        })
     }
 
     /// Turns the completions in `self.out` into JS objects, releasing their buffers.
@@ -265,12 +279,29 @@ impl ZeroCopySender {
                 let mut ab = std::ptr::null_mut();
                 // SAFETY: `v` is a live ArrayBufferView of this call; only `ab` is asked for.
                 let st = unsafe {
-                    napi::sys::napi_get_typedarray_info(env.raw(), v.raw(), std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut(), &mut ab, std::ptr::null_mut())
+                    napi::sys::napi_get_typedarray_info(
+                        env.raw(),
+                        v.raw(),
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                        &mut ab,
+                        std::ptr::null_mut(),
+                    )
                 };
                 if st != napi::sys::Status::napi_ok {
                     // A DataView.
                     // SAFETY: as above.
-                    unsafe { napi::sys::napi_get_dataview_info(env.raw(), v.raw(), std::ptr::null_mut(), std::ptr::null_mut(), &mut ab, std::ptr::null_mut()) };
+                    unsafe {
+                        napi::sys::napi_get_dataview_info(
+                            env.raw(),
+                            v.raw(),
+                            std::ptr::null_mut(),
+                            std::ptr::null_mut(),
+                            &mut ab,
+                            std::ptr::null_mut(),
+                        )
+                    };
                 }
                 if ab.is_null() {
                     continue;
@@ -283,7 +314,10 @@ impl ZeroCopySender {
                     napi::sys::napi_call_function(env.raw(), undef, func.raw(), 1, &ab, &mut ret)
                 };
                 if st != napi::sys::Status::napi_ok {
-                    return Err(Error::new(Status::PendingException, "transfer guard threw".to_string()));
+                    return Err(Error::new(
+                        Status::PendingException,
+                        "transfer guard threw".to_string(),
+                    ));
                 }
             }
             Ok(())
@@ -319,7 +353,7 @@ impl ZeroCopySender {
     ) -> Result<std::io::Result<usize>> {
         let mut flags = send_flags(env, options.as_ref(), what)?;
         if dont_wait {
-            flags = flags | Flags::DONTWAIT;
+            flags |= Flags::DONTWAIT;
         }
         let views = self.views(env, &data)?;
         self.core(env, what)?;
@@ -353,7 +387,9 @@ impl ZeroCopySender {
         for w in self.waiters.drain(..) {
             sys::eventfd_signal(w.as_fd());
         }
-        let Some(mut core) = self.core.take() else { return 0 };
+        let Some(mut core) = self.core.take() else {
+            return 0;
+        };
         let _ = core.collect();
         let mut out = std::mem::take(&mut self.out);
         while let Ok(n) = core.reap(&mut out) {
@@ -390,7 +426,10 @@ fn set_undefined(env: &Env, slab: &Object, i: u32) -> Result<()> {
         napi::sys::napi_set_element(env.raw(), slab.raw(), i, u)
     };
     if st != napi::sys::Status::napi_ok {
-        return Err(Error::new(Status::GenericFailure, "napi_set_element failed".to_string()));
+        return Err(Error::new(
+            Status::GenericFailure,
+            "napi_set_element failed".to_string(),
+        ));
     }
     Ok(())
 }
@@ -398,14 +437,14 @@ fn set_undefined(env: &Env, slab: &Object, i: u32) -> Result<()> {
 fn send_flags(env: &Env, options: Option<&Unknown>, what: &str) -> Result<Flags> {
     let mut f = Flags::NONE;
     if args::bool_opt(env, options, "dontWait")? {
-        f = f | Flags::DONTWAIT;
+        f |= Flags::DONTWAIT;
     }
     if args::bool_opt(env, options, "more")? {
-        f = f | Flags::MORE;
+        f |= Flags::MORE;
     }
     if let Some(raw) = args::int_opt(env, options, "flags")? {
         // MSG_NOSIGNAL is always added by the core: accept it.
-        f = f | Flags::from_raw(raw & !libc::MSG_NOSIGNAL).or_throw(env, what)?;
+        f |= Flags::from_raw(raw & !libc::MSG_NOSIGNAL).or_throw(env, what)?;
     }
     Ok(f)
 }
@@ -426,30 +465,34 @@ impl ZeroCopySender {
         let libuv = is_libuv_handle(&fd)?;
         let mut opts = ZcOptions::new();
         if let Some(o) = args::options_object(&env, options.as_ref())? {
-            opts = opts.backend(match o.get_named_property::<Option<String>>("backend")?.as_deref() {
-                None | Some("auto") => ZcBackend::Auto,
-                Some("errqueue") if libuv => {
-                    return Err(value_error(
-                        &env,
-                        "The 'errqueue' backend is refused on a net.Socket: libuv polls it \
+            opts =
+                opts.backend(
+                    match o
+                        .get_named_property::<Option<String>>("backend")?
+                        .as_deref()
+                    {
+                        None | Some("auto") => ZcBackend::Auto,
+                        Some("errqueue") if libuv => return Err(value_error(
+                            &env,
+                            "The 'errqueue' backend is refused on a net.Socket: libuv polls it \
                          level-triggered and every unreaped notification would wake Node's event \
                          loop (use 'io_uring', 'copy' or 'auto')"
-                            .into(),
-                    ))
-                }
-                Some("errqueue") => ZcBackend::ErrQueue,
-                Some("io_uring") => ZcBackend::IoUring,
-                Some("copy") => ZcBackend::Copy,
-                Some(b) => {
-                    return Err(value_error(
-                        &env,
-                        format!(
+                                .into(),
+                        )),
+                        Some("errqueue") => ZcBackend::ErrQueue,
+                        Some("io_uring") => ZcBackend::IoUring,
+                        Some("copy") => ZcBackend::Copy,
+                        Some(b) => {
+                            return Err(value_error(
+                                &env,
+                                format!(
                             "The property 'options.backend' must be one of: 'auto', 'io_uring', \
                              'errqueue', 'copy'. Received '{b}'"
                         ),
-                    ))
-                }
-            });
+                            ))
+                        }
+                    },
+                );
             opts = opts.adaptive(args::bool_opt(&env, options.as_ref(), "adaptive")?);
         }
         let dup = args::dup_fd(&env, &fd, "ZeroCopySender")?;
@@ -469,10 +512,12 @@ impl ZeroCopySender {
         // SAFETY: creates an empty JS array in this env.
         let st = unsafe { napi::sys::napi_create_array(env.raw(), &mut arr) };
         if st != napi::sys::Status::napi_ok {
-            return Err(Error::new(Status::GenericFailure, "napi_create_array failed".to_string()));
+            return Err(Error::new(
+                Status::GenericFailure,
+                "napi_create_array failed".to_string(),
+            ));
         }
-        // SAFETY: `arr` is the array just created (an object).
-        let arr = unsafe { Object::from_raw(env.raw(), arr) };
+        let arr = Object::from_raw(env.raw(), arr);
         Ok(ZeroCopySender {
             backend: core.backend(),
             core: Some(core),
@@ -496,7 +541,11 @@ impl ZeroCopySender {
     /// The sender's own descriptor (its duplicate); -1 once closed.
     #[napi(getter, catch_unwind)]
     pub fn fd(&self) -> i32 {
-        if self.core.is_some() { self.fd } else { -1 }
+        if self.core.is_some() {
+            self.fd
+        } else {
+            -1
+        }
     }
 
     /// Whether `close()` was called.
@@ -524,17 +573,36 @@ impl ZeroCopySender {
     /// `net.Socket` is: then `EAGAIN` when it is full). Errors as the core's `send`: `EAGAIN`,
     /// `EBUSY` (4096 sends unreaped: reap), `EEXIST` (io_uring from another thread), `EPIPE`,
     /// `ECONNRESET`, `EMSGSIZE`, `EINVAL` (flags).
-    #[napi(catch_unwind, ts_args_type = "data: ArrayBufferView | ArrayBufferView[], userData?: unknown, options?: ZcSendOptions")]
-    pub fn send(&mut self, env: Env, data: Unknown, user_data: Option<Unknown>, options: Option<Unknown>) -> Result<f64> {
-        self.send_common(&env, "send", data, user_data, None, options).map(|n| n as f64)
+    #[napi(
+        catch_unwind,
+        ts_args_type = "data: ArrayBufferView | ArrayBufferView[], userData?: unknown, options?: ZcSendOptions"
+    )]
+    pub fn send(
+        &mut self,
+        env: Env,
+        data: Unknown,
+        user_data: Option<Unknown>,
+        options: Option<Unknown>,
+    ) -> Result<f64> {
+        self.send_common(&env, "send", data, user_data, None, options)
+            .map(|n| n as f64)
     }
 
     /// `send` that never waits and does not throw when the socket is full: returns the bytes
     /// accepted, or -11 (`-EAGAIN`) when there is no room (no completion follows then). Other
     /// errors throw as `send`'s do. For event-loop code that retries on `'drain'`-like
     /// readiness: an exception per full socket costs more than the send.
-    #[napi(catch_unwind, ts_args_type = "data: ArrayBufferView | ArrayBufferView[], userData?: unknown, options?: ZcSendOptions")]
-    pub fn try_send(&mut self, env: Env, data: Unknown, user_data: Option<Unknown>, options: Option<Unknown>) -> Result<f64> {
+    #[napi(
+        catch_unwind,
+        ts_args_type = "data: ArrayBufferView | ArrayBufferView[], userData?: unknown, options?: ZcSendOptions"
+    )]
+    pub fn try_send(
+        &mut self,
+        env: Env,
+        data: Unknown,
+        user_data: Option<Unknown>,
+        options: Option<Unknown>,
+    ) -> Result<f64> {
         self.send_inner(&env, "trySend", data, user_data, None, options, true)
             .and_then(|r| match r {
                 Ok(n) => Ok(n as f64),
@@ -545,7 +613,10 @@ impl ZeroCopySender {
 
     /// `send` to `address`:`port` (an unconnected UDP socket; IPv4 or IPv6 text), as
     /// `dgram`'s `send(msg, port, address)`. `EAFNOSUPPORT` for the other family.
-    #[napi(catch_unwind, ts_args_type = "data: ArrayBufferView | ArrayBufferView[], port: number, address: string, userData?: unknown, options?: ZcSendOptions")]
+    #[napi(
+        catch_unwind,
+        ts_args_type = "data: ArrayBufferView | ArrayBufferView[], port: number, address: string, userData?: unknown, options?: ZcSendOptions"
+    )]
     pub fn send_to(
         &mut self,
         env: Env,
@@ -560,19 +631,45 @@ impl ZeroCopySender {
             return Err(crate::error::range_error(&env, format!("The value of \"port\" is out of range. It must be >= 0 && <= 65535. Received {port}")));
         }
         if address.get_type()? != ValueType::String {
-            return Err(type_error(&env, format!("The \"address\" argument must be of type string. Received {}", crate::error::describe_value(&address))));
+            return Err(type_error(
+                &env,
+                format!(
+                    "The \"address\" argument must be of type string. Received {}",
+                    crate::error::describe_value(&address)
+                ),
+            ));
         }
-        let text: String = address.coerce_to_string()?.into_utf8()?.as_str()?.to_owned();
-        let ip: IpAddr = text.parse().map_err(|_| value_error(&env, format!("The argument 'address' must be an IP address. Received '{text}'")))?;
+        let text: String = address
+            .coerce_to_string()?
+            .into_utf8()?
+            .as_str()?
+            .to_owned();
+        let ip: IpAddr = text.parse().map_err(|_| {
+            value_error(
+                &env,
+                format!("The argument 'address' must be an IP address. Received '{text}'"),
+            )
+        })?;
         let addr = SocketAddr::new(ip, port as u16);
-        self.send_common(&env, "sendTo", data, user_data, Some(addr), options).map(|n| n as f64)
+        self.send_common(&env, "sendTo", data, user_data, Some(addr), options)
+            .map(|n| n as f64)
     }
 
     /// `send`, then the completions that are ready (on the error-queue backend its queue is
     /// read at most once per 32 sends: `reap` sooner if needed). Returns `{ bytes,
     /// completions }`.
-    #[napi(catch_unwind, ts_args_type = "data: ArrayBufferView | ArrayBufferView[], userData?: unknown, options?: ZcSendOptions", ts_return_type = "{ bytes: number, completions: ZcCompletion[] }")]
-    pub fn send_reap<'e>(&mut self, env: &'e Env, data: Unknown, user_data: Option<Unknown>, options: Option<Unknown>) -> Result<Object<'e>> {
+    #[napi(
+        catch_unwind,
+        ts_args_type = "data: ArrayBufferView | ArrayBufferView[], userData?: unknown, options?: ZcSendOptions",
+        ts_return_type = "{ bytes: number, completions: ZcCompletion[] }"
+    )]
+    pub fn send_reap<'e>(
+        &mut self,
+        env: &'e Env,
+        data: Unknown,
+        user_data: Option<Unknown>,
+        options: Option<Unknown>,
+    ) -> Result<Object<'e>> {
         let flags = send_flags(env, options.as_ref(), "sendReap")?;
         let views = self.views(env, &data)?;
         self.core(env, "sendReap")?;
@@ -580,7 +677,11 @@ impl ZeroCopySender {
         let slot = self.take_slot();
         let iov: Vec<IoSlice> = views.iter().map(|v| IoSlice::new(v)).collect();
         let mut out = std::mem::take(&mut self.out);
-        let r = self.core.as_mut().expect("checked").send_reap(&iov, flags, slot as u64, &mut out);
+        let r = self
+            .core
+            .as_mut()
+            .expect("checked")
+            .send_reap(&iov, flags, slot as u64, &mut out);
         self.out = out;
         let (n, k) = match r {
             Ok(v) => v,
@@ -628,12 +729,23 @@ impl ZeroCopySender {
     /// io_uring ring or the socket), then reaps on the JS thread, so the io_uring backend stays
     /// with its thread. Resolves with the completions (empty when nothing is in flight);
     /// rejects `ETIMEDOUT`, or with an `AbortError` when `close()` is called meanwhile.
-    #[napi(catch_unwind, ts_args_type = "timeoutMs?: number", ts_return_type = "Promise<ZcCompletion[]>")]
-    pub fn wait_async(&mut self, env: Env, timeout_ms: Option<Unknown>) -> Result<AsyncTask<ZcWaitTask>> {
+    #[napi(
+        catch_unwind,
+        ts_args_type = "timeoutMs?: number",
+        ts_return_type = "Promise<ZcCompletion[]>"
+    )]
+    pub fn wait_async(
+        &mut self,
+        env: Env,
+        timeout_ms: Option<Unknown>,
+    ) -> Result<AsyncTask<ZcWaitTask>> {
         let t = args::timeout_ms(&env, timeout_ms.as_ref())?;
         let core = self.core(&env, "waitAsync")?;
         let inflight = core.inflight();
-        let pollfd = core.completion_fd().try_clone_to_owned().or_throw(&env, "waitAsync")?;
+        let pollfd = core
+            .completion_fd()
+            .try_clone_to_owned()
+            .or_throw(&env, "waitAsync")?;
         let cancel = Arc::new(sys::eventfd().or_throw(&env, "waitAsync")?);
         self.waiters.retain(|w| Arc::strong_count(w) > 1);
         self.waiters.push(cancel.clone());
@@ -651,7 +763,11 @@ impl ZeroCopySender {
     /// The counters so far.
     #[napi(catch_unwind)]
     pub fn stats(&self, env: Env) -> Result<ZcStats> {
-        let s = self.core.as_ref().ok_or_else(|| sys_error(&env, libc::EBADF, "stats"))?.stats();
+        let s = self
+            .core
+            .as_ref()
+            .ok_or_else(|| sys_error(&env, libc::EBADF, "stats"))?
+            .stats();
         Ok(ZcStats {
             sends: s.sends as f64,
             bytes: s.bytes as f64,
@@ -704,12 +820,19 @@ impl Task for ZcWaitTask {
         if self.nothing {
             return Ok(Ok(()));
         }
-        Ok(match sys::poll_until(self.pollfd.as_fd(), self.events, Some(self.cancel.as_fd()), self.deadline) {
-            Ok(sys::Woken::Ready(_)) => Ok(()),
-            Ok(sys::Woken::Cancelled) => Err(Fail::Aborted),
-            Ok(sys::Woken::TimedOut) => Err(Fail::Errno(libc::ETIMEDOUT)),
-            Err(e) => Err(e.into()),
-        })
+        Ok(
+            match sys::poll_until(
+                self.pollfd.as_fd(),
+                self.events,
+                Some(self.cancel.as_fd()),
+                self.deadline,
+            ) {
+                Ok(sys::Woken::Ready(_)) => Ok(()),
+                Ok(sys::Woken::Cancelled) => Err(Fail::Aborted),
+                Ok(sys::Woken::TimedOut) => Err(Fail::Errno(libc::ETIMEDOUT)),
+                Err(e) => Err(e.into()),
+            },
+        )
     }
 
     fn resolve(&mut self, env: Env, out: Self::Output) -> Result<Vec<ZcCompletion>> {
