@@ -495,7 +495,7 @@ export declare namespace testing {
   export function read(fd: number, len: number): Buffer
   /** Closes `fd` with SO_LINGER 0: the peer gets a RST. */
   export function reset(fd: number): void
-  /** tcp_rmem[2] / 2: the most SO_RCVLOWAT TCP keeps on an unlocked buffer. */
+  /** `tcp_rmem[2] / 2`: the most SO_RCVLOWAT TCP keeps on an unlocked buffer. */
   export function rmemCap(): number
   /** send(2) of each datagram in `list` (connected socket). */
   export function sendDatagrams(fd: number, list: Array<string>): void

@@ -142,6 +142,13 @@ pub struct ZcStats {
 /// the pool thread.
 #[napi(custom_finalize)]
 pub struct ZeroCopySender {
+    /// Every method takes `&self` (a pending `waitAsync` must not block `close()`): the state
+    /// is borrowed for the length of one call, on the JS thread.
+    inner: RefCell<Inner>,
+}
+
+/// The state of a `ZeroCopySender`.
+pub struct Inner {
     core: Option<Core>,
     /// The JS array holding each slot's data and user value.
     slab: Option<ObjectRef<false>>,
@@ -159,15 +166,16 @@ pub struct ZeroCopySender {
 }
 
 impl ObjectFinalize for ZeroCopySender {
-    fn finalize(mut self, env: Env) -> Result<()> {
+    fn finalize(self, env: Env) -> Result<()> {
+        let mut this = self.inner.into_inner();
         // Collected by the GC without close(): close now. With sends in flight the slab (and
         // their buffers) is kept for the process's life: the kernel may still read them.
-        self.shut(&env);
+        this.shut(&env);
         Ok(())
     }
 }
 
-impl ZeroCopySender {
+impl Inner {
     fn core(&mut self, env: &Env, what: &str) -> Result<&mut Core> {
         self.core
             .as_mut()
@@ -331,7 +339,7 @@ impl ZeroCopySender {
         env: &Env,
         what: &str,
         data: Unknown,
-        user_data: Option<Unknown>,
+        user_data: Unknown,
         addr: Option<SocketAddr>,
         options: Option<Unknown>,
     ) -> Result<usize> {
@@ -346,7 +354,7 @@ impl ZeroCopySender {
         env: &Env,
         what: &str,
         data: Unknown,
-        user_data: Option<Unknown>,
+        user_data: Unknown,
         addr: Option<SocketAddr>,
         options: Option<Unknown>,
         dont_wait: bool,
@@ -366,10 +374,7 @@ impl ZeroCopySender {
             Ok(n) if n > 0 => {
                 let mut slab = self.slab(env)?;
                 slab.set_element(2 * slot, data)?;
-                match user_data {
-                    Some(u) => slab.set_element(2 * slot + 1, u)?,
-                    None => set_undefined(env, &slab, 2 * slot + 1)?,
-                }
+                slab.set_element(2 * slot + 1, user_data)?;
                 self.held += 1;
                 Ok(Ok(n))
             }
@@ -519,30 +524,34 @@ impl ZeroCopySender {
         }
         let arr = Object::from_raw(env.raw(), arr);
         Ok(ZeroCopySender {
-            backend: core.backend(),
-            core: Some(core),
-            slab: Some(arr.create_ref::<false>()?),
-            free: Vec::new(),
-            next: 0,
-            held: 0,
-            waiters: Vec::new(),
-            fd: raw,
-            leaked: 0,
-            out: vec![Completion::default(); 256],
+            inner: RefCell::new(Inner {
+                backend: core.backend(),
+                core: Some(core),
+                slab: Some(arr.create_ref::<false>()?),
+                free: Vec::new(),
+                next: 0,
+                held: 0,
+                waiters: Vec::new(),
+                fd: raw,
+                leaked: 0,
+                out: vec![Completion::default(); 256],
+            }),
         })
     }
 
     /// The backend in use: `'io_uring'`, `'errqueue'` or `'copy'` (never `'auto'`).
     #[napi(getter, catch_unwind)]
     pub fn backend(&self) -> &'static str {
-        backend_name(self.backend)
+        let this = self.inner.borrow();
+        backend_name(this.backend)
     }
 
     /// The sender's own descriptor (its duplicate); -1 once closed.
     #[napi(getter, catch_unwind)]
     pub fn fd(&self) -> i32 {
-        if self.core.is_some() {
-            self.fd
+        let this = self.inner.borrow();
+        if this.core.is_some() {
+            this.fd
         } else {
             -1
         }
@@ -551,19 +560,22 @@ impl ZeroCopySender {
     /// Whether `close()` was called.
     #[napi(getter, catch_unwind)]
     pub fn closed(&self) -> bool {
-        self.core.is_none()
+        let this = self.inner.borrow();
+        this.core.is_none()
     }
 
     /// Sends whose completion has not arrived yet.
     #[napi(getter, catch_unwind)]
     pub fn inflight(&self) -> u32 {
-        self.core.as_ref().map_or(0, |c| c.inflight() as u32)
+        let this = self.inner.borrow();
+        this.core.as_ref().map_or(0, |c| c.inflight() as u32)
     }
 
     /// Buffers held for sends not yet reaped (in flight or completed).
     #[napi(getter, catch_unwind)]
     pub fn held(&self) -> u32 {
-        self.held as u32
+        let this = self.inner.borrow();
+        this.held as u32
     }
 
     /// Sends `data` (an `ArrayBufferView`, or an array of them sent as one, like `writev`);
@@ -578,13 +590,14 @@ impl ZeroCopySender {
         ts_args_type = "data: ArrayBufferView | ArrayBufferView[], userData?: unknown, options?: ZcSendOptions"
     )]
     pub fn send(
-        &mut self,
+        &self,
         env: Env,
         data: Unknown,
-        user_data: Option<Unknown>,
+        user_data: Unknown,
         options: Option<Unknown>,
     ) -> Result<f64> {
-        self.send_common(&env, "send", data, user_data, None, options)
+        let mut this = self.inner.borrow_mut();
+        this.send_common(&env, "send", data, user_data, None, options)
             .map(|n| n as f64)
     }
 
@@ -597,13 +610,14 @@ impl ZeroCopySender {
         ts_args_type = "data: ArrayBufferView | ArrayBufferView[], userData?: unknown, options?: ZcSendOptions"
     )]
     pub fn try_send(
-        &mut self,
+        &self,
         env: Env,
         data: Unknown,
-        user_data: Option<Unknown>,
+        user_data: Unknown,
         options: Option<Unknown>,
     ) -> Result<f64> {
-        self.send_inner(&env, "trySend", data, user_data, None, options, true)
+        let mut this = self.inner.borrow_mut();
+        this.send_inner(&env, "trySend", data, user_data, None, options, true)
             .and_then(|r| match r {
                 Ok(n) => Ok(n as f64),
                 Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => Ok(-(libc::EAGAIN as f64)),
@@ -618,14 +632,15 @@ impl ZeroCopySender {
         ts_args_type = "data: ArrayBufferView | ArrayBufferView[], port: number, address: string, userData?: unknown, options?: ZcSendOptions"
     )]
     pub fn send_to(
-        &mut self,
+        &self,
         env: Env,
         data: Unknown,
         port: Unknown,
         address: Unknown,
-        user_data: Option<Unknown>,
+        user_data: Unknown,
         options: Option<Unknown>,
     ) -> Result<f64> {
+        let mut this = self.inner.borrow_mut();
         let port = size(&env, &port, "port")?;
         if port > 65535 {
             return Err(crate::error::range_error(&env, format!("The value of \"port\" is out of range. It must be >= 0 && <= 65535. Received {port}")));
@@ -651,7 +666,7 @@ impl ZeroCopySender {
             )
         })?;
         let addr = SocketAddr::new(ip, port as u16);
-        self.send_common(&env, "sendTo", data, user_data, Some(addr), options)
+        this.send_common(&env, "sendTo", data, user_data, Some(addr), options)
             .map(|n| n as f64)
     }
 
@@ -664,44 +679,42 @@ impl ZeroCopySender {
         ts_return_type = "{ bytes: number, completions: ZcCompletion[] }"
     )]
     pub fn send_reap<'e>(
-        &mut self,
+        &self,
         env: &'e Env,
         data: Unknown,
-        user_data: Option<Unknown>,
+        user_data: Unknown,
         options: Option<Unknown>,
     ) -> Result<Object<'e>> {
+        let mut this = self.inner.borrow_mut();
         let flags = send_flags(env, options.as_ref(), "sendReap")?;
-        let views = self.views(env, &data)?;
-        self.core(env, "sendReap")?;
-        self.guard(env, &views)?;
-        let slot = self.take_slot();
+        let views = this.views(env, &data)?;
+        this.core(env, "sendReap")?;
+        this.guard(env, &views)?;
+        let slot = this.take_slot();
         let iov: Vec<IoSlice> = views.iter().map(|v| IoSlice::new(v)).collect();
-        let mut out = std::mem::take(&mut self.out);
-        let r = self
+        let mut out = std::mem::take(&mut this.out);
+        let r = this
             .core
             .as_mut()
             .expect("checked")
             .send_reap(&iov, flags, slot as u64, &mut out);
-        self.out = out;
+        this.out = out;
         let (n, k) = match r {
             Ok(v) => v,
             Err(e) => {
-                self.free.push(slot);
+                this.free.push(slot);
                 return Err(e).or_throw(env, "sendReap");
             }
         };
         if n > 0 {
-            let mut slab = self.slab(env)?;
+            let mut slab = this.slab(env)?;
             slab.set_element(2 * slot, data)?;
-            match user_data {
-                Some(u) => slab.set_element(2 * slot + 1, u)?,
-                None => set_undefined(env, &slab, 2 * slot + 1)?,
-            }
-            self.held += 1;
+            slab.set_element(2 * slot + 1, user_data)?;
+            this.held += 1;
         } else {
-            self.free.push(slot);
+            this.free.push(slot);
         }
-        let done = self.completions(env, k)?;
+        let done = this.completions(env, k)?;
         let mut obj = Object::new(env)?;
         obj.set_named_property("bytes", n as f64)?;
         obj.set_named_property("completions", done)?;
@@ -710,8 +723,9 @@ impl ZeroCopySender {
 
     /// The completions that are ready (never waits), releasing their buffers.
     #[napi(catch_unwind)]
-    pub fn reap(&mut self, env: Env) -> Result<Vec<ZcCompletion>> {
-        self.reap_all(&env, "reap")
+    pub fn reap(&self, env: Env) -> Result<Vec<ZcCompletion>> {
+        let mut this = self.inner.borrow_mut();
+        this.reap_all(&env, "reap")
     }
 
     /// Waits (blocking the JS thread) until a completion is ready, at most `timeoutMs` (none:
@@ -719,10 +733,11 @@ impl ZeroCopySender {
     /// flight). `ETIMEDOUT` when none came in time (TCP completes only once the peer
     /// acknowledged), `EINTR`, a socket error (`ECONNRESET`...).
     #[napi(catch_unwind, ts_args_type = "timeoutMs?: number")]
-    pub fn wait(&mut self, env: Env, timeout_ms: Option<Unknown>) -> Result<Vec<ZcCompletion>> {
+    pub fn wait(&self, env: Env, timeout_ms: Option<Unknown>) -> Result<Vec<ZcCompletion>> {
+        let mut this = self.inner.borrow_mut();
         let t = args::timeout_ms(&env, timeout_ms.as_ref())?;
-        self.core(&env, "wait")?.wait(t).or_throw(&env, "wait")?;
-        self.reap_all(&env, "wait")
+        this.core(&env, "wait")?.wait(t).or_throw(&env, "wait")?;
+        this.reap_all(&env, "wait")
     }
 
     /// `wait` whose sleep runs on libuv's thread pool (it polls the completion descriptor: the
@@ -735,27 +750,28 @@ impl ZeroCopySender {
         ts_return_type = "Promise<ZcCompletion[]>"
     )]
     pub fn wait_async(
-        &mut self,
+        &self,
         env: Env,
         timeout_ms: Option<Unknown>,
     ) -> Result<AsyncTask<ZcWaitTask>> {
+        let mut this = self.inner.borrow_mut();
         let t = args::timeout_ms(&env, timeout_ms.as_ref())?;
-        let core = self.core(&env, "waitAsync")?;
+        let core = this.core(&env, "waitAsync")?;
         let inflight = core.inflight();
         let pollfd = core
             .completion_fd()
             .try_clone_to_owned()
             .or_throw(&env, "waitAsync")?;
         let cancel = Arc::new(sys::eventfd().or_throw(&env, "waitAsync")?);
-        self.waiters.retain(|w| Arc::strong_count(w) > 1);
-        self.waiters.push(cancel.clone());
-        let ring = self.backend == ZcBackend::IoUring;
+        this.waiters.retain(|w| Arc::strong_count(w) > 1);
+        this.waiters.push(cancel.clone());
+        let ring = this.backend == ZcBackend::IoUring;
         Ok(AsyncTask::new(ZcWaitTask {
-            this: self as *mut ZeroCopySender,
+            this: self as *const ZeroCopySender,
             pollfd,
             cancel,
             deadline: sys::deadline(t),
-            nothing: inflight == 0 || self.backend == ZcBackend::Copy,
+            nothing: inflight == 0 || this.backend == ZcBackend::Copy,
             events: if ring { libc::POLLIN } else { 0 },
         }))
     }
@@ -763,7 +779,8 @@ impl ZeroCopySender {
     /// The counters so far.
     #[napi(catch_unwind)]
     pub fn stats(&self, env: Env) -> Result<ZcStats> {
-        let s = self
+        let this = self.inner.borrow();
+        let s = this
             .core
             .as_ref()
             .ok_or_else(|| sys_error(&env, libc::EBADF, "stats"))?
@@ -791,8 +808,9 @@ impl ZeroCopySender {
     /// them; never reused memory on the wire). A pending `waitAsync` rejects with an
     /// `AbortError`. Calling it again returns 0.
     #[napi(catch_unwind)]
-    pub fn close(&mut self, env: Env) -> u32 {
-        self.shut(&env) as u32
+    pub fn close(&self, env: Env) -> u32 {
+        let mut this = self.inner.borrow_mut();
+        this.shut(&env) as u32
     }
 }
 
@@ -800,7 +818,7 @@ impl ZeroCopySender {
 pub struct ZcWaitTask {
     /// The sender, used only in `resolve` (JS thread), where the JS object is alive: the
     /// promise's task keeps no reference, so `resolve` checks `closed` through `cancel`.
-    this: *mut ZeroCopySender,
+    this: *const ZeroCopySender,
     pollfd: OwnedFd,
     cancel: Arc<OwnedFd>,
     deadline: Option<std::time::Instant>,
@@ -842,7 +860,8 @@ impl Task for ZcWaitTask {
         }
         // SAFETY: not closed (the cancel eventfd would be readable), so the JS object that
         // `close()` needs is alive; on the JS thread, no other borrow of it is live.
-        let this = unsafe { &mut *self.this };
+        let this = unsafe { &*self.this };
+        let mut this = this.inner.borrow_mut();
         if let Some(c) = this.core.as_mut() {
             // Post deferred io_uring notifications / read the error queue.
             let _ = c.wait(Some(std::time::Duration::ZERO));
