@@ -104,6 +104,7 @@ demo:
 	$(BUILD)/bin/peek_sweep -n 9
 	ZC_BENCH_REPEAT=$${ZC_BENCH_REPEAT:-3} scripts/zc_bench.sh
 	$(BUILD)/bin/rx_bench
+	node/scripts/demo.sh
 
 test:
 	scripts/test.sh

@@ -435,6 +435,8 @@ export declare namespace testing {
   export function close(fd: number): void
   /** A client connected to the listener `fd` (TCP_MAXSEG of `opts` before connect). */
   export function connect(fd: number, opts?: testing.TcpOpts | undefined | null): number
+  /** A blocking TCP connection to 127.0.0.1:`port` (TCP_NODELAY off), for benchmarks. */
+  export function connectPort(port: number): number
   /**
    * Reads from `fd` until `bytes` arrived (SO_RCVTIMEO `timeoutMs` per read, EINTR retried) and
    * checks them against the test pattern from stream position `from`; returns the bytes read.

@@ -926,3 +926,22 @@ pub fn wait_pollerr_js(env: Env, fd: i32) -> Result<()> {
 pub fn panic() -> Result<()> {
     panic!("lowcopy testing.panic()")
 }
+
+/// A blocking TCP connection to 127.0.0.1:`port` (TCP_NODELAY off), for benchmarks.
+#[napi(catch_unwind, namespace = "testing")]
+pub fn connect_port(env: Env, port: u32) -> Result<i32> {
+    let r = (|| {
+        let c = raw_socket(libc::AF_INET, libc::SOCK_STREAM, 0)?;
+        let (ss, len) = loopback(false, port as u16);
+        // SAFETY: `ss` holds `len` meaningful bytes.
+        check(unsafe {
+            libc::connect(
+                c.as_raw_fd(),
+                (&ss as *const libc::sockaddr_storage).cast(),
+                len,
+            )
+        })?;
+        Ok(c.into_raw_fd())
+    })();
+    r.or_throw(&env, "testing.connectPort")
+}
