@@ -84,6 +84,7 @@
 //! ```
 
 #![deny(missing_docs, missing_debug_implementations)]
+#![deny(clippy::missing_errors_doc, clippy::missing_safety_doc)]
 
 mod flags;
 pub mod lowat;
