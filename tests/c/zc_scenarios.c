@@ -376,13 +376,21 @@ static int op_retry_full(struct run *r, const cJSON *step)
     size_t len;
     if (need_u64(r, step, "count", &count) < 0 || need_size(r, step, "len", &len) < 0)
         return -1;
+    /* A try may also go through: the peer's kernel collapses a receive queue of tiny
+     * segments and acks, which frees room here (more so on a loaded machine). It is a send
+     * like any other; but at least half must meet the full socket. */
+    uint64_t full = 0;
     for (uint64_t i = 0; i < count; i++) {
         ssize_t n = do_send(r, VIA_SEND, &len, 1, RETRY_FULL_BASE + i, MSG_DONTWAIT);
         if (r->why[0])
             return -1;
-        if (n != -EAGAIN)
+        if (n == -EAGAIN)
+            full++;
+        else if (n <= 0)
             return fail(r, "retry %" PRIu64 " of a full socket: %zd, not -EAGAIN", i, n);
     }
+    if (full * 2 < count)
+        return fail(r, "only %" PRIu64 " of %" PRIu64 " tries found it full", full, count);
     return 0;
 }
 
