@@ -6,7 +6,9 @@
  * so that a table that passes both proves the C ABI behaves like the core. The ops map onto
  * the C functions: send -> lowcopy_zc_send, sendv -> lowcopy_zc_sendv, sendto ->
  * lowcopy_zc_sendmsg (with msg_name), send_reap_loop -> lowcopy_zc_send_reap, and reap, wait,
- * inflight, stats, free as named.
+ * inflight, stats, free as named; request_response receives its answers with
+ * lowcopy_recv_atleast on the sending socket (issue 12: not spinning on the error queue).
+ * cpu_max_ms is the CPU time of the calling thread (CLOCK_THREAD_CPUTIME_ID) around the call.
  *
  * Each scenario x transport x backend runs in a forked child (harness.c): a failing step, a
  * crash or a hang ends that run only, and its first failure is listed. After teardown the
