@@ -21,7 +21,7 @@
  * hang ends that run only, and its first failure is listed. After teardown the child also
  * checks that every fd opened during the run is closed again. Output: one "FAIL [...]" line
  * per failed run, then "c-rx-scenarios: N passed, M failed"; exit status 0 only when every run
- * passed and there were more than 50 of them (the Rust runner's floor; the table expands to 61
+ * passed and there were more than 50 of them (the Rust runner's floor; the table expands to 74
  * runs today).
  *
  * Build: make c-tests (this file with harness.c; see tests/c/README.md).
@@ -537,6 +537,32 @@ static int op_reset_peer(struct run *r, const cJSON *step)
     return reset_peer(r, RESET_SETTLE_MS);
 }
 
+/* ---- ops: the error queue --------------------------------------------------------------- */
+
+/* errqueue kind: an entry on the fd's error queue, then until poll reports POLLERR.
+ * "zerocopy" and "timestamp" as common::errqueue_entry (harness.c); "icmp" (UDP): IP_RECVERR
+ * on, the peer closed, one datagram sent, which draws an ICMP port unreachable: ECONNREFUSED
+ * pending (SO_ERROR) and an error-queue entry that stays. */
+static int op_errqueue(struct run *r, const cJSON *step)
+{
+    const char *kind;
+    if (need_str(r, step, "kind", &kind) < 0)
+        return -1;
+    if (strcmp(kind, "icmp") != 0)
+        return errqueue_entry(r, r->fd, kind);
+    if (set_int(r, r->fd, IPPROTO_IP, IP_RECVERR, 1, "setsockopt(IP_RECVERR)") < 0)
+        return -1;
+    close_owned(r, &r->peer); /* the Rust runner's `self.peer = None` */
+    if (r->why[0])
+        return -1;
+    ssize_t n = send(r->fd, "e", 1, 0);
+    if (n < 0)
+        return sys_fail(r, "send");
+    if (n != 1)
+        return fail(r, "send: %zd bytes, want 1", n);
+    return wait_pollerr(r, r->fd);
+}
+
 /* ---- ops: plain socket calls ----------------------------------------------------------- */
 
 static int op_set_rcvtimeo_ms(struct run *r, const cJSON *step)
@@ -621,12 +647,12 @@ static int op_recv_atleast(struct run *r, const cJSON *step)
     unsigned char *buf = room(len);
     lowcopy_recv_stats s;
     memset(&s, 0, sizeof s);
-    uint64_t t0 = now_ns();
+    uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns();
     ssize_t n = lowcopy_recv_atleast_stats(r->fd, buf, len, min, (int)timeout, &s);
-    uint64_t took = now_ns() - t0;
+    uint64_t took = now_ns() - t0, cpu = thread_cpu_ns() - cpu0;
     int rc = expect_data(r, step, n, buf, len);
     free(buf);
-    if (rc < 0 || elapsed_bounds(r, step, took) < 0)
+    if (rc < 0 || elapsed_bounds(r, step, took) < 0 || cpu_bound(r, step, cpu) < 0)
         return -1;
 #define STATS_FMT                                                                              \
     "{calls %" PRIu64 ", syscalls %" PRIu64 ", wakeups %" PRIu64 ", early_wakeups %" PRIu64     \
@@ -721,7 +747,7 @@ static int zcrx_stats(struct run *r, lowcopy_zcrx_recv_stats *s)
         (s).peek_off_fixups
 
 /* zcrx_recv [dontwait]: one receive; expect_eof, expect_mapped (when bytes came), and the
- * usual expect/expect_ret/expect_err/expect_pattern, min_ms/max_ms. */
+ * usual expect/expect_ret/expect_err/expect_pattern, min_ms/max_ms, cpu_max_ms. */
 static int op_zcrx_recv(struct run *r, const cJSON *step)
 {
     char eb[64];
@@ -730,10 +756,10 @@ static int op_zcrx_recv(struct run *r, const cJSON *step)
         return -1;
     lowcopy_zcrx_chunk c;
     memset(&c, 0xa5, sizeof c); /* written only on success */
-    uint64_t t0 = now_ns();
+    uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns();
     ssize_t rc = lowcopy_zcrx_recv(r->st->zcrx, &c, flags);
-    uint64_t took = now_ns() - t0;
-    if (check_chunk(r, rc, &c) < 0)
+    uint64_t took = now_ns() - t0, cpu = thread_cpu_ns() - cpu0;
+    if (cpu_bound(r, step, cpu) < 0 || check_chunk(r, rc, &c) < 0)
         return -1;
     if (json_true(get(step, "expect_eof")) && rc != 0) {
         if (rc < 0)
@@ -858,6 +884,7 @@ static const struct op OPS[] = {
     {"send_zc_pattern", op_send_zc_pattern},
     {"send_datagrams", op_send_datagrams},
     {"wait_queued", op_wait_queued},
+    {"errqueue", op_errqueue},
     {"sleep", op_sleep},
     {"shutdown_peer", op_shutdown_peer},
     {"reset_peer", op_reset_peer},
