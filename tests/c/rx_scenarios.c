@@ -60,6 +60,7 @@ struct state {
     bool has_mss;         /* TCP_MAXSEG for the clients `accept` connects */
     int mss;
     lowcopy_zcrx *zcrx;
+    lowcopy_receiver *rcv; /* receiver_new .. receiver_free */
     uint64_t received;    /* stream bytes received and checked */
 };
 
@@ -632,11 +633,43 @@ static int op_read(struct run *r, const cJSON *step)
 
 /* ---- ops: recv_atleast ----------------------------------------------------------------- */
 
+/* receiver_new [expect_err]: a lowcopy_receiver on the fd as it is now. */
+static int op_receiver_new(struct run *r, const cJSON *step)
+{
+    size_t n;
+    lowcopy_receiver_free(r->st->rcv);
+    r->st->rcv = NULL;
+    lowcopy_receiver *x = NULL;
+    int rc = lowcopy_receiver_new(r->fd, &x);
+    if (get(step, "expect_err")) {
+        if (rc == 0)
+            lowcopy_receiver_free(x);
+        return expect(r, step, rc, NULL, 0, &n);
+    }
+    if (rc < 0)
+        return lc_fail(r, "receiver_new", rc);
+    r->st->rcv = x;
+    return 0;
+}
+
+static int op_receiver_free(struct run *r, const cJSON *step)
+{
+    (void)step;
+    lowcopy_receiver_free(r->st->rcv);
+    r->st->rcv = NULL;
+    return 0;
+}
+
+/* recv_atleast, and receiver_recv: the same through the receiver, with that call's counters
+ * (the receiver's after minus before). */
 static int op_recv_atleast(struct run *r, const cJSON *step)
 {
     size_t len, min;
     int64_t timeout;
     uint64_t v;
+    bool via_receiver = json_is(get(step, "op"), "receiver_recv");
+    if (via_receiver && !r->st->rcv)
+        return fail(r, "receiver_recv before receiver_new");
     if (need_size(r, step, "len", &len) < 0 || need_size(r, step, "min", &min) < 0)
         return -1;
     if (!json_i64(get(step, "timeout_ms"), &timeout))
@@ -647,9 +680,26 @@ static int op_recv_atleast(struct run *r, const cJSON *step)
     unsigned char *buf = room(len);
     lowcopy_recv_stats s;
     memset(&s, 0, sizeof s);
+    lowcopy_recv_stats before, after;
+    memset(&before, 0, sizeof before);
+    memset(&after, 0, sizeof after);
+    if (via_receiver)
+        lowcopy_receiver_stats(r->st->rcv, &before);
     uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns();
-    ssize_t n = lowcopy_recv_atleast_stats(r->fd, buf, len, min, (int)timeout, &s);
+    ssize_t n = via_receiver
+                    ? lowcopy_receiver_recv(r->st->rcv, buf, len, min, (int)timeout)
+                    : lowcopy_recv_atleast_stats(r->fd, buf, len, min, (int)timeout, &s);
     uint64_t took = now_ns() - t0, cpu = thread_cpu_ns() - cpu0;
+    if (via_receiver) {
+        lowcopy_receiver_stats(r->st->rcv, &after);
+        s.calls = after.calls - before.calls;
+        s.syscalls = after.syscalls - before.syscalls;
+        s.wakeups = after.wakeups - before.wakeups;
+        s.early_wakeups = after.early_wakeups - before.early_wakeups;
+        s.timeouts = after.timeouts - before.timeouts;
+        s.lowat_changes = after.lowat_changes - before.lowat_changes;
+        s.bytes = after.bytes - before.bytes;
+    }
     int rc = expect_data(r, step, n, buf, len);
     free(buf);
     if (rc < 0 || elapsed_bounds(r, step, took) < 0 || cpu_bound(r, step, cpu) < 0)
@@ -664,6 +714,9 @@ static int op_recv_atleast(struct run *r, const cJSON *step)
                     STATS_ARGS);
     if (json_u64(get(step, "wakeups_min"), &v) && s.wakeups < v)
         return fail(r, "%" PRIu64 " wakeups, want >= %" PRIu64 ": " STATS_FMT, s.wakeups, v,
+                    STATS_ARGS);
+    if (json_u64(get(step, "syscalls"), &v) && s.syscalls != v)
+        return fail(r, "%" PRIu64 " syscalls, want %" PRIu64 ": " STATS_FMT, s.syscalls, v,
                     STATS_ARGS);
     if (json_u64(get(step, "lowat_changes"), &v) && s.lowat_changes != v)
         return fail(r, "SO_RCVLOWAT changes %" PRIu64 ", want %" PRIu64 ": " STATS_FMT,
@@ -889,6 +942,9 @@ static const struct op OPS[] = {
     {"shutdown_peer", op_shutdown_peer},
     {"reset_peer", op_reset_peer},
     {"recv_atleast", op_recv_atleast},
+    {"receiver_new", op_receiver_new},
+    {"receiver_recv", op_recv_atleast},
+    {"receiver_free", op_receiver_free},
     {"read", op_read},
     {"set_rcvtimeo_ms", op_set_rcvtimeo_ms},
     {"set_nonblocking", op_set_nonblocking},
@@ -907,6 +963,8 @@ static void teardown(struct run *r, bool failed)
 {
     lowcopy_zcrx_free(r->st->zcrx);
     r->st->zcrx = NULL;
+    lowcopy_receiver_free(r->st->rcv);
+    r->st->rcv = NULL;
     end_fds(r, failed);
 }
 
