@@ -373,7 +373,10 @@ impl<'a> Run<'a> {
                         r => panic!("{ctx}: retry {i} of a full socket: {r:?}, not EAGAIN"),
                     }
                 }
-                assert!(full * 2 >= count, "{ctx}: only {full} of {count} tries found it full");
+                assert!(
+                    full * 2 >= count,
+                    "{ctx}: only {full} of {count} tries found it full"
+                );
             }
             "reap" => {
                 self.reap();
