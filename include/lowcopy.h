@@ -132,6 +132,13 @@
 typedef struct lowcopy_peeker lowcopy_peeker;
 
 /**
+ * A receiver of `min`-byte chunks over one socket (opaque): `lowcopy_recv_atleast` that
+ * learns the socket once. Created by `lowcopy_receiver_new`, released by
+ * `lowcopy_receiver_free`.
+ */
+typedef struct lowcopy_receiver lowcopy_receiver;
+
+/**
  * Zerocopy sends over one socket with per-send user_data completions (opaque). Created by
  * `lowcopy_zc_new`, released by `lowcopy_zc_free`.
  */
@@ -698,6 +705,57 @@ ssize_t lowcopy_recv_atleast_stats(int fd,
                                    size_t min,
                                    int timeout_ms,
                                    struct lowcopy_recv_stats *stats);
+
+/**
+ * Creates a receiver over `fd` and writes it to `*out`: learns the socket's type and
+ * protocol, and on TCP its `SO_RCVLOWAT` (2 or 3 `getsockopt`), once. Allocates the handle
+ * (one small heap block) and nothing after.
+ *
+ * Each `lowcopy_receiver_recv` then makes the raw `poll` + `recv` loop's syscalls per chunk:
+ * the mark of the last call stays set between calls (one `setsockopt` when `min` changes),
+ * and `lowcopy_receiver_free` puts back the mark found here. While the receiver lives, a
+ * poll or epoll of the caller's on `fd` sees that mark. `fd` stays the caller's: it must
+ * stay open until the receiver is freed, and is never closed by lowcopy.
+ *
+ * Errors: `-EINVAL` (`out` NULL), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a stream,
+ * datagram or seqpacket socket), `-ENOMEM`.
+ *
+ * # Safety
+ * `out` must be NULL or writable for one pointer.
+ */
+int lowcopy_receiver_new(int fd, struct lowcopy_receiver **out);
+
+/**
+ * `lowcopy_recv_atleast` on the receiver's socket (same arguments, results and errors),
+ * without learning the socket again and without putting its mark back after the call.
+ *
+ * # Safety
+ * `r` must be NULL or a live receiver not used by another thread meanwhile; `buf` NULL or
+ * writable for `len` bytes.
+ */
+ssize_t lowcopy_receiver_recv(struct lowcopy_receiver *r,
+                              void *buf,
+                              size_t len,
+                              size_t min,
+                              int timeout_ms);
+
+/**
+ * Writes the receiver's counters (since `lowcopy_receiver_new`, whose syscalls count) to
+ * `*out`; returns 0. Errors: `-EINVAL` (`r` or `out` NULL).
+ *
+ * # Safety
+ * `r` must be NULL or a live receiver; `out` NULL or writable for one `lowcopy_recv_stats`.
+ */
+int lowcopy_receiver_stats(const struct lowcopy_receiver *r, struct lowcopy_recv_stats *out);
+
+/**
+ * Puts back the socket's `SO_RCVLOWAT` found by `lowcopy_receiver_new` (one `setsockopt`
+ * when it differs) and frees the receiver. NULL is a no-op. `fd` is not closed.
+ *
+ * # Safety
+ * `r` must be NULL or a live receiver, not used after this call.
+ */
+void lowcopy_receiver_free(struct lowcopy_receiver *r);
 
 /**
  * Creates a zero-copy receiver over the connected TCP socket `fd` and writes it to `*out`.

@@ -1,6 +1,7 @@
 //! Low-water-mark receive and zero-copy receive (API.md section 3): `SO_RCVLOWAT` + poll,
 //! and `mmap` + `TCP_ZEROCOPY_RECEIVE` with a copy path.
 
+use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
 use libc::{c_int, c_void, size_t, ssize_t, EINVAL, EIO};
@@ -158,23 +159,137 @@ pub unsafe extern "C" fn lowcopy_recv_atleast_stats(
         // refuses `len` above isize::MAX before touching it.
         let r =
             unsafe { lowcopy::lowat::recv_atleast_raw(fd, buf.cast(), len, min, timeout, &mut s) };
-        *out = lowcopy_recv_stats {
-            calls: s.calls,
-            syscalls: s.syscalls,
-            wakeups: s.wakeups,
-            early_wakeups: s.early_wakeups,
-            timeouts: s.timeouts,
-            lowat_changes: s.lowat_changes,
-            bytes: s.bytes,
-        };
+        *out = to_c_stats(s);
         ret_size(r)
+    })
+}
+
+/// A receiver of `min`-byte chunks over one socket (opaque): `lowcopy_recv_atleast` that
+/// learns the socket once. Created by `lowcopy_receiver_new`, released by
+/// `lowcopy_receiver_free`.
+pub struct lowcopy_receiver {
+    inner: lowcopy::Receiver<BorrowedFd<'static>>,
+}
+
+fn to_c_stats(s: RecvStats) -> lowcopy_recv_stats {
+    lowcopy_recv_stats {
+        calls: s.calls,
+        syscalls: s.syscalls,
+        wakeups: s.wakeups,
+        early_wakeups: s.early_wakeups,
+        timeouts: s.timeouts,
+        lowat_changes: s.lowat_changes,
+        bytes: s.bytes,
+    }
+}
+
+/// Creates a receiver over `fd` and writes it to `*out`: learns the socket's type and
+/// protocol, and on TCP its `SO_RCVLOWAT` (2 or 3 `getsockopt`), once. Allocates the handle
+/// (one small heap block) and nothing after.
+///
+/// Each `lowcopy_receiver_recv` then makes the raw `poll` + `recv` loop's syscalls per chunk:
+/// the mark of the last call stays set between calls (one `setsockopt` when `min` changes),
+/// and `lowcopy_receiver_free` puts back the mark found here. While the receiver lives, a
+/// poll or epoll of the caller's on `fd` sees that mark. `fd` stays the caller's: it must
+/// stay open until the receiver is freed, and is never closed by lowcopy.
+///
+/// Errors: `-EINVAL` (`out` NULL), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a stream,
+/// datagram or seqpacket socket), `-ENOMEM`.
+///
+/// # Safety
+/// `out` must be NULL or writable for one pointer.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_receiver_new(fd: c_int, out: *mut *mut lowcopy_receiver) -> c_int {
+    guard(-EIO, || {
+        if out.is_null() {
+            return -EINVAL;
+        }
+        let fd = match borrow(fd) {
+            Ok(fd) => fd,
+            Err(e) => return e,
+        };
+        match lowcopy::Receiver::new(fd) {
+            Ok(inner) => {
+                let r = Box::into_raw(Box::new(lowcopy_receiver { inner }));
+                // SAFETY: non-null and writable per the caller's contract.
+                unsafe { out.write(r) };
+                0
+            }
+            Err(e) => neg(e),
+        }
+    })
+}
+
+/// `lowcopy_recv_atleast` on the receiver's socket (same arguments, results and errors),
+/// without learning the socket again and without putting its mark back after the call.
+///
+/// # Safety
+/// `r` must be NULL or a live receiver not used by another thread meanwhile; `buf` NULL or
+/// writable for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_receiver_recv(
+    r: *mut lowcopy_receiver,
+    buf: *mut c_void,
+    len: size_t,
+    min: size_t,
+    timeout_ms: c_int,
+) -> ssize_t {
+    let run = |r: &mut lowcopy_receiver| {
+        if buf.is_null() || timeout_ms < -1 {
+            return -EINVAL as ssize_t;
+        }
+        let timeout = (timeout_ms >= 0).then(|| Duration::from_millis(timeout_ms as u64));
+        // SAFETY: `buf` is writable for `len` bytes per the caller's contract; the core
+        // refuses `len` above isize::MAX before touching it.
+        ret_size(unsafe { r.inner.recv_atleast_raw(buf.cast(), len, min, timeout) })
+    };
+    // SAFETY: `r` is NULL or a live, unaliased receiver per the caller's contract.
+    unsafe { with_handle(r, run) }
+}
+
+/// Writes the receiver's counters (since `lowcopy_receiver_new`, whose syscalls count) to
+/// `*out`; returns 0. Errors: `-EINVAL` (`r` or `out` NULL).
+///
+/// # Safety
+/// `r` must be NULL or a live receiver; `out` NULL or writable for one `lowcopy_recv_stats`.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_receiver_stats(
+    r: *const lowcopy_receiver,
+    out: *mut lowcopy_recv_stats,
+) -> c_int {
+    guard(-EIO, || {
+        // SAFETY: NULL or a live receiver per the caller's contract.
+        let Some(r) = (unsafe { r.as_ref() }) else {
+            return -EINVAL;
+        };
+        if out.is_null() {
+            return -EINVAL;
+        }
+        // SAFETY: non-null and writable per the caller's contract.
+        unsafe { out.write(to_c_stats(r.inner.stats())) };
+        0
+    })
+}
+
+/// Puts back the socket's `SO_RCVLOWAT` found by `lowcopy_receiver_new` (one `setsockopt`
+/// when it differs) and frees the receiver. NULL is a no-op. `fd` is not closed.
+///
+/// # Safety
+/// `r` must be NULL or a live receiver, not used after this call.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_receiver_free(r: *mut lowcopy_receiver) {
+    guard((), || {
+        if !r.is_null() {
+            // SAFETY: allocated by Box::into_raw in lowcopy_receiver_new, freed only here once.
+            drop(unsafe { Box::from_raw(r) });
+        }
     })
 }
 
 /// A zero-copy receiver over one TCP socket (opaque): a read-only mapping of the socket and a
 /// copy buffer. Created by `lowcopy_zcrx_new`, released by `lowcopy_zcrx_free`.
 pub struct lowcopy_zcrx {
-    inner: ZeroCopyReceiver<'static>,
+    inner: ZeroCopyReceiver<std::os::fd::BorrowedFd<'static>>,
 }
 
 /// One piece of the stream from `lowcopy_zcrx_recv`, valid until the next call on the same
@@ -302,7 +417,7 @@ pub unsafe extern "C" fn lowcopy_zcrx_recv(
         if out.is_null() {
             return -EINVAL as ssize_t;
         }
-        match r.inner.recv(flags) {
+        match lowcopy::Flags::from_raw(flags).and_then(|f| r.inner.recv(f)) {
             Ok(c) => {
                 let chunk = lowcopy_zcrx_chunk {
                     data: if c.is_eof() {
