@@ -622,7 +622,7 @@ static int op_recv_atleast(struct run *r, const cJSON *step)
     lowcopy_recv_stats s;
     memset(&s, 0, sizeof s);
     uint64_t t0 = now_ns();
-    ssize_t n = lowcopy_recv_atleast_stats(r->fd, buf, len, min, (int)timeout, &s);
+    ssize_t n = lowcopy_recv_atleast_stats(r->fd, buf, len, min, (int)timeout, &s, sizeof(lowcopy_recv_stats));
     uint64_t took = now_ns() - t0;
     int rc = expect_data(r, step, n, buf, len);
     free(buf);
@@ -706,7 +706,7 @@ static int check_chunk(struct run *r, ssize_t rc, const lowcopy_zcrx_chunk *c)
 
 static int zcrx_stats(struct run *r, lowcopy_zcrx_recv_stats *s)
 {
-    int rc = lowcopy_zcrx_stats(r->st->zcrx, s);
+    int rc = lowcopy_zcrx_stats(r->st->zcrx, s, sizeof(lowcopy_zcrx_recv_stats));
     return rc < 0 ? lc_fail(r, "zcrx_stats", rc) : 0;
 }
 
@@ -731,7 +731,7 @@ static int op_zcrx_recv(struct run *r, const cJSON *step)
     lowcopy_zcrx_chunk c;
     memset(&c, 0xa5, sizeof c); /* written only on success */
     uint64_t t0 = now_ns();
-    ssize_t rc = lowcopy_zcrx_recv(r->st->zcrx, &c, flags);
+    ssize_t rc = lowcopy_zcrx_recv(r->st->zcrx, &c, sizeof(lowcopy_zcrx_chunk), flags);
     uint64_t took = now_ns() - t0;
     if (check_chunk(r, rc, &c) < 0)
         return -1;
@@ -763,7 +763,7 @@ static int op_zcrx_drain(struct run *r, const cJSON *step)
         return -1;
     uint64_t t0 = now_ns();
     while (got < bytes) {
-        ssize_t rc = lowcopy_zcrx_recv(r->st->zcrx, &c, 0);
+        ssize_t rc = lowcopy_zcrx_recv(r->st->zcrx, &c, sizeof(lowcopy_zcrx_chunk), 0);
         if (rc < 0)
             return fail(r, "after %" PRIu64 " of %" PRIu64 " bytes: %s", got, bytes,
                         errno_text((int)-rc, eb, sizeof eb));
@@ -783,7 +783,7 @@ static int op_zcrx_drain(struct run *r, const cJSON *step)
     if (got != bytes)
         return fail(r, "more bytes than expected: %" PRIu64 " of %" PRIu64, got, bytes);
     if (json_true(get(step, "expect_eof"))) {
-        ssize_t rc = lowcopy_zcrx_recv(r->st->zcrx, &c, 0);
+        ssize_t rc = lowcopy_zcrx_recv(r->st->zcrx, &c, sizeof(lowcopy_zcrx_chunk), 0);
         if (rc < 0)
             return fail(r, "want end of stream: %s", errno_text((int)-rc, eb, sizeof eb));
         if (check_chunk(r, rc, &c) < 0)

@@ -9,16 +9,20 @@
 //! returns > 0 the next value (Documentation/networking/msg_zerocopy.rst, "Notification
 //! Parsing"); failed and zero-length sends take none. We mirror that counter in `next_id`.
 
-/// One completed request, as handed to the caller (C layout: the C ABI fills its own
-/// `lowcopy_zc_completion` array with it).
+/// One completed send: the kernel no longer needs its buffers, which may be reused.
+///
+/// C: `lowcopy_zc_completion`, generated from this definition (`#[repr(C)]`; fields are only
+/// ever appended).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Completion {
     /// The caller's own value given with the send.
     pub user_data: u64,
-    /// Bytes the send accepted (> 0), or a negative errno.
+    /// Bytes the send accepted: always > 0. Every backend learns a send's outcome before the
+    /// send call returns, so a failed send reports its error there and gets no completion;
+    /// a completion never carries an error.
     pub result: i64,
-    /// `COPIED` and `FALLBACK` bits.
+    /// [`COPIED`] and [`FALLBACK`] bits.
     pub flags: u32,
 }
 
