@@ -20,6 +20,7 @@ pub mod lowat;
 pub mod peek;
 pub mod probe;
 mod sys;
+mod wait;
 pub mod zc;
 pub mod zcrx;
 

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use libc::c_int;
 
 use crate::sys::{self, errno};
+use crate::wait::Waiter;
 
 /// Sets `SO_RCVLOWAT` to `bytes` and returns the value the kernel keeps, in bytes.
 ///
@@ -99,9 +100,9 @@ pub fn recv_atleast(
 /// Returns:
 /// - `Ok(n)` with `min <= n <= buf.len()` when `min` bytes came in time;
 /// - `Ok(n)` with `0 < n < min` when the peer shut down after `n` bytes, when time ran out
-///   after `n` bytes came, when an error or a signal arrived after `n` bytes (the error is
-///   left pending and the next call reports it), or on a datagram socket when the next
-///   datagram does not fit in what is left of `buf`;
+///   after `n` bytes came, when the connection was reset after `n` bytes (the error is left
+///   pending and the next call reports it), when a signal arrived after `n` bytes, or on a
+///   datagram socket when the next datagram does not fit in what is left of `buf`;
 /// - `Ok(0)` at end of stream with nothing received;
 /// - `ETIMEDOUT` when nothing came in time.
 ///
@@ -119,6 +120,16 @@ pub fn recv_atleast(
 /// `buf` while they fit, until `min` bytes; a datagram is never truncated. `EMSGSIZE` when the
 /// first datagram is larger than `buf` (it stays queued). Zero-length datagrams are consumed
 /// and add nothing.
+///
+/// The error queue: the call never reads it. Its entries (the completion notifications of
+/// a [`crate::ZeroCopySender`] on the same socket, ICMP reports queued with `IP_RECVERR`,
+/// `SO_TIMESTAMPING` reports) stay for their owner, and neither wake the call nor end it:
+/// while one is queued, `poll` reports `POLLERR` at once on every call, so the call then
+/// sleeps on an edge-triggered epoll instance of its own (one descriptor for the call's
+/// duration, 2-3 syscalls more per wait) that wakes only for new events. A socket error
+/// (`SO_ERROR`: a reset, an ICMP error with `IP_RECVERR`) is returned as `recv` returns
+/// it, at once when nothing was received; one that arrives after some bytes is left for
+/// the next call, and ends this one early only when the connection is reset or hung up.
 ///
 /// Errors: `EINVAL` (`buf` empty or longer than `isize::MAX`), `EBADF`, `ENOTSOCK`,
 /// `EOPNOTSUPP` (not a stream, datagram or seqpacket socket), `ETIMEDOUT`, `EMSGSIZE`,
@@ -160,6 +171,7 @@ pub unsafe fn recv_atleast_raw(
         got: 0,
         deadline: timeout.and_then(|t| Instant::now().checked_add(t)),
         no_wait: timeout == Some(Duration::ZERO),
+        waiter: Waiter::default(),
         stats,
     };
     let r = match rx.classify()? {
@@ -212,6 +224,7 @@ struct Rx<'a, 'fd> {
     got: usize,
     deadline: Option<Instant>,
     no_wait: bool,
+    waiter: Waiter,
     stats: &'a mut RecvStats,
 }
 
@@ -253,10 +266,15 @@ impl Rx<'_, '_> {
         }
     }
 
+    /// Sleeps until the socket is readable (the mark met), shut down, or in error, or the
+    /// time runs out. A non-empty error queue alone does not end the sleep (crate::wait).
     fn wait(&mut self) -> io::Result<Woken> {
-        self.stats.syscalls += 1;
         let events = libc::POLLIN | libc::POLLRDHUP;
-        match sys::poll_one(self.fd, events, self.poll_ms())? {
+        let ms = self.poll_ms();
+        match self
+            .waiter
+            .wait(self.fd, events, ms, &mut self.stats.syscalls)?
+        {
             0 => {
                 self.stats.timeouts += 1;
                 Ok(Woken::TimedOut)
@@ -330,9 +348,11 @@ impl Rx<'_, '_> {
                 }
                 Err(e) => return self.done(e),
             };
-            if self.got > 0 && ev & libc::POLLERR != 0 {
-                // Reading now would consume the error; leave it for the next call.
+            if self.got > 0 && hung_up_in_error(ev) {
                 return Ok(self.got);
+            }
+            if self.got > 0 && ev == libc::POLLERR {
+                continue;
             }
             match self.read_some(usize::MAX) {
                 Ok(0) => return Ok(self.got), // end of stream
@@ -361,6 +381,12 @@ impl Rx<'_, '_> {
                 }
                 Err(e) => return self.done(e),
             };
+            if self.got > 0 && hung_up_in_error(ev) {
+                return Ok(self.got);
+            }
+            if self.got > 0 && ev == libc::POLLERR {
+                continue;
+            }
             if let Some(n) = self.drain(ev)? {
                 return Ok(n);
             }
@@ -400,4 +426,14 @@ impl Rx<'_, '_> {
             }
         }
     }
+}
+
+/// With bytes already received, whether the wakeup `ev` ends the call, leaving the
+/// socket's error for the next call (a read now would consume it and return nothing):
+/// a reset or hang-up. `POLLERR` alone does not end it: it is an error-queue entry
+/// (`MSG_ZEROCOPY` notifications, `IP_RECVERR` reports, timestamps) or a soft error on a
+/// connection that lives on; the call waits on for its bytes, and a pending error is
+/// still there for the next call.
+fn hung_up_in_error(ev: i16) -> bool {
+    ev & libc::POLLERR != 0 && ev & libc::POLLHUP != 0
 }

@@ -28,6 +28,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use libc::{c_int, iovec, msghdr};
 
 use crate::sys::{self, errno, getsockopt_int, poll_one, setsockopt_int, IOV_MAX};
+use crate::wait::Waiter;
 pub use tracker::{Completion, COPIED, FALLBACK};
 use tracker::{SlotId, Tracker};
 
@@ -165,6 +166,8 @@ pub struct ZeroCopySender<'fd> {
     sends_since_reap: u32,
     /// io_uring: the last request found the socket full; poll before queueing another.
     uring_full: bool,
+    /// io_uring: waits for socket space that a non-empty error queue does not end.
+    waiter: Waiter,
     stats: ZcStats,
 }
 
@@ -242,6 +245,7 @@ impl<'fd> ZeroCopySender<'fd> {
             },
             sends_since_reap: 0,
             uring_full: false,
+            waiter: Waiter::default(),
             stats: ZcStats::default(),
         })
     }
@@ -485,8 +489,9 @@ impl<'fd> ZeroCopySender<'fd> {
             // chain it to the notification of unacknowledged data (io_link_skb), holding a
             // slot until the peer acks. So after an EAGAIN, ask poll before the next request:
             // a caller retrying a full socket gets EAGAIN from poll, not a held slot.
-            self.stats.syscalls_send += 1;
-            if poll_one(self.fd, libc::POLLOUT, if blocking { -1 } else { 0 })? == 0 {
+            let ms = if blocking { -1 } else { 0 };
+            let waiter = &mut self.waiter;
+            if waiter.wait(self.fd, libc::POLLOUT, ms, &mut self.stats.syscalls_send)? == 0 {
                 return Err(errno(libc::EAGAIN));
             }
             self.uring_full = false;
@@ -524,8 +529,12 @@ impl<'fd> ZeroCopySender<'fd> {
                 Err(_) if sent > 0 => return Ok(sent),
                 Err(e) => return Err(e),
             }
-            self.stats.syscalls_send += 1;
-            match poll_one(self.fd, libc::POLLOUT, -1) {
+            // A non-empty error queue (ICMP errors, timestamps: this backend does not read
+            // it) does not end this sleep (crate::wait).
+            match self
+                .waiter
+                .wait(self.fd, libc::POLLOUT, -1, &mut self.stats.syscalls_send)
+            {
                 Ok(_) => self.uring_full = false,
                 Err(_) if sent > 0 => return Ok(sent),
                 Err(e) => return Err(e),
