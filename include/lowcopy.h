@@ -23,8 +23,8 @@
  * the LOWCOPY_0.1 symbol versions, which write the 0.1 layouts.
  *
  * Panics: a Rust panic never crosses the boundary. It returns -ENOTRECOVERABLE (distinct from
- * any errno the kernel gives a socket call, -EIO included), or 0/NULL where a function has
- * no error code; out-parameters may then hold partial results. A handle on which a call
+ * -EIO, which is a kernel error or an io_uring sender's retired ring), or 0 where a function
+ * has no error code; out-parameters may then hold partial results. A handle on which a call
  * panicked refuses every further call (-ENOTRECOVERABLE, or the function's NULL-handle value)
  * rather than run on half-updated state; *_free still releases it (lowcopy_zc_free then
  * returns -ENOTRECOVERABLE).
@@ -180,8 +180,8 @@ typedef struct lowcopy_zcrx lowcopy_zcrx;
 /**
  * Capabilities of the running kernel, as [`probe`] found them.
  *
- * C: `lowcopy_caps`, generated from this definition (`#[repr(C)]`: a `bool` is C's `bool`;
- * fields are only ever appended).
+ * Shared with C as `lowcopy_caps` (`#[repr(C)]`; a `bool` is C's `bool`); fields are only
+ * ever appended.
  */
 typedef struct lowcopy_caps {
   /**
@@ -226,8 +226,7 @@ typedef struct lowcopy_caps {
 /**
  * Counters kept by a [`Peeker`]. Byte counts are in bytes.
  *
- * C: `lowcopy_peek_stats`, generated from this definition (`#[repr(C)]`; fields are only
- * ever appended).
+ * Shared with C as `lowcopy_peek_stats` (`#[repr(C)]`); fields are only ever appended.
  */
 typedef struct lowcopy_peek_stats {
   /**
@@ -263,8 +262,7 @@ typedef struct lowcopy_peek_stats {
  * Counters of [`recv_atleast_with_stats`], added to by every call (failed calls too: their
  * syscalls happened). Zero it once, then pass it to each call.
  *
- * C: `lowcopy_recv_stats`, generated from this definition (`#[repr(C)]`; fields are only
- * ever appended).
+ * Shared with C as `lowcopy_recv_stats` (`#[repr(C)]`); fields are only ever appended.
  */
 typedef struct lowcopy_recv_stats {
   /**
@@ -322,8 +320,7 @@ typedef struct lowcopy_zcrx_chunk {
  * Counters kept by a [`ZeroCopyReceiver`]. Byte counts are of bytes delivered to the caller:
  * `bytes_mapped + bytes_copied` is exactly the number of stream bytes it returned.
  *
- * C: `lowcopy_zcrx_recv_stats`, generated from this definition (`#[repr(C)]`; fields are
- * only ever appended).
+ * Shared with C as `lowcopy_zcrx_recv_stats` (`#[repr(C)]`); fields are only ever appended.
  */
 typedef struct lowcopy_zcrx_recv_stats {
   /**
@@ -373,8 +370,7 @@ typedef struct lowcopy_zcrx_recv_stats {
 /**
  * One completed send: the kernel no longer needs its buffers, which may be reused.
  *
- * C: `lowcopy_zc_completion`, generated from this definition (`#[repr(C)]`; fields are only
- * ever appended).
+ * Shared with C as `lowcopy_zc_completion` (`#[repr(C)]`); fields are only ever appended.
  */
 typedef struct lowcopy_zc_completion {
   /**
@@ -388,7 +384,7 @@ typedef struct lowcopy_zc_completion {
    */
   int64_t result;
   /**
-   * [`COPIED`] and [`FALLBACK`] bits.
+   * [`COPIED`] and [`FALLBACK`] bits (C: `LOWCOPY_ZC_COPIED`, `LOWCOPY_ZC_FALLBACK`).
    */
   uint32_t flags;
 } lowcopy_zc_completion;
@@ -396,8 +392,7 @@ typedef struct lowcopy_zc_completion {
 /**
  * Counters of a [`ZeroCopySender`]. Byte counts in bytes.
  *
- * C: `lowcopy_zc_send_stats`, generated from this definition (`#[repr(C)]`; fields are only
- * ever appended).
+ * Shared with C as `lowcopy_zc_send_stats` (`#[repr(C)]`); fields are only ever appended.
  */
 typedef struct lowcopy_zc_send_stats {
   /**
@@ -793,8 +788,8 @@ int lowcopy_zcrx_new(int fd, size_t window, struct lowcopy_zcrx **out);
 
 /**
  * Receives the next piece of the stream into `*out` (`size` = `sizeof(lowcopy_zcrx_chunk)`,
- * the growth rule): pages mapped from the socket, or bytes
- * copied (stragglers the kernel cannot map, and `recv_skip_hint` bytes), in stream order.
+ * the growth rule): pages mapped from the socket, or bytes copied (stragglers the kernel
+ * cannot map, and `recv_skip_hint` bytes), in stream order.
  * Returns the chunk's length (> 0); 0 at end of stream (`*out` is then `{NULL, 0, 0}`, and
  * later calls return 0 again). The previous chunk's pages are released
  * (`madvise(MADV_DONTNEED)`) at the start of this call, before the window is reused.
@@ -814,9 +809,8 @@ int lowcopy_zcrx_new(int fd, size_t window, struct lowcopy_zcrx **out);
  * stream byte, as after a read.
  *
  * Errors: `-EINVAL` (`r` or `out` NULL, `size` out of range, flags other than `MSG_DONTWAIT`;
- * an `EINVAL` from the
- * kernel is reported as such, never as end of stream), `-EAGAIN`, `-EINTR`, `-ECONNRESET`
- * and other socket errors (after every byte that came before them).
+ * an `EINVAL` from the kernel is reported as such, never as end of stream), `-EAGAIN`,
+ * `-EINTR`, `-ECONNRESET` and other socket errors (after every byte that came before them).
  *
  * # Safety
  * `r` must be NULL or a live receiver; `out` NULL or writable for `size` bytes.
@@ -928,8 +922,9 @@ ssize_t lowcopy_zc_sendv(struct lowcopy_zc *z,
 /**
  * `lowcopy_zc_send` from a `struct msghdr`: a destination address (`msg_name`, for UDP),
  * iovecs, and control messages (for example `UDP_SEGMENT`). `msg_flags` is ignored. Errors
- * as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `msg` and `-EFAULT` for a NULL `msg_name`
- * or `msg_control` with a non-zero length (as `sendmsg(2)`, whatever the backend).
+ * as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `msg`, `-EFAULT` for a NULL `msg_name` or
+ * `msg_control` with a non-zero length (as `sendmsg(2)`, whatever the backend), and the
+ * kernel's address errors (`-EINVAL` for a bad `msg_namelen`, `-EAFNOSUPPORT`).
  *
  * # Safety
  * `z` must be NULL or a live sender; `msg` NULL or a valid msghdr whose iovecs stay readable

@@ -225,8 +225,8 @@ pub unsafe extern "C" fn lowcopy_zcrx_new(
 }
 
 /// Receives the next piece of the stream into `*out` (`size` = `sizeof(lowcopy_zcrx_chunk)`,
-/// the growth rule): pages mapped from the socket, or bytes
-/// copied (stragglers the kernel cannot map, and `recv_skip_hint` bytes), in stream order.
+/// the growth rule): pages mapped from the socket, or bytes copied (stragglers the kernel
+/// cannot map, and `recv_skip_hint` bytes), in stream order.
 /// Returns the chunk's length (> 0); 0 at end of stream (`*out` is then `{NULL, 0, 0}`, and
 /// later calls return 0 again). The previous chunk's pages are released
 /// (`madvise(MADV_DONTNEED)`) at the start of this call, before the window is reused.
@@ -246,9 +246,8 @@ pub unsafe extern "C" fn lowcopy_zcrx_new(
 /// stream byte, as after a read.
 ///
 /// Errors: `-EINVAL` (`r` or `out` NULL, `size` out of range, flags other than `MSG_DONTWAIT`;
-/// an `EINVAL` from the
-/// kernel is reported as such, never as end of stream), `-EAGAIN`, `-EINTR`, `-ECONNRESET`
-/// and other socket errors (after every byte that came before them).
+/// an `EINVAL` from the kernel is reported as such, never as end of stream), `-EAGAIN`,
+/// `-EINTR`, `-ECONNRESET` and other socket errors (after every byte that came before them).
 ///
 /// # Safety
 /// `r` must be NULL or a live receiver; `out` NULL or writable for `size` bytes.

@@ -189,8 +189,9 @@ pub unsafe extern "C" fn lowcopy_zc_sendv(
 
 /// `lowcopy_zc_send` from a `struct msghdr`: a destination address (`msg_name`, for UDP),
 /// iovecs, and control messages (for example `UDP_SEGMENT`). `msg_flags` is ignored. Errors
-/// as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `msg` and `-EFAULT` for a NULL `msg_name`
-/// or `msg_control` with a non-zero length (as `sendmsg(2)`, whatever the backend).
+/// as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `msg`, `-EFAULT` for a NULL `msg_name` or
+/// `msg_control` with a non-zero length (as `sendmsg(2)`, whatever the backend), and the
+/// kernel's address errors (`-EINVAL` for a bad `msg_namelen`, `-EAFNOSUPPORT`).
 ///
 /// # Safety
 /// `z` must be NULL or a live sender; `msg` NULL or a valid msghdr whose iovecs stay readable

@@ -53,8 +53,7 @@ pub fn set_rcvlowat(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<usize> {
 /// Counters of [`recv_atleast_with_stats`], added to by every call (failed calls too: their
 /// syscalls happened). Zero it once, then pass it to each call.
 ///
-/// C: `lowcopy_recv_stats`, generated from this definition (`#[repr(C)]`; fields are only
-/// ever appended).
+/// Shared with C as `lowcopy_recv_stats` (`#[repr(C)]`); fields are only ever appended.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RecvStats {

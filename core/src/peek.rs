@@ -54,8 +54,7 @@ impl TryFrom<u32> for PeekMode {
 
 /// Counters kept by a [`Peeker`]. Byte counts are in bytes.
 ///
-/// C: `lowcopy_peek_stats`, generated from this definition (`#[repr(C)]`; fields are only
-/// ever appended).
+/// Shared with C as `lowcopy_peek_stats` (`#[repr(C)]`); fields are only ever appended.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PeekStats {

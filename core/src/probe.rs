@@ -10,8 +10,8 @@ use crate::sys::{self, SO_PEEK_OFF, TCP_ZEROCOPY_RECEIVE};
 
 /// Capabilities of the running kernel, as [`probe`] found them.
 ///
-/// C: `lowcopy_caps`, generated from this definition (`#[repr(C)]`: a `bool` is C's `bool`;
-/// fields are only ever appended).
+/// Shared with C as `lowcopy_caps` (`#[repr(C)]`; a `bool` is C's `bool`); fields are only
+/// ever appended.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Caps {

@@ -46,8 +46,7 @@ static ZC_SIZE: AtomicUsize = AtomicUsize::new(0);
 /// Counters kept by a [`ZeroCopyReceiver`]. Byte counts are of bytes delivered to the caller:
 /// `bytes_mapped + bytes_copied` is exactly the number of stream bytes it returned.
 ///
-/// C: `lowcopy_zcrx_recv_stats`, generated from this definition (`#[repr(C)]`; fields are
-/// only ever appended).
+/// Shared with C as `lowcopy_zcrx_recv_stats` (`#[repr(C)]`); fields are only ever appended.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ZcrxStats {

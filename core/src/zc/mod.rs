@@ -90,8 +90,7 @@ const SEND_FLAGS: c_int = libc::MSG_DONTWAIT | libc::MSG_MORE | libc::MSG_NOSIGN
 
 /// Counters of a [`ZeroCopySender`]. Byte counts in bytes.
 ///
-/// C: `lowcopy_zc_send_stats`, generated from this definition (`#[repr(C)]`; fields are only
-/// ever appended).
+/// Shared with C as `lowcopy_zc_send_stats` (`#[repr(C)]`); fields are only ever appended.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ZcStats {
@@ -308,8 +307,11 @@ impl<'fd> ZeroCopySender<'fd> {
     /// the completion is reaped.
     ///
     /// Errors: `EINVAL` (flags), `EBUSY` ([`MAX_PENDING`] requests unreaped: reap first),
-    /// `EMSGSIZE` (more than `IOV_MAX` iovecs, or a datagram too large), and the socket's own
-    /// send errors (`EAGAIN`, `EPIPE`, `ECONNRESET`, `EDESTADDRREQ`, ...).
+    /// `EMSGSIZE` (more than `IOV_MAX` iovecs, or a datagram too large), `EEXIST` (io_uring
+    /// backend called from a thread other than the first that sent), `EIO` (io_uring ring
+    /// retired after it failed to take a request: every later call fails so), and the
+    /// socket's own send errors (`EAGAIN`, `EINTR`, `EPIPE`, `ECONNRESET`, `EDESTADDRREQ`,
+    /// ...).
     pub fn send(
         &mut self,
         bufs: &[IoSlice<'_>],
@@ -340,8 +342,11 @@ impl<'fd> ZeroCopySender<'fd> {
     }
 
     /// [`ZeroCopySender::send`] with a destination address and control messages, from raw
-    /// parts (the C ABI's `sendmsg` entry point); results and errors as
-    /// [`ZeroCopySender::send`] (a bad address: the kernel's `EINVAL`, `EAFNOSUPPORT`, ...).
+    /// parts (the C ABI's `sendmsg` entry point). Results and errors as
+    /// [`ZeroCopySender::send`], plus what `sendmsg(2)` answers for the address and control
+    /// data, whatever the backend: `EFAULT` for a null `name` or `control` with a non-zero
+    /// length (io_uring's `SENDMSG_ZC` would send anyway), and the kernel's address errors:
+    /// `EINVAL` (bad length), `EAFNOSUPPORT` (wrong family).
     ///
     /// # Safety
     /// The iovecs must describe readable memory that stays unmodified until the completion;

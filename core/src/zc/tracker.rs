@@ -11,8 +11,7 @@
 
 /// One completed send: the kernel no longer needs its buffers, which may be reused.
 ///
-/// C: `lowcopy_zc_completion`, generated from this definition (`#[repr(C)]`; fields are only
-/// ever appended).
+/// Shared with C as `lowcopy_zc_completion` (`#[repr(C)]`); fields are only ever appended.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Completion {
@@ -22,7 +21,7 @@ pub struct Completion {
     /// send call returns, so a failed send reports its error there and gets no completion;
     /// a completion never carries an error.
     pub result: i64,
-    /// [`COPIED`] and [`FALLBACK`] bits.
+    /// [`COPIED`] and [`FALLBACK`] bits (C: `LOWCOPY_ZC_COPIED`, `LOWCOPY_ZC_FALLBACK`).
     pub flags: u32,
 }
 
