@@ -160,10 +160,35 @@
 #define LOWCOPY_ZC_MAX_PENDING 4096
 
 /**
+ * Per-call flags of peeks, consumes, zerocopy sends and zero-copy receives.
+ *
+ * The default, [`Flags::NONE`], behaves as the same call without flags does in C: it blocks
+ * unless the descriptor is non-blocking (`O_NONBLOCK`). Combine flags with `|`.
+ *
+ * ```
+ * use lowcopy::Flags;
+ *
+ * let f = Flags::DONTWAIT | Flags::MORE;
+ * assert!(f.contains(Flags::DONTWAIT));
+ * assert_eq!(f.to_raw(), libc::MSG_DONTWAIT | libc::MSG_MORE);
+ * assert_eq!(Flags::from_raw(libc::MSG_DONTWAIT).unwrap(), Flags::DONTWAIT);
+ * assert_eq!(Flags::from_raw(libc::MSG_PEEK).unwrap_err().raw_os_error(), Some(libc::EINVAL));
+ * ```
+ */
+typedef struct Flags Flags;
+
+/**
  * A peek cursor over one stream socket (opaque). Created by `lowcopy_peeker_new`, released
  * by `lowcopy_peeker_free`.
  */
 typedef struct lowcopy_peeker lowcopy_peeker;
+
+/**
+ * A receiver of `min`-byte chunks over one socket (opaque): `lowcopy_recv_atleast` that
+ * learns the socket once. Created by `lowcopy_receiver_new`, released by
+ * `lowcopy_receiver_free`.
+ */
+typedef struct lowcopy_receiver lowcopy_receiver;
 
 /**
  * Zerocopy sends over one socket with per-send user_data completions (opaque). Created by
@@ -368,7 +393,8 @@ typedef struct lowcopy_zcrx_recv_stats {
 } lowcopy_zcrx_recv_stats;
 
 /**
- * One completed send: the kernel no longer needs its buffers, which may be reused.
+ * One completed send, as the sender's reap calls hand it back: the kernel no longer needs
+ * the buffers that send used, which may be reused.
  *
  * Shared with C as `lowcopy_zc_completion` (`#[repr(C)]`); fields are only ever appended.
  */
@@ -447,10 +473,16 @@ typedef struct lowcopy_zc_send_stats {
    */
   uint64_t unexpected_ids;
   /**
-   * 1 once [`ADAPTIVE`] stopped asking for zerocopy.
+   * 1 once [`ZcOptions::adaptive`] stopped asking for zerocopy.
    */
   uint64_t zerocopy_off;
 } lowcopy_zc_send_stats;
+
+
+
+
+
+
 
 #ifdef __cplusplus
 extern "C" {
@@ -760,6 +792,62 @@ ssize_t lowcopy_recv_atleast_stats(int fd,
                                    int timeout_ms,
                                    struct lowcopy_recv_stats *stats,
                                    size_t size);
+
+/**
+ * Creates a receiver over `fd` and writes it to `*out`: learns the socket's type and
+ * protocol, and on TCP its `SO_RCVLOWAT` (2 or 3 `getsockopt`), once. Allocates the handle
+ * (one small heap block) and nothing after.
+ *
+ * Each `lowcopy_receiver_recv` then makes the raw `poll` + `recv` loop's syscalls per chunk:
+ * the mark of the last call stays set between calls (one `setsockopt` when `min` changes),
+ * and `lowcopy_receiver_free` puts back the mark found here. While the receiver lives, a
+ * poll or epoll of the caller's on `fd` sees that mark. `fd` stays the caller's: it must
+ * stay open until the receiver is freed, and is never closed by lowcopy.
+ *
+ * Errors: `-EINVAL` (`out` NULL), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a stream,
+ * datagram or seqpacket socket), `-ENOMEM`.
+ *
+ * # Safety
+ * `out` must be NULL or writable for one pointer.
+ */
+int lowcopy_receiver_new(int fd, struct lowcopy_receiver **out);
+
+/**
+ * `lowcopy_recv_atleast` on the receiver's socket (same arguments, results and errors),
+ * without learning the socket again and without putting its mark back after the call.
+ *
+ * # Safety
+ * `r` must be NULL or a live receiver not used by another thread meanwhile; `buf` NULL or
+ * writable for `len` bytes.
+ */
+ssize_t lowcopy_receiver_recv(struct lowcopy_receiver *r,
+                              void *buf,
+                              size_t len,
+                              size_t min,
+                              int timeout_ms);
+
+/**
+ * Writes the receiver's counters (since `lowcopy_receiver_new`, whose syscalls count) to
+ * `*out` (`size` = `sizeof(lowcopy_recv_stats)`, the growth rule); returns 0.
+ *
+ * Errors: `-EINVAL` (`r` or `out` NULL, `size` out of range).
+ *
+ * # Safety
+ * `r` must be NULL or a live receiver; `out` NULL or writable for `size` bytes.
+ */
+int lowcopy_receiver_stats(const struct lowcopy_receiver *r,
+                           struct lowcopy_recv_stats *out,
+                           size_t size);
+
+/**
+ * Puts back the socket's `SO_RCVLOWAT` found by `lowcopy_receiver_new` (one `setsockopt`
+ * when it differs) and frees the receiver. NULL is a no-op. `fd` is not closed. A receiver
+ * on which a call panicked is released the same way.
+ *
+ * # Safety
+ * `r` must be NULL or a live receiver, not used after this call.
+ */
+void lowcopy_receiver_free(struct lowcopy_receiver *r);
 
 /**
  * Creates a zero-copy receiver over the connected TCP socket `fd` and writes it to `*out`.

@@ -2,8 +2,10 @@
 
 use std::io::IoSliceMut;
 
+use std::os::fd::BorrowedFd;
+
 use libc::{c_int, c_void, iovec, size_t, ssize_t, EINVAL, ENOTRECOVERABLE};
-use lowcopy::{PeekMode, PeekStats, Peeker};
+use lowcopy::{Flags, PeekMode, PeekStats, Peeker};
 
 use crate::{
     borrow, free_handle, guard, iov_slice, neg, out_sized, ret_size, ret_unit, with_handle,
@@ -31,8 +33,11 @@ const _: () = {
 
 /// A peek cursor over one stream socket (opaque). Created by `lowcopy_peeker_new`, released
 /// by `lowcopy_peeker_free`.
-pub struct lowcopy_peeker(Guarded<Peeker<'static>>);
-crate::handle!(lowcopy_peeker, Peeker<'static>);
+pub struct lowcopy_peeker(Guarded<CPeeker>);
+crate::handle!(lowcopy_peeker, CPeeker);
+
+/// The core's peeker over a caller-owned fd.
+type CPeeker = Peeker<BorrowedFd<'static>>;
 
 /// 1 if `SO_PEEK_OFF` works on this stream socket, 0 if not (MPTCP, kernels before 6.9 for
 /// TCP/IPv4 or 6.12 for TCP/IPv6). Leaves the socket's `SO_PEEK_OFF` as it was.
@@ -120,7 +125,7 @@ pub unsafe extern "C" fn lowcopy_peekv_at(
         let bufs = unsafe {
             std::slice::from_raw_parts_mut(iov.as_ptr() as *mut IoSliceMut<'_>, iov.len())
         };
-        ret_size(lowcopy::peek_at(fd, offset, bufs, flags))
+        ret_size(Flags::from_raw(flags).and_then(|f| lowcopy::peek_at(fd, offset, bufs, f)))
     })
 }
 
@@ -138,7 +143,7 @@ pub extern "C" fn lowcopy_consume(fd: c_int, n: size_t, flags: c_int) -> ssize_t
             Ok(fd) => fd,
             Err(e) => return e as ssize_t,
         };
-        ret_size(lowcopy::consume(fd, n, flags))
+        ret_size(Flags::from_raw(flags).and_then(|f| lowcopy::consume(fd, n, f)))
     })
 }
 
@@ -236,14 +241,18 @@ pub unsafe extern "C" fn lowcopy_peeker_peekv(
     iovcnt: c_int,
     flags: c_int,
 ) -> ssize_t {
-    let run = |p: &mut Peeker| {
+    let run = |p: &mut CPeeker| {
         // SAFETY: forwarded caller contract.
         let iov = match unsafe { iov_slice(iov, iovcnt) } {
             Ok(v) => v,
             Err(e) => return e as ssize_t,
         };
+        let flags = match Flags::from_raw(flags) {
+            Ok(f) => f,
+            Err(e) => return neg(e) as ssize_t,
+        };
         // SAFETY: the iovecs describe writable memory per the caller's contract.
-        ret_size(unsafe { p.peek_iov(iov, flags) })
+        ret_size(unsafe { p.peek_raw(iov, flags) })
     };
     // SAFETY: `p` is NULL or a live, unaliased peeker per the caller's contract.
     unsafe { with_handle(p, run) }
@@ -260,7 +269,7 @@ pub unsafe extern "C" fn lowcopy_peeker_peekv(
 /// `p` must be NULL or a live peeker.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_peeker_seek(p: *mut lowcopy_peeker, offset: size_t) -> c_int {
-    let run = |p: &mut Peeker| ret_unit(p.seek(offset));
+    let run = |p: &mut CPeeker| ret_unit(p.seek(offset));
     // SAFETY: `p` is NULL or a live, unaliased peeker per the caller's contract.
     unsafe { with_handle(p, run) }
 }
@@ -275,7 +284,7 @@ pub unsafe extern "C" fn lowcopy_peeker_seek(p: *mut lowcopy_peeker, offset: siz
 /// `p` must be NULL or a live peeker.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_peeker_consume(p: *mut lowcopy_peeker, n: size_t) -> ssize_t {
-    let run = |p: &mut Peeker| ret_size(p.consume(n));
+    let run = |p: &mut CPeeker| ret_size(p.consume(n));
     // SAFETY: `p` is NULL or a live, unaliased peeker per the caller's contract.
     unsafe { with_handle(p, run) }
 }
@@ -289,7 +298,7 @@ pub unsafe extern "C" fn lowcopy_peeker_consume(p: *mut lowcopy_peeker, n: size_
 /// `p` must be NULL or a live peeker.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_peeker_note_consumed(p: *mut lowcopy_peeker, n: size_t) -> c_int {
-    let run = |p: &mut Peeker| ret_unit(p.note_consumed(n));
+    let run = |p: &mut CPeeker| ret_unit(p.note_consumed(n));
     // SAFETY: `p` is NULL or a live, unaliased peeker per the caller's contract.
     unsafe { with_handle(p, run) }
 }
@@ -342,7 +351,7 @@ pub unsafe extern "C" fn lowcopy_peeker_set_lowat_armed(
     p: *mut lowcopy_peeker,
     on: c_int,
 ) -> c_int {
-    let run = |p: &mut Peeker| ret_unit(p.set_lowat_armed(on != 0));
+    let run = |p: &mut CPeeker| ret_unit(p.set_lowat_armed(on != 0));
     // SAFETY: `p` is NULL or a live, unaliased peeker per the caller's contract.
     unsafe { with_handle(p, run) }
 }
@@ -361,7 +370,7 @@ pub unsafe extern "C" fn lowcopy_peeker_stats(
     size: size_t,
 ) -> c_int {
     // SAFETY: `out` is NULL or writable for `size` bytes per the caller's contract.
-    let run = |p: &Peeker| unsafe { out_sized(out, size, || p.stats()) };
+    let run = |p: &CPeeker| unsafe { out_sized(out, size, || p.stats()) };
     // SAFETY: NULL or a live peeker per the caller's contract.
     unsafe { with_handle_ref(p, -EINVAL, -ENOTRECOVERABLE, run) }
 }

@@ -1,6 +1,7 @@
 //! Low-water-mark receive and zero-copy receive (API.md section 3): `SO_RCVLOWAT` + poll,
 //! and `mmap` + `TCP_ZEROCOPY_RECEIVE` with a copy path.
 
+use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
 use libc::{c_int, c_void, size_t, ssize_t, EINVAL, ENOTRECOVERABLE};
@@ -158,10 +159,121 @@ unsafe fn recv_atleast(
     })
 }
 
+/// A receiver of `min`-byte chunks over one socket (opaque): `lowcopy_recv_atleast` that
+/// learns the socket once. Created by `lowcopy_receiver_new`, released by
+/// `lowcopy_receiver_free`.
+pub struct lowcopy_receiver(Guarded<CLowatReceiver>);
+crate::handle!(lowcopy_receiver, CLowatReceiver);
+
+/// The core's receiver over a caller-owned fd.
+type CLowatReceiver = lowcopy::Receiver<BorrowedFd<'static>>;
+
+/// Creates a receiver over `fd` and writes it to `*out`: learns the socket's type and
+/// protocol, and on TCP its `SO_RCVLOWAT` (2 or 3 `getsockopt`), once. Allocates the handle
+/// (one small heap block) and nothing after.
+///
+/// Each `lowcopy_receiver_recv` then makes the raw `poll` + `recv` loop's syscalls per chunk:
+/// the mark of the last call stays set between calls (one `setsockopt` when `min` changes),
+/// and `lowcopy_receiver_free` puts back the mark found here. While the receiver lives, a
+/// poll or epoll of the caller's on `fd` sees that mark. `fd` stays the caller's: it must
+/// stay open until the receiver is freed, and is never closed by lowcopy.
+///
+/// Errors: `-EINVAL` (`out` NULL), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a stream,
+/// datagram or seqpacket socket), `-ENOMEM`.
+///
+/// # Safety
+/// `out` must be NULL or writable for one pointer.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_receiver_new(fd: c_int, out: *mut *mut lowcopy_receiver) -> c_int {
+    guard(-ENOTRECOVERABLE, || {
+        if out.is_null() {
+            return -EINVAL;
+        }
+        let fd = match borrow(fd) {
+            Ok(fd) => fd,
+            Err(e) => return e,
+        };
+        match lowcopy::Receiver::new(fd) {
+            Ok(inner) => {
+                let r = Box::into_raw(Box::new(lowcopy_receiver(Guarded::new(inner))));
+                // SAFETY: non-null and writable per the caller's contract.
+                unsafe { out.write(r) };
+                0
+            }
+            Err(e) => neg(e),
+        }
+    })
+}
+crate::versions::default_version!("lowcopy_receiver_new", "LOWCOPY_0.2");
+
+/// `lowcopy_recv_atleast` on the receiver's socket (same arguments, results and errors),
+/// without learning the socket again and without putting its mark back after the call.
+///
+/// # Safety
+/// `r` must be NULL or a live receiver not used by another thread meanwhile; `buf` NULL or
+/// writable for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_receiver_recv(
+    r: *mut lowcopy_receiver,
+    buf: *mut c_void,
+    len: size_t,
+    min: size_t,
+    timeout_ms: c_int,
+) -> ssize_t {
+    let run = |r: &mut CLowatReceiver| {
+        if buf.is_null() || timeout_ms < -1 {
+            return -EINVAL as ssize_t;
+        }
+        let timeout = (timeout_ms >= 0).then(|| Duration::from_millis(timeout_ms as u64));
+        // SAFETY: `buf` is writable for `len` bytes per the caller's contract; the core
+        // refuses `len` above isize::MAX before touching it.
+        ret_size(unsafe { r.recv_atleast_raw(buf.cast(), len, min, timeout) })
+    };
+    // SAFETY: `r` is NULL or a live, unaliased receiver per the caller's contract.
+    unsafe { with_handle(r, run) }
+}
+crate::versions::default_version!("lowcopy_receiver_recv", "LOWCOPY_0.2");
+
+/// Writes the receiver's counters (since `lowcopy_receiver_new`, whose syscalls count) to
+/// `*out` (`size` = `sizeof(lowcopy_recv_stats)`, the growth rule); returns 0.
+///
+/// Errors: `-EINVAL` (`r` or `out` NULL, `size` out of range).
+///
+/// # Safety
+/// `r` must be NULL or a live receiver; `out` NULL or writable for `size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_receiver_stats(
+    r: *const lowcopy_receiver,
+    out: *mut RecvStats,
+    size: size_t,
+) -> c_int {
+    // SAFETY: `out` is NULL or writable for `size` bytes per the caller's contract.
+    let run = |r: &CLowatReceiver| unsafe { out_sized(out, size, || r.stats()) };
+    // SAFETY: NULL or a live receiver per the caller's contract.
+    unsafe { with_handle_ref(r, -EINVAL, -ENOTRECOVERABLE, run) }
+}
+crate::versions::default_version!("lowcopy_receiver_stats", "LOWCOPY_0.2");
+
+/// Puts back the socket's `SO_RCVLOWAT` found by `lowcopy_receiver_new` (one `setsockopt`
+/// when it differs) and frees the receiver. NULL is a no-op. `fd` is not closed. A receiver
+/// on which a call panicked is released the same way.
+///
+/// # Safety
+/// `r` must be NULL or a live receiver, not used after this call.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_receiver_free(r: *mut lowcopy_receiver) {
+    // SAFETY: NULL or a receiver from lowcopy_receiver_new not yet freed, per the caller.
+    unsafe { free_handle(r, (), (), |_| ()) }
+}
+crate::versions::default_version!("lowcopy_receiver_free", "LOWCOPY_0.2");
+
 /// A zero-copy receiver over one TCP socket (opaque): a read-only mapping of the socket and a
 /// copy buffer. Created by `lowcopy_zcrx_new`, released by `lowcopy_zcrx_free`.
-pub struct lowcopy_zcrx(Guarded<ZeroCopyReceiver<'static>>);
-crate::handle!(lowcopy_zcrx, ZeroCopyReceiver<'static>);
+pub struct lowcopy_zcrx(Guarded<CReceiver>);
+crate::handle!(lowcopy_zcrx, CReceiver);
+
+/// The core's zero-copy receiver over a caller-owned fd.
+type CReceiver = ZeroCopyReceiver<BorrowedFd<'static>>;
 
 /// One piece of the stream from `lowcopy_zcrx_recv`, valid until the next call on the same
 /// receiver (or its free): reading `data` after that may fault (the pages are unmapped).
@@ -258,11 +370,11 @@ pub unsafe extern "C" fn lowcopy_zcrx_recv(
     size: size_t,
     flags: c_int,
 ) -> ssize_t {
-    let run = |r: &mut ZeroCopyReceiver| {
+    let run = |r: &mut CReceiver| {
         if out.is_null() || check_size(size).is_err() {
             return -EINVAL as ssize_t;
         }
-        match r.recv(flags) {
+        match lowcopy::Flags::from_raw(flags).and_then(|f| r.recv(f)) {
             Ok(c) => {
                 let chunk = lowcopy_zcrx_chunk {
                     data: if c.is_eof() {
@@ -294,7 +406,7 @@ crate::versions::default_version!("lowcopy_zcrx_recv", "LOWCOPY_0.2");
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_zcrx_window(r: *const lowcopy_zcrx) -> size_t {
     // SAFETY: NULL or a live receiver per the caller's contract.
-    unsafe { with_handle_ref(r, 0, 0, |r| r.window()) }
+    unsafe { with_handle_ref(r, 0, 0, |r: &CReceiver| r.window()) }
 }
 
 /// Writes the receiver's counters to `*out` (`size` = `sizeof(lowcopy_zcrx_recv_stats)`, the
@@ -311,7 +423,7 @@ pub unsafe extern "C" fn lowcopy_zcrx_stats(
     size: size_t,
 ) -> c_int {
     // SAFETY: `out` is NULL or writable for `size` bytes per the caller's contract.
-    let run = |r: &ZeroCopyReceiver| unsafe { out_sized(out, size, || r.stats()) };
+    let run = |r: &CReceiver| unsafe { out_sized(out, size, || r.stats()) };
     // SAFETY: NULL or a live receiver per the caller's contract.
     unsafe { with_handle_ref(r, -EINVAL, -ENOTRECOVERABLE, run) }
 }

@@ -2,12 +2,15 @@
 //!
 //! rustc links a cdylib with its own export list, which leaves every `#[no_mangle]` export in
 //! the base (unversioned) version whatever lowcopy.map says; a symbol gets a version node only
-//! from a `.symver` directive here. Old programs reference the exports unversioned: the dynamic
-//! linker then binds them to the oldest version of a name, `LOWCOPY_0.1` (glibc
-//! `elf/dl-lookup.c`, `check_match`), so a call whose signature changed keeps its old symbol
-//! there, implemented by the function below, and the new one becomes the default version
-//! (`name@@LOWCOPY_0.2`) that programs built now link against. `, remove` drops the plain
-//! name from the object, so that the static library defines each name once.
+//! from a `.symver` directive: [`default_version!`] beside the export, [`old_version!`] here.
+//! The exports of 0.1 are in the base version, as the 0.1 library had them, and programs built
+//! against it reference them unversioned: the dynamic linker binds such a reference to the
+//! oldest version of a name, `LOWCOPY_0.1` when there is one (glibc `elf/dl-lookup.c`,
+//! `check_match`). So a call whose signature changed keeps its old symbol there, implemented
+//! by the function below, and the new one becomes the default version (`name@@LOWCOPY_0.2`)
+//! that programs built now link against; functions new in 0.2 are `@@LOWCOPY_0.2` too.
+//! `, remove` drops the plain name from the object, so that the static library defines each
+//! name once.
 //!
 //! The 0.1 calls are the same calls with the sizes of the 0.1 structs, frozen here: the
 //! library writes exactly the layout those programs were built with, whatever it grows.
@@ -33,8 +36,8 @@ macro_rules! old_version {
 }
 
 /// Makes the export `$name` the default version `$node` (`$name@@$node`). The assembler
-/// wants the symbol defined in the same object: invoke it in the module that defines the
-/// export (a module is never split across codegen units).
+/// wants the symbol defined in the same object: the crate is built as one codegen unit (the
+/// workspace Cargo.toml's profiles), and each invocation sits beside its export.
 macro_rules! default_version {
     ($name:literal, $node:literal) => {
         std::arch::global_asm!(concat!(

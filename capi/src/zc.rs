@@ -1,9 +1,12 @@
 //! Zerocopy send with a user argument (API.md section 2).
 
 use std::mem::{align_of, size_of};
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::time::Duration;
 
 use libc::{c_int, c_void, iovec, msghdr, size_t, ssize_t, EINVAL, ENOTRECOVERABLE};
-use lowcopy::zc::{self, Completion, ZcBackend, ZcStats, ZeroCopySender};
+use lowcopy::zc::{self, Completion, ZcBackend, ZcOptions, ZcStats, ZeroCopySender};
+use lowcopy::Flags;
 
 use crate::{
     borrow, check_size, free_handle, guard, iov_slice, neg, out_sized, ret_size, with_handle,
@@ -54,8 +57,11 @@ pub const LOWCOPY_ZC_MAX_PENDING: u32 = 4096;
 
 /// Zerocopy sends over one socket with per-send user_data completions (opaque). Created by
 /// `lowcopy_zc_new`, released by `lowcopy_zc_free`.
-pub struct lowcopy_zc(Guarded<ZeroCopySender<'static>>);
-crate::handle!(lowcopy_zc, ZeroCopySender<'static>);
+pub struct lowcopy_zc(Guarded<CSender>);
+crate::handle!(lowcopy_zc, CSender);
+
+/// The core's sender over a caller-owned fd.
+type CSender = ZeroCopySender<BorrowedFd<'static>>;
 
 // Literal values so that cbindgen can write them; they must equal the core's.
 const _: () = {
@@ -98,15 +104,15 @@ pub unsafe extern "C" fn lowcopy_zc_new(
         if out.is_null() {
             return -EINVAL;
         }
-        let backend = match ZcBackend::try_from(backend) {
-            Ok(b) => b,
+        let opts = match ZcOptions::from_raw(backend, flags) {
+            Ok(o) => o,
             Err(e) => return neg(e),
         };
         let fd = match borrow(fd) {
             Ok(fd) => fd,
             Err(e) => return e,
         };
-        match ZeroCopySender::new(fd, backend, flags) {
+        match ZeroCopySender::with_options(fd, opts) {
             Ok(inner) => {
                 // SAFETY: non-null and writable per the caller's contract.
                 unsafe { out.write(Box::into_raw(Box::new(lowcopy_zc(Guarded::new(inner))))) };
@@ -174,14 +180,18 @@ pub unsafe extern "C" fn lowcopy_zc_sendv(
     flags: c_int,
     user_data: u64,
 ) -> ssize_t {
-    let run = |z: &mut ZeroCopySender| {
+    let run = |z: &mut CSender| {
         // SAFETY: forwarded caller contract.
         let iov = match unsafe { iov_slice(iov, iovcnt) } {
             Ok(v) => v,
             Err(e) => return e as ssize_t,
         };
+        let flags = match send_flags(flags) {
+            Ok(f) => f,
+            Err(e) => return e,
+        };
         // SAFETY: the iovecs describe readable memory per the caller's contract.
-        ret_size(unsafe { z.send_iov(iov, flags, user_data) })
+        ret_size(unsafe { z.send_raw(iov, flags, user_data) })
     };
     // SAFETY: `z` is NULL or a live, unaliased sender per the caller's contract.
     unsafe { with_handle(z, run) }
@@ -203,7 +213,7 @@ pub unsafe extern "C" fn lowcopy_zc_sendmsg(
     flags: c_int,
     user_data: u64,
 ) -> ssize_t {
-    let run = |z: &mut ZeroCopySender| {
+    let run = |z: &mut CSender| {
         // SAFETY: NULL or a valid msghdr per the caller's contract.
         let Some(m) = (unsafe { msg.as_ref() }) else {
             return -EINVAL as ssize_t;
@@ -211,23 +221,17 @@ pub unsafe extern "C" fn lowcopy_zc_sendmsg(
         if m.msg_iovlen > c_int::MAX as usize {
             return -libc::EMSGSIZE as ssize_t;
         }
+        // NULL or no iovecs: -EINVAL, as for lowcopy_zc_sendv.
         // SAFETY: forwarded caller contract on the msghdr's iovecs.
-        let iov = match unsafe { iov_slice(m.msg_iov, m.msg_iovlen as c_int) } {
-            Ok(v) => v,
-            Err(e) => return e as ssize_t,
+        if let Err(e) = unsafe { iov_slice(m.msg_iov, m.msg_iovlen as c_int) } {
+            return e as ssize_t;
+        }
+        let flags = match send_flags(flags) {
+            Ok(f) => f,
+            Err(e) => return e,
         };
         // SAFETY: name, control and iovecs are valid per the caller's contract.
-        ret_size(unsafe {
-            z.send_msg(
-                iov,
-                m.msg_name,
-                m.msg_namelen,
-                m.msg_control,
-                m.msg_controllen,
-                flags,
-                user_data,
-            )
-        })
+        ret_size(unsafe { z.send_msg_raw(m, flags, user_data) })
     };
     // SAFETY: `z` is NULL or a live, unaliased sender per the caller's contract.
     unsafe { with_handle(z, run) }
@@ -264,7 +268,7 @@ pub unsafe extern "C" fn lowcopy_zc_send_reap(
     size: size_t,
     n_out: *mut size_t,
 ) -> ssize_t {
-    let run = |z: &mut ZeroCopySender| {
+    let run = |z: &mut CSender| {
         if n_out.is_null() {
             return -EINVAL as ssize_t;
         }
@@ -278,8 +282,12 @@ pub unsafe extern "C" fn lowcopy_zc_send_reap(
             Ok(v) => v,
             Err(e) => return e as ssize_t,
         };
+        let flags = match send_flags(flags) {
+            Ok(f) => f,
+            Err(e) => return e,
+        };
         // SAFETY: the iovecs describe readable memory per the caller's contract.
-        let send = |c: &mut [Completion]| unsafe { z.send_reap_iov(iov, flags, user_data, c) };
+        let send = |c: &mut [Completion]| unsafe { z.send_reap_raw(iov, flags, user_data, c) };
         // SAFETY: `out` was checked by CompletionOut::new.
         match unsafe { out.once(send) } {
             Ok((n, k)) => {
@@ -294,6 +302,12 @@ pub unsafe extern "C" fn lowcopy_zc_send_reap(
     unsafe { with_handle(z, run) }
 }
 crate::versions::default_version!("lowcopy_zc_send_reap", "LOWCOPY_0.2");
+
+/// A send's C flags as the core's: `MSG_DONTWAIT`, `MSG_MORE`, and `MSG_NOSIGNAL`, which the
+/// core always adds; anything else is `-EINVAL`.
+fn send_flags(flags: c_int) -> Result<Flags, ssize_t> {
+    Flags::from_raw(flags & !libc::MSG_NOSIGNAL).map_err(|e| neg(e) as ssize_t)
+}
 
 /// Completions ready per core call when the caller's entries are not this library's size.
 const STRIDED_BATCH: usize = 64;
@@ -373,7 +387,7 @@ impl CompletionOut {
     ///
     /// # Safety
     /// The array must be as the constructor's contract says.
-    unsafe fn reap(&mut self, z: &mut ZeroCopySender) -> std::io::Result<usize> {
+    unsafe fn reap(&mut self, z: &mut CSender) -> std::io::Result<usize> {
         if let Some(all) = self.direct() {
             return z.reap(all);
         }
@@ -411,7 +425,7 @@ pub unsafe extern "C" fn lowcopy_zc_reap(
     cap: size_t,
     size: size_t,
 ) -> ssize_t {
-    let run = |z: &mut ZeroCopySender| {
+    let run = |z: &mut CSender| {
         // SAFETY: `out` is NULL or writable for `cap` entries of `size` bytes.
         match unsafe { CompletionOut::new(out, cap, size) } {
             // SAFETY: checked by CompletionOut::new.
@@ -438,12 +452,21 @@ crate::versions::default_version!("lowcopy_zc_reap", "LOWCOPY_0.2");
 /// `z` must be NULL or a live sender.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_zc_wait(z: *mut lowcopy_zc, timeout_ms: c_int) -> c_int {
-    let run = |z: &mut ZeroCopySender| match z.wait(timeout_ms) {
+    let run = |z: &mut CSender| match wait_timeout(timeout_ms).and_then(|t| z.wait(t)) {
         Ok(n) => n.min(c_int::MAX as usize) as c_int,
         Err(e) => neg(e),
     };
     // SAFETY: `z` is NULL or a live, unaliased sender per the caller's contract.
     unsafe { with_handle(z, run) }
+}
+
+/// `timeout_ms` as the core's time: -1 no limit, 0 just check, below -1 `EINVAL`.
+fn wait_timeout(timeout_ms: c_int) -> std::io::Result<Option<Duration>> {
+    match timeout_ms {
+        -1 => Ok(None),
+        t if t < -1 => Err(std::io::Error::from_raw_os_error(EINVAL)),
+        t => Ok(Some(Duration::from_millis(t as u64))),
+    }
 }
 
 /// Sends that accepted bytes and whose completion has not arrived yet (ready but unreaped
@@ -455,7 +478,7 @@ pub unsafe extern "C" fn lowcopy_zc_wait(z: *mut lowcopy_zc, timeout_ms: c_int) 
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_zc_inflight(z: *const lowcopy_zc) -> size_t {
     // SAFETY: NULL or a live sender per the caller's contract.
-    unsafe { with_handle_ref(z, 0, 0, |z| z.inflight()) }
+    unsafe { with_handle_ref(z, 0, 0, |z: &CSender| z.inflight()) }
 }
 
 /// The fd to put in epoll for completions: the socket for the error queue (`EPOLLERR` is
@@ -468,8 +491,9 @@ pub unsafe extern "C" fn lowcopy_zc_inflight(z: *const lowcopy_zc) -> size_t {
 /// `z` must be NULL or a live sender.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_zc_pollfd(z: *const lowcopy_zc) -> c_int {
+    let fd = |z: &CSender| z.completion_fd().as_raw_fd();
     // SAFETY: NULL or a live sender per the caller's contract.
-    unsafe { with_handle_ref(z, -EINVAL, -ENOTRECOVERABLE, |z| z.pollfd()) }
+    unsafe { with_handle_ref(z, -EINVAL, -ENOTRECOVERABLE, fd) }
 }
 
 /// The backend in use (`LOWCOPY_ZC_ERRQUEUE`, `_IO_URING` or `_COPY`, never AUTO);
@@ -480,7 +504,7 @@ pub unsafe extern "C" fn lowcopy_zc_pollfd(z: *const lowcopy_zc) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_zc_backend(z: *const lowcopy_zc) -> u32 {
     // SAFETY: NULL or a live sender per the caller's contract.
-    unsafe { with_handle_ref(z, 0, 0, |z| z.backend() as u32) }
+    unsafe { with_handle_ref(z, 0, 0, |z: &CSender| z.backend() as u32) }
 }
 
 /// Writes the sender's counters to `*out` (`size` = `sizeof(lowcopy_zc_send_stats)`, the
@@ -497,7 +521,7 @@ pub unsafe extern "C" fn lowcopy_zc_stats(
     size: size_t,
 ) -> c_int {
     // SAFETY: `out` is NULL or writable for `size` bytes per the caller's contract.
-    let run = |z: &ZeroCopySender| unsafe { out_sized(out, size, || z.stats()) };
+    let run = |z: &CSender| unsafe { out_sized(out, size, || z.stats()) };
     // SAFETY: NULL or a live sender per the caller's contract.
     unsafe { with_handle_ref(z, -EINVAL, -ENOTRECOVERABLE, run) }
 }
@@ -518,7 +542,7 @@ crate::versions::default_version!("lowcopy_zc_stats", "LOWCOPY_0.2");
 /// `z` must be NULL or a sender from `lowcopy_zc_new` not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_zc_free(z: *mut lowcopy_zc) -> c_int {
-    let before_drop = |z: &mut ZeroCopySender| {
+    let before_drop = |z: &mut CSender| {
         let _ = z.collect();
         z.inflight().min(c_int::MAX as usize) as c_int
     };

@@ -16,6 +16,9 @@
 //! [`std::io::Error`]s that keep the kernel's errno (`raw_os_error()`), so the C, Python and
 //! Node bindings report the same `-errno`.
 
+#![deny(missing_docs, missing_debug_implementations)]
+
+mod flags;
 pub mod lowat;
 pub mod peek;
 pub mod probe;
@@ -24,10 +27,11 @@ mod wait;
 pub mod zc;
 pub mod zcrx;
 
-pub use lowat::{recv_atleast, recv_atleast_with_stats, set_rcvlowat, RecvStats};
+pub use flags::Flags;
+pub use lowat::{recv_atleast, recv_atleast_with_stats, set_rcvlowat, Receiver, RecvStats};
 pub use peek::{consume, peek_at, peek_supported, PeekMode, PeekStats, Peeker};
 pub use probe::{probe, Caps};
-pub use zc::{Completion, ZcBackend, ZcStats, ZeroCopySender};
+pub use zc::{Completion, ZcBackend, ZcOptions, ZcStats, ZeroCopySender};
 pub use zcrx::{Chunk, ZcrxStats, ZeroCopyReceiver};
 
 /// `IOV_MAX`: the most iovecs one call takes.

@@ -8,7 +8,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use common::*;
-use lowcopy::{RecvStats, ZeroCopyReceiver};
+use lowcopy::{Flags, RecvStats, ZeroCopyReceiver};
 use serde_json::Value;
 
 /// tcp_rmem[2] / 2: the most SO_RCVLOWAT TCP keeps on an unlocked buffer.
@@ -32,7 +32,8 @@ struct Run {
     fds: Vec<OwnedFd>,
     listener: Option<OwnedFd>,
     peer: Option<OwnedFd>,
-    zcrx: Option<ZeroCopyReceiver<'static>>,
+    zcrx: Option<ZeroCopyReceiver<BorrowedFd<'static>>>,
+    receiver: Option<lowcopy::Receiver<BorrowedFd<'static>>>,
     /// Options for the clients `accept` connects.
     opts: TcpOpts,
     sent: usize,
@@ -258,7 +259,16 @@ impl Run {
                 reset(self.peer.take().unwrap());
                 std::thread::sleep(Duration::from_millis(20));
             }
-            "recv_atleast" => {
+            "receiver_new" => {
+                let r = lowcopy::Receiver::new(self.fd());
+                if step.get("expect_err").is_some() {
+                    self.expect(step, r.map(|_| 0), &[], ctx);
+                } else {
+                    self.receiver = Some(r.unwrap_or_else(|e| panic!("{ctx}: {e}")));
+                }
+            }
+            "receiver_free" => self.receiver = None,
+            "recv_atleast" | "receiver_recv" => {
                 let len = u("len");
                 let mut buf = vec![0u8; len];
                 let timeout = match step["timeout_ms"].as_i64().unwrap() {
@@ -267,14 +277,32 @@ impl Run {
                 };
                 let mut s = RecvStats::default();
                 let (t0, cpu0) = (Instant::now(), thread_cpu());
-                let r = lowcopy::recv_atleast_with_stats(
-                    self.fd(),
-                    &mut buf,
-                    u("min"),
-                    timeout,
-                    &mut s,
-                );
+                let r = if op == "recv_atleast" {
+                    lowcopy::recv_atleast_with_stats(self.fd(), &mut buf, u("min"), timeout, &mut s)
+                } else {
+                    // The call's own counters: the receiver's after minus before.
+                    let rx = self
+                        .receiver
+                        .as_mut()
+                        .expect("receiver_recv before receiver_new");
+                    let before = rx.stats();
+                    let r = rx.recv_atleast(&mut buf, u("min"), timeout);
+                    let after = rx.stats();
+                    s = RecvStats {
+                        calls: after.calls - before.calls,
+                        syscalls: after.syscalls - before.syscalls,
+                        wakeups: after.wakeups - before.wakeups,
+                        early_wakeups: after.early_wakeups - before.early_wakeups,
+                        timeouts: after.timeouts - before.timeouts,
+                        lowat_changes: after.lowat_changes - before.lowat_changes,
+                        bytes: after.bytes - before.bytes,
+                    };
+                    r
+                };
                 let (t, cpu) = (t0.elapsed(), thread_cpu() - cpu0);
+                if let Some(v) = step.get("syscalls").and_then(Value::as_u64) {
+                    assert_eq!(s.syscalls, v, "{ctx}: syscalls of the call: {s:?}");
+                }
                 self.expect_data(step, r, &buf, ctx);
                 Self::elapsed_bounds(step, t, ctx);
                 Self::cpu_bound(step, cpu, ctx);
@@ -310,6 +338,7 @@ impl Run {
             "set_nonblocking" => {
                 // SAFETY: F_GETFL/F_SETFL take no pointers.
                 let fl = check(unsafe { libc::fcntl(self.fd, libc::F_GETFL) }).unwrap();
+                // SAFETY: as above.
                 check(unsafe { libc::fcntl(self.fd, libc::F_SETFL, fl | libc::O_NONBLOCK) })
                     .unwrap();
             }
@@ -357,9 +386,9 @@ impl Run {
             "zcrx_free" => self.zcrx = None,
             "zcrx_recv" => {
                 let flags = if step.get("dontwait").and_then(Value::as_bool) == Some(true) {
-                    libc::MSG_DONTWAIT
+                    Flags::DONTWAIT
                 } else {
-                    0
+                    Flags::NONE
                 };
                 let z = self.zcrx.as_mut().expect("zcrx_recv before zcrx_new");
                 let (t0, cpu0) = (Instant::now(), thread_cpu());
@@ -418,7 +447,7 @@ impl Run {
         let mut got = 0;
         while got < bytes {
             let c = z
-                .recv(0)
+                .recv(Flags::NONE)
                 .unwrap_or_else(|e| panic!("{ctx}: after {got} of {bytes} bytes: {e}"));
             assert!(
                 !c.is_eof(),
@@ -436,7 +465,7 @@ impl Run {
         assert_eq!(got, bytes, "{ctx}: more bytes than expected");
         if step.get("expect_eof").and_then(Value::as_bool) == Some(true) {
             let c = z
-                .recv(0)
+                .recv(Flags::NONE)
                 .unwrap_or_else(|e| panic!("{ctx}: want end of stream: {e}"));
             assert!(
                 c.is_eof(),
@@ -521,6 +550,7 @@ fn run_one(sc: &Value, transport: &str) {
         listener: None,
         peer,
         zcrx: None,
+        receiver: None,
         opts: TcpOpts {
             v6: transport.ends_with('6'),
             mss,
@@ -552,6 +582,7 @@ fn run_one(sc: &Value, transport: &str) {
         run.step(step, &format!("{ctx} step {i} {}", step["op"]));
     }
     run.zcrx = None;
+    run.receiver = None;
     run.join_writers();
 }
 

@@ -120,6 +120,26 @@ static void test_zcrx(void)
 	close(peer);
 }
 
+static void test_receiver(void)
+{
+	lowcopy_recv_stats st;
+	lowcopy_receiver *rcv = NULL;
+	char buf[16];
+	int sock, peer;
+
+	tcp_pair(AF_INET, 0, 0, &sock, &peer);
+	CHECK_EQ(lowcopy_receiver_new(sock, &rcv), 0);
+	if (write(peer, "abcd", 4) != 4)
+		die("write");
+	lowcopy_test_panic_after(1);
+	CHECK_EQ(lowcopy_receiver_recv(rcv, buf, sizeof(buf), 4, 1000), -ENOTRECOVERABLE);
+	CHECK_EQ(lowcopy_receiver_recv(rcv, buf, sizeof(buf), 1, 0), -ENOTRECOVERABLE);
+	CHECK_EQ(lowcopy_receiver_stats(rcv, &st, sizeof(st)), -ENOTRECOVERABLE);
+	lowcopy_receiver_free(rcv);
+	close(sock);
+	close(peer);
+}
+
 int main(void)
 {
 	int sock, peer;
@@ -131,5 +151,6 @@ int main(void)
 	close(peer);
 	test_zc();
 	test_zcrx();
+	test_receiver();
 	return check_summary("c-fault-panic");
 }

@@ -173,6 +173,28 @@ static void test_recv_stats(void)
 	free(rs);
 }
 
+/* The stateful receiver's counters: out only. */
+static void test_receiver_stats(void)
+{
+	lowcopy_recv_stats *rs = block(sizeof(*rs));
+	lowcopy_receiver *rcv = NULL;
+	char buf[100];
+	int sock, peer;
+
+	tcp_pair(AF_INET, 0, 0, &sock, &peer);
+	CHECK_EQ(lowcopy_receiver_new(sock, &rcv), 0);
+	send_all(peer, buf, 40);
+	CHECK_EQ(lowcopy_receiver_recv(rcv, buf, sizeof(buf), 40, 2000), 40);
+	CHECK_EQ(lowcopy_receiver_stats(rcv, rs, sizeof(*rs)), 0);
+	CHECK_EQ(rs->calls, 1);
+	CHECK(rs->syscalls >= 2);
+	CHECK_LATER_ZERO(rs);
+	lowcopy_receiver_free(rcv);
+	close(sock);
+	close(peer);
+	free(rs);
+}
+
 static void test_zcrx(void)
 {
 	lowcopy_zcrx_chunk *ch = block(sizeof(*ch));
@@ -215,6 +237,7 @@ int main(void)
 	test_peeker_stats();
 	test_completions();
 	test_recv_stats();
+	test_receiver_stats();
 	test_zcrx();
 	return check_summary(SUITE);
 }

@@ -9,7 +9,8 @@
 //! returns > 0 the next value (Documentation/networking/msg_zerocopy.rst, "Notification
 //! Parsing"); failed and zero-length sends take none. We mirror that counter in `next_id`.
 
-/// One completed send: the kernel no longer needs its buffers, which may be reused.
+/// One completed send, as the sender's reap calls hand it back: the kernel no longer needs
+/// the buffers that send used, which may be reused.
 ///
 /// Shared with C as `lowcopy_zc_completion` (`#[repr(C)]`); fields are only ever appended.
 #[repr(C)]
@@ -127,6 +128,7 @@ impl Tracker {
     }
 
     /// Failed requests still waiting for a notification (see the `ghosts` field).
+    #[cfg(test)]
     pub fn ghosts(&self) -> usize {
         self.ghosts
     }
