@@ -62,8 +62,11 @@ pub fn set_rcvlowat(fd: impl AsFd, bytes: usize) -> io::Result<usize> {
     Ok(kept.max(0) as usize)
 }
 
-/// Counters of [`recv_atleast_with_stats`], added to on every call (failed calls included,
-/// since their syscalls happened).
+/// Counters of [`recv_atleast_with_stats`], added to by every call (failed calls too: their
+/// syscalls happened). Zero it once, then pass it to each call.
+///
+/// Shared with C as `lowcopy_recv_stats` (`#[repr(C)]`); fields are only ever appended.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RecvStats {
     /// Calls made.

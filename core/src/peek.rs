@@ -55,10 +55,13 @@ impl TryFrom<u32> for PeekMode {
     }
 }
 
-/// Counters kept by a [`Peeker`]. All byte counts are in bytes.
+/// Counters kept by a [`Peeker`]. Byte counts are in bytes.
+///
+/// Shared with C as `lowcopy_peek_stats` (`#[repr(C)]`); fields are only ever appended.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PeekStats {
-    /// Syscalls the peeker made (including failed ones).
+    /// Syscalls the peeker made, failed ones included.
     pub syscalls: u64,
     /// Peeks that returned data.
     pub peeks: u64,
@@ -66,10 +69,12 @@ pub struct PeekStats {
     pub bytes_peeked: u64,
     /// Bytes the kernel copied to user space only for lowcopy to throw them away: the discard
     /// prefix, and consumed bytes on protocols without a copy-free `MSG_TRUNC` (AF_UNIX).
+    /// Always 0 with [`PeekMode::Offset`] on TCP; at most [`AUTO_DISCARD_MAX`] (4096) per
+    /// peek with [`PeekMode::Auto`] over `SO_PEEK_OFF`.
     pub bytes_skipped_copied: u64,
-    /// Bytes dropped from the head of the receive queue by consume.
+    /// Bytes dropped from the head of the receive queue by the peeker's consume.
     pub bytes_consumed: u64,
-    /// `SO_RCVLOWAT` changes made by the armed mode.
+    /// `SO_RCVLOWAT` changes made by the armed low-water mark.
     pub rcvlowat_updates: u64,
 }
 

@@ -9,6 +9,10 @@ use libc::c_int;
 use crate::sys::{self, SO_PEEK_OFF, TCP_ZEROCOPY_RECEIVE};
 
 /// Capabilities of the running kernel, as [`probe`] found them.
+///
+/// Shared with C as `lowcopy_caps` (`#[repr(C)]`; a `bool` is C's `bool`); fields are only
+/// ever appended.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Caps {
     /// `SO_PEEK_OFF` on TCP over IPv4 (Linux 6.9, 05ea491641d3).

@@ -270,7 +270,7 @@ static void rx_lowat_lowcopy(int fd, uint8_t *buf, struct rx *rx)
 	lowcopy_recv_stats st = { 0 };
 	ssize_t n;
 
-	while ((n = lowcopy_recv_atleast_stats(fd, buf, cfg_chunk, cfg_chunk, -1, &st)) > 0)
+	while ((n = lowcopy_recv_atleast_stats(fd, buf, cfg_chunk, cfg_chunk, -1, &st, sizeof(lowcopy_recv_stats))) > 0)
 		take(rx, buf, n);
 	if (n < 0) {
 		fprintf(stderr, "lowcopy_recv_atleast: %s\n", strerror(-n));
@@ -297,7 +297,7 @@ static void rx_lowat_receiver(int fd, uint8_t *buf, struct rx *rx)
 		fprintf(stderr, "lowcopy_receiver_recv: %s\n", strerror(-n));
 		exit(2);
 	}
-	lowcopy_receiver_stats(r, &st);
+	lowcopy_receiver_stats(r, &st, sizeof(lowcopy_recv_stats));
 	lowcopy_receiver_free(r);
 	rx->wakeups = st.wakeups;
 	rx->syscalls = st.syscalls;
@@ -359,13 +359,13 @@ static void rx_zcrx_lowcopy(int fd, struct rx *rx)
 		fprintf(stderr, "lowcopy_zcrx_new: %s\n", strerror(-e));
 		exit(2);
 	}
-	while ((n = lowcopy_zcrx_recv(r, &ch, 0)) > 0)
+	while ((n = lowcopy_zcrx_recv(r, &ch, sizeof(lowcopy_zcrx_chunk), 0)) > 0)
 		take(rx, ch.data, ch.len);
 	if (n < 0) {
 		fprintf(stderr, "lowcopy_zcrx_recv: %s\n", strerror(-n));
 		exit(2);
 	}
-	lowcopy_zcrx_stats(r, &st);
+	lowcopy_zcrx_stats(r, &st, sizeof(lowcopy_zcrx_recv_stats));
 	rx->mapped = st.bytes_mapped;
 	rx->wakeups = st.wakeups;
 	rx->syscalls = st.syscalls;

@@ -673,14 +673,14 @@ static int op_recv_atleast(struct run *r, const cJSON *step)
     memset(&before, 0, sizeof before);
     memset(&after, 0, sizeof after);
     if (via_receiver)
-        lowcopy_receiver_stats(r->st->rcv, &before);
+        lowcopy_receiver_stats(r->st->rcv, &before, sizeof(lowcopy_recv_stats));
     uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns();
     ssize_t n = via_receiver
                     ? lowcopy_receiver_recv(r->st->rcv, buf, len, min, (int)timeout)
-                    : lowcopy_recv_atleast_stats(r->fd, buf, len, min, (int)timeout, &s);
+                    : lowcopy_recv_atleast_stats(r->fd, buf, len, min, (int)timeout, &s, sizeof(lowcopy_recv_stats));
     uint64_t took = now_ns() - t0, cpu = thread_cpu_ns() - cpu0;
     if (via_receiver) {
-        lowcopy_receiver_stats(r->st->rcv, &after);
+        lowcopy_receiver_stats(r->st->rcv, &after, sizeof(lowcopy_recv_stats));
         s.calls = after.calls - before.calls;
         s.syscalls = after.syscalls - before.syscalls;
         s.wakeups = after.wakeups - before.wakeups;
@@ -774,7 +774,7 @@ static int check_chunk(struct run *r, ssize_t rc, const lowcopy_zcrx_chunk *c)
 
 static int zcrx_stats(struct run *r, lowcopy_zcrx_recv_stats *s)
 {
-    int rc = lowcopy_zcrx_stats(r->st->zcrx, s);
+    int rc = lowcopy_zcrx_stats(r->st->zcrx, s, sizeof(lowcopy_zcrx_recv_stats));
     return rc < 0 ? lc_fail(r, "zcrx_stats", rc) : 0;
 }
 
@@ -799,7 +799,7 @@ static int op_zcrx_recv(struct run *r, const cJSON *step)
     lowcopy_zcrx_chunk c;
     memset(&c, 0xa5, sizeof c); /* written only on success */
     uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns();
-    ssize_t rc = lowcopy_zcrx_recv(r->st->zcrx, &c, flags);
+    ssize_t rc = lowcopy_zcrx_recv(r->st->zcrx, &c, sizeof(lowcopy_zcrx_chunk), flags);
     uint64_t took = now_ns() - t0, cpu = thread_cpu_ns() - cpu0;
     if (cpu_bound(r, step, cpu) < 0 || check_chunk(r, rc, &c) < 0)
         return -1;
@@ -831,7 +831,7 @@ static int op_zcrx_drain(struct run *r, const cJSON *step)
         return -1;
     uint64_t t0 = now_ns();
     while (got < bytes) {
-        ssize_t rc = lowcopy_zcrx_recv(r->st->zcrx, &c, 0);
+        ssize_t rc = lowcopy_zcrx_recv(r->st->zcrx, &c, sizeof(lowcopy_zcrx_chunk), 0);
         if (rc < 0)
             return fail(r, "after %" PRIu64 " of %" PRIu64 " bytes: %s", got, bytes,
                         errno_text((int)-rc, eb, sizeof eb));
@@ -851,7 +851,7 @@ static int op_zcrx_drain(struct run *r, const cJSON *step)
     if (got != bytes)
         return fail(r, "more bytes than expected: %" PRIu64 " of %" PRIu64, got, bytes);
     if (json_true(get(step, "expect_eof"))) {
-        ssize_t rc = lowcopy_zcrx_recv(r->st->zcrx, &c, 0);
+        ssize_t rc = lowcopy_zcrx_recv(r->st->zcrx, &c, sizeof(lowcopy_zcrx_chunk), 0);
         if (rc < 0)
             return fail(r, "want end of stream: %s", errno_text((int)-rc, eb, sizeof eb));
         if (check_chunk(r, rc, &c) < 0)

@@ -376,7 +376,7 @@ static int op_expect_stat(struct run *r, const cJSON *step)
     char eb[64];
     if (need_peeker(r) < 0)
         return -1;
-    int rc = lowcopy_peeker_stats(r->st->peeker, &s);
+    int rc = lowcopy_peeker_stats(r->st->peeker, &s, sizeof(lowcopy_peek_stats));
     if (rc < 0)
         return fail(r, "stats: %s", errno_text(-rc, eb, sizeof eb));
     const char *key = mode_name(lowcopy_peeker_mode(r->st->peeker));

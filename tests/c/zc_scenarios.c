@@ -347,7 +347,7 @@ static int op_send_reap_loop(struct run *r, const cJSON *step)
         unsigned char *b = keep_buf(r, pattern(r->st->stream_pos, len));
         struct iovec iov = {.iov_base = b, .iov_len = len};
         size_t k = SIZE_MAX;
-        ssize_t n = lowcopy_zc_send_reap(r->st->zc, &iov, 1, 0, base + i, out, SEND_REAP_CAP, &k);
+        ssize_t n = lowcopy_zc_send_reap(r->st->zc, &iov, 1, 0, base + i, out, SEND_REAP_CAP, sizeof(lowcopy_zc_completion), &k);
         if (n < 0) {
             char what[64];
             snprintf(what, sizeof what, "send_reap %" PRIu64, i);
@@ -434,7 +434,7 @@ static int do_reap(struct run *r)
     if (need_zc(r) < 0)
         return -1;
     for (;;) {
-        ssize_t n = lowcopy_zc_reap(r->st->zc, out, REAP_BATCH);
+        ssize_t n = lowcopy_zc_reap(r->st->zc, out, REAP_BATCH, sizeof(lowcopy_zc_completion));
         if (n < 0)
             return lc_fail(r, "reap", n);
         if ((size_t)n > REAP_BATCH)
@@ -874,7 +874,7 @@ static int op_expect_stat(struct run *r, const cJSON *step)
         return -1;
     if (!cJSON_IsString(f))
         return fail(r, "`field` missing or not a string");
-    int rc = lowcopy_zc_stats(r->st->zc, &s);
+    int rc = lowcopy_zc_stats(r->st->zc, &s, sizeof(lowcopy_zc_send_stats));
     if (rc < 0)
         return lc_fail(r, "stats", rc);
     const char *name = f->valuestring;
