@@ -100,6 +100,64 @@ export declare class Peeker {
 }
 
 /**
+ * `recvAtLeast` as an object over one socket (the core's `lowcopy::Receiver`, on a private
+ * duplicate): the socket is learnt once, and the mark it sets is left in place between calls
+ * (fewer syscalls per call); `close()` puts back the mark found at creation.
+ */
+export declare class Receiver {
+  /**
+   * Over (a duplicate of) `fd`. `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a stream, datagram
+   * or seqpacket socket).
+   */
+  constructor(fd: number | import('node:net').Socket | { fd: number })
+  /** The receiver's own descriptor (its duplicate); -1 once closed. */
+  get fd(): number
+  /**
+   * As the module's `recvAtLeast`, on this receiver's socket (`options.timeoutMs`).
+   * `EBUSY` while a `recvAtLeastAsync` runs; `EBADF` once closed.
+   */
+  recvAtLeast(buf: ArrayBufferView, min: number, options?: RecvOptions): number
+  /** `recvAtLeast` on libuv's thread pool into a new `Buffer` of at most `length` bytes. */
+  recvAtLeastAsync(length: number, min: number, options?: RecvOptions): Promise<Buffer>
+  /** The counters so far (`new`'s syscalls included). */
+  stats(): RecvStatsOut
+  /**
+   * Puts back the socket's mark found at creation and closes the duplicate. Waits for a
+   * running `recvAtLeastAsync` to end (it is bounded by its timeout).
+   */
+  close(): void
+}
+
+/**
+ * Zero-copy receive over one connected TCP socket (a private duplicate): `mmap` +
+ * `TCP_ZEROCOPY_RECEIVE` with a copy path for what cannot be mapped. Nobody else may read the
+ * socket meanwhile.
+ */
+export declare class ZeroCopyReceiver {
+  /**
+   * Maps a `window`-byte receive window (rounded up to pages; 1 byte to 1 GiB) of (a
+   * duplicate of) `fd`. `EINVAL` (window), `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not TCP),
+   * `ENOTCONN` (not connected), `ENOMEM`.
+   */
+  constructor(fd: number | import('node:net').Socket | { fd: number }, window: number)
+  /** The window's size in bytes. */
+  get window(): number
+  /** The receiver's own descriptor (its duplicate); -1 once closed. */
+  get fd(): number
+  /**
+   * The next piece of the stream (as the core's `recv`): blocking until the socket's mark
+   * is met (`SO_RCVLOWAT`; `SO_RCVTIMEO` bounds it: `EAGAIN`), or with `dontWait` what is
+   * queued (`EAGAIN` if nothing). Errors: `EAGAIN`, `EINTR`, `ECONNRESET` (after every byte
+   * before it).
+   */
+  recv(options?: PeekOptions): ZcrxChunk
+  /** The counters so far. */
+  stats(): ZcrxStats
+  /** Unmaps the window and closes the duplicate. Calling it again does nothing. */
+  close(): void
+}
+
+/**
  * Zerocopy sends over one socket (the core's `lowcopy::ZeroCopySender`, over a private
  * duplicate of the descriptor), each followed by exactly one completion carrying its
  * `userData`, when the kernel no longer needs the buffer.
@@ -360,6 +418,17 @@ export interface RecvStats {
   bytes?: number
 }
 
+/** Counters of a `Receiver` (see the core's `RecvStats`). */
+export interface RecvStatsOut {
+  calls: number
+  syscalls: number
+  wakeups: number
+  earlyWakeups: number
+  timeouts: number
+  lowatChanges: number
+  bytes: number
+}
+
 /**
  * Sets `SO_RCVLOWAT` to `bytes` and returns the value the kernel keeps (TCP caps it at
  * `tcp_rmem[2]/2`, or half a locked `SO_RCVBUF`; 0 is kept as 1). As the core's
@@ -381,6 +450,33 @@ export interface ZcCompletion {
   copied: boolean
   /** The copy was lowcopy's choice (adaptive mode, `ENOBUFS`, a full id window). */
   fallback: boolean
+}
+
+/** One piece of the stream. */
+export interface ZcrxChunk {
+  /**
+   * The bytes (a copy), right after the previous chunk's in stream order; empty at end of
+   * stream.
+   */
+  data: Buffer
+  /** The kernel mapped these bytes (page flipping) rather than copying them. */
+  mapped: boolean
+  /** End of stream: the peer shut down and every byte came. */
+  eof: boolean
+}
+
+/** Counters of a `ZeroCopyReceiver` (see the core's `ZcrxStats`). */
+export interface ZcrxStats {
+  bytesMapped: number
+  bytesCopied: number
+  bytesCopybuf: number
+  chunksMapped: number
+  chunksCopied: number
+  syscalls: number
+  zcCalls: number
+  zcCallsUnmapped: number
+  wakeups: number
+  peekOffFixups: number
 }
 
 /** Options of `new ZeroCopySender`. */

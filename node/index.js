@@ -836,6 +836,8 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.Peeker = nativeBinding.Peeker
+module.exports.Receiver = nativeBinding.Receiver
+module.exports.ZeroCopyReceiver = nativeBinding.ZeroCopyReceiver
 module.exports.ZeroCopySender = nativeBinding.ZeroCopySender
 module.exports._setTransferGuard = nativeBinding._setTransferGuard
 module.exports.consume = nativeBinding.consume

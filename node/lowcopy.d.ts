@@ -5,4 +5,6 @@ export * from './index'
 declare module './index' {
   interface Peeker { [Symbol.dispose](): void }
   interface ZeroCopySender { [Symbol.dispose](): void }
+  interface ZeroCopyReceiver { [Symbol.dispose](): void }
+  interface Receiver { [Symbol.dispose](): void }
 }

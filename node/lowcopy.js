@@ -32,7 +32,7 @@ if (transferIsStoppable()) {
 }
 
 if (typeof Symbol.dispose === 'symbol') {
-  for (const C of [native.Peeker, native.ZeroCopySender, native.ZeroCopyReceiver]) {
+  for (const C of [native.Peeker, native.ZeroCopySender, native.ZeroCopyReceiver, native.Receiver]) {
     if (C && !C.prototype[Symbol.dispose]) {
       Object.defineProperty(C.prototype, Symbol.dispose, {
         value: function dispose() { this.close() },

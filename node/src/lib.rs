@@ -20,5 +20,6 @@ mod rx;
 mod sys;
 pub mod testing;
 mod zc;
+mod zcrx;
 
 pub use error::errno_name;

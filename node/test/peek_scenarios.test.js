@@ -2,6 +2,7 @@
 // core/tests/scenarios.rs, the C one tests/c/scenarios.c).
 'use strict'
 const assert = require('node:assert/strict')
+const { performance } = require('node:perf_hooks')
 const { native: lc, testing, sleepMs, attempt, check, runTable } = require('./harness.js')
 
 const STATS = {
@@ -88,8 +89,20 @@ function runOne(table, sc, transport, mode) {
           return void testing.waitQueued(sock, step.bytes)
         case 'peek': {
           const buf = Buffer.alloc(step.len)
-          return void check(step, attempt(() => P().peekInto(buf, opts(step))), buf, ctx)
+          const t0 = performance.now()
+          const c0 = testing.threadCpuMs()
+          const r = attempt(() => P().peekInto(buf, opts(step)))
+          const [ms, cpu] = [performance.now() - t0, testing.threadCpuMs() - c0]
+          check(step, r, buf, ctx)
+          if (step.min_ms !== undefined) assert.ok(ms >= step.min_ms, `${ctx}: returned after ${ms.toFixed(1)} ms, want >= ${step.min_ms}`)
+          if (step.max_ms !== undefined) assert.ok(ms <= step.max_ms, `${ctx}: returned after ${ms.toFixed(1)} ms, want <= ${step.max_ms}`)
+          if (step.cpu_max_ms !== undefined) assert.ok(cpu <= step.cpu_max_ms, `${ctx}: used ${cpu.toFixed(1)} ms of CPU, want <= ${step.cpu_max_ms}`)
+          return
         }
+        case 'errqueue':
+          return void testing.errqueueEntry(sock, step.kind)
+        case 'set_rcvtimeo_ms':
+          return void testing.setRcvtimeo(sock, step.ms)
         case 'peekv': {
           const buf = Buffer.alloc(step.len)
           const views = []
@@ -154,6 +167,10 @@ function runOne(table, sc, transport, mode) {
       let n = 0
       let got = Buffer.alloc(0)
       const buf = Buffer.alloc(4096)
+      // Each empty wakeup throws EAGAIN; without stack traces that costs a few microseconds,
+      // not tens (the unarmed control must show hundreds of wakeups in 100 ms).
+      const limit = Error.stackTraceLimit
+      Error.stackTraceLimit = 0
       try {
         const deadline = Date.now() + step.ms
         for (;;) {
@@ -166,6 +183,7 @@ function runOne(table, sc, transport, mode) {
           if (!e) got = Buffer.concat([got, buf.subarray(0, k)])
         }
       } finally {
+        Error.stackTraceLimit = limit
         testing.close(ep)
       }
       if (step.max !== undefined) assert.ok(n <= step.max, `${ctx}: ${n} wakeups, want <= ${step.max}`)

@@ -21,6 +21,7 @@ function runOne(sc, transport) {
   let listener = null
   let peer = null
   let zcrx = null
+  let receiver = null
   let sent = 0
   let received = 0
   const v6 = transport.endsWith('6')
@@ -139,11 +140,38 @@ function runOne(sc, transport) {
           peer = null
           sleepMs(20)
           return
-        case 'recv_atleast': {
+        case 'receiver_new': {
+          if (receiver) receiver.close()
+          receiver = null
+          const r = attempt(() => new lc.Receiver(fd))
+          if (step.expect_err !== undefined) return void check(step, r, null, ctx)
+          if (r[1]) throw r[1]
+          receiver = r[0]
+          return
+        }
+        case 'receiver_free':
+          receiver.close()
+          receiver = null
+          return
+        case 'recv_atleast':
+        case 'receiver_recv': {
           const buf = Buffer.alloc(step.len)
-          const stats = {}
+          let stats = {}
           const timeoutMs = step.timeout_ms < 0 ? undefined : step.timeout_ms
-          const [r, ms, cpu] = timed(() => lc.recvAtLeast(fd, buf, step.min, { timeoutMs, stats }))
+          let call = () => lc.recvAtLeast(fd, buf, step.min, { timeoutMs, stats })
+          let before = null
+          if (step.op === 'receiver_recv') {
+            assert.ok(receiver, 'receiver_recv before receiver_new')
+            before = receiver.stats()
+            call = () => receiver.recvAtLeast(buf, step.min, { timeoutMs })
+          }
+          const [r, ms, cpu] = timed(call)
+          if (before) {
+            // The call's own counters: the receiver's after minus before.
+            const after = receiver.stats()
+            stats = Object.fromEntries(Object.keys(after).map((k) => [k, after[k] - before[k]]))
+          }
+          if (step.syscalls !== undefined) assert.equal(stats.syscalls, step.syscalls, `${ctx}: syscalls of the call: ${JSON.stringify(stats)}`)
           expectData(step, r, buf, ctx)
           bounds(step, ms, cpu, ctx)
           if (step.wakeups_max !== undefined) assert.ok(stats.wakeups <= step.wakeups_max, `${ctx}: ${stats.wakeups} wakeups, want <= ${step.wakeups_max}`)
@@ -213,6 +241,7 @@ function runOne(sc, transport) {
     })
   } finally {
     if (zcrx) zcrx.close()
+    if (receiver) receiver.close()
     testing.joinWriters()
     if (peer !== null) testing.close(peer)
     for (const f of fds) testing.close(f)
