@@ -1,7 +1,7 @@
 /* The C side of examples/node/bench.js: the per-call cost of lowcopy_peeker_peek through the C
  * library, measured the way bench.js measures Peeker.peekInto: a loopback TCP pair with 64 KiB
  * queued, a peeker (AUTO), then `iters` x (seek to 0, peek `size` bytes), timed as a whole.
- *   peek_bench SIZE ITERS   prints "ns_per_call N"
+ *   peek_bench SIZE ITERS [seek]   prints "ns_per_call N" (with "seek": the seeks alone)
  * Built by node/scripts/demo.sh against build/lib (pkg-config lowcopy). */
 #include <arpa/inet.h>
 #include <lowcopy.h>
@@ -21,12 +21,13 @@ static void die(const char *what) {
 }
 
 int main(int argc, char **argv) {
-	if (argc != 3) {
-		fprintf(stderr, "usage: peek_bench SIZE ITERS\n");
+	if (argc != 3 && argc != 4) {
+		fprintf(stderr, "usage: peek_bench SIZE ITERS [seek]\n");
 		return 2;
 	}
 	size_t size = strtoul(argv[1], NULL, 10);
 	long iters = strtol(argv[2], NULL, 10);
+	int seek_only = argc == 4;
 	int l = socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t len = sizeof(a);
@@ -57,7 +58,7 @@ int main(int argc, char **argv) {
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (long i = 0; i < iters; i++) {
 		lowcopy_peeker_seek(p, 0);
-		if (lowcopy_peeker_peek(p, buf, size, MSG_DONTWAIT) != (ssize_t)size)
+		if (!seek_only && lowcopy_peeker_peek(p, buf, size, MSG_DONTWAIT) != (ssize_t)size)
 			die("peek");
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);

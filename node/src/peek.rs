@@ -46,11 +46,14 @@ pub(crate) fn flags(env: &Env, options: Option<&Unknown>, what: &str) -> Result<
 /// A writable byte view of a `Buffer`/`TypedArray`/`DataView` argument (its own bytes:
 /// `byteOffset` and `byteLength` are honoured, so a pooled `Buffer` slice is written only where
 /// it lies), or a `TypeError`.
-pub(crate) fn bytes_arg<'a>(env: &Env, v: &Unknown<'a>, name: &str) -> Result<BufferSlice<'a>> {
-    let mut is_view = false;
-    // SAFETY: plain N-API query on a live value of this call.
-    let st = unsafe { napi::sys::napi_is_buffer(env.raw(), v.raw(), &mut is_view) };
-    if st != napi::sys::Status::napi_ok || !is_view {
+pub(crate) fn bytes_arg<'a>(env: &Env, v: &Unknown<'a>, name: &str) -> Result<View<'a>> {
+    // One N-API call on the data path: napi_get_buffer_info takes any ArrayBufferView (Node's
+    // Buffer::HasInstance) and fails for anything else.
+    let mut data = std::ptr::null_mut();
+    let mut len = 0usize;
+    // SAFETY: plain N-API query on a live value of this call into locals.
+    let st = unsafe { napi::sys::napi_get_buffer_info(env.raw(), v.raw(), &mut data, &mut len) };
+    if st != napi::sys::Status::napi_ok {
         return Err(type_error(
             env,
             format!(
@@ -60,8 +63,56 @@ pub(crate) fn bytes_arg<'a>(env: &Env, v: &Unknown<'a>, name: &str) -> Result<Bu
             ),
         ));
     }
-    // SAFETY: `v` is an ArrayBufferView (checked above); the slice lives for this call only.
-    unsafe { BufferSlice::from_napi_value(env.raw(), v.raw()) }
+    Ok(View {
+        ptr: if len == 0 {
+            std::ptr::NonNull::dangling().as_ptr()
+        } else {
+            data.cast()
+        },
+        len,
+        raw: v.raw(),
+        _scope: std::marker::PhantomData,
+    })
+}
+
+/// The bytes of an `ArrayBufferView` argument, for the call it was passed to (the value is
+/// alive for the callback's scope: `'a`). Raw, not a `&mut [u8]`: JS can pass one buffer
+/// twice (`peekv([b, b])`), and two live `&mut` over one memory would be undefined behaviour.
+pub(crate) struct View<'a> {
+    ptr: *mut u8,
+    len: usize,
+    raw: napi::sys::napi_value,
+    _scope: std::marker::PhantomData<&'a mut [u8]>,
+}
+
+impl View<'_> {
+    /// The bytes, to read (a send): shared borrows may alias.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        // SAFETY: `ptr` is valid for `len` bytes (or dangling with len 0) while the value is
+        // alive, which `'a` covers; nothing writes through it during the borrow (the JS thread
+        // is inside this call).
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// The bytes, to write, for a call that takes exactly one buffer (so no other view of
+    /// the same memory exists in the call).
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as `bytes`; the caller holds the only view of this memory in the call.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+
+    /// An iovec over the bytes, for the core's raw entry points.
+    pub(crate) fn iovec(&self) -> libc::iovec {
+        libc::iovec {
+            iov_base: self.ptr.cast(),
+            iov_len: self.len,
+        }
+    }
+
+    /// The JS value.
+    pub(crate) fn raw(&self) -> napi::sys::napi_value {
+        self.raw
+    }
 }
 
 /// Peeks up to `length` bytes lying `offset` bytes after the head of `fd`'s receive queue,
@@ -113,7 +164,7 @@ pub fn peek_into(
     let mut b = bytes_arg(&env, &buf, "buf")?;
     let flags = flags(&env, options.as_ref(), "peekInto")?;
     let n = with_fd(&env, &fd, "peekInto", |fd| {
-        lowcopy::peek_at(fd, offset, &mut [IoSliceMut::new(&mut b)], flags)
+        lowcopy::peek_at(fd, offset, &mut [IoSliceMut::new(b.bytes_mut())], flags)
             .or_throw(&env, "peekInto")
     })?;
     Ok(n as u32)
@@ -340,14 +391,15 @@ impl Peeker {
         ts_args_type = "buf: ArrayBufferView, options?: PeekOptions"
     )]
     pub fn peek_into(&self, env: Env, buf: Unknown, options: Option<Unknown>) -> Result<u32> {
-        let mut b = bytes_arg(&env, &buf, "buf")?;
+        let b = bytes_arg(&env, &buf, "buf")?;
         let f = match options {
             None => Flags::NONE,
             Some(ref o) => flags(&env, Some(o), "peekInto")?,
         };
+        let iov = [b.iovec()];
         let n = self.with(&env, "peekInto", |p| {
-            p.peek(&mut [IoSliceMut::new(&mut b)], f)
-                .or_throw(&env, "peekInto")
+            // SAFETY: the iovec covers the caller's view, writable and alive for this call.
+            unsafe { p.peek_raw(&iov, f) }.or_throw(&env, "peekInto")
         })?;
         Ok(n as u32)
     }
@@ -359,14 +411,16 @@ impl Peeker {
         ts_args_type = "buffers: ArrayBufferView[], options?: PeekOptions"
     )]
     pub fn peekv(&self, env: Env, buffers: Vec<Unknown>, options: Option<Unknown>) -> Result<u32> {
-        let mut views = Vec::with_capacity(buffers.len());
+        let mut views: Vec<View> = Vec::with_capacity(buffers.len());
         for (i, b) in buffers.iter().enumerate() {
             views.push(bytes_arg(&env, b, &format!("buffers[{i}]"))?);
         }
         let f = flags(&env, options.as_ref(), "peekv")?;
-        let mut iov: Vec<IoSliceMut> = views.iter_mut().map(|v| IoSliceMut::new(v)).collect();
+        let iov: Vec<libc::iovec> = views.iter().map(View::iovec).collect();
         let n = self.with(&env, "peekv", |p| {
-            p.peek(&mut iov, f).or_throw(&env, "peekv")
+            // SAFETY: the iovecs cover the caller's views, writable and alive for this call
+            // (one buffer given twice is written twice, as readv would).
+            unsafe { p.peek_raw(&iov, f) }.or_throw(&env, "peekv")
         })?;
         Ok(n as u32)
     }

@@ -106,7 +106,11 @@ pub fn recv_at_least(
     let mut stats = lowcopy::RecvStats::default();
     let r = with_fd(&env, &fd, "recvAtLeast", |fd| {
         Ok(lowcopy::recv_atleast_with_stats(
-            fd, &mut b, min, timeout, &mut stats,
+            fd,
+            b.bytes_mut(),
+            min,
+            timeout,
+            &mut stats,
         ))
     })?;
     add_stats(&env, options.as_ref(), &stats)?;
@@ -264,7 +268,7 @@ impl Receiver {
         let rx = g
             .as_mut()
             .ok_or_else(|| crate::error::sys_error(&env, libc::EBADF, "recvAtLeast"))?;
-        rx.recv_atleast(&mut b, min, timeout)
+        rx.recv_atleast(b.bytes_mut(), min, timeout)
             .or_throw(&env, "recvAtLeast")
             .map(|n| n as f64)
     }

@@ -28,7 +28,7 @@ use napi_derive::napi;
 
 use crate::args::{self, is_libuv_handle, size};
 use crate::error::{sys_error, type_error, value_error, Fail, OrThrow};
-use crate::peek::bytes_arg;
+use crate::peek::{bytes_arg, View};
 use crate::sys;
 
 type Core = lowcopy::ZeroCopySender<OwnedFd>;
@@ -245,7 +245,7 @@ impl Inner {
     }
 
     /// The data argument as byte views: one `ArrayBufferView` or an array of them.
-    fn views<'a>(&self, env: &Env, data: &Unknown<'a>) -> Result<Vec<BufferSlice<'a>>> {
+    fn views<'a>(&self, env: &Env, data: &Unknown<'a>) -> Result<Vec<View<'a>>> {
         let mut is_array = false;
         // SAFETY: plain N-API query on a live value of this call.
         unsafe { napi::sys::napi_is_array(env.raw(), data.raw(), &mut is_array) };
@@ -268,7 +268,7 @@ impl Inner {
 
     /// Runs the package's transfer guard on each view's ArrayBuffer (zerocopy-capable
     /// backends only).
-    fn guard(&self, env: &Env, views: &[BufferSlice]) -> Result<()> {
+    fn guard(&self, env: &Env, views: &[View]) -> Result<()> {
         if self.backend == ZcBackend::Copy {
             return Ok(());
         }
@@ -367,7 +367,7 @@ impl Inner {
         self.core(env, what)?;
         self.guard(env, &views)?;
         let slot = self.take_slot();
-        let iov: Vec<IoSlice> = views.iter().map(|v| IoSlice::new(v)).collect();
+        let iov: Vec<IoSlice> = views.iter().map(|v| IoSlice::new(v.bytes())).collect();
         let core = self.core.as_mut().expect("checked above");
         let r = core.send_msg(&iov, addr.as_ref(), &[], flags, slot as u64);
         match r {
@@ -691,7 +691,7 @@ impl ZeroCopySender {
         this.core(env, "sendReap")?;
         this.guard(env, &views)?;
         let slot = this.take_slot();
-        let iov: Vec<IoSlice> = views.iter().map(|v| IoSlice::new(v)).collect();
+        let iov: Vec<IoSlice> = views.iter().map(|v| IoSlice::new(v.bytes())).collect();
         let mut out = std::mem::take(&mut this.out);
         let r = this
             .core
