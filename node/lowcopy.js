@@ -45,4 +45,5 @@ if (typeof Symbol.dispose === 'symbol') {
 
 const api = { ...native }
 delete api._setTransferGuard
+delete api.testing // fixtures of lowcopy's own tests: require('lowcopy/index.js').testing
 module.exports = api

@@ -19,7 +19,7 @@ const { execFileSync, fork } = require('node:child_process')
 const net = require('node:net')
 const path = require('node:path')
 const lowcopy = require('lowcopy')
-const { testing } = lowcopy
+const { testing } = require('lowcopy/index.js') // loopback pairs without Node's net layer
 
 const REPEAT = Number(process.env.REPEAT || 3)
 const SECONDS = Number(process.env.SECONDS || 2)

@@ -29,8 +29,10 @@ function workspaceValues() {
   return vals
 }
 
-// Replaces `x.workspace = true` lines with the workspace's values.
+// Replaces `x.workspace = true` lines with the workspace's values, and drops a `[lints]
+// workspace = true` section (lints matter to the repository's own checks, not to a build).
 function resolve(toml, ws) {
+  toml = toml.replace(/^\[lints\]\s*\nworkspace\s*=\s*true\s*$/m, '')
   return toml.replace(/^([A-Za-z0-9_-]+)\.workspace\s*=\s*true\s*$/gm, (line, key) => {
     if (key in ws.package) return `${key} = ${ws.package[key]}`
     if (key in ws.dependencies) return `${key} = ${ws.dependencies[key]}`

@@ -181,6 +181,7 @@ test('the package entry is what package.json names, with the types beside it', (
   assert.equal(require(path.join(__dirname, '..', pkg.main)), lc)
   assert.ok(require('node:fs').existsSync(path.join(__dirname, '..', pkg.types)))
   assert.equal(lc._setTransferGuard, undefined, 'internal hook not exported')
+  assert.equal(lc.testing, undefined, 'test fixtures not exported')
 })
 
 void assertSysError

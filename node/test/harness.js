@@ -11,7 +11,7 @@ const util = require('node:util')
 const { test } = require('node:test')
 
 const native = require('../lowcopy.js')
-const { testing } = native
+const { testing } = require('../index.js')
 
 const TABLES = path.resolve(__dirname, '..', '..', 'tests', 'scenarios')
 
