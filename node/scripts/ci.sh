@@ -2,7 +2,7 @@
 # The Node suites of `make test` (scripts/test.sh calls this with one of the names below):
 #   build    npm ci (the CLI, devDependencies only), napi build --release (the addon and the
 #            generated loader and types), and the drift check: index.js and index.d.ts as
-#            committed must be what this build generates
+#            committed must be what this build generates; tsc --strict on test/types-check.ts
 #   test     node --test on node/test/ (behaviour tables, Node-only cases), after linking the
 #            package into examples/node (npm install there, as a user would)
 #   pack     npm pack, then npm install of the tarball in an empty folder elsewhere: it must
@@ -21,6 +21,8 @@ build)
 		echo "node: index.js/index.d.ts differ from what napi build generates: commit them" >&2
 		exit 1
 	fi
+	npx tsc --noEmit --strict --target es2022 --module nodenext --moduleResolution nodenext \
+		--types node --lib es2022,esnext.disposable test/types-check.ts
 	;;
 test)
 	(cd "$ROOT/examples/node" && npm install)
