@@ -397,6 +397,63 @@ pub unsafe extern "C" fn lowcopy_zcrx_recv(
 }
 crate::versions::default_version!("lowcopy_zcrx_recv", "LOWCOPY_0.2");
 
+/// Makes blocking receives on `r` wait at most `timeout_ms` (-1: without limit) in place of
+/// the socket's `SO_RCVTIMEO`; the fd's `O_NONBLOCK` then plays no part either (only
+/// `MSG_DONTWAIT` makes a receive non-blocking), as in `lowcopy_recv_atleast`. When it runs
+/// out, `lowcopy_zcrx_recv` returns what `SO_RCVTIMEO` gives: the bytes queued below the
+/// mark, or `-EAGAIN`. With the socket's settings each wait costs 3 or 4 syscalls (a look
+/// without sleeping, `O_NONBLOCK`, `SO_RCVTIMEO`, the sleep); with its own timeout, one
+/// `poll`. Returns 0.
+///
+/// Errors: `-EINVAL` (`r` NULL, `timeout_ms` < -1), `-ENOTRECOVERABLE` (a call on `r`
+/// panicked).
+///
+/// # Safety
+/// `r` must be NULL or a live receiver not used by another thread meanwhile.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_zcrx_set_timeout(
+    r: *mut lowcopy_zcrx,
+    timeout_ms: c_int,
+) -> c_int {
+    let run = |r: &mut CReceiver| {
+        if timeout_ms < -1 {
+            return -EINVAL;
+        }
+        r.set_timeout((timeout_ms >= 0).then(|| Duration::from_millis(timeout_ms as u64)));
+        0
+    };
+    // SAFETY: `r` is NULL or a live, unaliased receiver per the caller's contract.
+    unsafe { with_handle(r, run) }
+}
+crate::versions::default_version!("lowcopy_zcrx_set_timeout", "LOWCOPY_0.2");
+
+/// `on` = 0: each zero-copy call no longer reads `SO_PEEK_OFF` to keep a peeker's offset
+/// right (one syscall per chunk saved); 1 (the default): it does. Turn it off only when no
+/// peeker uses `SO_PEEK_OFF` on this socket while the receiver lives, or the peek cursor will
+/// point past the bytes it meant after mapped chunks. Returns 0.
+///
+/// Errors: `-EINVAL` (`r` NULL, `on` not 0 or 1), `-ENOTRECOVERABLE` (a call on `r`
+/// panicked).
+///
+/// # Safety
+/// `r` must be NULL or a live receiver not used by another thread meanwhile.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_zcrx_set_peek_off_tracking(
+    r: *mut lowcopy_zcrx,
+    on: c_int,
+) -> c_int {
+    let run = |r: &mut CReceiver| match on {
+        0 | 1 => {
+            r.set_peek_off_tracking(on == 1);
+            0
+        }
+        _ => -EINVAL,
+    };
+    // SAFETY: `r` is NULL or a live, unaliased receiver per the caller's contract.
+    unsafe { with_handle(r, run) }
+}
+crate::versions::default_version!("lowcopy_zcrx_set_peek_off_tracking", "LOWCOPY_0.2");
+
 /// The receiver's window in bytes: the size given to `lowcopy_zcrx_new` rounded up to whole
 /// pages, the most one mapped chunk can hold; 0 for NULL and for a receiver on which a call
 /// panicked.
