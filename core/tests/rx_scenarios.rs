@@ -391,7 +391,10 @@ impl Run {
             }
             "zcrx_peek_off_tracking" => {
                 let on = step["on"].as_bool().unwrap();
-                self.zcrx.as_mut().expect("no receiver").set_peek_off_tracking(on);
+                self.zcrx
+                    .as_mut()
+                    .expect("no receiver")
+                    .set_peek_off_tracking(on);
             }
             "zcrx_recv" => {
                 let flags = if step.get("dontwait").and_then(Value::as_bool) == Some(true) {
