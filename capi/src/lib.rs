@@ -147,6 +147,37 @@ macro_rules! handle {
 }
 pub(crate) use handle;
 
+/// The common shape of `*_new`: `-EINVAL` for NULL `out`, the caller's fd borrowed, the core
+/// object made by `make` and written to `*out` as a new handle (nothing written on failure).
+///
+/// # Safety
+/// `out` must be NULL or writable for one pointer.
+pub(crate) unsafe fn new_handle<H: Handle>(
+    fd: c_int,
+    out: *mut *mut H,
+    wrap: fn(Guarded<H::Inner>) -> H,
+    make: impl FnOnce(BorrowedFd<'static>) -> io::Result<H::Inner>,
+) -> c_int {
+    guard(-ENOTRECOVERABLE, || {
+        if out.is_null() {
+            return -EINVAL;
+        }
+        let fd = match borrow(fd) {
+            Ok(fd) => fd,
+            Err(e) => return e,
+        };
+        match make(fd) {
+            Ok(inner) => {
+                let h = Box::into_raw(Box::new(wrap(Guarded::new(inner))));
+                // SAFETY: non-null and writable per the caller's contract.
+                unsafe { out.write(h) };
+                0
+            }
+            Err(e) => neg(e),
+        }
+    })
+}
+
 /// The common shape of an export on a handle: `-EINVAL` for NULL, `-ENOTRECOVERABLE` for a
 /// handle on which a call panicked before, and the panic guard, which marks the handle.
 ///
