@@ -42,8 +42,8 @@ pub const LOWCOPY_VERSION_MINOR: u32 = 2;
 /// Patch version.
 pub const LOWCOPY_VERSION_PATCH: u32 = 0;
 
-/// Smallest `size` a call that fills a caller's struct accepts: the first field of every such
-/// struct (8 bytes). Smaller: `-EINVAL`.
+/// Smallest `size` a call that fills a caller's struct accepts (8 bytes: no such struct is
+/// shorter, and its first 8 bytes are whole fields). Smaller: `-EINVAL`.
 pub const LOWCOPY_STRUCT_SIZE_MIN: usize = 8;
 /// Largest `size` such a call accepts (a page, as the kernel's extensible structs); larger:
 /// `-EINVAL`.
