@@ -42,8 +42,20 @@ use crate::wait::Waiter;
 /// advertised, so there prefer setting it after `accept`. AF_UNIX and UDP store the value,
 /// but their poll ignores it.
 ///
-/// Errors: `EBADF`, `ENOTSOCK`, and other `setsockopt`/`getsockopt` errors.
-pub fn set_rcvlowat(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<usize> {
+/// ```
+/// use std::net::{TcpListener, TcpStream};
+///
+/// let listener = TcpListener::bind("127.0.0.1:0")?;
+/// let _client = TcpStream::connect(listener.local_addr()?)?;
+/// let (sock, _) = listener.accept()?;
+/// assert_eq!(lowcopy::set_rcvlowat(&sock, 64 * 1024)?, 64 * 1024);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+///
+/// # Errors
+/// `EBADF`, `ENOTSOCK`, and other `setsockopt`/`getsockopt` errors.
+pub fn set_rcvlowat(fd: impl AsFd, bytes: usize) -> io::Result<usize> {
+    let fd = fd.as_fd();
     let v = bytes.min(i32::MAX as usize) as c_int;
     sys::setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, v)?;
     let kept = sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT)?;
@@ -78,9 +90,14 @@ pub struct RecvStats {
 /// whatever else is queued up to `buf.len()`; returns the bytes received.
 ///
 /// Equivalent to [`recv_atleast_with_stats`] without the counters: results, units (bytes;
-/// `timeout` as a [`Duration`]) and errors as documented there.
+/// `timeout` as a [`Duration`]) as documented there. For a socket read call after call, a
+/// [`Receiver`] learns the socket once and saves the syscalls that find out its type and
+/// mark each time.
+///
+/// # Errors
+/// As [`recv_atleast_with_stats`].
 pub fn recv_atleast(
-    fd: BorrowedFd<'_>,
+    fd: impl AsFd,
     buf: &mut [u8],
     min: usize,
     timeout: Option<Duration>,
@@ -130,11 +147,12 @@ pub fn recv_atleast(
 /// it, at once when nothing was received; one that arrives after some bytes is left for
 /// the next call, and ends this one early only when the connection is reset or hung up.
 ///
-/// Errors: `EINVAL` (`buf` empty or longer than `isize::MAX`), `EBADF`, `ENOTSOCK`,
-/// `EOPNOTSUPP` (not a stream, datagram or seqpacket socket), `ETIMEDOUT`, `EMSGSIZE`,
-/// `EINTR` (a signal before any byte), and the socket's own errors (`ECONNRESET`, ...).
+/// # Errors
+/// `EINVAL` (`buf` empty or longer than `isize::MAX`), `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not
+/// a stream, datagram or seqpacket socket), `ETIMEDOUT`, `EMSGSIZE`, `EINTR` (a signal before
+/// any byte), and the socket's own errors (`ECONNRESET`, ...).
 pub fn recv_atleast_with_stats(
-    fd: BorrowedFd<'_>,
+    fd: impl AsFd,
     buf: &mut [u8],
     min: usize,
     timeout: Option<Duration>,
@@ -145,19 +163,22 @@ pub fn recv_atleast_with_stats(
 }
 
 /// [`recv_atleast_with_stats`] into raw memory (the C ABI path: the caller's buffer may be
-/// uninitialised, so no `&mut [u8]` is formed over it); results and errors as there, plus
-/// `EINVAL` for a null `buf`.
+/// uninitialised, so no `&mut [u8]` is formed over it); results as there.
+///
+/// # Errors
+/// As [`recv_atleast_with_stats`], plus `EINVAL` for a null `buf`.
 ///
 /// # Safety
 /// `buf` must be valid for writes of `len` bytes for the duration of the call.
 pub unsafe fn recv_atleast_raw(
-    fd: BorrowedFd<'_>,
+    fd: impl AsFd,
     buf: *mut u8,
     len: usize,
     min: usize,
     timeout: Option<Duration>,
     stats: &mut RecvStats,
 ) -> io::Result<usize> {
+    let fd = fd.as_fd();
     stats.calls += 1;
     let kind = classify(fd, stats)?;
     let mut mark = match kind {

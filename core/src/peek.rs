@@ -822,8 +822,10 @@ impl<F: AsFd> Peeker<F> {
     /// bytes without copying them (offset mechanism; the discard one copies them at the next
     /// peek). Makes no syscall unless the low-water mark is armed.
     ///
-    /// Errors: `EOVERFLOW` if the mechanism cannot represent the offset (`i32::MAX` for
-    /// `SO_PEEK_OFF`, [`discard_max`]`(1)` for discard); the cursor is then unchanged.
+    /// # Errors
+    /// `EOVERFLOW` if the mechanism cannot represent the offset (`i32::MAX` for `SO_PEEK_OFF`,
+    /// [`discard_max`]`(1)` for discard); with the low-water mark armed, its `setsockopt`
+    /// errors. The cursor is then unchanged.
     pub fn seek(&mut self, offset: usize) -> io::Result<()> {
         let max = match self.mech {
             Mechanism::Offset => OFFSET_MAX,
@@ -839,8 +841,13 @@ impl<F: AsFd> Peeker<F> {
 
     /// Drops up to `n` acknowledged bytes from the head of the receive queue and moves the
     /// cursor back by the bytes dropped (never below 0). Never blocks. Returns bytes dropped:
-    /// fewer than `n` when fewer are queued, `Ok(0)` for `n == 0` or at end of stream.
-    /// `EAGAIN` when nothing is queued.
+    /// fewer than `n` when fewer are queued, `Ok(0)` for `n == 0` or at end of stream. TCP
+    /// and MPTCP drop them without copying (`MSG_TRUNC`); AF_UNIX reads them into a scratch
+    /// buffer ([`PeekStats::bytes_skipped_copied`]).
+    ///
+    /// # Errors
+    /// `EAGAIN` when nothing is queued; `recv` errors (`ECONNRESET`, ...); with the low-water
+    /// mark armed, its `setsockopt` errors (the bytes were dropped and the cursor moved).
     pub fn consume(&mut self, n: usize) -> io::Result<usize> {
         let d = consume_raw(
             self.fd.as_fd(),
@@ -865,7 +872,9 @@ impl<F: AsFd> Peeker<F> {
     /// `n` (never below 0), as [`Peeker::consume`] would move it, with no syscall: both of
     /// those paths lower the kernel's `SO_PEEK_OFF` by what they take (the receiver corrects
     /// the kernel, which forgets to for mapped bytes), so cursor and kernel stay together.
-    /// Errors: only with the low-water mark armed, its `setsockopt` errors.
+    ///
+    /// # Errors
+    /// Only with the low-water mark armed: its `setsockopt` errors (the cursor moved).
     pub fn note_consumed(&mut self, n: usize) -> io::Result<()> {
         self.cursor = self.cursor.saturating_sub(n);
         if let KernelOff::At(k) = self.kernel_off {
@@ -885,8 +894,9 @@ impl<F: AsFd> Peeker<F> {
     /// poll quiet. Setting it also grows an unlocked receive buffer to about twice the mark.
     /// Disarming restores the value found when arming.
     ///
-    /// Errors: `EOPNOTSUPP` on AF_UNIX (its poll ignores `SO_RCVLOWAT`, net/unix/af_unix.c),
-    /// and `setsockopt` errors.
+    /// # Errors
+    /// `EOPNOTSUPP` on AF_UNIX (its poll ignores `SO_RCVLOWAT`, net/unix/af_unix.c), and
+    /// `getsockopt`/`setsockopt` errors.
     pub fn set_lowat_armed(&mut self, on: bool) -> io::Result<()> {
         match (on, self.lowat) {
             (true, None) => {

@@ -38,7 +38,17 @@ pub struct Caps {
 
 /// Probes the running kernel. Creates and closes a few sockets (and a loopback TCP
 /// connection for `TCP_ZEROCOPY_RECEIVE`) and one io_uring instance; takes well under a
-/// millisecond. Errors only when no socket at all can be created (`EMFILE`, ...).
+/// millisecond. A capability that cannot be tried (its socket cannot be made, io_uring is
+/// disabled) reads as absent.
+///
+/// ```
+/// let caps = lowcopy::probe()?;
+/// println!("SO_PEEK_OFF on TCP/IPv4: {}", caps.peek_off_tcp4);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+///
+/// # Errors
+/// Only when no socket at all can be created: `EMFILE`, `ENFILE`, `ENOMEM`.
 pub fn probe() -> io::Result<Caps> {
     let tcp4 = sys::socket(libc::AF_INET, libc::SOCK_STREAM, 0)?;
     let (uring_send_zc, uring_sendmsg_zc) = probe_uring();

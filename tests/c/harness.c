@@ -1362,3 +1362,13 @@ int run_table(const struct runner *spec, int argc, char **argv)
     printf("%s: %d passed, %d failed\n", spec->prog, n.passed, n.failed);
     return n.failed == 0 && n.runs >= MIN_RUNS ? 0 : 1;
 }
+
+int elapsed_bounds(struct run *r, const cJSON *step, uint64_t took_ns)
+{
+    uint64_t ms;
+    if (json_u64(get(step, "min_ms"), &ms) && took_ns < ms * 1000000u)
+        return fail(r, "returned after %.1f ms, want >= %" PRIu64 " ms", took_ns / 1e6, ms);
+    if (json_u64(get(step, "max_ms"), &ms) && took_ns > ms * 1000000u)
+        return fail(r, "returned after %.1f ms, want <= %" PRIu64 " ms", took_ns / 1e6, ms);
+    return 0;
+}

@@ -139,6 +139,8 @@ uint64_t thread_cpu_ns(void);
 /* "cpu_max_ms" (ignored unless a u64): `cpu_ns`, the CPU time of the call, must not exceed it
  * (the Rust runners' cpu_bound). */
 int cpu_bound(struct run *r, const cJSON *step, uint64_t cpu_ns);
+/* min_ms / max_ms: the call's elapsed time (the Rust runners' elapsed_bounds). */
+int elapsed_bounds(struct run *r, const cJSON *step, uint64_t took_ns);
 /* common::wait_pollerr: until poll reports POLLERR on `fd` (an error-queue entry or a socket
  * error), 3 s at most. */
 int wait_pollerr(struct run *r, int fd);

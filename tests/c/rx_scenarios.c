@@ -326,17 +326,6 @@ static int expect_data(struct run *r, const cJSON *step, ssize_t ret, const unsi
     return 0;
 }
 
-/* Run::elapsed_bounds: "min_ms" / "max_ms" (ignored unless u64, as `as_u64`). */
-static int elapsed_bounds(struct run *r, const cJSON *step, uint64_t took_ns)
-{
-    uint64_t ms;
-    if (json_u64(get(step, "min_ms"), &ms) && took_ns < ms * 1000000u)
-        return fail(r, "returned after %.1f ms, want >= %" PRIu64 " ms", took_ns / 1e6, ms);
-    if (json_u64(get(step, "max_ms"), &ms) && took_ns > ms * 1000000u)
-        return fail(r, "returned after %.1f ms, want <= %" PRIu64 " ms", took_ns / 1e6, ms);
-    return 0;
-}
-
 /* ---- ops: the mark --------------------------------------------------------------------- */
 
 static int op_set_rcvlowat(struct run *r, const cJSON *step)
