@@ -151,6 +151,17 @@ export declare class ZeroCopyReceiver {
    * before it).
    */
   recv(options?: PeekOptions): ZcrxChunk
+  /**
+   * Gives the receiver its own wait limit in place of the socket's `O_NONBLOCK` and
+   * `SO_RCVTIMEO` (as the core's `set_timeout`): milliseconds, `-1`/`null` for no limit,
+   * 0 never to wait. A wait then costs one `poll`.
+   */
+  setTimeout(timeoutMs: number | null): void
+  /**
+   * Whether each zero-copy call keeps a peeker's `SO_PEEK_OFF` right (on by default): off
+   * saves a `getsockopt` per chunk when no `Peeker` shares the socket.
+   */
+  setPeekOffTracking(on: boolean): void
   /** The counters so far. */
   stats(): ZcrxStats
   /** Unmaps the window and closes the duplicate. Calling it again does nothing. */

@@ -114,6 +114,32 @@ impl ZeroCopyReceiver {
         })
     }
 
+    /// Gives the receiver its own wait limit in place of the socket's `O_NONBLOCK` and
+    /// `SO_RCVTIMEO` (as the core's `set_timeout`): milliseconds, `-1`/`null` for no limit,
+    /// 0 never to wait. A wait then costs one `poll`.
+    #[napi(catch_unwind, ts_args_type = "timeoutMs: number | null")]
+    pub fn set_timeout(&self, env: Env, timeout_ms: Unknown) -> Result<()> {
+        let t = args::timeout_ms(&env, Some(&timeout_ms))?;
+        let mut g = self.inner.borrow_mut();
+        let core = g
+            .as_mut()
+            .ok_or_else(|| sys_error(&env, libc::EBADF, "setTimeout"))?;
+        core.set_timeout(t);
+        Ok(())
+    }
+
+    /// Whether each zero-copy call keeps a peeker's `SO_PEEK_OFF` right (on by default): off
+    /// saves a `getsockopt` per chunk when no `Peeker` shares the socket.
+    #[napi(catch_unwind)]
+    pub fn set_peek_off_tracking(&self, env: Env, on: bool) -> Result<()> {
+        let mut g = self.inner.borrow_mut();
+        let core = g
+            .as_mut()
+            .ok_or_else(|| sys_error(&env, libc::EBADF, "setPeekOffTracking"))?;
+        core.set_peek_off_tracking(on);
+        Ok(())
+    }
+
     /// The counters so far.
     #[napi(catch_unwind)]
     pub fn stats(&self, env: Env) -> Result<ZcrxStats> {

@@ -224,6 +224,10 @@ function runOne(sc, transport) {
           expectData(step, r[1] ? r : [data.length, null], data, ctx)
           return void bounds(step, ms, cpu, ctx)
         }
+        case 'zcrx_set_timeout':
+          return void zcrx.setTimeout(step.ms)
+        case 'zcrx_peek_off_tracking':
+          return void zcrx.setPeekOffTracking(step.on)
         case 'zcrx_drain':
           return void zcrxDrain(step, ctx)
         case 'zcrx_stat': {
