@@ -1,0 +1,5 @@
+//! ZeroCopySender (after the core reshape).
+use pyo3::prelude::*;
+pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+    Ok(())
+}
