@@ -129,7 +129,40 @@ fn recv_atleast_into(
     })
 }
 
+/// `recv_atleast_into`, also returning the call's counters: `(bytes written, RecvStats)`
+/// (wakeups, early wakeups, `SO_RCVLOWAT` changes, syscalls). Results and errors as
+/// `recv_atleast`.
+#[pyfunction]
+#[pyo3(signature = (sock, buffer, min, timeout = None, nbytes = 0))]
+fn recv_atleast_stats(
+    py: Python<'_>,
+    sock: &Bound<'_, PyAny>,
+    buffer: &Bound<'_, PyAny>,
+    min: &Bound<'_, PyAny>,
+    timeout: Option<f64>,
+    nbytes: i64,
+) -> PyResult<(usize, RecvStats)> {
+    guard(|| {
+        let min = count(min, "min")?;
+        let deadline = deadline_of(timeout_of(timeout)?);
+        let fd = dup_of(sock)?;
+        let b = WriteBuf::get(buffer, nbytes)?;
+        let (ptr, len): (SendPtr, usize) = (b.ptr, b.len);
+        let mut stats = lowcopy::RecvStats::default();
+        let r = blocking(py, || {
+            // SAFETY: the export keeps `len` writable bytes at `ptr` alive and un-resizable
+            // until it is released below.
+            unsafe {
+                lowcopy::lowat::recv_atleast_raw(fd.as_fd(), ptr.get(), len, min, time(deadline, timeout), &mut stats)
+            }
+        });
+        b.release(py);
+        Ok((r?, stats.into()))
+    })
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(recv_atleast_stats, m)?)?;
     m.add_class::<RecvStats>()?;
     m.add_function(wrap_pyfunction!(set_rcvlowat, m)?)?;
     m.add_function(wrap_pyfunction!(recv_atleast, m)?)?;

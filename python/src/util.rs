@@ -420,3 +420,72 @@ macro_rules! record {
     };
 }
 pub(crate) use record;
+
+/// The state of a native object: `None` once closed. Calls lock it without waiting: a
+/// second thread calling while the first is inside (a blocking call with the GIL released)
+/// gets `RuntimeError` rather than a wait of unknown length; the core objects are not for
+/// concurrent use.
+pub struct Handle<T> {
+    inner: std::sync::Mutex<Option<T>>,
+    name: &'static str,
+}
+
+impl<T> Handle<T> {
+    pub fn new(name: &'static str, v: T) -> Self {
+        Handle {
+            inner: std::sync::Mutex::new(Some(v)),
+            name,
+        }
+    }
+
+    fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, Option<T>>> {
+        match self.inner.try_lock() {
+            Ok(g) => Ok(g),
+            // A panic inside a call was turned into SystemError; the object's memory is
+            // intact (the core keeps its invariants per syscall), so it stays usable.
+            Err(std::sync::TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => Err(pyo3::exceptions::PyRuntimeError::new_err(
+                format!("{} is in use by another thread", self.name),
+            )),
+        }
+    }
+
+    /// Runs `f` on the open object; `ValueError` after `close()`.
+    pub fn with<R>(&self, f: impl FnOnce(&mut T) -> PyResult<R>) -> PyResult<R> {
+        let mut g = self.lock()?;
+        match g.as_mut() {
+            Some(v) => f(v),
+            None => Err(PyValueError::new_err(format!(
+                "I/O operation on closed {}",
+                self.name
+            ))),
+        }
+    }
+
+    /// Takes the object out (closing the handle); `None` if already closed.
+    pub fn take(&self) -> PyResult<Option<T>> {
+        Ok(self.lock()?.take())
+    }
+
+    /// Takes the object out whatever happens (for `Drop`: no other reference exists).
+    pub fn take_now(&mut self) -> Option<T> {
+        match self.inner.get_mut() {
+            Ok(v) => v.take(),
+            Err(p) => p.into_inner().take(),
+        }
+    }
+
+    pub fn is_closed(&self) -> bool {
+        match self.inner.try_lock() {
+            Ok(g) => g.is_none(),
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().is_none(),
+            Err(std::sync::TryLockError::WouldBlock) => false,
+        }
+    }
+}
+
+/// Call flags from Python's int (`socket.MSG_DONTWAIT`, `MSG_MORE` for sends): other bits
+/// are `EINVAL`, as in C.
+pub fn flags_of(raw: i32) -> PyResult<lowcopy::Flags> {
+    lowcopy::Flags::from_raw(raw).py()
+}
