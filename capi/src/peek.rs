@@ -3,7 +3,9 @@
 use std::io::IoSliceMut;
 
 use libc::{c_int, c_void, iovec, size_t, ssize_t, EINVAL, EIO};
-use lowcopy::{PeekMode, Peeker};
+use std::os::fd::BorrowedFd;
+
+use lowcopy::{Flags, PeekMode, Peeker};
 
 use crate::{borrow, guard, iov_slice, neg, ret_size, ret_unit, with_handle};
 
@@ -22,7 +24,7 @@ pub const LOWCOPY_PEEK_DISCARD: u32 = 2;
 /// A peek cursor over one stream socket (opaque). Created by `lowcopy_peeker_new`, released
 /// by `lowcopy_peeker_free`.
 pub struct lowcopy_peeker {
-    inner: Peeker<'static>,
+    inner: Peeker<BorrowedFd<'static>>,
 }
 
 /// Counters of a `lowcopy_peeker`. Byte counts are in bytes.
@@ -131,7 +133,7 @@ pub unsafe extern "C" fn lowcopy_peekv_at(
         let bufs = unsafe {
             std::slice::from_raw_parts_mut(iov.as_ptr() as *mut IoSliceMut<'_>, iov.len())
         };
-        ret_size(lowcopy::peek_at(fd, offset, bufs, flags))
+        ret_size(Flags::from_raw(flags).and_then(|f| lowcopy::peek_at(fd, offset, bufs, f)))
     })
 }
 
@@ -149,7 +151,7 @@ pub extern "C" fn lowcopy_consume(fd: c_int, n: size_t, flags: c_int) -> ssize_t
             Ok(fd) => fd,
             Err(e) => return e as ssize_t,
         };
-        ret_size(lowcopy::consume(fd, n, flags))
+        ret_size(Flags::from_raw(flags).and_then(|f| lowcopy::consume(fd, n, f)))
     })
 }
 
@@ -253,8 +255,12 @@ pub unsafe extern "C" fn lowcopy_peeker_peekv(
             Ok(v) => v,
             Err(e) => return e as ssize_t,
         };
+        let flags = match Flags::from_raw(flags) {
+            Ok(f) => f,
+            Err(e) => return neg(e) as ssize_t,
+        };
         // SAFETY: the iovecs describe writable memory per the caller's contract.
-        ret_size(unsafe { p.inner.peek_iov(iov, flags) })
+        ret_size(unsafe { p.inner.peek_raw(iov, flags) })
     };
     // SAFETY: `p` is NULL or a live, unaliased peeker per the caller's contract.
     unsafe { with_handle(p, run) }
@@ -322,8 +328,8 @@ pub unsafe extern "C" fn lowcopy_peeker_offset(p: *const lowcopy_peeker) -> size
 /// `p` must be NULL or a live peeker.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_peeker_mode(p: *const lowcopy_peeker) -> u32 {
-    // SAFETY: NULL or a live peeker per the caller's contract.
     guard(0, || {
+        // SAFETY: NULL or a live peeker per the caller's contract.
         unsafe { p.as_ref() }.map_or(0, |p| p.inner.mode() as u32)
     })
 }

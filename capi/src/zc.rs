@@ -410,8 +410,8 @@ pub unsafe extern "C" fn lowcopy_zc_wait(z: *mut lowcopy_zc, timeout_ms: c_int) 
 /// `z` must be NULL or a live sender.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_zc_inflight(z: *const lowcopy_zc) -> size_t {
-    // SAFETY: NULL or a live sender per the caller's contract.
     guard(0, || {
+        // SAFETY: NULL or a live sender per the caller's contract.
         unsafe { z.as_ref() }.map_or(0, |z| z.inner.inflight())
     })
 }
@@ -426,8 +426,8 @@ pub unsafe extern "C" fn lowcopy_zc_inflight(z: *const lowcopy_zc) -> size_t {
 /// `z` must be NULL or a live sender.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_zc_pollfd(z: *const lowcopy_zc) -> c_int {
-    // SAFETY: NULL or a live sender per the caller's contract.
     guard(-EIO, || {
+        // SAFETY: NULL or a live sender per the caller's contract.
         unsafe { z.as_ref() }.map_or(-EINVAL, |z| z.inner.pollfd())
     })
 }
@@ -439,8 +439,8 @@ pub unsafe extern "C" fn lowcopy_zc_pollfd(z: *const lowcopy_zc) -> c_int {
 /// `z` must be NULL or a live sender.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_zc_backend(z: *const lowcopy_zc) -> u32 {
-    // SAFETY: NULL or a live sender per the caller's contract.
     guard(0, || {
+        // SAFETY: NULL or a live sender per the caller's contract.
         unsafe { z.as_ref() }.map_or(0, |z| z.inner.backend() as u32)
     })
 }

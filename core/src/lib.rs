@@ -16,13 +16,18 @@
 //! [`std::io::Error`]s that keep the kernel's errno (`raw_os_error()`), so the C, Python and
 //! Node bindings report the same `-errno`.
 
+#![deny(missing_docs, missing_debug_implementations)]
+
+mod flags;
 pub mod lowat;
 pub mod peek;
 pub mod probe;
 mod sys;
+mod wait;
 pub mod zc;
 pub mod zcrx;
 
+pub use flags::Flags;
 pub use lowat::{recv_atleast, recv_atleast_with_stats, set_rcvlowat, RecvStats};
 pub use peek::{consume, peek_at, peek_supported, PeekMode, PeekStats, Peeker};
 pub use probe::{probe, Caps};

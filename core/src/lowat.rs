@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use libc::c_int;
 
 use crate::sys::{self, errno};
+use crate::wait::Waiter;
 
 /// Sets `SO_RCVLOWAT` to `bytes` and returns the value the kernel keeps, in bytes.
 ///
@@ -156,6 +157,7 @@ pub unsafe fn recv_atleast_raw(
         got: 0,
         deadline: timeout.and_then(|t| Instant::now().checked_add(t)),
         no_wait: timeout == Some(Duration::ZERO),
+        waiter: Waiter::default(),
         stats,
     };
     let r = match rx.classify()? {
@@ -208,6 +210,7 @@ struct Rx<'a, 'fd> {
     got: usize,
     deadline: Option<Instant>,
     no_wait: bool,
+    waiter: Waiter,
     stats: &'a mut RecvStats,
 }
 
@@ -249,10 +252,15 @@ impl Rx<'_, '_> {
         }
     }
 
+    /// Sleeps until the socket is readable (the mark met), shut down, or in error, or the
+    /// time runs out. A non-empty error queue alone does not end the sleep (crate::wait).
     fn wait(&mut self) -> io::Result<Woken> {
-        self.stats.syscalls += 1;
         let events = libc::POLLIN | libc::POLLRDHUP;
-        match sys::poll_one(self.fd, events, self.poll_ms())? {
+        let ms = self.poll_ms();
+        match self
+            .waiter
+            .wait(self.fd, events, ms, &mut self.stats.syscalls)?
+        {
             0 => {
                 self.stats.timeouts += 1;
                 Ok(Woken::TimedOut)
@@ -326,9 +334,11 @@ impl Rx<'_, '_> {
                 }
                 Err(e) => return self.done(e),
             };
-            if self.got > 0 && ev & libc::POLLERR != 0 {
-                // Reading now would consume the error; leave it for the next call.
+            if self.got > 0 && hung_up_in_error(ev) {
                 return Ok(self.got);
+            }
+            if self.got > 0 && ev == libc::POLLERR {
+                continue;
             }
             match self.read_some(usize::MAX) {
                 Ok(0) => return Ok(self.got), // end of stream
@@ -357,6 +367,12 @@ impl Rx<'_, '_> {
                 }
                 Err(e) => return self.done(e),
             };
+            if self.got > 0 && hung_up_in_error(ev) {
+                return Ok(self.got);
+            }
+            if self.got > 0 && ev == libc::POLLERR {
+                continue;
+            }
             if let Some(n) = self.drain(ev)? {
                 return Ok(n);
             }
@@ -396,4 +412,14 @@ impl Rx<'_, '_> {
             }
         }
     }
+}
+
+/// With bytes already received, whether the wakeup `ev` ends the call, leaving the
+/// socket's error for the next call (a read now would consume it and return nothing):
+/// a reset or hang-up. `POLLERR` alone does not end it: it is an error-queue entry
+/// (`MSG_ZEROCOPY` notifications, `IP_RECVERR` reports, timestamps) or a soft error on a
+/// connection that lives on; the call waits on for its bytes, and a pending error is
+/// still there for the next call.
+fn hung_up_in_error(ev: i16) -> bool {
+    ev & libc::POLLERR != 0 && ev & libc::POLLHUP != 0
 }

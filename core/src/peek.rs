@@ -14,14 +14,17 @@
 //! unacknowledged data stays in the kernel (passt's `tcp_buf.c`): peek at the cursor, seek back
 //! to retransmit, consume what the peer acknowledged.
 
+use std::fmt;
 use std::io::{self, IoSliceMut};
+use std::mem::ManuallyDrop;
 use std::mem::MaybeUninit;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use libc::{c_int, iovec};
 
 use crate::sys::{self, errno, IOV_MAX, SCRATCH_LEN, SO_PEEK_OFF};
+use crate::Flags;
 
 /// Which peek mechanism to use (`LOWCOPY_PEEK_*` in C).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,9 +72,6 @@ pub struct PeekStats {
     /// `SO_RCVLOWAT` changes made by the armed mode.
     pub rcvlowat_updates: u64,
 }
-
-/// Flags a peek accepts: `MSG_DONTWAIT`. `MSG_PEEK` is implied.
-const PEEK_FLAGS: c_int = libc::MSG_DONTWAIT;
 
 /// Largest offset `SO_PEEK_OFF` can hold: the kernel keeps it in an `int` (`sk_peek_off`).
 pub const OFFSET_MAX: usize = i32::MAX as usize;
@@ -140,9 +140,12 @@ fn is_eopnotsupp(e: &io::Error) -> bool {
 /// Whether `SO_PEEK_OFF` works on this stream socket: `Ok(true)`/`Ok(false)`.
 ///
 /// Leaves the socket's current `SO_PEEK_OFF` value unchanged (reads it, writes it back).
-/// Errors: `EBADF` (not an open fd), `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX
-/// stream socket: lowcopy's peek does not apply).
-pub fn peek_supported(fd: BorrowedFd<'_>) -> io::Result<bool> {
+///
+/// # Errors
+/// `EBADF` (not an open fd), `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream
+/// socket: lowcopy's peek does not apply).
+pub fn peek_supported(fd: impl AsFd) -> io::Result<bool> {
+    let fd = fd.as_fd();
     let info = classify(fd)?;
     let cur = match sys::getsockopt_int(fd, libc::SOL_SOCKET, SO_PEEK_OFF) {
         Ok(v) => v,
@@ -162,25 +165,41 @@ pub fn peek_supported(fd: BorrowedFd<'_>) -> io::Result<bool> {
 /// Stateless peek of the bytes `offset` bytes after the head of the receive queue.
 ///
 /// Returns bytes copied (> 0); `Ok(0)` when the peer closed and nothing lies beyond `offset`;
-/// `EAGAIN` when nothing lies beyond `offset` yet and `MSG_DONTWAIT` was given or the fd is
-/// non-blocking. Blocking calls wait for a byte beyond `offset`.
+/// `EAGAIN` when nothing lies beyond `offset` yet and [`Flags::DONTWAIT`] was given or the fd
+/// is non-blocking. Blocking calls wait for a byte beyond `offset`.
 ///
 /// Precondition: `SO_PEEK_OFF` is disabled (-1, the default) on the socket, so no live
 /// [`Peeker`] may use it; this call leaves it disabled. Cost: 2-3 `getsockopt` to classify
 /// the socket, one `recvmsg`, and with `offset > 0` on a socket with `SO_PEEK_OFF` two
 /// `setsockopt`. Use a [`Peeker`] on the data path.
 ///
-/// Errors: `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP/MPTCP/AF_UNIX stream socket),
-/// `EINVAL` (flags other than `MSG_DONTWAIT`, or no room in `bufs`), `EOVERFLOW` (offset
-/// beyond what the mechanism can represent: `i32::MAX` for `SO_PEEK_OFF`, [`discard_max`] for
-/// the discard prefix), `EMSGSIZE` (more than `IOV_MAX` iovecs), and any `recvmsg` error
-/// (`ECONNRESET`, ...).
+/// ```
+/// use std::io::{IoSliceMut, Write};
+/// use std::net::{TcpListener, TcpStream};
+///
+/// let listener = TcpListener::bind("127.0.0.1:0")?;
+/// let mut client = TcpStream::connect(listener.local_addr()?)?;
+/// let (server, _) = listener.accept()?;
+/// client.write_all(b"header:body")?;
+///
+/// let mut buf = [0u8; 4];
+/// let n = lowcopy::peek_at(&server, 7, &mut [IoSliceMut::new(&mut buf)], lowcopy::Flags::NONE)?;
+/// assert_eq!(&buf[..n], b"body"); // the 11 bytes are all still queued
+/// # Ok::<(), std::io::Error>(())
+/// ```
+///
+/// # Errors
+/// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP/MPTCP/AF_UNIX stream socket), `EINVAL`
+/// ([`Flags::MORE`], or no room in `bufs`), `EOVERFLOW` (offset beyond what the mechanism can
+/// represent: `i32::MAX` for `SO_PEEK_OFF`, [`discard_max`] for the discard prefix),
+/// `EMSGSIZE` (more than `IOV_MAX` iovecs), and any `recvmsg` error (`ECONNRESET`, ...).
 pub fn peek_at(
-    fd: BorrowedFd<'_>,
+    fd: impl AsFd,
     offset: usize,
     bufs: &mut [IoSliceMut<'_>],
-    flags: c_int,
+    flags: Flags,
 ) -> io::Result<usize> {
+    let fd = fd.as_fd();
     let info = classify(fd)?;
     let mode = if offset == 0 {
         // A prefix of nothing: a plain MSG_PEEK, no SO_PEEK_OFF round trip.
@@ -200,16 +219,27 @@ pub fn peek_at(
 ///
 /// TCP and MPTCP use `recv(NULL, n, MSG_TRUNC)`, which copies nothing; AF_UNIX stream has no
 /// such path and reads them into a scratch buffer. The kernel lowers `SO_PEEK_OFF` by the bytes
-/// dropped. Returns `Ok(0)` for `n == 0` or at end of stream; `EAGAIN` when nothing is queued
-/// and the call may not block. `flags`: `MSG_DONTWAIT` only, else `EINVAL`.
-pub fn consume(fd: BorrowedFd<'_>, n: usize, flags: c_int) -> io::Result<usize> {
-    if flags & !PEEK_FLAGS != 0 {
-        return Err(errno(libc::EINVAL));
-    }
+/// dropped. Returns `Ok(0)` for `n == 0` or at end of stream.
+///
+/// # Errors
+/// `EAGAIN` when nothing is queued and the call may not block ([`Flags::DONTWAIT`] or an
+/// `O_NONBLOCK` fd); `EINVAL` for [`Flags::MORE`]; `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a
+/// TCP/MPTCP/AF_UNIX stream socket), and `recv` errors (`ECONNRESET`, `EINTR`, ...).
+pub fn consume(fd: impl AsFd, n: usize, flags: Flags) -> io::Result<usize> {
+    let flags = peek_flags(flags)?;
+    let fd = fd.as_fd();
     let info = classify(fd)?;
     let mut syscalls = 0;
     let mut copied = 0;
     consume_raw(fd, info.transport, n, flags, &mut syscalls, &mut copied)
+}
+
+/// The `recv` flags of a peek or consume: `MSG_DONTWAIT` or nothing.
+fn peek_flags(flags: Flags) -> io::Result<c_int> {
+    if flags.contains(Flags::MORE) {
+        return Err(errno(libc::EINVAL));
+    }
+    Ok(flags.to_raw())
 }
 
 fn consume_raw(
@@ -316,12 +346,39 @@ struct Lowat {
 /// A peek cursor over one stream socket: the way a user-mode network stack keeps
 /// unacknowledged data in the kernel.
 ///
-/// The socket is borrowed: the peeker never closes it. It must stay open until the peeker
-/// is dropped, and other code must not read from it or change `SO_PEEK_OFF` meanwhile
-/// (reads through [`Peeker::consume`] keep the cursor right). Not for concurrent use.
-#[derive(Debug)]
-pub struct Peeker<'fd> {
-    fd: BorrowedFd<'fd>,
+/// The peeker holds the socket as `F`: a [`BorrowedFd`], an [`OwnedFd`](std::os::fd::OwnedFd),
+/// a `&TcpStream`, a `TcpStream`, anything that implements [`AsFd`]. Lowcopy closes it only by
+/// dropping `F` (an owned descriptor is closed after the peeker has restored the socket's
+/// options). Other code must not read from the socket or change `SO_PEEK_OFF` while the
+/// peeker lives (reads through [`Peeker::consume`] keep the cursor right). Not for concurrent
+/// use: methods that change the cursor take `&mut self`.
+///
+/// ```
+/// use std::io::{IoSliceMut, Write};
+/// use std::net::{TcpListener, TcpStream};
+/// use lowcopy::{Flags, PeekMode, Peeker};
+///
+/// let listener = TcpListener::bind("127.0.0.1:0")?;
+/// let mut client = TcpStream::connect(listener.local_addr()?)?;
+/// let (server, _) = listener.accept()?;
+/// client.write_all(b"hello world")?;
+///
+/// let mut p = Peeker::new(&server, PeekMode::Auto)?;
+/// let mut buf = [0u8; 5];
+/// assert_eq!(p.peek(&mut [IoSliceMut::new(&mut buf)], Flags::NONE)?, 5);
+/// assert_eq!(&buf, b"hello");
+/// p.seek(6)?; // skip the space
+/// assert_eq!(p.peek(&mut [IoSliceMut::new(&mut buf)], Flags::DONTWAIT)?, 5);
+/// assert_eq!(&buf, b"world");
+/// // The peer acknowledged "hello ": drop it from the kernel's queue; the cursor follows.
+/// assert_eq!(p.consume(6)?, 6);
+/// assert_eq!(p.offset(), 5);
+/// let e = p.peek(&mut [IoSliceMut::new(&mut buf)], Flags::DONTWAIT).unwrap_err();
+/// assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock); // nothing beyond the cursor yet
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct Peeker<F: AsFd> {
+    fd: F,
     transport: Transport,
     mech: Mechanism,
     cursor: usize,
@@ -335,30 +392,127 @@ pub struct Peeker<'fd> {
     stats: PeekStats,
 }
 
-impl<'fd> Peeker<'fd> {
-    /// Creates a peeker with the cursor at 0 (the head of the receive queue).
+impl<F: AsFd> fmt::Debug for Peeker<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Peeker")
+            .field("fd", &self.fd.as_fd())
+            .field("mode", &self.mode())
+            .field("offset", &self.cursor)
+            .field("lowat_armed", &self.lowat.is_some())
+            .finish()
+    }
+}
+
+impl<F: AsFd> AsFd for Peeker<F> {
+    /// The socket being peeked.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl<F: AsFd> Peeker<F> {
+    /// Creates a peeker over the stream socket `fd` with the cursor at 0 (the head of the
+    /// receive queue).
     ///
     /// `Offset` and `Auto` (when it picks `SO_PEEK_OFF`) set the socket's `SO_PEEK_OFF` to 0;
-    /// `Discard` makes sure it is disabled (-1). Errors: `EBADF`, `ENOTSOCK`, `EOPNOTSUPP`
-    /// (not a TCP, MPTCP or AF_UNIX stream socket; or `Offset` on a socket without
-    /// `SO_PEEK_OFF`), and `setsockopt`/`getsockopt` errors.
-    pub fn new(fd: BorrowedFd<'fd>, mode: PeekMode) -> io::Result<Self> {
-        let info = classify(fd)?;
-        match mode {
-            PeekMode::Offset => Self::open(fd, info, Mechanism::Offset, 0, true),
-            PeekMode::Discard => Self::open(fd, info, Mechanism::Discard, 0, true),
-            PeekMode::Auto => match Self::open(fd, info, Mechanism::resolve_auto(info), 0, true) {
-                Err(e) if is_eopnotsupp(&e) => Self::open(fd, info, Mechanism::Discard, 0, true),
-                r => r.map(|mut p| {
-                    p.auto = true;
-                    p
-                }),
-            },
+    /// `Discard` makes sure it is disabled (-1).
+    ///
+    /// # Errors
+    /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or
+    /// `Offset` on a socket without `SO_PEEK_OFF`), and `setsockopt`/`getsockopt` errors.
+    /// `fd` is dropped on error.
+    pub fn new(fd: F, mode: PeekMode) -> io::Result<Self> {
+        let b = fd.as_fd();
+        let info = classify(b)?;
+        let mut stats = PeekStats::default();
+        let (mech, kernel_off) = match mode {
+            PeekMode::Offset => {
+                let m = Mechanism::Offset;
+                (m, setup(b, info, m, 0, true, &mut stats)?)
+            }
+            PeekMode::Discard => {
+                let m = Mechanism::Discard;
+                (m, setup(b, info, m, 0, true, &mut stats)?)
+            }
+            PeekMode::Auto => {
+                let m = Mechanism::resolve_auto(info);
+                match setup(b, info, m, 0, true, &mut stats) {
+                    Err(e) if is_eopnotsupp(&e) => {
+                        let m = Mechanism::Discard;
+                        (m, setup(b, info, m, 0, true, &mut stats)?)
+                    }
+                    r => (m, r?),
+                }
+            }
+        };
+        // AUTO may peek small cursors with a discard prefix (only when it chose SO_PEEK_OFF).
+        let auto = mode == PeekMode::Auto;
+        Ok(Self::assemble(fd, info, mech, 0, kernel_off, auto, stats))
+    }
+
+    fn assemble(
+        fd: F,
+        info: SockInfo,
+        mech: Mechanism,
+        cursor: usize,
+        kernel_off: KernelOff,
+        auto: bool,
+        stats: PeekStats,
+    ) -> Self {
+        Peeker {
+            fd,
+            transport: info.transport,
+            mech,
+            cursor,
+            kernel_off,
+            auto,
+            lowat: None,
+            stats,
         }
     }
 
-    /// `own_peek_off`: a peeker (true) makes sure a discard peek is not shifted by a live
-    /// `SO_PEEK_OFF`; the stateless calls (false) take that as their precondition.
+    /// The socket, as given to [`Peeker::new`].
+    pub fn get_ref(&self) -> &F {
+        &self.fd
+    }
+
+    /// Restores the socket as dropping the peeker would (`SO_RCVLOWAT` if armed, `SO_PEEK_OFF`
+    /// disabled if this peeker used it) and returns it. Queued bytes stay queued.
+    pub fn into_inner(self) -> F {
+        let mut me = ManuallyDrop::new(self);
+        me.restore();
+        // SAFETY: `me` is never used or dropped again, so `fd` is moved out exactly once.
+        // Every other field is `Copy` (nothing else to drop): see `_fields_are_copy` below.
+        unsafe { std::ptr::read(&me.fd) }
+    }
+}
+
+/// Compile-time proof for [`Peeker::into_inner`]: besides `fd`, every field is `Copy`.
+#[allow(dead_code)]
+fn _fields_are_copy(p: &Peeker<BorrowedFd<'_>>) {
+    fn copy<T: Copy>(_: &T) {}
+    let Peeker {
+        fd: _,
+        transport,
+        mech,
+        cursor,
+        kernel_off,
+        auto,
+        lowat,
+        stats,
+    } = p;
+    copy(transport);
+    copy(mech);
+    copy(cursor);
+    copy(kernel_off);
+    copy(auto);
+    copy(lowat);
+    copy(stats);
+}
+
+impl<'fd> Peeker<BorrowedFd<'fd>> {
+    /// A peeker for one stateless call ([`peek_at`]) with the cursor at `cursor`.
+    /// `own_peek_off` is false: the caller's precondition is that `SO_PEEK_OFF` is disabled.
     fn open(
         fd: BorrowedFd<'fd>,
         info: SockInfo,
@@ -366,45 +520,60 @@ impl<'fd> Peeker<'fd> {
         cursor: usize,
         own_peek_off: bool,
     ) -> io::Result<Self> {
-        let mut p = Peeker {
-            fd,
-            transport: info.transport,
-            mech,
-            cursor,
-            kernel_off: KernelOff::Unknown,
-            auto: false,
-            lowat: None,
-            stats: PeekStats::default(),
-        };
-        match mech {
-            Mechanism::Offset => {
-                if cursor > OFFSET_MAX {
-                    return Err(errno(libc::EOVERFLOW));
-                }
-                let r = p.set_peek_off(cursor as c_int);
-                let cache = &PEEK_OFF_CACHE[info.family];
-                match r {
-                    Ok(()) => cache.store(1, Ordering::Relaxed),
-                    Err(ref e) if is_eopnotsupp(e) => cache.store(2, Ordering::Relaxed),
-                    Err(_) => {}
-                }
-                r?;
-                p.kernel_off = KernelOff::At(cursor);
-            }
-            Mechanism::Discard if own_peek_off => {
-                p.stats.syscalls += 1;
-                match sys::getsockopt_int(fd, libc::SOL_SOCKET, SO_PEEK_OFF) {
-                    Ok(v) if v >= 0 => p.set_peek_off(-1)?,
-                    Ok(_) => {}
-                    Err(e) if is_eopnotsupp(&e) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            Mechanism::Discard => {}
-        }
-        Ok(p)
+        let mut stats = PeekStats::default();
+        let kernel_off = setup(fd, info, mech, cursor, own_peek_off, &mut stats)?;
+        Ok(Self::assemble(
+            fd, info, mech, cursor, kernel_off, false, stats,
+        ))
     }
+}
 
+/// Prepares the socket for `mech` with the cursor at `cursor` and returns what the kernel's
+/// `SO_PEEK_OFF` then holds. On error the socket is as it was (each path makes at most one
+/// change, and makes it last). `own_peek_off`: a peeker (true) makes sure a discard peek is not
+/// shifted by a live `SO_PEEK_OFF`; the stateless calls (false) take that as their
+/// precondition.
+fn setup(
+    fd: BorrowedFd<'_>,
+    info: SockInfo,
+    mech: Mechanism,
+    cursor: usize,
+    own_peek_off: bool,
+    stats: &mut PeekStats,
+) -> io::Result<KernelOff> {
+    match mech {
+        Mechanism::Offset => {
+            if cursor > OFFSET_MAX {
+                return Err(errno(libc::EOVERFLOW));
+            }
+            stats.syscalls += 1;
+            let r = sys::setsockopt_int(fd, libc::SOL_SOCKET, SO_PEEK_OFF, cursor as c_int);
+            let cache = &PEEK_OFF_CACHE[info.family];
+            match r {
+                Ok(()) => cache.store(1, Ordering::Relaxed),
+                Err(ref e) if is_eopnotsupp(e) => cache.store(2, Ordering::Relaxed),
+                Err(_) => {}
+            }
+            r.map(|()| KernelOff::At(cursor))
+        }
+        Mechanism::Discard if own_peek_off => {
+            stats.syscalls += 1;
+            match sys::getsockopt_int(fd, libc::SOL_SOCKET, SO_PEEK_OFF) {
+                Ok(v) if v >= 0 => {
+                    stats.syscalls += 1;
+                    sys::setsockopt_int(fd, libc::SOL_SOCKET, SO_PEEK_OFF, -1)?;
+                    Ok(KernelOff::Disabled)
+                }
+                Ok(_) => Ok(KernelOff::Disabled),
+                Err(e) if is_eopnotsupp(&e) => Ok(KernelOff::Unknown),
+                Err(e) => Err(e),
+            }
+        }
+        Mechanism::Discard => Ok(KernelOff::Unknown),
+    }
+}
+
+impl<F: AsFd> Peeker<F> {
     /// The mechanism in use: [`PeekMode::Offset`] or [`PeekMode::Discard`], never `Auto`.
     pub fn mode(&self) -> PeekMode {
         match self.mech {
@@ -426,34 +595,38 @@ impl<'fd> Peeker<'fd> {
     /// Peeks bytes at the cursor into `bufs`; the cursor advances by the result.
     ///
     /// Returns bytes copied (> 0); `Ok(0)` at end of stream after the cursor (the peer shut
-    /// down; the bytes before the cursor are still queued); `EAGAIN` when nothing lies beyond
-    /// the cursor and `MSG_DONTWAIT` was given or the fd is non-blocking. A blocking peek
-    /// returns as soon as one byte beyond the cursor is there (with the armed low-water mark
-    /// too; a socket's own `SO_RCVLOWAT` above 1 makes the kernel wait for that many bytes
-    /// beyond the cursor, as recv does), or with `EINTR` on a signal and `EAGAIN` when
-    /// `SO_RCVTIMEO` runs out (on a socket without `SO_PEEK_OFF`, MPTCP or a kernel before 6.9, a
-    /// signal in the last 10 ms before the timeout reads as `EAGAIN`, see `JIFFY_MAX`). `flags`: `MSG_DONTWAIT` only.
+    /// down; the bytes before the cursor are still queued). With [`Flags::DONTWAIT`] or an
+    /// `O_NONBLOCK` fd, `EAGAIN` when nothing lies beyond the cursor. A blocking peek returns
+    /// as soon as one byte beyond the cursor is there (with the armed low-water mark too; a
+    /// socket's own `SO_RCVLOWAT` above 1 makes the kernel wait for that many bytes beyond the
+    /// cursor, as recv does), or with `EINTR` on a signal and `EAGAIN` when `SO_RCVTIMEO` runs
+    /// out (on a socket without `SO_PEEK_OFF`, MPTCP or a kernel before 6.9, a signal in the
+    /// last 10 ms before the timeout reads as `EAGAIN`: the kernel keeps the timeout in
+    /// jiffies). A blocking peek can also wait on a receive buffer full of peeked bytes (the
+    /// window is closed, nothing more can arrive): set `SO_RCVTIMEO` or consume first.
     ///
-    /// Errors: `EINVAL` (bad flags, no room in `bufs`), `EMSGSIZE` (more than `IOV_MAX`
-    /// iovecs), `EOVERFLOW` (cursor beyond what the mechanism can represent), and `recvmsg`
-    /// errors such as `ECONNRESET` or `EINTR`.
-    pub fn peek(&mut self, bufs: &mut [IoSliceMut<'_>], flags: c_int) -> io::Result<usize> {
+    /// # Errors
+    /// `EAGAIN` (see above), `EINVAL` ([`Flags::MORE`], no room in `bufs`), `EMSGSIZE` (more
+    /// than [`IOV_MAX`](crate::IOV_MAX) iovecs), `EOVERFLOW` (cursor beyond what the mechanism
+    /// can represent), and `recvmsg` errors such as `ECONNRESET` or `EINTR`.
+    pub fn peek(&mut self, bufs: &mut [IoSliceMut<'_>], flags: Flags) -> io::Result<usize> {
         // SAFETY: IoSliceMut is ABI-compatible with struct iovec (std documents this for
         // Unix), and each one describes memory borrowed mutably for this call.
         let iov = unsafe { std::slice::from_raw_parts(bufs.as_ptr().cast::<iovec>(), bufs.len()) };
         // SAFETY: `iov` describes the caller's writable buffers, borrowed for this call.
-        unsafe { self.peek_iov(iov, flags) }
+        unsafe { self.peek_raw(iov, flags) }
     }
 
-    /// [`Peeker::peek`] over raw iovecs (the C ABI's entry point); results and errors as
-    /// [`Peeker::peek`].
+    /// [`Peeker::peek`] over raw iovecs (the C ABI's entry point: its buffers may be
+    /// uninitialised, so no `&mut [u8]` is formed over them); results as [`Peeker::peek`].
+    ///
+    /// # Errors
+    /// As [`Peeker::peek`].
     ///
     /// # Safety
     /// Every iovec must describe memory valid for writes of its length during the call.
-    pub unsafe fn peek_iov(&mut self, iov: &[iovec], flags: c_int) -> io::Result<usize> {
-        if flags & !PEEK_FLAGS != 0 {
-            return Err(errno(libc::EINVAL));
-        }
+    pub unsafe fn peek_raw(&mut self, iov: &[iovec], flags: Flags) -> io::Result<usize> {
+        let flags = peek_flags(flags)?;
         if iov.len() > IOV_MAX {
             return Err(errno(libc::EMSGSIZE));
         }
@@ -494,7 +667,7 @@ impl<'fd> Peeker<'fd> {
     }
 
     /// # Safety
-    /// As [`Peeker::peek_iov`].
+    /// As [`Peeker::peek_raw`].
     unsafe fn peek_offset(&mut self, iov: &[iovec], flags: c_int) -> io::Result<usize> {
         if self.cursor > OFFSET_MAX {
             return Err(errno(libc::EOVERFLOW));
@@ -510,13 +683,13 @@ impl<'fd> Peeker<'fd> {
         }
         self.stats.syscalls += 1;
         // SAFETY: forwarded caller guarantee on `iov`.
-        let n = unsafe { recv_iov(self.fd, iov, flags | libc::MSG_PEEK) }?;
+        let n = unsafe { recv_iov(self.fd.as_fd(), iov, flags | libc::MSG_PEEK) }?;
         self.kernel_off = KernelOff::At(self.cursor + n);
         Ok(n)
     }
 
     /// # Safety
-    /// As [`Peeker::peek_iov`].
+    /// As [`Peeker::peek_raw`].
     unsafe fn peek_discard(&mut self, user: &[iovec], flags: c_int) -> io::Result<usize> {
         let skip = self.cursor;
         let mut space = [MaybeUninit::<iovec>::uninit(); IOV_MAX];
@@ -528,7 +701,7 @@ impl<'fd> Peeker<'fd> {
         loop {
             self.stats.syscalls += 1;
             // SAFETY: scratch iovecs are always writable; the rest is the caller's guarantee.
-            let n = unsafe { recv_iov(self.fd, iov, flags | libc::MSG_PEEK) }?;
+            let n = unsafe { recv_iov(self.fd.as_fd(), iov, flags | libc::MSG_PEEK) }?;
             if n > skip {
                 self.stats.bytes_skipped_copied += skip as u64;
                 return Ok(n - skip);
@@ -566,7 +739,7 @@ impl<'fd> Peeker<'fd> {
                     self.stats.syscalls += 1;
                     // SAFETY: the iovec covers the shared scratch buffer.
                     let r = unsafe {
-                        sys::recvmsg_iov(self.fd, &[sys::scratch_iov(1)], libc::MSG_PEEK)
+                        sys::recvmsg_iov(self.fd.as_fd(), &[sys::scratch_iov(1)], libc::MSG_PEEK)
                     };
                     self.set_peek_off(-1)?;
                     return r.map(drop);
@@ -585,7 +758,7 @@ impl<'fd> Peeker<'fd> {
         let f = libc::MSG_PEEK | libc::MSG_WAITALL;
         let t0 = std::time::Instant::now();
         // SAFETY: the iovecs all cover the shared scratch buffer.
-        let n = unsafe { sys::recvmsg_iov(self.fd, iov, f) }?;
+        let n = unsafe { sys::recvmsg_iov(self.fd.as_fd(), iov, f) }?;
         self.stats.bytes_skipped_copied += n as u64;
         if n > skip || self.peer_ended()? {
             return Ok(()); // a byte beyond the cursor, or end of stream: peek again
@@ -597,7 +770,7 @@ impl<'fd> Peeker<'fd> {
         // wakeup of the socket's wait queue (ACKs of our own sends), can end up to a jiffy
         // before it. A jiffy is at most 10 ms (HZ >= 100): within that, it is the timeout.
         self.stats.syscalls += 1;
-        let timeo = sys::getsockopt_timeval(self.fd, libc::SO_RCVTIMEO)?;
+        let timeo = sys::getsockopt_timeval(self.fd.as_fd(), libc::SO_RCVTIMEO)?;
         match timeo {
             Some(t) if t0.elapsed() + JIFFY_MAX >= t => Err(errno(libc::EAGAIN)),
             _ => Err(errno(libc::EINTR)),
@@ -610,7 +783,7 @@ impl<'fd> Peeker<'fd> {
     /// POLLERR alone is also a non-empty error queue (MSG_ZEROCOPY notifications): no end.
     fn peer_ended(&mut self) -> io::Result<bool> {
         self.stats.syscalls += 1;
-        let ev = sys::poll_one(self.fd, libc::POLLRDHUP, 0)?;
+        let ev = sys::poll_one(self.fd.as_fd(), libc::POLLRDHUP, 0)?;
         if ev & (libc::POLLRDHUP | libc::POLLHUP) != 0 {
             return Ok(true);
         }
@@ -629,7 +802,7 @@ impl<'fd> Peeker<'fd> {
     /// `SO_ERROR`, which reading clears: `Err` with it if one was pending.
     fn take_socket_error(&mut self) -> io::Result<()> {
         self.stats.syscalls += 1;
-        match sys::getsockopt_int(self.fd, libc::SOL_SOCKET, libc::SO_ERROR)? {
+        match sys::getsockopt_int(self.fd.as_fd(), libc::SOL_SOCKET, libc::SO_ERROR)? {
             0 => Ok(()),
             e => Err(errno(e)),
         }
@@ -637,7 +810,7 @@ impl<'fd> Peeker<'fd> {
 
     fn fd_nonblocking(&mut self) -> io::Result<bool> {
         self.stats.syscalls += 1;
-        sys::is_nonblocking(self.fd)
+        sys::is_nonblocking(self.fd.as_fd())
     }
 
     /// Moves the cursor to `offset` bytes after the head: back to retransmit, or ahead to skip
@@ -665,7 +838,7 @@ impl<'fd> Peeker<'fd> {
     /// `EAGAIN` when nothing is queued.
     pub fn consume(&mut self, n: usize) -> io::Result<usize> {
         let d = consume_raw(
-            self.fd,
+            self.fd.as_fd(),
             self.transport,
             n,
             libc::MSG_DONTWAIT,
@@ -716,7 +889,8 @@ impl<'fd> Peeker<'fd> {
                     return Err(errno(libc::EOPNOTSUPP));
                 }
                 self.stats.syscalls += 1;
-                let original = sys::getsockopt_int(self.fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT)?;
+                let original =
+                    sys::getsockopt_int(self.fd.as_fd(), libc::SOL_SOCKET, libc::SO_RCVLOWAT)?;
                 self.lowat = Some(Lowat {
                     original,
                     requested: original.max(1) as usize,
@@ -776,7 +950,7 @@ impl<'fd> Peeker<'fd> {
 
     fn set_rcvlowat(&mut self, v: c_int) -> io::Result<()> {
         self.stats.syscalls += 1;
-        sys::setsockopt_int(self.fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, v)
+        sys::setsockopt_int(self.fd.as_fd(), libc::SOL_SOCKET, libc::SO_RCVLOWAT, v)
     }
 
     /// AUTO's discard path: the kernel must not shift the peek by an offset of its own.
@@ -790,20 +964,26 @@ impl<'fd> Peeker<'fd> {
 
     fn set_peek_off(&mut self, v: c_int) -> io::Result<()> {
         self.stats.syscalls += 1;
-        sys::setsockopt_int(self.fd, libc::SOL_SOCKET, SO_PEEK_OFF, v)
+        sys::setsockopt_int(self.fd.as_fd(), libc::SOL_SOCKET, SO_PEEK_OFF, v)
     }
-}
 
-impl Drop for Peeker<'_> {
-    /// Restores `SO_RCVLOWAT` if armed and leaves `SO_PEEK_OFF` disabled (-1) if this peeker
-    /// used it. Errors are ignored: there is nobody to report them to.
-    fn drop(&mut self) {
+    /// What dropping does: the socket's options as they were before the peeker.
+    fn restore(&mut self) {
         if let Some(l) = self.lowat.take() {
             let _ = self.set_rcvlowat(l.original);
         }
         if self.mech == Mechanism::Offset && self.kernel_off != KernelOff::Disabled {
             let _ = self.set_peek_off(-1);
+            self.kernel_off = KernelOff::Disabled;
         }
+    }
+}
+
+impl<F: AsFd> Drop for Peeker<F> {
+    /// Restores `SO_RCVLOWAT` if armed and leaves `SO_PEEK_OFF` disabled (-1) if this peeker
+    /// used it, then drops `F`. Errors are ignored: there is nobody to report them to.
+    fn drop(&mut self) {
+        self.restore();
     }
 }
 
@@ -836,7 +1016,7 @@ mod tests {
     use std::cell::RefCell;
     use std::io::Write;
     use std::net::{TcpListener, TcpStream};
-    use std::os::fd::{AsFd, AsRawFd};
+    use std::os::fd::AsRawFd;
 
     thread_local! {
         /// Runs in `peek_discard` between a peek that found nothing past the cursor and the
@@ -866,11 +1046,11 @@ mod tests {
         server: &TcpStream,
         mut client: TcpStream,
         end: fn(TcpStream),
-    ) -> (io::Result<usize>, [u8; 64], Peeker<'_>) {
+    ) -> (io::Result<usize>, [u8; 64], Peeker<&TcpStream>) {
         client.write_all(b"head").unwrap();
-        let mut p = Peeker::new(server.as_fd(), PeekMode::Discard).unwrap();
+        let mut p = Peeker::new(server, PeekMode::Discard).unwrap();
         let mut buf = [0u8; 64];
-        let dontwait = libc::MSG_DONTWAIT;
+        let dontwait = Flags::DONTWAIT;
         assert_eq!(
             p.peek(&mut [IoSliceMut::new(&mut buf)], dontwait).unwrap(),
             4
@@ -901,7 +1081,11 @@ mod tests {
         assert_eq!(r.unwrap(), 4, "the bytes that came with the FIN");
         assert_eq!(&buf[..4], b"tail");
         let mut more = [0u8; 8];
-        assert_eq!(p.peek(&mut [IoSliceMut::new(&mut more)], 0).unwrap(), 0);
+        assert_eq!(
+            p.peek(&mut [IoSliceMut::new(&mut more)], Flags::NONE)
+                .unwrap(),
+            0
+        );
         assert_eq!(p.offset(), 8);
     }
 
@@ -931,10 +1115,82 @@ mod tests {
         assert_eq!(r.unwrap(), 4, "the bytes that came before the RST");
         assert_eq!(&buf[..4], b"tail");
         let mut more = [0u8; 8];
-        let e = p.peek(&mut [IoSliceMut::new(&mut more)], 0).unwrap_err();
+        let e = p
+            .peek(&mut [IoSliceMut::new(&mut more)], Flags::NONE)
+            .unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ECONNRESET));
-        assert_eq!(p.peek(&mut [IoSliceMut::new(&mut more)], 0).unwrap(), 0);
+        assert_eq!(
+            p.peek(&mut [IoSliceMut::new(&mut more)], Flags::NONE)
+                .unwrap(),
+            0
+        );
         assert_eq!(p.offset(), 8);
+    }
+
+    fn get_int(fd: BorrowedFd<'_>, name: c_int) -> c_int {
+        sys::getsockopt_int(fd, libc::SOL_SOCKET, name).unwrap()
+    }
+
+    /// A peeker owning its descriptor (a dup, as the bindings hold it) restores the socket's
+    /// options when dropped; `into_inner` restores them too and hands the descriptor back.
+    #[test]
+    fn owned_and_borrowed_peekers_restore_the_socket() {
+        let (mut client, server) = tcp_pair();
+        client.write_all(b"abcdef").unwrap();
+        let lowat = get_int(server.as_fd(), libc::SO_RCVLOWAT);
+        let dup = server.as_fd().try_clone_to_owned().unwrap();
+        let mut p = Peeker::new(dup, PeekMode::Offset).unwrap();
+        p.set_lowat_armed(true).unwrap();
+        p.seek(3).unwrap();
+        assert_eq!(get_int(server.as_fd(), SO_PEEK_OFF), 0);
+        assert_eq!(get_int(server.as_fd(), libc::SO_RCVLOWAT), 4);
+        let mut buf = [0u8; 8];
+        let n = p.peek(&mut [IoSliceMut::new(&mut buf)], Flags::DONTWAIT);
+        assert_eq!(n.unwrap(), 3);
+        assert_eq!(&buf[..3], b"def");
+        assert_eq!(get_int(server.as_fd(), SO_PEEK_OFF), 6);
+        drop(p);
+        assert_eq!(get_int(server.as_fd(), SO_PEEK_OFF), -1);
+        assert_eq!(get_int(server.as_fd(), libc::SO_RCVLOWAT), lowat);
+
+        let mut p = Peeker::new(&server, PeekMode::Offset).unwrap();
+        p.set_lowat_armed(true).unwrap();
+        p.seek(2).unwrap();
+        assert_eq!(p.get_ref().as_raw_fd(), server.as_raw_fd());
+        assert_eq!(p.as_fd().as_raw_fd(), server.as_raw_fd());
+        let back: &TcpStream = p.into_inner();
+        assert_eq!(back.as_raw_fd(), server.as_raw_fd());
+        assert_eq!(get_int(server.as_fd(), SO_PEEK_OFF), -1);
+        assert_eq!(get_int(server.as_fd(), libc::SO_RCVLOWAT), lowat);
+        // Nothing was consumed.
+        assert_eq!(
+            peek_at(&server, 0, &mut [IoSliceMut::new(&mut buf)], Flags::NONE).unwrap(),
+            6
+        );
+    }
+
+    #[test]
+    fn peekers_are_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<Peeker<std::os::fd::OwnedFd>>();
+        check::<Peeker<BorrowedFd<'static>>>();
+        check::<Peeker<TcpStream>>();
+    }
+
+    #[test]
+    fn more_is_refused_by_peeks_and_consume() {
+        let (mut client, server) = tcp_pair();
+        client.write_all(b"x").unwrap();
+        let mut p = Peeker::new(&server, PeekMode::Auto).unwrap();
+        let mut buf = [0u8; 4];
+        let e = p
+            .peek(&mut [IoSliceMut::new(&mut buf)], Flags::MORE)
+            .unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+        let e = consume(&server, 1, Flags::MORE | Flags::DONTWAIT).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+        assert_eq!(p.offset(), 0);
+        assert_eq!(consume(&server, 1, Flags::DONTWAIT).unwrap(), 1);
     }
 
     #[test]

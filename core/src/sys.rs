@@ -138,6 +138,30 @@ pub fn poll_one(fd: BorrowedFd<'_>, events: i16, timeout_ms: c_int) -> io::Resul
     cvt(unsafe { libc::poll(&mut pfd, 1, timeout_ms) }).map(|_| pfd.revents)
 }
 
+/// A new epoll instance (`EPOLL_CLOEXEC`), owned.
+pub fn epoll_create() -> io::Result<OwnedFd> {
+    // SAFETY: epoll_create1 takes no pointers; on success we own the new fd.
+    let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+    // SAFETY: `fd` was just returned by epoll_create1 and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `EPOLL_CTL_ADD` of `fd` to `ep` with `events` (the kernel adds `EPOLLERR | EPOLLHUP`).
+pub fn epoll_add(ep: BorrowedFd<'_>, fd: BorrowedFd<'_>, events: u32) -> io::Result<()> {
+    let mut ev = libc::epoll_event { events, u64: 0 };
+    // SAFETY: one live epoll_event, read by the kernel during the call only.
+    cvt(unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd.as_raw_fd(), &mut ev) })
+        .map(drop)
+}
+
+/// `epoll_wait` for one event on `ep`; returns its events, 0 when the time ran out.
+pub fn epoll_wait_one(ep: BorrowedFd<'_>, timeout_ms: c_int) -> io::Result<u32> {
+    let mut ev = libc::epoll_event { events: 0, u64: 0 };
+    // SAFETY: room for exactly the one event the kernel is told it may write.
+    let n = cvt(unsafe { libc::epoll_wait(ep.as_raw_fd(), &mut ev, 1, timeout_ms) })?;
+    Ok(if n == 0 { 0 } else { ev.events })
+}
+
 /// True when the fd has `O_NONBLOCK`.
 pub fn is_nonblocking(fd: BorrowedFd<'_>) -> io::Result<bool> {
     // SAFETY: F_GETFL takes no pointer argument.

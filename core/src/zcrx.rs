@@ -23,6 +23,7 @@ use std::time::Instant;
 use libc::c_int;
 
 use crate::sys::{self, errno, TcpZerocopyReceive, SO_PEEK_OFF};
+use crate::wait::Waiter;
 
 /// Largest window [`ZeroCopyReceiver::new`] accepts: 1 GiB, more than any receive queue holds
 /// with the default `tcp_rmem` (32 MiB).
@@ -142,6 +143,8 @@ pub struct ZeroCopyReceiver<'fd> {
     woken: bool,
     /// `SO_PEEK_OFF` is not supported on this socket (kernels before 6.9/6.12).
     no_peek_off: bool,
+    /// Sleeps that a non-empty error queue does not end (crate::wait).
+    waiter: Waiter,
     stats: ZcrxStats,
 }
 
@@ -199,6 +202,7 @@ impl<'fd> ZeroCopyReceiver<'fd> {
             backlog: 0,
             woken: false,
             no_peek_off: false,
+            waiter: Waiter::default(),
             stats: ZcrxStats::default(),
         };
         r.zc_size = r.probe_struct_size()?;
@@ -328,8 +332,19 @@ impl<'fd> ZeroCopyReceiver<'fd> {
             // the only syscall of the wait; O_NONBLOCK and SO_RCVTIMEO are read only before
             // sleeping.
             let events = libc::POLLIN | libc::POLLRDHUP;
-            self.stats.syscalls += 1;
-            let mut ev = sys::poll_one(self.fd, events, 0)?;
+            let mut ev = self
+                .waiter
+                .wait(self.fd, events, 0, &mut self.stats.syscalls)?;
+            if ev == libc::POLLERR && said_nothing {
+                // An error-queue entry, or a socket error: a plain read reports the error (as
+                // recv would); otherwise there is nothing, and the sleep below waits past it.
+                match self.read_copy(self.buf.len()) {
+                    Ok(0) => return self.end(),
+                    Ok(n) => return Ok(Got::Copied { n, copybuf: false }),
+                    Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => ev = 0,
+                    Err(e) => return Err(e),
+                }
+            }
             if ev == 0 && skip_zc && self.nonblocking(&mut nonblock)? {
                 // O_NONBLOCK without MSG_DONTWAIT: bytes below the mark are still returned,
                 // as recv returns them.
@@ -339,8 +354,9 @@ impl<'fd> ZeroCopyReceiver<'fd> {
             skip_zc = false;
             if ev == 0 && !self.nonblocking(&mut nonblock)? {
                 let ms = self.wait_ms(&mut deadline)?;
-                self.stats.syscalls += 1;
-                ev = sys::poll_one(self.fd, events, ms)?;
+                ev = self
+                    .waiter
+                    .wait(self.fd, events, ms, &mut self.stats.syscalls)?;
             }
             if ev == 0 {
                 if !said_nothing {

@@ -8,7 +8,7 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use common::*;
-use lowcopy::{PeekMode, Peeker};
+use lowcopy::{Flags, PeekMode, Peeker};
 
 fn peek_past_the_queue(
     transport: &str,
@@ -26,7 +26,7 @@ fn peek_past_the_queue(
     let mut buf = [0u8; 16];
     let t0 = Instant::now();
     let k = timeo.is_none().then(|| signal_me_after(200));
-    let r = peeker.peek(&mut [IoSliceMut::new(&mut buf)], 0);
+    let r = peeker.peek(&mut [IoSliceMut::new(&mut buf)], Flags::NONE);
     let took = t0.elapsed();
     if let Some(k) = k {
         k.stop();

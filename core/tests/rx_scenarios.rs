@@ -104,6 +104,17 @@ impl Run {
         self.received += self.expect(step, r, data, ctx);
     }
 
+    /// `cpu_max_ms`: the CPU time the call may use. A call that sleeps while it waits uses
+    /// almost none; one that spins uses its whole wait.
+    fn cpu_bound(step: &Value, cpu: Duration, ctx: &str) {
+        if let Some(ms) = step.get("cpu_max_ms").and_then(Value::as_u64) {
+            assert!(
+                cpu <= Duration::from_millis(ms),
+                "{ctx}: used {cpu:?} of CPU, want <= {ms} ms (spinning while it waited?)"
+            );
+        }
+    }
+
     fn elapsed_bounds(step: &Value, t: Duration, ctx: &str) {
         if let Some(ms) = step.get("min_ms").and_then(Value::as_u64) {
             assert!(
@@ -217,6 +228,20 @@ impl Run {
                 }
             }
             "wait_queued" => wait_queued(self.fd(), u("bytes")),
+            "errqueue" => match step["kind"].as_str().unwrap() {
+                "icmp" => {
+                    // UDP: the peer goes away, our next datagram draws an ICMP port
+                    // unreachable: ECONNREFUSED pending (SO_ERROR) and, with IP_RECVERR,
+                    // an error-queue entry that stays.
+                    set_int(self.fd(), libc::IPPROTO_IP, libc::IP_RECVERR, 1);
+                    self.peer = None;
+                    // SAFETY: one readable byte.
+                    let n = unsafe { libc::send(self.fd, b"e".as_ptr().cast(), 1, 0) };
+                    assert_eq!(n, 1, "{ctx}: send: {}", io::Error::last_os_error());
+                    wait_pollerr(self.fd(), ctx);
+                }
+                kind => errqueue_entry(self.fd(), kind, ctx),
+            },
             "sleep" => std::thread::sleep(Duration::from_millis(u("ms") as u64)),
             "shutdown_peer" => {
                 // After the bytes still being written, without waiting here for a reader.
@@ -241,7 +266,7 @@ impl Run {
                     ms => Some(Duration::from_millis(ms as u64)),
                 };
                 let mut s = RecvStats::default();
-                let t0 = Instant::now();
+                let (t0, cpu0) = (Instant::now(), thread_cpu());
                 let r = lowcopy::recv_atleast_with_stats(
                     self.fd(),
                     &mut buf,
@@ -249,9 +274,10 @@ impl Run {
                     timeout,
                     &mut s,
                 );
-                let t = t0.elapsed();
+                let (t, cpu) = (t0.elapsed(), thread_cpu() - cpu0);
                 self.expect_data(step, r, &buf, ctx);
                 Self::elapsed_bounds(step, t, ctx);
+                Self::cpu_bound(step, cpu, ctx);
                 if let Some(max) = step.get("wakeups_max").and_then(Value::as_u64) {
                     assert!(
                         s.wakeups <= max,
@@ -284,6 +310,7 @@ impl Run {
             "set_nonblocking" => {
                 // SAFETY: F_GETFL/F_SETFL take no pointers.
                 let fl = check(unsafe { libc::fcntl(self.fd, libc::F_GETFL) }).unwrap();
+                // SAFETY: as above.
                 check(unsafe { libc::fcntl(self.fd, libc::F_SETFL, fl | libc::O_NONBLOCK) })
                     .unwrap();
             }
@@ -336,12 +363,13 @@ impl Run {
                     0
                 };
                 let z = self.zcrx.as_mut().expect("zcrx_recv before zcrx_new");
-                let t0 = Instant::now();
+                let (t0, cpu0) = (Instant::now(), thread_cpu());
                 let (r, data, mapped) = match z.recv(flags) {
                     Ok(c) => (Ok(c.data.len()), c.data.to_vec(), c.mapped),
                     Err(e) => (Err(e), Vec::new(), false),
                 };
-                let t = t0.elapsed();
+                let (t, cpu) = (t0.elapsed(), thread_cpu() - cpu0);
+                Self::cpu_bound(step, cpu, ctx);
                 if step.get("expect_eof").and_then(Value::as_bool) == Some(true) {
                     assert!(matches!(r, Ok(0)), "{ctx}: want end of stream, got {r:?}");
                 }

@@ -8,7 +8,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use common::*;
-use lowcopy::{PeekMode, Peeker};
+use lowcopy::{Flags, PeekMode, Peeker};
 use serde_json::Value;
 
 fn mode_of(s: &str) -> PeekMode {
@@ -33,7 +33,7 @@ struct Run<'a> {
     fd: BorrowedFd<'a>,
     peer: Option<OwnedFd>,
     mode: PeekMode,
-    peeker: Option<Peeker<'a>>,
+    peeker: Option<Peeker<BorrowedFd<'a>>>,
     sent: usize,
     writers: Vec<std::thread::JoinHandle<()>>,
 }
@@ -72,7 +72,7 @@ fn expect_result(step: &Value, r: io::Result<usize>, data: &[u8], ctx: &str) {
 }
 
 impl<'a> Run<'a> {
-    fn peeker(&mut self) -> &mut Peeker<'a> {
+    fn peeker(&mut self) -> &mut Peeker<BorrowedFd<'a>> {
         self.peeker
             .as_mut()
             .expect("scenario uses a peeker before `new`")
@@ -89,10 +89,13 @@ impl<'a> Run<'a> {
                 .as_u64()
                 .unwrap_or_else(|| panic!("{ctx}: `{k}` missing")) as usize
         };
-        let flags = if step.get("dontwait").and_then(Value::as_bool) == Some(true) {
-            libc::MSG_DONTWAIT
-        } else {
-            step.get("flags").and_then(Value::as_i64).unwrap_or(0) as i32
+        // The table's flags are the C values; an unknown one must come back as EINVAL.
+        let flags = || {
+            if step.get("dontwait").and_then(Value::as_bool) == Some(true) {
+                Ok(Flags::DONTWAIT)
+            } else {
+                Flags::from_raw(step.get("flags").and_then(Value::as_i64).unwrap_or(0) as i32)
+            }
         };
         match op {
             "new" => {
@@ -138,25 +141,23 @@ impl<'a> Run<'a> {
             "wait_queued" => wait_queued(self.fd, u("bytes")),
             "peek" => {
                 let mut buf = vec![0u8; u("len")];
-                let r = self.peeker().peek(&mut [IoSliceMut::new(&mut buf)], flags);
+                let r =
+                    flags().and_then(|f| self.peeker().peek(&mut [IoSliceMut::new(&mut buf)], f));
                 expect_result(step, r, &buf, ctx);
             }
             "peekv" => {
                 // `len` iovecs of one byte each (1024 = IOV_MAX: no room for a prefix iovec).
                 let mut buf = vec![0u8; u("len")];
                 let mut iov: Vec<IoSliceMut> = buf.chunks_mut(1).map(IoSliceMut::new).collect();
-                let r = self.peeker().peek(&mut iov, flags);
+                let r = flags().and_then(|f| self.peeker().peek(&mut iov, f));
                 drop(iov);
                 expect_result(step, r, &buf, ctx);
             }
             "peek_at" => {
                 let mut buf = vec![0u8; u("len")];
-                let r = lowcopy::peek_at(
-                    self.fd,
-                    u("offset"),
-                    &mut [IoSliceMut::new(&mut buf)],
-                    flags,
-                );
+                let r = flags().and_then(|f| {
+                    lowcopy::peek_at(self.fd, u("offset"), &mut [IoSliceMut::new(&mut buf)], f)
+                });
                 expect_result(step, r, &buf, ctx);
             }
             "consume" => {
@@ -164,7 +165,7 @@ impl<'a> Run<'a> {
                 expect_result(step, r, &[], ctx);
             }
             "consume_fd" => {
-                let r = lowcopy::consume(self.fd, u("n"), flags);
+                let r = flags().and_then(|f| lowcopy::consume(self.fd, u("n"), f));
                 expect_result(step, r, &[], ctx);
             }
             "seek" => {
@@ -258,7 +259,7 @@ impl<'a> Run<'a> {
             let mut buf = [0u8; 4096];
             match self
                 .peeker()
-                .peek(&mut [IoSliceMut::new(&mut buf)], libc::MSG_DONTWAIT)
+                .peek(&mut [IoSliceMut::new(&mut buf)], Flags::DONTWAIT)
             {
                 Ok(n) => got.extend_from_slice(&buf[..n]),
                 Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {}

@@ -92,6 +92,44 @@ struct Run<'a> {
     bufs: Vec<Vec<u8>>,
     stream_pos: usize,
     received: usize,
+    /// SO_TIMESTAMPING reports are on: sends leave entries on the error queue.
+    timestamping: bool,
+    /// `drain_peer_later`'s reader: the stream position it reached.
+    reader: Option<std::thread::JoinHandle<usize>>,
+}
+
+/// `cpu_max_ms`: the CPU time a call may use (one that spins while it waits uses it all).
+fn cpu_bound(step: &Value, cpu: Duration, ctx: &str) {
+    if let Some(ms) = step.get("cpu_max_ms").and_then(Value::as_u64) {
+        assert!(
+            cpu <= Duration::from_millis(ms),
+            "{ctx}: used {cpu:?} of CPU, want <= {ms} ms (spinning while it waited?)"
+        );
+    }
+}
+
+/// Reads the stream on `fd` from position `from` up to `to`, checking the pattern; returns
+/// `to`.
+fn read_pattern(fd: BorrowedFd<'_>, mut from: usize, to: usize) -> usize {
+    set_timeval(fd, libc::SO_RCVTIMEO, Duration::from_secs(5));
+    let mut buf = vec![0u8; 1 << 20];
+    while from < to {
+        let want = buf.len().min(to - from);
+        // SAFETY: buf is writable for `want` bytes.
+        let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), want, 0) };
+        if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            continue;
+        }
+        assert!(
+            n > 0,
+            "peer read at {from} of {to}: {}",
+            io::Error::last_os_error()
+        );
+        let n = n as usize;
+        assert!(buf[..n] == pattern(from, n)[..], "wrong bytes at {from}");
+        from += n;
+    }
+    to
 }
 
 fn errno_matches(step: &Value, r: &io::Result<usize>) -> bool {
@@ -240,8 +278,17 @@ impl<'a> Run<'a> {
                 self.zc = Some(z);
             }
             "send" => {
+                let (t0, cpu0) = (Instant::now(), thread_cpu());
                 let r = self.send(&[u("len") as usize], u("user_data"), flags, false);
+                let (t, cpu) = (t0.elapsed(), thread_cpu() - cpu0);
                 self.check(step, r, ctx);
+                if let Some(ms) = step.get("min_ms").and_then(Value::as_u64) {
+                    assert!(
+                        t >= Duration::from_millis(ms),
+                        "{ctx}: returned after {t:?}"
+                    );
+                }
+                cpu_bound(step, cpu, ctx);
             }
             "sendv" => {
                 let lens: Vec<usize> = step["lens"]
@@ -279,6 +326,26 @@ impl<'a> Run<'a> {
                     self.stream_pos += n;
                     self.got.extend_from_slice(&out[..k]);
                 }
+            }
+            "timestamping" => {
+                // SO_TIMESTAMPING software transmit reports: every later send puts one on the
+                // error queue, which only the error-queue backend reads.
+                let v = libc::SOF_TIMESTAMPING_TX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE;
+                set_int(self.fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, v as i32);
+                self.timestamping = true;
+            }
+            "request_response" => self.request_response(step, ctx),
+            "drain_peer_later" => {
+                // The peer reads everything sent so far plus `plus` more bytes, starting after
+                // `ms`, from a thread; `completions` joins it.
+                let want = self.stream_pos + u("plus") as usize;
+                let peer = self.fds.as_ref().unwrap().peer.as_ref().unwrap();
+                let peer = peer.try_clone().unwrap();
+                let (from, ms) = (self.received, u("ms"));
+                self.reader = Some(std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(ms));
+                    read_pattern(peer.as_fd(), from, want)
+                }));
             }
             "fill_window" => {
                 let (len, base) = (u("len") as usize, u("base"));
@@ -437,7 +504,49 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// A request/response loop on one connection: a zerocopy send (the request), the peer
+    /// reads it and answers after 50 ms, `recv_atleast` waits for the answer while the
+    /// request's notification (or a timestamp report) sits on the error queue.
+    fn request_response(&mut self, step: &Value, ctx: &str) {
+        let n = |k: &str| {
+            step[k]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{ctx}: `{k}` missing"))
+        };
+        let (len, reply, base) = (n("len") as usize, n("reply_len") as usize, n("base"));
+        for i in 0..n("rounds") {
+            let ctx = format!("{ctx} round {i}");
+            let sent = self.send(&[len], base + i, 0, false);
+            assert_eq!(sent.unwrap(), len, "{ctx}: request");
+            if self.zc().backend() == ZcBackend::ErrQueue || self.timestamping {
+                wait_pollerr(self.fd, &ctx); // the receive below starts with it pending
+            }
+            self.drain_peer(&ctx);
+            let peer = self.fds.as_ref().unwrap().peer.as_ref().unwrap();
+            let peer = peer.try_clone().unwrap();
+            let answer = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                write_all(peer.as_fd(), &vec![b'r'; reply]);
+            });
+            let mut buf = vec![0u8; reply];
+            let (t0, cpu0) = (Instant::now(), thread_cpu());
+            let r = lowcopy::recv_atleast(self.fd, &mut buf, reply, Some(Duration::from_secs(3)));
+            let (t, cpu) = (t0.elapsed(), thread_cpu() - cpu0);
+            answer.join().unwrap();
+            assert_eq!(r.as_ref().ok(), Some(&reply), "{ctx}: reply: {r:?}");
+            assert!(buf.iter().all(|&b| b == b'r'), "{ctx}: reply bytes");
+            assert!(
+                t >= Duration::from_millis(30),
+                "{ctx}: answered after {t:?}"
+            );
+            cpu_bound(step, cpu, &ctx);
+        }
+    }
+
     fn completions(&mut self, step: &Value, ctx: &str) {
+        if let Some(r) = self.reader.take() {
+            self.received = r.join().unwrap();
+        }
         self.reap();
         let want: Vec<u64> = match &step["user_data"] {
             Value::String(s) if s == "all" => {
@@ -560,6 +669,8 @@ fn run_one(table: &Value, sc: &Value, transport: &str, backend: &str) {
         bufs: Vec::new(),
         stream_pos: 0,
         received: 0,
+        timestamping: false,
+        reader: None,
     };
     for (i, step) in steps.iter().enumerate() {
         run.step(step, &format!("{ctx} step {i} {}", step["op"]));

@@ -9,7 +9,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::time::Duration;
 
 use common::*;
-use lowcopy::{set_rcvlowat, PeekMode, Peeker, ZcrxStats, ZeroCopyReceiver};
+use lowcopy::{set_rcvlowat, Flags, PeekMode, Peeker, ZcrxStats, ZeroCopyReceiver};
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * KIB;
@@ -288,7 +288,9 @@ fn a_peeker_continues_at_the_right_bytes_after_zero_copy_receive() {
     let mut peeker = Peeker::new(fd, PeekMode::Offset).unwrap();
     let mut buf = vec![0u8; 50_000];
     assert_eq!(
-        peeker.peek(&mut [IoSliceMut::new(&mut buf)], 0).unwrap(),
+        peeker
+            .peek(&mut [IoSliceMut::new(&mut buf)], Flags::NONE)
+            .unwrap(),
         50_000
     );
     let mut r = ZeroCopyReceiver::new(fd, 16 * KIB).unwrap();
@@ -303,7 +305,9 @@ fn a_peeker_continues_at_the_right_bytes_after_zero_copy_receive() {
     );
     let mut next = [0u8; 1000];
     assert_eq!(
-        peeker.peek(&mut [IoSliceMut::new(&mut next)], 0).unwrap(),
+        peeker
+            .peek(&mut [IoSliceMut::new(&mut next)], Flags::NONE)
+            .unwrap(),
         1000
     );
     assert_eq!(&next[..], &data[50_000..51_000]);

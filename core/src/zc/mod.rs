@@ -6,7 +6,7 @@
 //! - `ErrQueue`: `SO_ZEROCOPY` + `MSG_ZEROCOPY` (Linux 4.14 TCP, 5.0 UDP). The kernel numbers
 //!   each zerocopy send with a per-socket u32 counter and reports inclusive, coalesced,
 //!   possibly out-of-order ranges of those numbers on the socket's error queue
-//!   (Documentation/networking/msg_zerocopy.rst); a [`tracker::Tracker`] maps them back.
+//!   (Documentation/networking/msg_zerocopy.rst); an internal tracker maps them back.
 //!   This is what the never-merged MSG_ZEROCOPY_UARG / SCM_ZC_NOTIFICATION proposal (2024)
 //!   wanted the kernel to do.
 //! - `IoUring`: `IORING_OP_SEND_ZC` / `SENDMSG_ZC` (6.0 / 6.1), whose notification CQE carries
@@ -18,7 +18,7 @@
 //! A notification means "the buffer may be reused", not "the data was delivered": TCP
 //! notifies only after the peer acknowledged, so never block a send on completions.
 
-pub mod tracker;
+mod tracker;
 mod uring;
 
 use std::io::{self, IoSlice};
@@ -28,6 +28,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use libc::{c_int, iovec, msghdr};
 
 use crate::sys::{self, errno, getsockopt_int, poll_one, setsockopt_int, IOV_MAX};
+use crate::wait::Waiter;
 pub use tracker::{Completion, COPIED, FALLBACK};
 use tracker::{SlotId, Tracker};
 
@@ -158,6 +159,8 @@ pub struct ZeroCopySender<'fd> {
     sends_since_reap: u32,
     /// io_uring: the last request found the socket full; poll before queueing another.
     uring_full: bool,
+    /// io_uring: waits for socket space that a non-empty error queue does not end.
+    waiter: Waiter,
     stats: ZcStats,
 }
 
@@ -235,6 +238,7 @@ impl<'fd> ZeroCopySender<'fd> {
             },
             sends_since_reap: 0,
             uring_full: false,
+            waiter: Waiter::default(),
             stats: ZcStats::default(),
         })
     }
@@ -478,8 +482,9 @@ impl<'fd> ZeroCopySender<'fd> {
             // chain it to the notification of unacknowledged data (io_link_skb), holding a
             // slot until the peer acks. So after an EAGAIN, ask poll before the next request:
             // a caller retrying a full socket gets EAGAIN from poll, not a held slot.
-            self.stats.syscalls_send += 1;
-            if poll_one(self.fd, libc::POLLOUT, if blocking { -1 } else { 0 })? == 0 {
+            let ms = if blocking { -1 } else { 0 };
+            let waiter = &mut self.waiter;
+            if waiter.wait(self.fd, libc::POLLOUT, ms, &mut self.stats.syscalls_send)? == 0 {
                 return Err(errno(libc::EAGAIN));
             }
             self.uring_full = false;
@@ -517,8 +522,12 @@ impl<'fd> ZeroCopySender<'fd> {
                 Err(_) if sent > 0 => return Ok(sent),
                 Err(e) => return Err(e),
             }
-            self.stats.syscalls_send += 1;
-            match poll_one(self.fd, libc::POLLOUT, -1) {
+            // A non-empty error queue (ICMP errors, timestamps: this backend does not read
+            // it) does not end this sleep (crate::wait).
+            match self
+                .waiter
+                .wait(self.fd, libc::POLLOUT, -1, &mut self.stats.syscalls_send)
+            {
                 Ok(_) => self.uring_full = false,
                 Err(_) if sent > 0 => return Ok(sent),
                 Err(e) => return Err(e),

@@ -9,8 +9,11 @@
 //! returns > 0 the next value (Documentation/networking/msg_zerocopy.rst, "Notification
 //! Parsing"); failed and zero-length sends take none. We mirror that counter in `next_id`.
 
-/// One completed request, as handed to the caller (C layout: the C ABI fills its own
+/// One completed send, as handed to the caller by [`ZeroCopySender::reap`] and friends: the
+/// buffers that send used may be reused (C layout: the C ABI fills its own
 /// `lowcopy_zc_completion` array with it).
+///
+/// [`ZeroCopySender::reap`]: crate::ZeroCopySender::reap
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Completion {
@@ -124,6 +127,7 @@ impl Tracker {
     }
 
     /// Failed requests still waiting for a notification (see the `ghosts` field).
+    #[cfg(test)]
     pub fn ghosts(&self) -> usize {
         self.ghosts
     }

@@ -568,6 +568,8 @@ pub fn run_table(
             for v in values {
                 let (t, v) = (t.as_str().unwrap(), v.as_str().unwrap());
                 runs += 1;
+                let name = format!("{file}: {} | {t} | {v}", sc["name"].as_str().unwrap());
+                let _dog = Watchdog::arm(name, Duration::from_secs(60));
                 if std::panic::catch_unwind(|| run(&table, sc, t, v)).is_err() {
                     failed.push(format!("{} | {t} | {v}", sc["name"].as_str().unwrap()));
                 }
@@ -624,5 +626,78 @@ impl Signaller {
     pub fn stop(self) {
         self.stop.store(true, std::sync::atomic::Ordering::Release);
         self.thread.join().unwrap();
+    }
+}
+
+/// CPU time this thread has used (`CLOCK_THREAD_CPUTIME_ID`): a call that sleeps uses
+/// almost none, one that spins uses about its wall time.
+pub fn thread_cpu() -> Duration {
+    // SAFETY: all-zero is a valid timespec; clock_gettime writes one.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: a live timespec.
+    check(unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) }).unwrap();
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Waits until poll reports POLLERR on `fd` (an error-queue entry or a socket error), 3 s at
+/// most.
+pub fn wait_pollerr(fd: BorrowedFd<'_>, ctx: &str) {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: one live pollfd.
+    let n = unsafe { libc::poll(&mut pfd, 1, 3000) };
+    assert!(
+        n == 1 && pfd.revents & libc::POLLERR != 0,
+        "{ctx}: no POLLERR within 3 s ({n}, {:#x})",
+        pfd.revents
+    );
+}
+
+/// Puts an entry on `fd`'s error queue the way an application would, by sending one byte
+/// to the peer: `zerocopy`, a `MSG_ZEROCOPY` send (its completion notification);
+/// `timestamp`, a send with `SO_TIMESTAMPING` software transmit reports on (left on, so
+/// every later send adds one). Returns once poll reports POLLERR.
+pub fn errqueue_entry(fd: BorrowedFd<'_>, kind: &str, ctx: &str) {
+    let flags = match kind {
+        "zerocopy" => {
+            set_int(fd, libc::SOL_SOCKET, libc::SO_ZEROCOPY, 1);
+            libc::MSG_ZEROCOPY
+        }
+        "timestamp" => {
+            let v = libc::SOF_TIMESTAMPING_TX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE;
+            set_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, v as i32);
+            0
+        }
+        k => panic!("{ctx}: unknown error-queue entry {k}"),
+    };
+    // SAFETY: one readable byte.
+    let n = unsafe { libc::send(fd.as_raw_fd(), b"e".as_ptr().cast(), 1, flags) };
+    assert_eq!(n, 1, "{ctx}: send: {}", io::Error::last_os_error());
+    wait_pollerr(fd, ctx);
+}
+
+/// Ends the process when a run takes longer than `limit`: a hang is a failure with a
+/// name, not a stuck suite. Dropping the guard disarms it.
+pub struct Watchdog(Option<std::sync::mpsc::Sender<()>>);
+
+impl Watchdog {
+    pub fn arm(what: String, limit: Duration) -> Watchdog {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(limit) {
+                eprintln!("HANG: {what} still running after {limit:?}");
+                std::process::exit(70);
+            }
+        });
+        Watchdog(Some(tx))
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.0.take(); // the watchdog's recv ends with Disconnected
     }
 }
