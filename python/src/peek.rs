@@ -40,11 +40,12 @@ fn peek_at(
 ) -> PyResult<Py<PyBytes>> {
     guard(|| {
         let (offset, nbytes) = (count(offset, "offset")?, count(nbytes, "nbytes")?);
+        let flags = flags_of(flags)?;
         let fd = dup_of(sock)?;
         read_bytes(py, nbytes, true, |p, n| {
             // SAFETY: `read_bytes` hands out `n` zero-filled bytes it owns for this call.
             let buf = unsafe { std::slice::from_raw_parts_mut(p.get(), n) };
-            lowcopy::peek_at(fd.as_fd(), offset, &mut [IoSliceMut::new(buf)], flags)
+            lowcopy::peek_at(&fd, offset, &mut [IoSliceMut::new(buf)], flags)
         })
     })
 }
@@ -64,6 +65,7 @@ fn peek_into(
 ) -> PyResult<usize> {
     guard(|| {
         let offset = offset.map_or(Ok(0), |o| count(o, "offset"))?;
+        let flags = flags_of(flags)?;
         let fd = dup_of(sock)?;
         let b = WriteBuf::get(buffer, nbytes)?;
         let (ptr, len) = (b.ptr, b.len);
@@ -71,7 +73,7 @@ fn peek_into(
             // SAFETY: the export keeps `len` writable bytes at `ptr` alive and un-resizable
             // until it is released below.
             let buf = unsafe { std::slice::from_raw_parts_mut(ptr.get(), len) };
-            lowcopy::peek_at(fd.as_fd(), offset, &mut [IoSliceMut::new(buf)], flags)
+            lowcopy::peek_at(&fd, offset, &mut [IoSliceMut::new(buf)], flags)
         });
         b.release(py);
         r
@@ -93,8 +95,9 @@ fn consume(
 ) -> PyResult<usize> {
     guard(|| {
         let n = count(nbytes, "nbytes")?;
+        let flags = flags_of(flags)?;
         let fd = dup_of(sock)?;
-        blocking(py, || lowcopy::consume(fd.as_fd(), n, flags))
+        blocking(py, || lowcopy::consume(&fd, n, flags))
     })
 }
 
@@ -105,7 +108,7 @@ fn consume(
 fn peek_supported(sock: &Bound<'_, PyAny>) -> PyResult<bool> {
     guard(|| {
         let fd = dup_of(sock)?;
-        lowcopy::peek_supported(fd.as_fd()).py()
+        lowcopy::peek_supported(&fd).py()
     })
 }
 

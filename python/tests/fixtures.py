@@ -7,6 +7,7 @@ import errno
 import fcntl
 import mmap
 import os
+import select
 import signal
 import socket
 import struct
@@ -18,6 +19,12 @@ from dataclasses import dataclass, field
 
 SO_PEEK_OFF = 42
 SO_ZEROCOPY = 60
+SO_RCVBUFFORCE = 33
+SO_SNDBUFFORCE = 32
+SO_TIMESTAMPING = 37
+SOF_TIMESTAMPING_TX_SOFTWARE = 1 << 1
+SOF_TIMESTAMPING_SOFTWARE = 1 << 4
+IP_RECVERR = 11
 MSG_ZEROCOPY = 0x4000000
 IPPROTO_MPTCP = 262
 
@@ -264,6 +271,44 @@ def drain_errqueue(s: socket.socket) -> None:
             return
         except OSError:
             return
+
+
+def wait_pollerr(fd: int, ctx: str) -> None:
+    """Waits until poll reports POLLERR on `fd` (an error-queue entry or a socket error),
+    3 s at most."""
+    p = select.poll()
+    p.register(fd, 0)
+    ev = p.poll(3000)
+    assert ev and ev[0][1] & select.POLLERR, f"{ctx}: no POLLERR within 3 s ({ev})"
+
+
+def errqueue_entry(sock: socket.socket, kind: str, ctx: str) -> None:
+    """Puts an entry on `sock`'s error queue as an application would, by sending one byte to
+    the peer: `zerocopy` (its MSG_ZEROCOPY completion notification) or `timestamp` (with
+    SO_TIMESTAMPING software transmit reports on, left on). Returns once poll says POLLERR."""
+    flags = 0
+    if kind == "zerocopy":
+        sock.setsockopt(socket.SOL_SOCKET, SO_ZEROCOPY, 1)
+        flags = MSG_ZEROCOPY
+    elif kind == "timestamp":
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING,
+                        SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE)
+    else:
+        raise AssertionError(f"{ctx}: unknown error-queue entry {kind}")
+    assert sock.send(b"e", flags) == 1, f"{ctx}: send"
+    wait_pollerr(sock.fileno(), ctx)
+
+
+def read_pattern(fd: int, start: int, end: int) -> int:
+    """Reads stream positions start..end from `fd` (a dup), checking the pattern."""
+    with socket.socket(fileno=os.dup(fd)) as s:
+        s.settimeout(5.0)
+        while start < end:
+            d = s.recv(min(1 << 20, end - start))
+            assert d, f"peer read at {start} of {end}: end of stream"
+            assert d == pattern(start, len(d)), f"wrong bytes at {start}"
+            start += len(d)
+    return end
 
 
 def errno_name(e: BaseException | None) -> str | None:

@@ -25,14 +25,21 @@ import pytest
 
 import lowcopy
 from fixtures import (
+    IP_RECVERR,
     SO_PEEK_OFF,
+    SO_RCVBUFFORCE,
+    SO_SNDBUFFORCE,
+    SO_TIMESTAMPING,
+    SOF_TIMESTAMPING_SOFTWARE,
+    SOF_TIMESTAMPING_TX_SOFTWARE,
     OddFd,
     Pair,
     Writers,
     errno_is,
-    errno_name,
+    errqueue_entry,
     inq,
     pattern,
+    read_pattern,
     reset,
     send_zerocopy,
     set_rcvtimeo,
@@ -41,6 +48,7 @@ from fixtures import (
     tcp_listener,
     tcp_pair,
     udp_pair,
+    wait_pollerr,
     wait_queued,
     write_all,
 )
@@ -91,6 +99,13 @@ def deadline() -> Iterator[None]:
 def check_err(step: dict[str, Any], e: BaseException | None, ctx: str) -> None:
     want = step["expect_err"]
     assert errno_is(e, want), f"{ctx}: want error {want}, got {e!r}"
+
+
+def cpu_bound(step: dict[str, Any], cpu: float, ctx: str) -> None:
+    """`cpu_max_ms`: the CPU time a call may use (one that spins while it waits uses all)."""
+    if "cpu_max_ms" in step:
+        assert cpu * 1000 <= step["cpu_max_ms"], \
+            f"{ctx}: used {cpu*1000:.1f} ms of CPU, want <= {step['cpu_max_ms']} (spinning?)"
 
 
 def flags_of(step: dict[str, Any]) -> int:
@@ -323,9 +338,9 @@ def test_peek_table(deadline: None, table: dict[str, Any], sc: dict[str, Any], t
     else:
         pair = stream_pair(transport)
         if "socket_rcvbuf" in sc:
-            pair.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUFFORCE, sc["socket_rcvbuf"])
+            pair.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, sc["socket_rcvbuf"])
             assert pair.peer is not None
-            pair.peer.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUFFORCE, sc["socket_rcvbuf"])
+            pair.peer.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, sc["socket_rcvbuf"])
         # A blocking step that waits wrongly fails with EAGAIN instead of hanging.
         set_rcvtimeo(pair.sock, 3.0)
         fd, peer = pair.sock.fileno(), pair.peer
@@ -367,6 +382,9 @@ class ZcRun:
         self.got: list[lowcopy.Completion] = []
         self.stream_pos = 0
         self.received = 0
+        self.timestamping = False
+        self.readers = Writers()
+        self.reader_result: list[int] | None = None
 
     def z(self) -> lowcopy.ZeroCopySender:
         assert self.zc is not None, "scenario sends before `new`"
@@ -430,7 +448,35 @@ class ZcRun:
                 assert z.backend.name.lower() == step["expect_backend"], f"{ctx}: {z.backend!r}"
             self.zc = z
         elif op == "send":
+            t0, c0 = time.monotonic(), time.thread_time()
             self.check(step, lambda: self.send([step["len"]], step["user_data"], flags), ctx)
+            t, cpu = time.monotonic() - t0, time.thread_time() - c0
+            if "min_ms" in step:
+                assert t * 1000 >= step["min_ms"], f"{ctx}: returned after {t*1000:.1f} ms"
+            cpu_bound(step, cpu, ctx)
+        elif op == "timestamping":
+            # Software transmit reports: every later send puts one on the error queue, which
+            # only the error-queue backend reads.
+            assert self.pair is not None
+            self.pair.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING,
+                                      SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE)
+            self.timestamping = True
+        elif op == "request_response":
+            self.request_response(step, ctx)
+        elif op == "drain_peer_later":
+            # The peer reads everything sent so far plus `plus` more bytes, starting after
+            # `ms`, from a thread; `completions` joins it.
+            assert self.pair is not None and self.pair.peer is not None
+            want = self.stream_pos + step["plus"]
+            start, ms = self.received, step["ms"]
+            result: list[int] = []
+
+            def reader(fd: int) -> None:
+                time.sleep(ms / 1000)
+                result.append(read_pattern(fd, start, want))
+
+            self.readers.spawn(self.pair.peer, reader)
+            self.reader_result = result
         elif op == "sendv":
             self.check(step, lambda: self.send(step["lens"], step["user_data"], flags), ctx)
         elif op == "sendto":
@@ -543,7 +589,40 @@ class ZcRun:
             assert d == pattern(self.received, len(d)), f"{ctx}: wrong bytes at {self.received}"
             self.received += len(d)
 
+    def request_response(self, step: dict[str, Any], ctx: str) -> None:
+        """Per round: a blocking zerocopy send, then (error-queue backend, or timestamping
+        on) until poll says POLLERR, the peer reads the request and answers 50 ms later;
+        recv_atleast on the sending socket must sleep until the answer."""
+        n_len, reply, base = step["len"], step["reply_len"], step["base"]
+        assert self.pair is not None and self.pair.peer is not None
+        for i in range(step["rounds"]):
+            rctx = f"{ctx} round {i}"
+            assert self.send([n_len], base + i, 0) == n_len, f"{rctx}: request"
+            if self.z().backend == lowcopy.ZcBackend.ERRQUEUE or self.timestamping:
+                wait_pollerr(self.fd, rctx)  # the receive below starts with it pending
+            self.drain_peer(rctx)
+            answer = Writers()
+
+            def respond(fd: int) -> None:
+                time.sleep(0.05)
+                write_all(fd, b"r" * reply)
+
+            answer.spawn(self.pair.peer, respond)
+            t0, c0 = time.monotonic(), time.thread_time()
+            try:
+                got = lowcopy.recv_atleast(self.fd, reply, reply, 3.0)
+            finally:
+                t, cpu = time.monotonic() - t0, time.thread_time() - c0
+                answer.join()
+            assert got == b"r" * reply, f"{rctx}: reply {got!r}"
+            assert t >= 0.03, f"{rctx}: answered after {t*1000:.1f} ms"
+            cpu_bound(step, cpu, rctx)
+
     def completions(self, step: dict[str, Any], ctx: str) -> None:
+        if self.reader_result is not None:
+            self.readers.join()
+            self.received = self.reader_result[0]
+            self.reader_result = None
         self.reap()
         ud = step["user_data"]
         want = sorted(self.sent) if ud == "all" else list(ud)
@@ -590,7 +669,7 @@ def test_zc_table(deadline: None, table: dict[str, Any], sc: dict[str, Any], tra
             pair = stream_pair(transport)
         if "socket_rcvbuf" in sc:
             assert pair.peer is not None
-            pair.peer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUFFORCE, sc["socket_rcvbuf"])
+            pair.peer.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, sc["socket_rcvbuf"])
         fd = pair.sock.fileno()
     run = ZcRun(fd, pair, dest, datagram, backend)
     try:
@@ -599,6 +678,7 @@ def test_zc_table(deadline: None, table: dict[str, Any], sc: dict[str, Any], tra
     finally:
         if run.zc is not None:
             run.zc.close()
+        run.readers.join()
         if pair is not None:
             pair.close()
         if oddfd is not None:
@@ -739,6 +819,19 @@ class RxRun:
             wait_queued(self.fd, step["bytes"])
         elif op == "sleep":
             time.sleep(step["ms"] / 1000)
+        elif op == "errqueue":
+            assert self.sock is not None
+            if step["kind"] == "icmp":
+                # UDP: the peer goes away, our next datagram draws an ICMP port unreachable:
+                # ECONNREFUSED pending (SO_ERROR) and, with IP_RECVERR, an error-queue entry.
+                self.sock.setsockopt(socket.IPPROTO_IP, IP_RECVERR, 1)
+                assert self.peer is not None
+                self.peer.close()
+                self.peer = None
+                assert self.sock.send(b"e") == 1, f"{ctx}: send"
+                wait_pollerr(self.fd, ctx)
+            else:
+                errqueue_entry(self.sock, step["kind"], ctx)
         elif op == "shutdown_peer":
             # After the bytes still being written, without waiting here for a reader.
             before = self.writers.take()
@@ -830,9 +923,13 @@ class RxRun:
             stats.append(s)
             return n, buf
 
-        t0 = time.monotonic()
-        self.expect_data(step, call, ctx)
-        self.elapsed(step, time.monotonic() - t0, ctx)
+        t0, c0 = time.monotonic(), time.thread_time()
+        try:
+            self.expect_data(step, call, ctx)
+        finally:
+            t, cpu = time.monotonic() - t0, time.thread_time() - c0
+        self.elapsed(step, t, ctx)
+        cpu_bound(step, cpu, ctx)
         if stats:
             s = stats[0]
             if "wakeups_max" in step:
@@ -854,13 +951,14 @@ class RxRun:
             d = bytes(c)
             return len(d), d
 
-        t0 = time.monotonic()
+        t0, c0 = time.monotonic(), time.thread_time()
         try:
             n, _ = call()
             err: OSError | None = None
         except OSError as e:
             n, err = -1, e
-        t = time.monotonic() - t0
+        t, cpu = time.monotonic() - t0, time.thread_time() - c0
+        cpu_bound(step, cpu, ctx)
         if step.get("expect_eof"):
             assert err is None and n == 0, f"{ctx}: want end of stream, got {n} / {err!r}"
         if err is None and n > 0 and "expect_mapped" in step:

@@ -24,6 +24,8 @@ import socket as _socket
 from ._lowcopy import (
     IOV_MAX,
     Caps,
+    Peeker,
+    PeekStats,
     RecvStats,
     __version__,
     consume,
@@ -33,6 +35,7 @@ from ._lowcopy import (
     probe,
     recv_atleast,
     recv_atleast_into,
+    recv_atleast_stats,
     set_rcvlowat,
 )
 from ._types import PeekMode, ZcBackend, ZcFlag
@@ -49,6 +52,8 @@ __all__ = [
     "MSG_NOSIGNAL",
     "Caps",
     "PeekMode",
+    "PeekStats",
+    "Peeker",
     "RecvStats",
     "ZcBackend",
     "ZcFlag",
@@ -60,5 +65,6 @@ __all__ = [
     "probe",
     "recv_atleast",
     "recv_atleast_into",
+    "recv_atleast_stats",
     "set_rcvlowat",
 ]
