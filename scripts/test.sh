@@ -46,7 +46,9 @@ install_smoke() ( # a subshell: its EXIT trap cleans up whatever happens
 
 suite "cargo fmt" cargo fmt --all -- --check
 suite "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
-suite "cargo test (unit, behaviour tables, header)" cargo test --workspace
+# The pyo3 crate is tested from Python (python/run-tests.sh): a cargo test binary would
+# load the ld cache's libpython, not the interpreter that imports the wheel.
+suite "cargo test (unit, behaviour tables, header)" cargo test --workspace --exclude lowcopy-python
 suite "rustdoc, warnings denied" env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 suite "build library and examples" make -s all c-tests
 for t in tests/c/test_*.c; do
@@ -68,6 +70,11 @@ suite "C zerocopy send over veth and tx-only, one completion per send" \
 	env ZC_BENCH_SECONDS=0.3 ZC_BENCH_PATHS="veth tx-only" ZC_BENCH_MODES="lc-errq lc-uring lc-auto" \
 	scripts/zc_bench.sh
 suite "install target" install_smoke
+# The Python package: a fresh venv, pip install ./python (the abi3 wheel, built from source),
+# pytest (the behaviour tables + Python-only cases), stubtest and mypy --strict.
+suite "python: pip install ./python into build/venv" python/run-tests.sh install
+suite "python: pytest (behaviour tables, Python cases)" python/run-tests.sh pytest
+suite "python: stubtest, mypy --strict (package, examples)" python/run-tests.sh types
 if [ -f tests/relay/test_relay.py ]; then
 	suite "relay: byte-exact transfers in every mode" python3 tests/relay/test_relay.py "$ROOT/build/bin"
 fi

@@ -24,11 +24,19 @@ mod util;
 
 use pyo3::prelude::*;
 
+/// Panics inside the panic guard: the test suite checks that a panic reaches Python as
+/// `SystemError` (an `Exception`), not as pyo3's `PanicException` (a `BaseException`).
+#[pyfunction]
+fn _panic_for_test() -> PyResult<()> {
+    util::guard(|| panic!("forced by the test suite"))
+}
+
 /// The native half of `lowcopy`; import `lowcopy` instead.
 #[pymodule]
 fn _lowcopy(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("IOV_MAX", lowcopy::IOV_MAX)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
     probe::register(m)?;
     peek::register(m)?;
     lowat::register(m)?;

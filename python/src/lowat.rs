@@ -7,8 +7,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::util::{
-    blocking, count, deadline_of, dup_of, guard, left, read_bytes, record, timeout_of,
-    IoResultExt, SendPtr, WriteBuf,
+    blocking, count, deadline_of, dup_of, guard, left, read_bytes, record, timeout_of, IoResultExt,
+    SendPtr, WriteBuf,
 };
 
 record! {
@@ -83,7 +83,14 @@ fn recv_atleast(
         read_bytes(py, nbytes, false, |p, n| {
             // SAFETY: `read_bytes` owns `n` writable bytes at `p` for this call.
             unsafe {
-                lowcopy::lowat::recv_atleast_raw(fd.as_fd(), p.get(), n, min, time(deadline, timeout), &mut stats)
+                lowcopy::lowat::recv_atleast_raw(
+                    fd.as_fd(),
+                    p.get(),
+                    n,
+                    min,
+                    time(deadline, timeout),
+                    &mut stats,
+                )
             }
         })
     })
@@ -121,7 +128,14 @@ fn recv_atleast_into(
             // SAFETY: the export keeps `len` writable bytes at `ptr` alive and un-resizable
             // until it is released below.
             unsafe {
-                lowcopy::lowat::recv_atleast_raw(fd.as_fd(), ptr.get(), len, min, time(deadline, timeout), &mut stats)
+                lowcopy::lowat::recv_atleast_raw(
+                    fd.as_fd(),
+                    ptr.get(),
+                    len,
+                    min,
+                    time(deadline, timeout),
+                    &mut stats,
+                )
             }
         });
         b.release(py);
@@ -153,7 +167,14 @@ fn recv_atleast_stats(
             // SAFETY: the export keeps `len` writable bytes at `ptr` alive and un-resizable
             // until it is released below.
             unsafe {
-                lowcopy::lowat::recv_atleast_raw(fd.as_fd(), ptr.get(), len, min, time(deadline, timeout), &mut stats)
+                lowcopy::lowat::recv_atleast_raw(
+                    fd.as_fd(),
+                    ptr.get(),
+                    len,
+                    min,
+                    time(deadline, timeout),
+                    &mut stats,
+                )
             }
         });
         b.release(py);

@@ -8,8 +8,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::util::{
-    blocking, count, dup_of, flags_of, guard, peek_mode, read_bytes, record, Handle,
-    IoResultExt, WriteBuf,
+    blocking, count, dup_of, flags_of, guard, peek_mode, read_bytes, record, Handle, IoResultExt,
+    WriteBuf,
 };
 
 /// Peeks up to `nbytes` bytes lying `offset` bytes after the head of the socket's receive
@@ -145,12 +145,7 @@ pub struct Peeker {
 }
 
 impl Peeker {
-    fn peek_iov(
-        &self,
-        py: Python<'_>,
-        iov: &[libc::iovec],
-        flags: i32,
-    ) -> PyResult<usize> {
+    fn peek_iov(&self, py: Python<'_>, iov: &[libc::iovec], flags: i32) -> PyResult<usize> {
         let flags = flags_of(flags)?;
         self.h.with(|p| {
             if flags.dontwait() {
@@ -234,7 +229,10 @@ impl Peeker {
                 iov_len: nbytes,
             }];
             let n = self.peek_iov(py, &iov, flags)?;
-            assert!(n <= nbytes, "the core reported more bytes than the buffer holds");
+            assert!(
+                n <= nbytes,
+                "the core reported more bytes than the buffer holds"
+            );
             // SAFETY: the kernel wrote the first `n <= capacity` bytes.
             unsafe { v.set_len(n) };
             Ok(PyBytes::new(py, &v).unbind())
@@ -245,7 +243,13 @@ impl Peeker {
     /// written. Results and errors as `peek`. The data path: no allocation, and with
     /// `MSG_DONTWAIT` the GIL is kept (the call never waits).
     #[pyo3(signature = (buffer, nbytes = 0, flags = 0))]
-    fn peek_into(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>, nbytes: i64, flags: i32) -> PyResult<usize> {
+    fn peek_into(
+        &self,
+        py: Python<'_>,
+        buffer: &Bound<'_, PyAny>,
+        nbytes: i64,
+        flags: i32,
+    ) -> PyResult<usize> {
         guard(|| {
             let b = WriteBuf::get(buffer, nbytes)?;
             let r = self.peek_iov(py, &[b.iovec()], flags);
@@ -382,7 +386,10 @@ impl Peeker {
     }
 
     fn __repr__(&self) -> String {
-        match self.h.with(|p| Ok((p.get_ref().as_raw_fd(), p.mode(), p.offset()))) {
+        match self
+            .h
+            .with(|p| Ok((p.get_ref().as_raw_fd(), p.mode(), p.offset())))
+        {
             Ok((fd, m, o)) => format!("<lowcopy.Peeker fd={fd} mode={m:?} offset={o}>"),
             Err(_) if self.h.is_closed() => "<lowcopy.Peeker [closed]>".to_string(),
             Err(_) => "<lowcopy.Peeker [in use]>".to_string(),

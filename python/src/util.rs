@@ -117,9 +117,9 @@ pub fn dup_of(obj: &Bound<'_, PyAny>) -> PyResult<OwnedFd> {
 pub fn timeout_of(t: Option<f64>) -> PyResult<Option<Duration>> {
     match t {
         None => Ok(None),
-        Some(s) if s.is_nan() || s < 0.0 => {
-            Err(PyValueError::new_err("timeout must be None or a non-negative number of seconds"))
-        }
+        Some(s) if s.is_nan() || s < 0.0 => Err(PyValueError::new_err(
+            "timeout must be None or a non-negative number of seconds",
+        )),
         Some(s) => Ok(Some(
             Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX),
         )),
@@ -337,7 +337,10 @@ pub fn read_bytes(
     let ptr = SendPtr(v.as_mut_ptr());
     let mut fill = fill;
     let n = blocking(py, || fill(ptr, nbytes))?;
-    assert!(n <= nbytes, "the core reported more bytes than the buffer holds");
+    assert!(
+        n <= nbytes,
+        "the core reported more bytes than the buffer holds"
+    );
     if zeroed {
         v.truncate(n);
     } else {
@@ -382,7 +385,11 @@ pub fn zc_flags(py: Python<'_>, v: u32) -> PyResult<Py<PyAny>> {
     let t = types(py)?;
     match t.zc_flags.get(v as usize) {
         Some(m) => Ok(m.clone_ref(py)),
-        None => Ok(py.import("lowcopy._types")?.getattr("ZcFlag")?.call1((v,))?.unbind()),
+        None => Ok(py
+            .import("lowcopy._types")?
+            .getattr("ZcFlag")?
+            .call1((v,))?
+            .unbind()),
     }
 }
 
@@ -444,9 +451,12 @@ impl<T> Handle<T> {
             // A panic inside a call was turned into SystemError; the object's memory is
             // intact (the core keeps its invariants per syscall), so it stays usable.
             Err(std::sync::TryLockError::Poisoned(p)) => Ok(p.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => Err(pyo3::exceptions::PyRuntimeError::new_err(
-                format!("{} is in use by another thread", self.name),
-            )),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                Err(pyo3::exceptions::PyRuntimeError::new_err(format!(
+                    "{} is in use by another thread",
+                    self.name
+                )))
+            }
         }
     }
 
