@@ -79,9 +79,15 @@ pub unsafe extern "C" fn lowcopy_set_rcvlowat(
 ///   `O_NONBLOCK` and `SO_RCVTIMEO` play no part.
 ///
 /// Returns `min` to `len` bytes when they came in time; fewer (but > 0) when the peer shut
-/// down, time ran out, an error or a signal arrived after some bytes came (the error is left
-/// for the next call), or on a datagram socket when the next datagram does not fit; 0 at end
-/// of stream with nothing received; `-ETIMEDOUT` when nothing came in time.
+/// down, time ran out, the connection was reset or a signal arrived after some bytes came
+/// (the error is left for the next call), or on a datagram socket when the next datagram does
+/// not fit; 0 at end of stream with nothing received; `-ETIMEDOUT` when nothing came in time.
+///
+/// The error queue is never read: its entries (the notifications of a `lowcopy_zc` on the
+/// same socket, `IP_RECVERR` and `SO_TIMESTAMPING` reports) stay for their owner and neither
+/// wake nor end the call. While one is queued poll reports `POLLERR` at once, so the call
+/// sleeps on an edge-triggered epoll instance of its own instead (one fd for the call's
+/// duration). A socket error (`SO_ERROR`) is returned as `recv` returns it.
 ///
 /// TCP: the socket's `SO_RCVLOWAT` is set to the bytes still missing while the call waits and
 /// restored before it returns (no change, and two syscalls fewer, when it already holds that
@@ -272,7 +278,9 @@ pub unsafe extern "C" fn lowcopy_zcrx_new(
 /// waiting again: one wakeup per mark's worth (bytes the kernel wakes for early are returned,
 /// not waited past). The socket's `SO_RCVTIMEO` bounds the wait; when it runs out the bytes
 /// queued below the mark are returned, or `-EAGAIN` when there are none, as `recv` does.
-/// Non-blocking (`MSG_DONTWAIT` or `O_NONBLOCK`): whatever is queued, or `-EAGAIN`.
+/// Non-blocking (`MSG_DONTWAIT` or `O_NONBLOCK`): whatever is queued, or `-EAGAIN`. Entries
+/// on the socket's error queue are never read and never end a wait (as in
+/// `lowcopy_recv_atleast`).
 ///
 /// If a peeker uses `SO_PEEK_OFF` on the same socket, the receiver lowers it by the bytes the
 /// kernel mapped or copied without lowering it itself, so the peek cursor stays on the same

@@ -1,7 +1,11 @@
 //! Zerocopy send with a user argument (API.md section 2).
 
 use libc::{c_int, c_void, iovec, msghdr, size_t, ssize_t, EINVAL, EIO};
-use lowcopy::zc::{self, Completion, ZcBackend, ZeroCopySender};
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::time::Duration;
+
+use lowcopy::zc::{self, Completion, ZcBackend, ZcOptions, ZeroCopySender};
+use lowcopy::Flags;
 
 use crate::{borrow, guard, iov_slice, neg, ret_size, with_handle};
 
@@ -50,7 +54,7 @@ pub const LOWCOPY_ZC_MAX_PENDING: u32 = 4096;
 /// Zerocopy sends over one socket with per-send user_data completions (opaque). Created by
 /// `lowcopy_zc_new`, released by `lowcopy_zc_free`.
 pub struct lowcopy_zc {
-    inner: ZeroCopySender<'static>,
+    inner: ZeroCopySender<BorrowedFd<'static>>,
 }
 
 /// One completed send: the buffers it used may be reused.
@@ -154,15 +158,15 @@ pub unsafe extern "C" fn lowcopy_zc_new(
         if out.is_null() {
             return -EINVAL;
         }
-        let backend = match ZcBackend::try_from(backend) {
-            Ok(b) => b,
+        let opts = match ZcOptions::from_raw(backend, flags) {
+            Ok(o) => o,
             Err(e) => return neg(e),
         };
         let fd = match borrow(fd) {
             Ok(fd) => fd,
             Err(e) => return e,
         };
-        match ZeroCopySender::new(fd, backend, flags) {
+        match ZeroCopySender::with_options(fd, opts) {
             Ok(inner) => {
                 // SAFETY: non-null and writable per the caller's contract.
                 unsafe { out.write(Box::into_raw(Box::new(lowcopy_zc { inner }))) };
@@ -236,8 +240,12 @@ pub unsafe extern "C" fn lowcopy_zc_sendv(
             Ok(v) => v,
             Err(e) => return e as ssize_t,
         };
+        let flags = match send_flags(flags) {
+            Ok(f) => f,
+            Err(e) => return e,
+        };
         // SAFETY: the iovecs describe readable memory per the caller's contract.
-        ret_size(unsafe { z.inner.send_iov(iov, flags, user_data) })
+        ret_size(unsafe { z.inner.send_raw(iov, flags, user_data) })
     };
     // SAFETY: `z` is NULL or a live, unaliased sender per the caller's contract.
     unsafe { with_handle(z, run) }
@@ -266,23 +274,17 @@ pub unsafe extern "C" fn lowcopy_zc_sendmsg(
         if m.msg_iovlen > c_int::MAX as usize {
             return -libc::EMSGSIZE as ssize_t;
         }
+        // NULL or no iovecs: -EINVAL, as for lowcopy_zc_sendv.
         // SAFETY: forwarded caller contract on the msghdr's iovecs.
-        let iov = match unsafe { iov_slice(m.msg_iov, m.msg_iovlen as c_int) } {
-            Ok(v) => v,
-            Err(e) => return e as ssize_t,
+        if let Err(e) = unsafe { iov_slice(m.msg_iov, m.msg_iovlen as c_int) } {
+            return e as ssize_t;
+        }
+        let flags = match send_flags(flags) {
+            Ok(f) => f,
+            Err(e) => return e,
         };
         // SAFETY: name, control and iovecs are valid per the caller's contract.
-        ret_size(unsafe {
-            z.inner.send_msg(
-                iov,
-                m.msg_name,
-                m.msg_namelen,
-                m.msg_control,
-                m.msg_controllen,
-                flags,
-                user_data,
-            )
-        })
+        ret_size(unsafe { z.inner.send_msg_raw(m, flags, user_data) })
     };
     // SAFETY: `z` is NULL or a live, unaliased sender per the caller's contract.
     unsafe { with_handle(z, run) }
@@ -325,10 +327,14 @@ pub unsafe extern "C" fn lowcopy_zc_send_reap(
             Ok(v) => v,
             Err(e) => return e as ssize_t,
         };
+        let flags = match send_flags(flags) {
+            Ok(f) => f,
+            Err(e) => return e,
+        };
         // SAFETY: `out` is writable for `cap` completions; the layouts match (checked above).
         let out = unsafe { completions(out, cap) };
         // SAFETY: the iovecs describe readable memory per the caller's contract.
-        match unsafe { z.inner.send_reap_iov(iov, flags, user_data, out) } {
+        match unsafe { z.inner.send_reap_raw(iov, flags, user_data, out) } {
             Ok((n, k)) => {
                 // SAFETY: non-null and writable per the caller's contract.
                 unsafe { n_out.write(k) };
@@ -339,6 +345,12 @@ pub unsafe extern "C" fn lowcopy_zc_send_reap(
     };
     // SAFETY: `z` is NULL or a live, unaliased sender per the caller's contract.
     unsafe { with_handle(z, run) }
+}
+
+/// A send's C flags as the core's: `MSG_DONTWAIT`, `MSG_MORE`, and `MSG_NOSIGNAL`, which the
+/// core always adds; anything else is `-EINVAL`.
+fn send_flags(flags: c_int) -> Result<Flags, ssize_t> {
+    Flags::from_raw(flags & !libc::MSG_NOSIGNAL).map_err(|e| neg(e) as ssize_t)
 }
 
 /// Views the caller's completion array as the core's type (same layout).
@@ -395,12 +407,21 @@ pub unsafe extern "C" fn lowcopy_zc_reap(
 /// `z` must be NULL or a live sender.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_zc_wait(z: *mut lowcopy_zc, timeout_ms: c_int) -> c_int {
-    let run = |z: &mut lowcopy_zc| match z.inner.wait(timeout_ms) {
+    let run = |z: &mut lowcopy_zc| match wait_timeout(timeout_ms).and_then(|t| z.inner.wait(t)) {
         Ok(n) => n.min(c_int::MAX as usize) as c_int,
         Err(e) => neg(e),
     };
     // SAFETY: `z` is NULL or a live, unaliased sender per the caller's contract.
     unsafe { with_handle(z, run) }
+}
+
+/// `timeout_ms` as the core's time: -1 no limit, 0 just check, below -1 `EINVAL`.
+fn wait_timeout(timeout_ms: c_int) -> std::io::Result<Option<Duration>> {
+    match timeout_ms {
+        -1 => Ok(None),
+        t if t < -1 => Err(std::io::Error::from_raw_os_error(EINVAL)),
+        t => Ok(Some(Duration::from_millis(t as u64))),
+    }
 }
 
 /// Sends that accepted bytes and whose completion has not arrived yet (ready but unreaped
@@ -428,7 +449,7 @@ pub unsafe extern "C" fn lowcopy_zc_inflight(z: *const lowcopy_zc) -> size_t {
 pub unsafe extern "C" fn lowcopy_zc_pollfd(z: *const lowcopy_zc) -> c_int {
     guard(-EIO, || {
         // SAFETY: NULL or a live sender per the caller's contract.
-        unsafe { z.as_ref() }.map_or(-EINVAL, |z| z.inner.pollfd())
+        unsafe { z.as_ref() }.map_or(-EINVAL, |z| z.inner.completion_fd().as_raw_fd())
     })
 }
 

@@ -31,7 +31,7 @@ pub use flags::Flags;
 pub use lowat::{recv_atleast, recv_atleast_with_stats, set_rcvlowat, RecvStats};
 pub use peek::{consume, peek_at, peek_supported, PeekMode, PeekStats, Peeker};
 pub use probe::{probe, Caps};
-pub use zc::{Completion, ZcBackend, ZcStats, ZeroCopySender};
+pub use zc::{Completion, ZcBackend, ZcOptions, ZcStats, ZeroCopySender};
 pub use zcrx::{Chunk, ZcrxStats, ZeroCopyReceiver};
 
 /// `IOV_MAX`: the most iovecs one call takes.

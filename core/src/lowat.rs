@@ -96,9 +96,9 @@ pub fn recv_atleast(
 /// Returns:
 /// - `Ok(n)` with `min <= n <= buf.len()` when `min` bytes came in time;
 /// - `Ok(n)` with `0 < n < min` when the peer shut down after `n` bytes, when time ran out
-///   after `n` bytes came, when an error or a signal arrived after `n` bytes (the error is
-///   left pending and the next call reports it), or on a datagram socket when the next
-///   datagram does not fit in what is left of `buf`;
+///   after `n` bytes came, when the connection was reset after `n` bytes (the error is left
+///   pending and the next call reports it), when a signal arrived after `n` bytes, or on a
+///   datagram socket when the next datagram does not fit in what is left of `buf`;
 /// - `Ok(0)` at end of stream with nothing received;
 /// - `ETIMEDOUT` when nothing came in time.
 ///
@@ -116,6 +116,16 @@ pub fn recv_atleast(
 /// `buf` while they fit, until `min` bytes; a datagram is never truncated. `EMSGSIZE` when the
 /// first datagram is larger than `buf` (it stays queued). Zero-length datagrams are consumed
 /// and add nothing.
+///
+/// The error queue: the call never reads it. Its entries (the completion notifications of
+/// a [`crate::ZeroCopySender`] on the same socket, ICMP reports queued with `IP_RECVERR`,
+/// `SO_TIMESTAMPING` reports) stay for their owner, and neither wake the call nor end it:
+/// while one is queued, `poll` reports `POLLERR` at once on every call, so the call then
+/// sleeps on an edge-triggered epoll instance of its own (one descriptor for the call's
+/// duration, 2-3 syscalls more per wait) that wakes only for new events. A socket error
+/// (`SO_ERROR`: a reset, an ICMP error with `IP_RECVERR`) is returned as `recv` returns
+/// it, at once when nothing was received; one that arrives after some bytes is left for
+/// the next call, and ends this one early only when the connection is reset or hung up.
 ///
 /// Errors: `EINVAL` (`buf` empty or longer than `isize::MAX`), `EBADF`, `ENOTSOCK`,
 /// `EOPNOTSUPP` (not a stream, datagram or seqpacket socket), `ETIMEDOUT`, `EMSGSIZE`,

@@ -241,6 +241,11 @@ impl<'fd> ZeroCopyReceiver<'fd> {
     /// are none, as `recv` does. Non-blocking (`MSG_DONTWAIT` or `O_NONBLOCK`): whatever is
     /// queued, mark or not (the caller's poll/epoll honoured the mark), or `EAGAIN`.
     ///
+    /// Entries on the socket's error queue (zerocopy notifications of a sender on the same
+    /// socket, `IP_RECVERR` or `SO_TIMESTAMPING` reports) are never read and never end a
+    /// wait: a blocking receive sleeps past them (as [`crate::recv_atleast`] does), a
+    /// non-blocking one returns `EAGAIN` when nothing else is there.
+    ///
     /// `SO_PEEK_OFF`: reads lower a socket's peek offset by the bytes they consume; the kernel
     /// forgets to for bytes it maps or copies as stragglers (6.18), so the receiver lowers it
     /// itself when a peeker has it enabled: a peek cursor keeps pointing at the same stream

@@ -4,13 +4,14 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io;
+use std::io::{self, IoSlice};
 use std::net::{Ipv4Addr, Ipv6Addr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use common::*;
-use lowcopy::zc::{Completion, ZcBackend, ZeroCopySender, ADAPTIVE, FALLBACK};
+use lowcopy::zc::{Completion, ZcBackend, ZcOptions, ZeroCopySender, FALLBACK};
+use lowcopy::Flags;
 use serde_json::Value;
 
 fn backend_of(s: &str) -> ZcBackend {
@@ -84,7 +85,7 @@ struct Run<'a> {
     fd: BorrowedFd<'a>,
     fds: Option<Fds>,
     backend: ZcBackend,
-    zc: Option<ZeroCopySender<'a>>,
+    zc: Option<ZeroCopySender<BorrowedFd<'a>>>,
     /// Bytes each send accepted, by user_data (only sends that returned > 0).
     sent: HashMap<u64, usize>,
     got: Vec<Completion>,
@@ -146,7 +147,7 @@ fn errno_matches(step: &Value, r: &io::Result<usize>) -> bool {
 }
 
 impl<'a> Run<'a> {
-    fn zc(&mut self) -> &mut ZeroCopySender<'a> {
+    fn zc(&mut self) -> &mut ZeroCopySender<BorrowedFd<'a>> {
         self.zc.as_mut().expect("scenario sends before `new`")
     }
 
@@ -182,34 +183,28 @@ impl<'a> Run<'a> {
             .collect()
     }
 
+    /// `flags`: the table's C value; `MSG_NOSIGNAL` is what Rust sends always do, anything
+    /// but `MSG_DONTWAIT`/`MSG_MORE` is EINVAL from `Flags::from_raw`.
     fn send(&mut self, lens: &[usize], ud: u64, flags: i32, to: bool) -> io::Result<usize> {
-        // One buffer continuing the pattern, cut into the iovecs asked for.
+        let flags = Flags::from_raw(flags & !libc::MSG_NOSIGNAL)?;
+        // One buffer continuing the pattern, cut into the slices asked for.
         let b = self.data(lens.iter().sum());
+        let buf = &self.bufs[b];
         let mut iov = Vec::new();
-        let mut at = self.bufs[b].as_ptr();
+        let mut at = 0;
         for &l in lens {
-            iov.push(libc::iovec {
-                iov_base: at as *mut _,
-                iov_len: l,
-            });
-            // SAFETY: the lens add up to the buffer's length.
-            at = unsafe { at.add(l) };
+            iov.push(IoSlice::new(&buf[at..at + l]));
+            at += l;
         }
         let dest = to.then(|| {
-            sockaddr(
-                self.fds
-                    .as_ref()
-                    .unwrap()
-                    .dest
-                    .expect("sendto needs unconnected UDP"),
-            )
+            let fds = self.fds.as_ref().unwrap();
+            fds.dest.expect("sendto needs unconnected UDP")
         });
-        let (name, namelen) = dest
-            .as_ref()
-            .map_or((std::ptr::null(), 0), |d| (d.0.as_ptr().cast(), d.1));
         let zc = self.zc.as_mut().expect("no sender");
-        // SAFETY: the iovecs cover buffers that outlive the sender; the address outlives the call.
-        let r = unsafe { zc.send_msg(&iov, name, namelen, std::ptr::null(), 0, flags, ud) };
+        let r = match dest {
+            Some(d) => zc.send_msg(&iov, Some(&d), &[], flags, ud),
+            None => zc.send(&iov, flags, ud),
+        };
         if let Ok(n) = r {
             if n > 0 {
                 assert!(
@@ -257,12 +252,9 @@ impl<'a> Run<'a> {
                     .get("backend")
                     .and_then(Value::as_str)
                     .map_or(self.backend, backend_of);
-                let f = if step.get("adaptive").and_then(Value::as_bool) == Some(true) {
-                    ADAPTIVE
-                } else {
-                    0
-                };
-                let r = ZeroCopySender::new(self.fd, backend, f);
+                let adaptive = step.get("adaptive").and_then(Value::as_bool) == Some(true);
+                let opts = ZcOptions::new().backend(backend).adaptive(adaptive);
+                let r = ZeroCopySender::with_options(self.fd, opts);
                 if step.get("expect_err").is_some() {
                     self.check(step, r.map(|_| 0), ctx);
                     return;
@@ -320,7 +312,8 @@ impl<'a> Run<'a> {
                     };
                     let zc = self.zc.as_mut().unwrap();
                     // SAFETY: the buffer lives in self.bufs until the run ends.
-                    let (n, k) = unsafe { zc.send_reap_iov(&iov, 0, base + i, &mut out) }.unwrap();
+                    let r = unsafe { zc.send_reap_raw(&iov, Flags::NONE, base + i, &mut out) };
+                    let (n, k) = r.unwrap();
                     assert_eq!(n, len, "{ctx}: send_reap short");
                     self.sent.insert(base + i, n);
                     self.stream_pos += n;
@@ -378,7 +371,10 @@ impl<'a> Run<'a> {
             }
             "wait" => {
                 let t0 = Instant::now();
-                let r = self.zc().wait(step["timeout_ms"].as_i64().unwrap() as i32);
+                let r = match step["timeout_ms"].as_i64().unwrap() {
+                    -1 => self.zc().wait(None),
+                    t => self.zc().wait(Some(Duration::from_millis(t as u64))),
+                };
                 if step.get("expect_err").is_some() || step.get("expect_ret").is_some() {
                     self.check(step, r, ctx);
                 }
@@ -402,7 +398,7 @@ impl<'a> Run<'a> {
                         "{ctx}: {} sends never completed",
                         self.zc().inflight()
                     );
-                    match self.zc().wait(50) {
+                    match self.zc().wait(Some(Duration::from_millis(50))) {
                         Ok(_) => {}
                         Err(e) if e.raw_os_error() == Some(libc::ETIMEDOUT) => {}
                         Err(e) if e.raw_os_error() == Some(libc::ECONNRESET) => {}
@@ -589,28 +585,6 @@ impl<'a> Run<'a> {
 }
 
 /// A sockaddr for `addr`, as bytes and length.
-fn sockaddr(addr: std::net::SocketAddr) -> (Vec<u8>, libc::socklen_t) {
-    match addr {
-        std::net::SocketAddr::V4(a) => {
-            let sa = libc::sockaddr_in {
-                sin_family: libc::AF_INET as _,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from(*a.ip()).to_be(),
-                },
-                sin_zero: [0; 8],
-            };
-            let len = std::mem::size_of_val(&sa);
-            // SAFETY: plain-old-data struct viewed as bytes.
-            let bytes = unsafe {
-                std::slice::from_raw_parts((&sa as *const libc::sockaddr_in).cast::<u8>(), len)
-            };
-            (bytes.to_vec(), len as _)
-        }
-        std::net::SocketAddr::V6(_) => unimplemented!("IPv6 sendto is not in the table"),
-    }
-}
-
 fn run_one(table: &Value, sc: &Value, transport: &str, backend: &str) {
     let ctx = format!(
         "[{} | {transport} | {backend}]",

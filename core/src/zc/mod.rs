@@ -21,23 +21,28 @@
 mod tracker;
 mod uring;
 
+use std::fmt;
 use std::io::{self, IoSlice};
-use std::mem::MaybeUninit;
-use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::mem::{ManuallyDrop, MaybeUninit};
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::time::{Duration, Instant};
 
 use libc::{c_int, iovec, msghdr};
 
 use crate::sys::{self, errno, getsockopt_int, poll_one, setsockopt_int, IOV_MAX};
 use crate::wait::Waiter;
+use crate::Flags;
 pub use tracker::{Completion, COPIED, FALLBACK};
 use tracker::{SlotId, Tracker};
 
 /// Which mechanism sends (`LOWCOPY_ZC_*` in C).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(u32)]
 pub enum ZcBackend {
     /// io_uring where SEND_ZC works on this socket, else the error queue where
     /// `SO_ZEROCOPY` works, else copy.
+    #[default]
     Auto = 0,
     /// `SO_ZEROCOPY` + `MSG_ZEROCOPY`, completions from `MSG_ERRQUEUE`.
     ErrQueue = 1,
@@ -61,12 +66,71 @@ impl TryFrom<u32> for ZcBackend {
     }
 }
 
-/// Option flag for [`ZeroCopySender::new`]: stop asking for zerocopy after
-/// [`ADAPTIVE_AFTER`] consecutive completions that the kernel copied anyway (loopback, veth,
-/// devices without scatter-gather), the way msg_zerocopy.rst suggests. Sends in flight are
-/// still reaped; later sends are plain copies whose completion is ready at once.
+/// How a [`ZeroCopySender`] is set up: its backend and whether it turns zerocopy off when the
+/// kernel copies anyway. `Default`: [`ZcBackend::Auto`], not adaptive.
+///
+/// ```
+/// use lowcopy::{ZcBackend, ZcOptions};
+///
+/// let opts = ZcOptions::new().backend(ZcBackend::ErrQueue).adaptive(true);
+/// assert_eq!((opts.backend, opts.adaptive), (ZcBackend::ErrQueue, true));
+/// assert_eq!(ZcOptions::from_raw(1, lowcopy::zc::ADAPTIVE).unwrap(), opts);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ZcOptions {
+    /// The mechanism that sends ([`ZcBackend::Auto`] picks one).
+    pub backend: ZcBackend,
+    /// Stop asking for zerocopy after [`ADAPTIVE_AFTER`] consecutive completions that the
+    /// kernel copied anyway (loopback, veth, devices without scatter-gather), the way
+    /// msg_zerocopy.rst suggests: a copied "zerocopy" send costs more than a plain copy. Sends
+    /// in flight are still reaped; later sends are plain copies whose completion is ready at
+    /// once, flagged [`COPIED`] | [`FALLBACK`].
+    pub adaptive: bool,
+}
+
+impl ZcOptions {
+    /// The defaults: [`ZcBackend::Auto`], not adaptive.
+    pub const fn new() -> Self {
+        ZcOptions {
+            backend: ZcBackend::Auto,
+            adaptive: false,
+        }
+    }
+
+    /// These options with `backend`.
+    pub const fn backend(mut self, backend: ZcBackend) -> Self {
+        self.backend = backend;
+        self
+    }
+
+    /// These options with [`ZcOptions::adaptive`] set to `on`.
+    pub const fn adaptive(mut self, on: bool) -> Self {
+        self.adaptive = on;
+        self
+    }
+
+    /// The options from the C ABI's numbers: a backend value (`ZcBackend as u32`) and a flags
+    /// word of [`ADAPTIVE`].
+    ///
+    /// # Errors
+    /// `EINVAL` for an unknown backend or flag bit.
+    pub fn from_raw(backend: u32, flags: u32) -> io::Result<Self> {
+        if flags & !ADAPTIVE != 0 {
+            return Err(errno(libc::EINVAL));
+        }
+        Ok(ZcOptions {
+            backend: ZcBackend::try_from(backend)?,
+            adaptive: flags & ADAPTIVE != 0,
+        })
+    }
+}
+
+/// The flag bit of [`ZcOptions::adaptive`] in the C ABI's flags word (`LOWCOPY_ZC_ADAPTIVE`);
+/// see [`ZcOptions::from_raw`].
 pub const ADAPTIVE: u32 = 1;
-/// Consecutive copied completions after which [`ADAPTIVE`] stops asking for zerocopy.
+/// Consecutive copied completions after which [`ZcOptions::adaptive`] stops asking for
+/// zerocopy.
 pub const ADAPTIVE_AFTER: u32 = 16;
 /// Requests that may be held at once: in flight or ready but not yet reaped.
 pub const MAX_PENDING: usize = 4096;
@@ -84,9 +148,6 @@ const ERRQ_BATCH: usize = 16;
 /// Control buffer per error-queue message: a `sock_extended_err` plus the offender address
 /// (44 bytes on IPv6) with room for a timestamp cmsg beside it.
 const ERRQ_CONTROL: usize = 256;
-/// Flags a send accepts from the caller. `MSG_NOSIGNAL` is always added: a library must not
-/// raise SIGPIPE; `EPIPE` is returned instead.
-const SEND_FLAGS: c_int = libc::MSG_DONTWAIT | libc::MSG_MORE | libc::MSG_NOSIGNAL;
 
 /// Counters of a [`ZeroCopySender`]. Byte counts in bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -115,7 +176,7 @@ pub struct ZcStats {
     pub errqueue_other: u64,
     /// Notified ids that matched no send in flight, ignored.
     pub unexpected_ids: u64,
-    /// 1 once [`ADAPTIVE`] stopped asking for zerocopy.
+    /// 1 once [`ZcOptions::adaptive`] stopped asking for zerocopy.
     pub zerocopy_off: u64,
 }
 
@@ -128,6 +189,9 @@ struct ErrQueue {
 // SAFETY: the raw pointers in `msgs` only ever point into `control`, which moves with it,
 // and they are rewritten before every use; nothing is shared with another thread.
 unsafe impl Send for ErrQueue {}
+// SAFETY: nothing is read or written through those pointers from `&ErrQueue`: only the
+// sender's `&mut self` paths use the buffers.
+unsafe impl Sync for ErrQueue {}
 
 impl ErrQueue {
     fn new() -> Self {
@@ -147,11 +211,48 @@ enum Engine {
 
 /// Zerocopy sends over one socket, with per-send `user_data` completions.
 ///
-/// The socket is borrowed, never closed; it must stay open while the sender lives. Create
-/// one sender per socket, before any other `MSG_ZEROCOPY` send on it: the kernel's id
-/// counter cannot be read back. Not for concurrent use; distinct senders are independent.
-pub struct ZeroCopySender<'fd> {
-    fd: BorrowedFd<'fd>,
+/// The sender holds the socket as `F`: a [`BorrowedFd`], an [`OwnedFd`](std::os::fd::OwnedFd),
+/// a `&TcpStream`, a `UdpSocket`, anything that implements [`AsFd`]; lowcopy closes it only by
+/// dropping `F`. Create one sender per socket, before any other `MSG_ZEROCOPY` send on it:
+/// the kernel's id counter cannot be read back. Not for concurrent use (methods take
+/// `&mut self`); distinct senders are independent. With [`ZcBackend::IoUring`] the first
+/// thread that sends owns the sender: calls from other threads fail with `EEXIST`.
+///
+/// The buffers of a send must stay unmodified until its [`Completion`] is reaped: the kernel
+/// may read them until then (a zerocopy send pins the pages and transmits from them, also when
+/// TCP retransmits), so a change reaches the wire. This is not a memory-safety matter (the
+/// pages stay pinned however the memory is freed or reused), which is why the safe calls
+/// take borrowed slices; it is the caller's correctness rule.
+///
+/// ```
+/// use std::io::{IoSlice, Read};
+/// use std::net::{TcpListener, TcpStream};
+/// use std::time::Duration;
+/// use lowcopy::{Completion, Flags, ZcBackend, ZcOptions, ZeroCopySender};
+///
+/// let listener = TcpListener::bind("127.0.0.1:0")?;
+/// let client = TcpStream::connect(listener.local_addr()?)?;
+/// let (mut server, _) = listener.accept()?;
+///
+/// let mut zc = ZeroCopySender::with_options(&client, ZcOptions::new().backend(ZcBackend::Auto))?;
+/// let payload = vec![7u8; 64 * 1024];
+/// assert_eq!(zc.send(&[IoSlice::new(&payload)], Flags::NONE, 42)?, payload.len());
+///
+/// let mut got = vec![0u8; payload.len()];
+/// server.read_exact(&mut got)?; // loopback acknowledges what the peer receives
+///
+/// let mut done = [Completion::default(); 4];
+/// let mut n = 0;
+/// while n == 0 {
+///     zc.wait(Some(Duration::from_secs(5)))?;
+///     n = zc.reap(&mut done)?;
+/// }
+/// assert_eq!((done[0].user_data, done[0].result), (42, 65536));
+/// drop(payload); // only now may the buffer change
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct ZeroCopySender<F: AsFd> {
+    fd: F,
     stream: bool,
     engine: Engine,
     tracker: Tracker,
@@ -164,12 +265,21 @@ pub struct ZeroCopySender<'fd> {
     stats: ZcStats,
 }
 
-impl std::fmt::Debug for ZeroCopySender<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl<F: AsFd> fmt::Debug for ZeroCopySender<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ZeroCopySender")
+            .field("fd", &self.fd.as_fd())
             .field("backend", &self.backend())
             .field("inflight", &self.inflight())
             .finish()
+    }
+}
+
+impl<F: AsFd> AsFd for ZeroCopySender<F> {
+    /// The socket the sender sends on (see [`ZeroCopySender::completion_fd`] for the one to
+    /// watch for completions).
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 }
 
@@ -190,6 +300,19 @@ fn zerocopy_capable(fd: BorrowedFd<'_>) -> io::Result<(bool, bool)> {
     Ok((capable, stream))
 }
 
+fn auto_engine(fd: BorrowedFd<'_>, capable: bool) -> Engine {
+    if !capable {
+        return Engine::Copy;
+    }
+    if let Ok(u) = uring::Uring::new(MAX_PENDING) {
+        return Engine::IoUring(Box::new(u));
+    }
+    match enable_so_zerocopy(fd) {
+        Ok(()) => Engine::ErrQueue(ErrQueue::new()),
+        Err(_) => Engine::Copy,
+    }
+}
+
 fn enable_so_zerocopy(fd: BorrowedFd<'_>) -> io::Result<()> {
     setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_ZEROCOPY, 1)?;
     // Read it back: a filter (seccomp, BPF sockopt) could have swallowed the request.
@@ -199,33 +322,41 @@ fn enable_so_zerocopy(fd: BorrowedFd<'_>) -> io::Result<()> {
     }
 }
 
-impl<'fd> ZeroCopySender<'fd> {
-    /// Creates a sender on `fd` with `backend` and option `flags` ([`ADAPTIVE`]).
+impl<F: AsFd> ZeroCopySender<F> {
+    /// Creates a sender on the socket `fd` with the default [`ZcOptions`] (backend
+    /// [`ZcBackend::Auto`], not adaptive). See [`ZeroCopySender::with_options`].
+    ///
+    /// # Errors
+    /// As [`ZeroCopySender::with_options`].
+    pub fn new(fd: F) -> io::Result<Self> {
+        Self::with_options(fd, ZcOptions::new())
+    }
+
+    /// Creates a sender on the socket `fd` set up as `opts` says.
     ///
     /// Allocates everything the data path needs (tracking for [`MAX_PENDING`] requests, the
     /// io_uring ring or the error-queue buffers). The error-queue backend sets `SO_ZEROCOPY`
     /// on the socket (left set afterwards; it only matters to `MSG_ZEROCOPY` sends).
     ///
-    /// Errors: `EINVAL` (unknown flags), `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (an explicit
-    /// zerocopy backend on a socket that has none: AF_UNIX, MPTCP, raw, packet), io_uring setup
-    /// errors for an explicit `IoUring` (`EPERM` when `kernel.io_uring_disabled`, `ENOSYS`,
-    /// `ENOMEM`).
-    pub fn new(fd: BorrowedFd<'fd>, backend: ZcBackend, flags: u32) -> io::Result<Self> {
-        if flags & !ADAPTIVE != 0 {
-            return Err(errno(libc::EINVAL));
-        }
-        let (capable, stream) = zerocopy_capable(fd)?;
-        let engine = match backend {
+    /// # Errors
+    /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (an explicit zerocopy backend on a socket that has
+    /// none: AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup errors
+    /// for an explicit [`ZcBackend::IoUring`] (`EPERM` when `kernel.io_uring_disabled`,
+    /// `ENOSYS`, `ENOMEM`). `fd` is dropped on error.
+    pub fn with_options(fd: F, opts: ZcOptions) -> io::Result<Self> {
+        let b = fd.as_fd();
+        let (capable, stream) = zerocopy_capable(b)?;
+        let engine = match opts.backend {
             ZcBackend::Copy => Engine::Copy,
             ZcBackend::ErrQueue | ZcBackend::IoUring if !capable => {
                 return Err(errno(libc::EOPNOTSUPP))
             }
             ZcBackend::ErrQueue => {
-                enable_so_zerocopy(fd)?;
+                enable_so_zerocopy(b)?;
                 Engine::ErrQueue(ErrQueue::new())
             }
             ZcBackend::IoUring => Engine::IoUring(Box::new(uring::Uring::new(MAX_PENDING)?)),
-            ZcBackend::Auto => Self::auto_engine(fd, capable),
+            ZcBackend::Auto => auto_engine(b, capable),
         };
         Ok(ZeroCopySender {
             fd,
@@ -233,7 +364,7 @@ impl<'fd> ZeroCopySender<'fd> {
             engine,
             tracker: Tracker::new(MAX_PENDING, MAX_IDS),
             adaptive: Adaptive {
-                enabled: flags & ADAPTIVE != 0,
+                enabled: opts.adaptive,
                 ..Adaptive::default()
             },
             sends_since_reap: 0,
@@ -243,16 +374,38 @@ impl<'fd> ZeroCopySender<'fd> {
         })
     }
 
-    fn auto_engine(fd: BorrowedFd<'_>, capable: bool) -> Engine {
-        if !capable {
-            return Engine::Copy;
-        }
-        if let Ok(u) = uring::Uring::new(MAX_PENDING) {
-            return Engine::IoUring(Box::new(u));
-        }
-        match enable_so_zerocopy(fd) {
-            Ok(()) => Engine::ErrQueue(ErrQueue::new()),
-            Err(_) => Engine::Copy,
+    /// The socket, as given to [`ZeroCopySender::new`].
+    pub fn get_ref(&self) -> &F {
+        &self.fd
+    }
+
+    /// Collects the completions already reported, as dropping the sender does, and returns
+    /// the socket. Completions not collected are lost, as with drop: check
+    /// [`ZeroCopySender::inflight`] first if they matter. The socket keeps the kernel's
+    /// zerocopy id counter where this sender left it, which a new error-queue sender cannot
+    /// read back: do not make another error-queue sender on it.
+    pub fn into_inner(self) -> F {
+        let mut me = ManuallyDrop::new(self);
+        let _ = me.collect();
+        // Every field by name: a new one must be handled below.
+        let ZeroCopySender {
+            fd: _,
+            stream: _,
+            engine: _,
+            tracker: _,
+            adaptive: _,
+            sends_since_reap: _,
+            uring_full: _,
+            waiter: _,
+            stats: _,
+        } = &*me;
+        // SAFETY: `me` is never used or dropped again: `fd` is moved out once, and each field
+        // that owns something is dropped in place once (the others are `Copy`).
+        unsafe {
+            std::ptr::drop_in_place(&mut me.engine);
+            std::ptr::drop_in_place(&mut me.tracker);
+            std::ptr::drop_in_place(&mut me.waiter);
+            std::ptr::read(&me.fd)
         }
     }
 
@@ -277,83 +430,172 @@ impl<'fd> ZeroCopySender<'fd> {
         s
     }
 
-    /// The fd to watch for completions: the socket for the error queue (`EPOLLERR` is always
-    /// reported), the ring for io_uring (`EPOLLIN`). Copy completions are ready when the send
-    /// returns; for the copy backend this is the socket, which never needs watching.
-    pub fn pollfd(&self) -> RawFd {
+    /// The descriptor to watch (poll, epoll) for completions: the socket for the error queue
+    /// (`EPOLLERR` is always reported), the ring for io_uring (`EPOLLIN`). Copy completions
+    /// are ready when the send returns; for the copy backend this is the socket, which never
+    /// needs watching.
+    ///
+    /// The ring belongs to the sender and is closed when the sender is dropped: remove it from
+    /// an epoll set first (the borrow ends there too).
+    pub fn completion_fd(&self) -> BorrowedFd<'_> {
         match &self.engine {
             Engine::IoUring(u) => u.fd(),
-            _ => self.fd.as_raw_fd(),
+            _ => self.fd.as_fd(),
         }
     }
 
-    /// Sends `bufs` with `flags` (`MSG_DONTWAIT`, `MSG_MORE`, `MSG_NOSIGNAL`); returns bytes
-    /// accepted. Exactly one completion carrying `user_data` follows every send that returned
-    /// > 0; none follows a failed or zero-byte send.
+    /// Sends `bufs`; returns bytes accepted. Exactly one completion carrying `user_data`
+    /// follows every send that returned > 0; none follows a failed or zero-byte send. The
+    /// buffers must stay unmodified until that completion is reaped (see the type's
+    /// documentation): take them from memory that the caller does not reuse before then.
     ///
-    /// As `send(2)`: a blocking send on a stream socket accepts everything unless a signal or
-    /// `SO_SNDTIMEO` stops it part way (then the part sent is returned: send the rest), a
-    /// non-blocking one accepts what fits, a datagram is one send. (The io_uring backend
-    /// cancels its request on a signal, returning what went or `EINTR`; it does not honour
-    /// `SO_SNDTIMEO`.) `ENOBUFS` from a zerocopy
-    /// send (optmem or locked-pages limit) is never returned: completions are collected and
-    /// the send is retried, then made by copy. The caller must not modify the buffers until
-    /// the completion is reaped.
+    /// `flags`: [`Flags::DONTWAIT`], [`Flags::MORE`]. `MSG_NOSIGNAL` is always added: a closed
+    /// connection is `EPIPE`, never `SIGPIPE`. As `send(2)`: a blocking send on a stream socket
+    /// accepts everything unless a signal or `SO_SNDTIMEO` stops it part way (then the part
+    /// sent is returned: send the rest), a non-blocking one accepts what fits, a datagram is one
+    /// send (a zero-length datagram too: it returns 0 and gets no completion). Never waits for a
+    /// completion. The io_uring backend cancels its request on a signal (returning what went,
+    /// or `EINTR`) and does not honour `SO_SNDTIMEO`; after an `EAGAIN` it asks
+    /// `poll(POLLOUT)` before queueing the next request (a failed SEND_ZC still posts a
+    /// notification, which the kernel may hold until the peer acks earlier data), so retrying
+    /// a full socket costs a poll and no request slot. `ENOBUFS` from a zerocopy send (optmem
+    /// or locked-pages limit) is never returned: completions are collected and the send is
+    /// retried, then made by copy.
     ///
-    /// Errors: `EINVAL` (flags), `EBUSY` ([`MAX_PENDING`] requests unreaped: reap first),
-    /// `EMSGSIZE` (more than `IOV_MAX` iovecs, or a datagram too large), and the socket's own
-    /// send errors (`EAGAIN`, `EPIPE`, `ECONNRESET`, `EDESTADDRREQ`, ...).
+    /// # Errors
+    /// `EBUSY` ([`MAX_PENDING`] requests unreaped: reap first), `EEXIST` (io_uring backend
+    /// called from a thread other than the first that sent), `EIO` (io_uring ring retired
+    /// after it failed to take a request), `EMSGSIZE` (more than [`IOV_MAX`](crate::IOV_MAX)
+    /// iovecs, or a datagram too large), and the socket's own send errors (`EAGAIN`, `EINTR`,
+    /// `EPIPE`, `ECONNRESET`, `EDESTADDRREQ`, ...).
     pub fn send(
         &mut self,
         bufs: &[IoSlice<'_>],
-        flags: c_int,
+        flags: Flags,
         user_data: u64,
     ) -> io::Result<usize> {
         // SAFETY: IoSlice is ABI-compatible with struct iovec (std documents it for Unix);
         // the kernel only reads the buffers.
         let iov = unsafe { std::slice::from_raw_parts(bufs.as_ptr().cast::<iovec>(), bufs.len()) };
-        // SAFETY: the iovecs describe the caller's readable buffers.
-        unsafe { self.send_iov(iov, flags, user_data) }
+        // SAFETY: the iovecs describe the caller's readable buffers, borrowed for the call.
+        unsafe { self.send_raw(iov, flags, user_data) }
+    }
+
+    /// [`ZeroCopySender::send`] to a destination address (`addr`, for unconnected datagram
+    /// sockets; `None`: the connected peer) with control messages (`control`: the bytes of
+    /// `cmsghdr`s as `sendmsg(2)` takes them, for example `UDP_SEGMENT`; empty for none).
+    ///
+    /// # Errors
+    /// As [`ZeroCopySender::send`], plus the kernel's answers to the address and control
+    /// data: `EAFNOSUPPORT` (an address of the other family), `EINVAL` (malformed control
+    /// messages), `EISCONN` (an address on a connected TCP socket), ...
+    pub fn send_msg(
+        &mut self,
+        bufs: &[IoSlice<'_>],
+        addr: Option<&SocketAddr>,
+        control: &[u8],
+        flags: Flags,
+        user_data: u64,
+    ) -> io::Result<usize> {
+        let name = addr.map(RawAddr::from);
+        // SAFETY: all-zero is a valid msghdr (null pointers, zero lengths).
+        let mut msg: msghdr = unsafe { std::mem::zeroed() };
+        if let Some(n) = &name {
+            msg.msg_name = n.as_ptr().cast_mut();
+            msg.msg_namelen = n.len();
+        }
+        if !control.is_empty() {
+            msg.msg_control = control.as_ptr().cast_mut().cast();
+            msg.msg_controllen = control.len() as _;
+        }
+        msg.msg_iov = bufs.as_ptr().cast::<iovec>().cast_mut();
+        msg.msg_iovlen = bufs.len() as _;
+        // SAFETY: the msghdr points at `name`, `control` and `bufs` (IoSlice is
+        // ABI-compatible with struct iovec), all alive and readable for the call; lowcopy
+        // never writes through these pointers.
+        unsafe { self.send_msg_raw(&msg, flags, user_data) }
     }
 
     /// [`ZeroCopySender::send`] over raw iovecs (the C ABI's `sendv` entry point); results and
     /// errors as [`ZeroCopySender::send`].
     ///
+    /// # Errors
+    /// As [`ZeroCopySender::send`].
+    ///
     /// # Safety
-    /// The iovecs must describe readable memory that stays unmodified until the completion.
-    pub unsafe fn send_iov(
+    /// Every iovec must describe memory valid for reads of its length during the call.
+    pub unsafe fn send_raw(
         &mut self,
         iov: &[iovec],
-        flags: c_int,
+        flags: Flags,
         user_data: u64,
     ) -> io::Result<usize> {
         let null = std::ptr::null();
         // SAFETY: forwarded caller guarantees; no name, no control data.
-        unsafe { self.send_msg(iov, null, 0, null, 0, flags, user_data) }
+        unsafe { self.send_parts(iov, null, 0, null, 0, flags, user_data) }
     }
 
-    /// [`ZeroCopySender::send`] with a destination address and control messages, from raw
-    /// parts (the C ABI's `sendmsg` entry point); results and errors as
-    /// [`ZeroCopySender::send`] (a bad address: the kernel's `EINVAL`, `EAFNOSUPPORT`, ...).
+    /// [`ZeroCopySender::send_msg`] from a `struct msghdr` (the C ABI's `sendmsg` entry
+    /// point): its name, iovecs and control data; `msg_flags` is ignored.
+    ///
+    /// # Errors
+    /// As [`ZeroCopySender::send_msg`], plus `EFAULT` for a null `msg_name`, `msg_control` or
+    /// `msg_iov` with a non-zero length (what `sendmsg(2)` answers, whatever the backend), and
+    /// `EMSGSIZE` for `msg_iovlen` above [`IOV_MAX`](crate::IOV_MAX).
     ///
     /// # Safety
-    /// The iovecs must describe readable memory that stays unmodified until the completion;
-    /// `name` (`namelen` bytes) and `control` (`controllen` bytes) must be valid for the call
-    /// (or null with length 0).
+    /// `msg_name` (`msg_namelen` bytes), `msg_control` (`msg_controllen` bytes), `msg_iov`
+    /// (`msg_iovlen` iovecs) and the memory each iovec describes must be valid for reads
+    /// during the call, or null with a zero length.
+    pub unsafe fn send_msg_raw(
+        &mut self,
+        msg: &msghdr,
+        flags: Flags,
+        user_data: u64,
+    ) -> io::Result<usize> {
+        let (name, control) = (msg.msg_name.cast_const(), msg.msg_control.cast_const());
+        // The kernel's order: the address and control buffer are checked before the iovecs.
+        if name.is_null() && msg.msg_namelen > 0 || control.is_null() && msg.msg_controllen > 0 {
+            return Err(errno(libc::EFAULT));
+        }
+        let iov: &[iovec] = match (msg.msg_iov.is_null(), msg.msg_iovlen) {
+            (_, 0) => &[],
+            (true, _) => return Err(errno(libc::EFAULT)),
+            (false, n) if n > IOV_MAX => return Err(errno(libc::EMSGSIZE)),
+            // SAFETY: the caller vouches for `msg_iovlen` readable iovecs at `msg_iov`.
+            (false, n) => unsafe { std::slice::from_raw_parts(msg.msg_iov, n) },
+        };
+        // SAFETY: forwarded caller guarantees.
+        unsafe {
+            self.send_parts(
+                iov,
+                name,
+                msg.msg_namelen,
+                control,
+                msg.msg_controllen,
+                flags,
+                user_data,
+            )
+        }
+    }
+
+    /// The one send path: `iov` with an optional name and control data.
+    ///
+    /// # Safety
+    /// The iovecs must describe memory valid for reads during the call; `name` (`namelen`
+    /// bytes) and `control` (`controllen` bytes) must be valid for reads during the call (or
+    /// null with length 0).
     #[allow(clippy::too_many_arguments)]
-    pub unsafe fn send_msg(
+    unsafe fn send_parts(
         &mut self,
         iov: &[iovec],
         name: *const libc::c_void,
         namelen: libc::socklen_t,
         control: *const libc::c_void,
         controllen: usize,
-        flags: c_int,
+        flags: Flags,
         user_data: u64,
     ) -> io::Result<usize> {
-        if flags & !SEND_FLAGS != 0 {
-            return Err(errno(libc::EINVAL));
-        }
         // What sendmsg(2) answers (move_addr_to_kernel, ____sys_sendmsg); io_uring's
         // SENDMSG_ZC would take a NULL control buffer with a length and send anyway.
         if name.is_null() && namelen > 0 || control.is_null() && controllen > 0 {
@@ -362,7 +604,8 @@ impl<'fd> ZeroCopySender<'fd> {
         if iov.len() > IOV_MAX {
             return Err(errno(libc::EMSGSIZE));
         }
-        let flags = flags | libc::MSG_NOSIGNAL;
+        // A library must not raise SIGPIPE: EPIPE is returned instead.
+        let flags = flags.to_raw() | libc::MSG_NOSIGNAL;
         let slot = self.begin(user_data)?;
         // SAFETY: all-zero is a valid msghdr; the pointers set below are the caller's.
         let mut msg: msghdr = unsafe { std::mem::zeroed() };
@@ -402,7 +645,7 @@ impl<'fd> ZeroCopySender<'fd> {
     /// collected, since they release it, and the send retried once, then made by copy.
     ///
     /// # Safety
-    /// As [`ZeroCopySender::send_msg`].
+    /// As [`ZeroCopySender::send_parts`].
     unsafe fn send_plain(
         &mut self,
         slot: SlotId,
@@ -427,7 +670,7 @@ impl<'fd> ZeroCopySender<'fd> {
             }
             self.stats.syscalls_send += 1;
             // SAFETY: msg points at the caller's name, control and iovecs.
-            match unsafe { sys::sendmsg(self.fd, msg, flags | libc::MSG_ZEROCOPY) } {
+            match unsafe { sys::sendmsg(self.fd.as_fd(), msg, flags | libc::MSG_ZEROCOPY) } {
                 // TCP numbers only sends that queued data; a datagram takes an id even with no
                 // payload (its header goes out through the zerocopy path: observed on 6.18).
                 Ok(n) if n > 0 || !self.stream => {
@@ -445,7 +688,7 @@ impl<'fd> ZeroCopySender<'fd> {
         }
         self.stats.syscalls_send += 1;
         // SAFETY: as above.
-        let n = unsafe { sys::sendmsg(self.fd, msg, flags) }?;
+        let n = unsafe { sys::sendmsg(self.fd.as_fd(), msg, flags) }?;
         if n > 0 {
             self.stats.copy_sends += 1;
             let fallback = if errqueue || self.adaptive.off {
@@ -464,7 +707,7 @@ impl<'fd> ZeroCopySender<'fd> {
     /// signal interrupts, and sends the rest as further requests of the same completion.
     ///
     /// # Safety
-    /// As [`ZeroCopySender::send_msg`].
+    /// As [`ZeroCopySender::send_parts`].
     unsafe fn send_uring(
         &mut self,
         slot: SlotId,
@@ -484,7 +727,13 @@ impl<'fd> ZeroCopySender<'fd> {
             // a caller retrying a full socket gets EAGAIN from poll, not a held slot.
             let ms = if blocking { -1 } else { 0 };
             let waiter = &mut self.waiter;
-            if waiter.wait(self.fd, libc::POLLOUT, ms, &mut self.stats.syscalls_send)? == 0 {
+            if waiter.wait(
+                self.fd.as_fd(),
+                libc::POLLOUT,
+                ms,
+                &mut self.stats.syscalls_send,
+            )? == 0
+            {
                 return Err(errno(libc::EAGAIN));
             }
             self.uring_full = false;
@@ -524,10 +773,12 @@ impl<'fd> ZeroCopySender<'fd> {
             }
             // A non-empty error queue (ICMP errors, timestamps: this backend does not read
             // it) does not end this sleep (crate::wait).
-            match self
-                .waiter
-                .wait(self.fd, libc::POLLOUT, -1, &mut self.stats.syscalls_send)
-            {
+            match self.waiter.wait(
+                self.fd.as_fd(),
+                libc::POLLOUT,
+                -1,
+                &mut self.stats.syscalls_send,
+            ) {
                 Ok(_) => self.uring_full = false,
                 Err(_) if sent > 0 => return Ok(sent),
                 Err(e) => return Err(e),
@@ -539,7 +790,7 @@ impl<'fd> ZeroCopySender<'fd> {
     /// notification); records what the kernel accepted and whether a notification follows.
     ///
     /// # Safety
-    /// As [`ZeroCopySender::send_msg`].
+    /// As [`ZeroCopySender::send_parts`].
     unsafe fn uring_once(
         &mut self,
         slot: SlotId,
@@ -554,7 +805,7 @@ impl<'fd> ZeroCopySender<'fd> {
         let mut on_notif = |n| apply_notif(tracker, adaptive, unexpected, n);
         let syscalls = &mut self.stats.syscalls_send;
         // SAFETY: forwarded caller guarantees on msg and the buffers.
-        let sr = unsafe { u.send(self.fd, msg, flags, slot, syscalls, &mut on_notif) }?;
+        let sr = unsafe { u.send(self.fd.as_fd(), msg, flags, slot, syscalls, &mut on_notif) }?;
         self.stats.zerocopy_sends += 1;
         let (res, bytes) = (sr.res, sr.res.max(0) as usize);
         if sr.more {
@@ -586,6 +837,9 @@ impl<'fd> ZeroCopySender<'fd> {
     /// (only while zerocopy ids are in flight) or the io_uring completion queue (a syscall only
     /// if the kernel flagged deferred notifications). [`ZeroCopySender::reap`] calls it when
     /// it needs to.
+    ///
+    /// # Errors
+    /// As [`ZeroCopySender::reap`].
     pub fn collect(&mut self) -> io::Result<()> {
         self.collect_with(true)
     }
@@ -625,7 +879,7 @@ impl<'fd> ZeroCopySender<'fd> {
             // SAFETY: each message points at its own control buffer and has no iovecs.
             let r = unsafe {
                 sys::recvmmsg(
-                    self.fd,
+                    self.fd.as_fd(),
                     &mut q.msgs,
                     libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
                 )
@@ -657,8 +911,13 @@ impl<'fd> ZeroCopySender<'fd> {
     }
 
     /// Moves ready completions into `out` without blocking; returns how many (the oldest
-    /// first). Errors: error-queue read errors; `EEXIST` on io_uring from a thread other than
-    /// the first that sent.
+    /// first; 0 when none). Collects what the kernel has reported first when `out` has room
+    /// for more than is ready: one error-queue read while sends are in flight; no syscall for
+    /// io_uring (unless the kernel deferred notifications) and copy.
+    ///
+    /// # Errors
+    /// Error-queue read errors; `EEXIST` on io_uring from a thread other than the first that
+    /// sent.
     pub fn reap(&mut self, out: &mut [Completion]) -> io::Result<usize> {
         if self.tracker.ready() < out.len() && self.tracker.inflight() > 0 {
             self.collect()?;
@@ -677,15 +936,19 @@ impl<'fd> ZeroCopySender<'fd> {
     /// Sends like [`ZeroCopySender::send`], then moves completions that are ready into
     /// `out` in the same call: the "user argument" of the MSG_ZEROCOPY_UARG proposal. Reads
     /// the error queue at most once per [`REAP_EVERY`] sends (or when the tracking table
-    /// runs low); io_uring completions cost no syscall. Returns (bytes accepted, completions
-    /// written). Errors as [`ZeroCopySender::send`], and then nothing is written to `out`.
-    /// Once the send went out its bytes are reported whatever happens next: a failure to
-    /// collect completions after it is left to the next [`ZeroCopySender::reap`] or
-    /// [`ZeroCopySender::wait`], which meet it again.
+    /// runs low), so completions may come back up to 32 sends late ([`ZeroCopySender::reap`]
+    /// gets them sooner); io_uring completions cost no syscall (they are posted by the sends'
+    /// own `io_uring_enter`). Returns (bytes accepted, completions written).
+    ///
+    /// # Errors
+    /// As [`ZeroCopySender::send`], and then nothing is written to `out`. Once the send went
+    /// out its bytes are reported whatever happens next: a failure to collect completions
+    /// after it is left to the next [`ZeroCopySender::reap`] or [`ZeroCopySender::wait`],
+    /// which meet it again.
     pub fn send_reap(
         &mut self,
         bufs: &[IoSlice<'_>],
-        flags: c_int,
+        flags: Flags,
         user_data: u64,
         out: &mut [Completion],
     ) -> io::Result<(usize, usize)> {
@@ -693,20 +956,23 @@ impl<'fd> ZeroCopySender<'fd> {
         Ok((n, self.after_send_reap(out)))
     }
 
-    /// [`ZeroCopySender::send_reap`] over raw iovecs (the C ABI's entry point); results and
-    /// errors as [`ZeroCopySender::send_reap`].
+    /// [`ZeroCopySender::send_reap`] over raw iovecs (the C ABI's entry point); results as
+    /// [`ZeroCopySender::send_reap`].
+    ///
+    /// # Errors
+    /// As [`ZeroCopySender::send_reap`].
     ///
     /// # Safety
-    /// As [`ZeroCopySender::send_msg`].
-    pub unsafe fn send_reap_iov(
+    /// As [`ZeroCopySender::send_raw`].
+    pub unsafe fn send_reap_raw(
         &mut self,
         iov: &[iovec],
-        flags: c_int,
+        flags: Flags,
         user_data: u64,
         out: &mut [Completion],
     ) -> io::Result<(usize, usize)> {
         // SAFETY: forwarded caller guarantees.
-        let n = unsafe { self.send_iov(iov, flags, user_data) }?;
+        let n = unsafe { self.send_raw(iov, flags, user_data) }?;
         Ok((n, self.after_send_reap(out)))
     }
 
@@ -727,19 +993,24 @@ impl<'fd> ZeroCopySender<'fd> {
         self.pop(out)
     }
 
-    /// Waits up to `timeout_ms` (-1: no limit, 0: just check; below -1: `EINVAL`) until a
-    /// completion is ready. A signal ends the wait with `EINTR` (poll is never restarted).
-    /// Returns the number ready to reap; `Ok(0)` at once when nothing is in flight (it never
-    /// waits for a notification that cannot come). Errors: `ETIMEDOUT` when sends are in
-    /// flight and none completed in time; a pending socket error (`ECONNRESET`, ...) when the
-    /// socket reports one instead of a completion.
-    pub fn wait(&mut self, timeout_ms: i32) -> io::Result<usize> {
-        if timeout_ms < -1 {
-            return Err(errno(libc::EINVAL));
-        }
-        let deadline = (timeout_ms >= 0).then(|| {
-            std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms as u64)
-        });
+    /// Waits until a completion is ready, at most `timeout` (`None`: no limit;
+    /// `Some(Duration::ZERO)`: just check). Returns the number ready to reap; `Ok(0)` at once
+    /// when nothing is in flight (it never waits for a notification that cannot come).
+    ///
+    /// # Errors
+    /// `ETIMEDOUT` when sends are in flight and none completed in time (TCP notifies only once
+    /// the peer acknowledged, so a peer that stops reading delays completions without bound);
+    /// `EINTR` on a signal (the wait is a poll or `io_uring_enter`, which the kernel never
+    /// restarts); `EEXIST` (io_uring backend from a thread other than the first that sent); a
+    /// pending socket error (`ECONNRESET`, ...) when the socket reports one instead of a
+    /// completion; error-queue read errors.
+    pub fn wait(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let deadline = match (timeout, deadline) {
+            // Beyond what an Instant holds: as good as no limit.
+            (Some(_), None) => None,
+            (_, d) => d,
+        };
         loop {
             if self.tracker.ready() == 0 && self.tracker.inflight() > 0 {
                 self.collect()?;
@@ -749,7 +1020,7 @@ impl<'fd> ZeroCopySender<'fd> {
             }
             let left = match deadline {
                 None => -1,
-                Some(d) => match d.checked_duration_since(std::time::Instant::now()) {
+                Some(d) => match d.checked_duration_since(Instant::now()) {
                     Some(l) if !l.is_zero() => l.as_millis().max(1).min(i32::MAX as u128) as i32,
                     _ => return Err(errno(libc::ETIMEDOUT)),
                 },
@@ -763,7 +1034,7 @@ impl<'fd> ZeroCopySender<'fd> {
                 Engine::ErrQueue(_) => {
                     self.stats.syscalls_reap += 1;
                     // POLLERR is reported for a non-empty error queue whatever we ask for.
-                    let ev = poll_one(self.fd, 0, left)?;
+                    let ev = poll_one(self.fd.as_fd(), 0, left)?;
                     if ev == 0 {
                         return Err(errno(libc::ETIMEDOUT));
                     }
@@ -784,7 +1055,7 @@ impl<'fd> ZeroCopySender<'fd> {
             return Err(errno(libc::EBADF));
         }
         self.stats.syscalls_reap += 1;
-        match getsockopt_int(self.fd, libc::SOL_SOCKET, libc::SO_ERROR)? {
+        match getsockopt_int(self.fd.as_fd(), libc::SOL_SOCKET, libc::SO_ERROR)? {
             0 if ev & libc::POLLHUP != 0 => Err(errno(libc::EPIPE)),
             0 => Ok(()),
             e => Err(errno(e)),
@@ -792,15 +1063,19 @@ impl<'fd> ZeroCopySender<'fd> {
     }
 }
 
-impl Drop for ZeroCopySender<'_> {
-    /// Collects what already completed and forgets the rest: their buffers stay pinned by
-    /// the kernel (memory-safe), but the caller is no longer told when they are reusable.
+impl<F: AsFd> Drop for ZeroCopySender<F> {
+    /// Collects what already completed and forgets the rest, then drops `F`: the kernel keeps
+    /// the pages of sends in flight pinned (freeing their memory is safe), but the caller is
+    /// no longer told when they are sent; keep such buffers unmodified until the socket is
+    /// closed if the bytes on the wire matter. Closing an io_uring backend's ring makes the
+    /// kernel run task work on the dropping thread (io_uring/io_uring.c
+    /// `io_ring_exit_work`), so that thread's next blocking syscall may return `EINTR` once.
     fn drop(&mut self) {
         let _ = self.collect();
     }
 }
 
-/// The [`ADAPTIVE`] option's state: consecutive copied completions, and whether zerocopy
+/// The [`ZcOptions::adaptive`] option's state: consecutive copied completions, and whether zerocopy
 /// is no longer asked for.
 #[derive(Clone, Copy, Debug, Default)]
 struct Adaptive {
@@ -841,6 +1116,52 @@ fn apply_notif(
     }
 }
 
+/// A `SocketAddr` as the kernel takes it.
+enum RawAddr {
+    V4(libc::sockaddr_in),
+    V6(libc::sockaddr_in6),
+}
+
+impl From<&SocketAddr> for RawAddr {
+    fn from(a: &SocketAddr) -> Self {
+        match a {
+            SocketAddr::V4(a) => RawAddr::V4(libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            }),
+            SocketAddr::V6(a) => RawAddr::V6(libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            }),
+        }
+    }
+}
+
+impl RawAddr {
+    fn as_ptr(&self) -> *const libc::c_void {
+        match self {
+            RawAddr::V4(a) => (a as *const libc::sockaddr_in).cast(),
+            RawAddr::V6(a) => (a as *const libc::sockaddr_in6).cast(),
+        }
+    }
+
+    fn len(&self) -> libc::socklen_t {
+        (match self {
+            RawAddr::V4(_) => std::mem::size_of::<libc::sockaddr_in>(),
+            RawAddr::V6(_) => std::mem::size_of::<libc::sockaddr_in6>(),
+        }) as libc::socklen_t
+    }
+}
+
 /// Drops `n` bytes from the front of `iov[*first..]` (partial progress of a stream send).
 fn advance(iov: &mut [iovec], first: &mut usize, mut n: usize) {
     while n > 0 && *first < iov.len() {
@@ -863,6 +1184,196 @@ fn advance(iov: &mut [iovec], first: &mut usize, mut n: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::{Ipv4Addr, Ipv6Addr, TcpListener, TcpStream, UdpSocket};
+    use std::os::fd::{AsRawFd, OwnedFd};
+
+    const BACKENDS: [ZcBackend; 3] = [ZcBackend::Copy, ZcBackend::ErrQueue, ZcBackend::IoUring];
+
+    fn drain(zc: &mut ZeroCopySender<impl AsFd>) -> Vec<Completion> {
+        let mut out = [Completion::default(); 16];
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while zc.inflight() > 0 && Instant::now() < deadline {
+            let _ = zc.wait(Some(Duration::from_millis(100)));
+            let n = zc.reap(&mut out).unwrap();
+            got.extend_from_slice(&out[..n]);
+        }
+        let n = zc.reap(&mut out).unwrap();
+        got.extend_from_slice(&out[..n]);
+        got
+    }
+
+    /// The safe `send_msg`: an IPv4 and an IPv6 destination, and a control message
+    /// (`UDP_SEGMENT`: one 3000-byte send leaves as three 1000-byte datagrams), on every
+    /// backend; an address of the other family is the kernel's `EAFNOSUPPORT`.
+    #[test]
+    fn send_msg_with_an_address_and_control_data() {
+        const SOL_UDP: c_int = 17;
+        const UDP_SEGMENT: c_int = 103;
+        let mut cmsg = vec![0u8; 24];
+        let hdr = libc::cmsghdr {
+            cmsg_len: 18,
+            cmsg_level: SOL_UDP,
+            cmsg_type: UDP_SEGMENT,
+        };
+        // SAFETY: cmsghdr is plain data; its 16 bytes are viewed as bytes to copy them.
+        let hdr_bytes =
+            unsafe { std::slice::from_raw_parts((&hdr as *const libc::cmsghdr).cast::<u8>(), 16) };
+        cmsg[..16].copy_from_slice(hdr_bytes);
+        cmsg[16..18].copy_from_slice(&1000u16.to_ne_bytes());
+        let payload: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+        for backend in BACKENDS {
+            for v6 in [false, true] {
+                let ip = |v6| -> std::net::IpAddr {
+                    if v6 {
+                        Ipv6Addr::LOCALHOST.into()
+                    } else {
+                        Ipv4Addr::LOCALHOST.into()
+                    }
+                };
+                let rx = UdpSocket::bind((ip(v6), 0)).unwrap();
+                rx.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let tx = UdpSocket::bind((ip(v6), 0)).unwrap();
+                let opts = ZcOptions::new().backend(backend);
+                let mut zc = ZeroCopySender::with_options(&tx, opts).unwrap();
+                let to = rx.local_addr().unwrap();
+                let bufs = [IoSlice::new(&payload)];
+                let n = zc
+                    .send_msg(&bufs, Some(&to), &cmsg, Flags::NONE, 7)
+                    .unwrap();
+                assert_eq!(n, 3000, "{backend:?} v6={v6}");
+                let mut got = Vec::new();
+                let mut d = [0u8; 4000];
+                for _ in 0..3 {
+                    let (k, from) = rx.recv_from(&mut d).unwrap();
+                    assert_eq!((k, from), (1000, tx.local_addr().unwrap()), "{backend:?}");
+                    got.extend_from_slice(&d[..k]);
+                }
+                assert_eq!(got, payload, "{backend:?} v6={v6}");
+                let c = drain(&mut zc);
+                assert_eq!(c.len(), 1, "{backend:?}");
+                assert_eq!((c[0].user_data, c[0].result), (7, 3000));
+                // Without control data: one datagram.
+                let n = zc
+                    .send_msg(&bufs[..], Some(&to), &[], Flags::NONE, 8)
+                    .unwrap();
+                assert_eq!(n, 3000);
+                assert_eq!(rx.recv(&mut d).unwrap(), 3000);
+                let other: SocketAddr = if v6 {
+                    (Ipv4Addr::LOCALHOST, to.port()).into()
+                } else {
+                    (Ipv6Addr::LOCALHOST, to.port()).into()
+                };
+                if !v6 {
+                    let e = zc.send_msg(&bufs, Some(&other), &[], Flags::NONE, 9);
+                    let e = e.unwrap_err().raw_os_error();
+                    assert_eq!(e, Some(libc::EAFNOSUPPORT), "{backend:?}");
+                }
+                assert_eq!(drain(&mut zc).len(), 1);
+                assert_eq!(zc.inflight(), 0);
+            }
+        }
+    }
+
+    /// `send_msg_raw`: null pointers with lengths are `EFAULT` before anything is sent.
+    #[test]
+    fn send_msg_raw_refuses_null_parts() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
+        let mut zc =
+            ZeroCopySender::with_options(&tx, ZcOptions::new().backend(ZcBackend::Copy)).unwrap();
+        let buf = [1u8; 4];
+        let iov = [iovec {
+            iov_base: buf.as_ptr() as *mut _,
+            iov_len: 4,
+        }];
+        for which in 0..3 {
+            // SAFETY: all-zero is a valid msghdr.
+            let mut m: msghdr = unsafe { std::mem::zeroed() };
+            m.msg_iov = iov.as_ptr() as *mut _;
+            m.msg_iovlen = 1;
+            match which {
+                0 => m.msg_namelen = 16,
+                1 => m.msg_controllen = 24,
+                _ => m.msg_iov = std::ptr::null_mut(),
+            }
+            // SAFETY: the non-null parts point at live memory of their lengths.
+            let r = unsafe { zc.send_msg_raw(&m, Flags::NONE, 1) };
+            assert_eq!(r.unwrap_err().raw_os_error(), Some(libc::EFAULT), "{which}");
+        }
+        assert_eq!(zc.stats().syscalls_send, 0);
+    }
+
+    /// The sender holds any `AsFd`: an owned descriptor (the bindings' dup) or a borrowed
+    /// stream; `into_inner` hands it back; `completion_fd` is the ring only for io_uring.
+    #[test]
+    fn senders_hold_owned_or_borrowed_sockets() {
+        for backend in BACKENDS {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            let (mut s, _) = l.accept().unwrap();
+            let dup: OwnedFd = c.as_fd().try_clone_to_owned().unwrap();
+            let raw = dup.as_raw_fd();
+            let opts = ZcOptions::new().backend(backend);
+            let mut zc = ZeroCopySender::with_options(dup, opts).unwrap();
+            assert_eq!(zc.as_fd().as_raw_fd(), raw);
+            assert_eq!(zc.get_ref().as_raw_fd(), raw);
+            let ring = zc.completion_fd().as_raw_fd();
+            assert_eq!(ring != raw, backend == ZcBackend::IoUring, "{backend:?}");
+            let data = [5u8; 1000];
+            assert_eq!(
+                zc.send(&[IoSlice::new(&data)], Flags::MORE, 1).unwrap(),
+                1000
+            );
+            assert_eq!(
+                zc.send(&[IoSlice::new(&data)], Flags::NONE, 2).unwrap(),
+                1000
+            );
+            let mut got = [0u8; 2000];
+            std::io::Read::read_exact(&mut s, &mut got).unwrap();
+            assert_eq!(drain(&mut zc).len(), 2, "{backend:?}");
+            let back: OwnedFd = zc.into_inner();
+            assert_eq!(back.as_raw_fd(), raw);
+            // Still the same connection.
+            let mut f = std::fs::File::from(back);
+            std::io::Write::write_all(&mut f, b"x").unwrap();
+            let mut one = [0u8; 1];
+            std::io::Read::read_exact(&mut s, &mut one).unwrap();
+            assert_eq!(&one, b"x");
+
+            // A borrowed stream, on a new connection: the kernel's zerocopy id counter of the
+            // first one has moved on, and a new sender cannot read it back.
+            let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            let (mut s, _) = l.accept().unwrap();
+            let mut zc = ZeroCopySender::with_options(&c, opts).unwrap();
+            assert_eq!(
+                zc.send(&[IoSlice::new(&data)], Flags::DONTWAIT, 3).unwrap(),
+                1000
+            );
+            std::io::Read::read_exact(&mut s, &mut got[..1000]).unwrap();
+            assert_eq!(drain(&mut zc)[0].user_data, 3);
+        }
+    }
+
+    #[test]
+    fn senders_are_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<ZeroCopySender<OwnedFd>>();
+        check::<ZeroCopySender<BorrowedFd<'static>>>();
+    }
+
+    #[test]
+    fn options_from_raw() {
+        let o = ZcOptions::from_raw(2, 0).unwrap();
+        assert_eq!(o, ZcOptions::new().backend(ZcBackend::IoUring));
+        assert!(ZcOptions::from_raw(0, ADAPTIVE).unwrap().adaptive);
+        for (b, f) in [(4, 0), (0, 2), (0, u32::MAX)] {
+            let e = ZcOptions::from_raw(b, f).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+        }
+        assert_eq!(ZcOptions::default(), ZcOptions::new());
+    }
 
     #[test]
     fn backend_from_u32() {

@@ -6,7 +6,7 @@
 //! result: failed and cancelled sends can still post one (io_uring_prep_send_zc(3)).
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use io_uring::{cqueue, opcode, types, IoUring};
@@ -112,8 +112,9 @@ impl Uring {
         }
     }
 
-    pub fn fd(&self) -> RawFd {
-        self.ring.as_raw_fd()
+    /// The ring's descriptor, readable when a CQE is waiting.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.ring.as_fd()
     }
 
     /// Submits one zerocopy send for `slot` and waits for its result CQE (not for the
