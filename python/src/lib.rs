@@ -20,7 +20,7 @@ mod lowat;
 mod peek;
 mod probe;
 mod util;
-// zc and zcrx wait for the core's owned-descriptor handles (core-api.md).
+mod zc;
 
 use pyo3::prelude::*;
 
@@ -40,5 +40,6 @@ fn _lowcopy(m: &Bound<'_, PyModule>) -> PyResult<()> {
     probe::register(m)?;
     peek::register(m)?;
     lowat::register(m)?;
+    zc::register(m)?;
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! Offset peek: `peek_at`, `peek_into`, `consume`, `peek_supported` and the `Peeker` cursor.
 
 use std::io::IoSliceMut;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;

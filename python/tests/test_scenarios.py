@@ -503,9 +503,16 @@ class ZcRun:
                     break
                 assert i < 10_000, f"{ctx}: the window never filled"
         elif op == "retry_full":
+            # A full socket retried without waiting for POLLOUT: every try is EAGAIN (never
+            # EBUSY: a failed send must not hold a request slot). The loop is kept tight (one
+            # buffer: failed sends do not move the stream) so that it ends, as the Rust
+            # runner's does, before the peer's delayed ACK frees socket space.
+            z = self.z()
+            data = pattern(self.stream_pos, step["len"])
+            dontwait = socket.MSG_DONTWAIT
             for i in range(step["count"]):
                 try:
-                    r = self.send([step["len"]], 2_000_000 + i, socket.MSG_DONTWAIT)
+                    r = z.send(data, 2_000_000 + i, dontwait)
                 except BlockingIOError:
                     continue
                 raise AssertionError(f"{ctx}: retry {i} of a full socket returned {r}")
