@@ -174,7 +174,7 @@ pub unsafe extern "C" fn lowcopy_recv_atleast_stats(
 /// A zero-copy receiver over one TCP socket (opaque): a read-only mapping of the socket and a
 /// copy buffer. Created by `lowcopy_zcrx_new`, released by `lowcopy_zcrx_free`.
 pub struct lowcopy_zcrx {
-    inner: ZeroCopyReceiver<'static>,
+    inner: ZeroCopyReceiver<std::os::fd::BorrowedFd<'static>>,
 }
 
 /// One piece of the stream from `lowcopy_zcrx_recv`, valid until the next call on the same
@@ -302,7 +302,7 @@ pub unsafe extern "C" fn lowcopy_zcrx_recv(
         if out.is_null() {
             return -EINVAL as ssize_t;
         }
-        match r.inner.recv(flags) {
+        match lowcopy::Flags::from_raw(flags).and_then(|f| r.inner.recv(f)) {
             Ok(c) => {
                 let chunk = lowcopy_zcrx_chunk {
                     data: if c.is_eof() {

@@ -13,9 +13,11 @@
 //! Kernel source: net/ipv4/tcp.c `tcp_zerocopy_receive`, `tcp_mmap`, and the getsockopt case
 //! `TCP_ZEROCOPY_RECEIVE`; the selftest tools/testing/selftests/net/tcp_mmap.c.
 
+use std::fmt;
 use std::io;
+use std::mem::ManuallyDrop;
 use std::mem::{size_of, MaybeUninit};
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -24,6 +26,7 @@ use libc::c_int;
 
 use crate::sys::{self, errno, TcpZerocopyReceive, SO_PEEK_OFF};
 use crate::wait::Waiter;
+use crate::Flags;
 
 /// Largest window [`ZeroCopyReceiver::new`] accepts: 1 GiB, more than any receive queue holds
 /// with the default `tcp_rmem` (32 MiB).
@@ -105,12 +108,42 @@ enum Got {
 /// A zero-copy receiver over one connected TCP socket.
 ///
 /// Owns a read-only mapping of the socket (`window` bytes) and a copy buffer, both made in
-/// [`ZeroCopyReceiver::new`]; the data path allocates nothing. The socket is borrowed: it
-/// must stay open until the receiver is dropped, and nobody else may read from it meanwhile
-/// (a [`crate::Peeker`] may peek: see [`ZeroCopyReceiver::recv`]). Not for concurrent use.
-#[derive(Debug)]
-pub struct ZeroCopyReceiver<'fd> {
-    fd: BorrowedFd<'fd>,
+/// [`ZeroCopyReceiver::new`]; the data path allocates nothing. The receiver holds the socket
+/// as `F`: a [`BorrowedFd`], an [`OwnedFd`](std::os::fd::OwnedFd), a `&TcpStream`, a
+/// `TcpStream`, anything that implements [`AsFd`]; lowcopy closes it only by dropping `F`
+/// (after unmapping the window). Nobody else may read from the socket meanwhile (a
+/// [`Peeker`](crate::Peeker) may peek: see [`ZeroCopyReceiver::recv`]). Not for concurrent use
+/// (`recv` takes `&mut self`, and its chunk borrows the receiver until the next call).
+///
+/// ```
+/// use std::io::Write;
+/// use std::net::{TcpListener, TcpStream};
+/// use lowcopy::{Flags, ZeroCopyReceiver};
+///
+/// let listener = TcpListener::bind("127.0.0.1:0")?;
+/// let mut client = TcpStream::connect(listener.local_addr()?)?;
+/// let (server, _) = listener.accept()?;
+/// let data: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
+/// client.write_all(&data)?;
+/// client.shutdown(std::net::Shutdown::Write)?;
+///
+/// let mut rx = ZeroCopyReceiver::new(&server, 64 * 1024)?;
+/// let mut got = Vec::new();
+/// loop {
+///     let chunk = rx.recv(Flags::NONE)?;
+///     if chunk.is_eof() {
+///         break;
+///     }
+///     // Loopback rarely meets the page alignment mapping needs: most chunks are copies.
+///     got.extend_from_slice(chunk.data);
+/// }
+/// assert_eq!(got, data);
+/// let s = rx.stats();
+/// assert_eq!(s.bytes_mapped + s.bytes_copied, data.len() as u64);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct ZeroCopyReceiver<F: AsFd> {
+    fd: F,
     map: NonNull<u8>,
     window: usize,
     /// The copy buffer. Never zero-filled (that would fault in every page up front, which
@@ -150,9 +183,29 @@ pub struct ZeroCopyReceiver<'fd> {
 
 // SAFETY: the mapping and the buffer are owned by the receiver alone; moving it to another
 // thread moves that ownership (the C ABI's "one thread at a time").
-unsafe impl Send for ZeroCopyReceiver<'_> {}
+unsafe impl<F: AsFd + Send> Send for ZeroCopyReceiver<F> {}
+// SAFETY: no `&self` method reads or writes through the mapping or the buffer: only `recv`,
+// which takes `&mut self`, touches them, and its chunk borrows the receiver mutably.
+unsafe impl<F: AsFd + Sync> Sync for ZeroCopyReceiver<F> {}
 
-impl<'fd> ZeroCopyReceiver<'fd> {
+impl<F: AsFd> fmt::Debug for ZeroCopyReceiver<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZeroCopyReceiver")
+            .field("fd", &self.fd.as_fd())
+            .field("window", &self.window)
+            .field("struct_size", &self.zc_size)
+            .finish()
+    }
+}
+
+impl<F: AsFd> AsFd for ZeroCopyReceiver<F> {
+    /// The socket being received from.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl<F: AsFd> ZeroCopyReceiver<F> {
     /// Maps a `window`-byte receive window of the TCP socket `fd` and allocates the copy
     /// buffer (the window's size, between 64 KiB and 1 MiB).
     ///
@@ -164,12 +217,14 @@ impl<'fd> ZeroCopyReceiver<'fd> {
     /// the kernel accepts (64 bytes since 5.12, 16 exactly on 4.18-5.6) with a zero-length
     /// request on `fd`, which maps and consumes nothing; the answer is cached.
     ///
-    /// Errors: `EINVAL` (`window` 0 or above [`WINDOW_MAX`]), `EBADF`, `ENOTSOCK`,
-    /// `EOPNOTSUPP` (not TCP over IPv4/IPv6, e.g. UDP, AF_UNIX, MPTCP; or a kernel without
+    /// # Errors
+    /// `EINVAL` (`window` 0 or above [`WINDOW_MAX`]), `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not
+    /// TCP over IPv4/IPv6, e.g. UDP, AF_UNIX, MPTCP; or a kernel without
     /// `TCP_ZEROCOPY_RECEIVE`), `ENOTCONN` (not connected: listening, never connected, still
-    /// connecting, or reset), `ENOMEM`, and `mmap` errors.
-    pub fn new(fd: BorrowedFd<'fd>, window: usize) -> io::Result<Self> {
-        check_tcp(fd)?;
+    /// connecting, or reset), `ENOMEM`, and `mmap` errors. `fd` is dropped on error.
+    pub fn new(fd: F, window: usize) -> io::Result<Self> {
+        let b = fd.as_fd();
+        check_tcp(b)?;
         if window == 0 || window > WINDOW_MAX {
             return Err(errno(libc::EINVAL));
         }
@@ -182,7 +237,7 @@ impl<'fd> ZeroCopyReceiver<'fd> {
         // SAFETY: the capacity is reserved and MaybeUninit needs no initialisation; the pages
         // stay untouched until the kernel writes into them.
         unsafe { buf.set_len(copy_len) };
-        let map = sys::mmap_socket(fd, window).map_err(|e| match e.raw_os_error() {
+        let map = sys::mmap_socket(b, window).map_err(|e| match e.raw_os_error() {
             // Only TCP has an mmap (tcp_mmap); anything else answers ENODEV.
             Some(libc::ENODEV) => errno(libc::EOPNOTSUPP),
             _ => e,
@@ -209,6 +264,55 @@ impl<'fd> ZeroCopyReceiver<'fd> {
         Ok(r)
     }
 
+    /// The socket, as given to [`ZeroCopyReceiver::new`].
+    pub fn get_ref(&self) -> &F {
+        &self.fd
+    }
+
+    /// Unmaps the window and frees the copy buffer, as dropping the receiver does, and returns
+    /// the socket. Bytes still queued stay queued for whoever reads next, but stragglers the
+    /// kernel copied along with the last mapped chunk (which the next
+    /// [`ZeroCopyReceiver::recv`] would return) were taken from the socket and are lost with
+    /// the receiver, and so is a socket error the kernel already handed over with earlier
+    /// bytes (the receiver returns it after them). Hand the socket on after a copied chunk or
+    /// at end of stream.
+    pub fn into_inner(self) -> F {
+        let mut me = ManuallyDrop::new(self);
+        // Every field by name: a new one must be handled below.
+        let ZeroCopyReceiver {
+            fd: _,
+            map: _,
+            window: _,
+            buf: _,
+            zc_size: _,
+            straggler_len: _,
+            mapped: _,
+            clean: _,
+            pending_copy: _,
+            skip_left: _,
+            pending_err: _,
+            backlog: _,
+            woken: _,
+            no_peek_off: _,
+            waiter: _,
+            stats: _,
+        } = &*me;
+        me.unmap();
+        // SAFETY: `me` is never used or dropped again: `fd` is moved out once, and each field
+        // that owns memory is dropped in place once (the mapping is gone, the rest is `Copy`).
+        unsafe {
+            std::ptr::drop_in_place(&mut me.buf);
+            std::ptr::drop_in_place(&mut me.waiter);
+            std::ptr::read(&me.fd)
+        }
+    }
+
+    fn unmap(&mut self) {
+        // SAFETY: our own mapping, unmapped only here (drop or into_inner, each once); chunks
+        // borrow `self`, so none outlives it.
+        let _ = unsafe { sys::munmap(self.map, self.window) };
+    }
+
     /// The window's size in bytes (the requested size rounded up to pages).
     pub fn window(&self) -> usize {
         self.window
@@ -229,16 +333,16 @@ impl<'fd> ZeroCopyReceiver<'fd> {
     /// (`madvise(MADV_DONTNEED)`) at the start of the next call, before the window is reused.
     ///
     /// An empty chunk means end of stream (the peer shut down and every byte came); later
-    /// calls return it again. `flags`: 0 or `MSG_DONTWAIT`.
+    /// calls return it again. `flags`: [`Flags::NONE`] or [`Flags::DONTWAIT`].
     ///
-    /// Blocking (no `MSG_DONTWAIT`, fd without `O_NONBLOCK`), like a blocking `recv` with
+    /// Blocking (no [`Flags::DONTWAIT`], fd without `O_NONBLOCK`), like a blocking `recv` with
     /// `SO_RCVLOWAT`: once the bytes queued at the last wakeup are all delivered, the receiver
     /// waits in `poll` until the socket's mark is met, then returns them chunk by chunk
     /// without waiting again (one wakeup per mark's worth, however many chunks it takes; the
     /// kernel may wake below the mark under memory pressure: those bytes are returned, not
     /// waited past). The socket's `SO_RCVTIMEO` (read when a wait starts) bounds the wait;
     /// when it runs out the bytes queued below the mark are returned, or `EAGAIN` when there
-    /// are none, as `recv` does. Non-blocking (`MSG_DONTWAIT` or `O_NONBLOCK`): whatever is
+    /// are none, as `recv` does. Non-blocking ([`Flags::DONTWAIT`] or `O_NONBLOCK`): whatever is
     /// queued, mark or not (the caller's poll/epoll honoured the mark), or `EAGAIN`.
     ///
     /// Entries on the socket's error queue (zerocopy notifications of a sender on the same
@@ -251,11 +355,13 @@ impl<'fd> ZeroCopyReceiver<'fd> {
     /// itself when a peeker has it enabled: a peek cursor keeps pointing at the same stream
     /// byte (or at the head once that byte has been received).
     ///
-    /// Errors: `EINVAL` (unknown flags; or from the kernel, which would be a bug in lowcopy, or
+    /// # Errors
+    /// `EINVAL` ([`Flags::MORE`]; or from the kernel, which would be a bug in lowcopy, or
     /// someone unmapped the window: never taken as end of stream), `EAGAIN`, `EINTR`,
     /// `ECONNRESET` and the socket's other errors (reported after every byte received before
     /// them).
-    pub fn recv(&mut self, flags: c_int) -> io::Result<Chunk<'_>> {
+    pub fn recv(&mut self, flags: Flags) -> io::Result<Chunk<'_>> {
+        let flags = flags.to_raw();
         if flags & !libc::MSG_DONTWAIT != 0 {
             return Err(errno(libc::EINVAL));
         }
@@ -339,7 +445,7 @@ impl<'fd> ZeroCopyReceiver<'fd> {
             let events = libc::POLLIN | libc::POLLRDHUP;
             let mut ev = self
                 .waiter
-                .wait(self.fd, events, 0, &mut self.stats.syscalls)?;
+                .wait(self.fd.as_fd(), events, 0, &mut self.stats.syscalls)?;
             if ev == libc::POLLERR && said_nothing {
                 // An error-queue entry, or a socket error: a plain read reports the error (as
                 // recv would); otherwise there is nothing, and the sleep below waits past it.
@@ -361,7 +467,7 @@ impl<'fd> ZeroCopyReceiver<'fd> {
                 let ms = self.wait_ms(&mut deadline)?;
                 ev = self
                     .waiter
-                    .wait(self.fd, events, ms, &mut self.stats.syscalls)?;
+                    .wait(self.fd.as_fd(), events, ms, &mut self.stats.syscalls)?;
             }
             if ev == 0 {
                 if !said_nothing {
@@ -400,7 +506,7 @@ impl<'fd> ZeroCopyReceiver<'fd> {
             return Ok(b);
         }
         self.stats.syscalls += 1;
-        let b = sys::is_nonblocking(self.fd)?;
+        let b = sys::is_nonblocking(self.fd.as_fd())?;
         *cached = Some(b);
         Ok(b)
     }
@@ -412,7 +518,7 @@ impl<'fd> ZeroCopyReceiver<'fd> {
             Some(d) => d,
             None => {
                 self.stats.syscalls += 1;
-                let t = sys::getsockopt_timeval(self.fd, libc::SO_RCVTIMEO)?;
+                let t = sys::getsockopt_timeval(self.fd.as_fd(), libc::SO_RCVTIMEO)?;
                 let d = t.and_then(|t| Instant::now().checked_add(t));
                 *deadline = Some(d);
                 d
@@ -436,7 +542,14 @@ impl<'fd> ZeroCopyReceiver<'fd> {
         self.stats.syscalls += 1;
         let n = n.min(self.buf.len());
         // SAFETY: `n` bytes of our own buffer, not borrowed (no chunk outlives `&mut self`).
-        unsafe { sys::recv_raw(self.fd, self.buf.as_mut_ptr().cast(), n, libc::MSG_DONTWAIT) }
+        unsafe {
+            sys::recv_raw(
+                self.fd.as_fd(),
+                self.buf.as_mut_ptr().cast(),
+                n,
+                libc::MSG_DONTWAIT,
+            )
+        }
     }
 
     /// Reads `recv_skip_hint` bytes left from the last zero-copy call. `None` when they are
@@ -483,7 +596,7 @@ impl<'fd> ZeroCopyReceiver<'fd> {
         self.stats.zc_calls += 1;
         // SAFETY: the copy buffer is ours and unborrowed, valid for `copybuf_len` bytes; no
         // reference into the window is live (chunks borrow `&mut self`).
-        let (r, _) = unsafe { sys::tcp_zerocopy_receive(self.fd, &mut zc, self.zc_size) };
+        let (r, _) = unsafe { sys::tcp_zerocopy_receive(self.fd.as_fd(), &mut zc, self.zc_size) };
         if let Err(e) = r {
             self.stats.zc_calls_unmapped += 1;
             if e.raw_os_error() != Some(libc::EIO) {
@@ -556,7 +669,7 @@ impl<'fd> ZeroCopyReceiver<'fd> {
             return None;
         }
         self.stats.syscalls += 1;
-        match sys::getsockopt_int(self.fd, libc::SOL_SOCKET, SO_PEEK_OFF) {
+        match sys::getsockopt_int(self.fd.as_fd(), libc::SOL_SOCKET, SO_PEEK_OFF) {
             Ok(v) if v >= 0 => Some(v),
             Ok(_) => None,
             Err(_) => {
@@ -570,7 +683,7 @@ impl<'fd> ZeroCopyReceiver<'fd> {
     /// unless the kernel already did (its small-queue path copies with a normal read).
     fn fix_peek_off(&mut self, before: c_int, consumed: usize) {
         self.stats.syscalls += 1;
-        let Ok(after) = sys::getsockopt_int(self.fd, libc::SOL_SOCKET, SO_PEEK_OFF) else {
+        let Ok(after) = sys::getsockopt_int(self.fd.as_fd(), libc::SOL_SOCKET, SO_PEEK_OFF) else {
             return;
         };
         if after != before {
@@ -579,7 +692,7 @@ impl<'fd> ZeroCopyReceiver<'fd> {
         let want = (before as usize).saturating_sub(consumed) as c_int;
         if want != after {
             self.stats.syscalls += 1;
-            if sys::setsockopt_int(self.fd, libc::SOL_SOCKET, SO_PEEK_OFF, want).is_ok() {
+            if sys::setsockopt_int(self.fd.as_fd(), libc::SOL_SOCKET, SO_PEEK_OFF, want).is_ok() {
                 self.stats.peek_off_fixups += 1;
             }
         }
@@ -599,7 +712,7 @@ impl<'fd> ZeroCopyReceiver<'fd> {
             };
             self.stats.syscalls += 1;
             // SAFETY: no copy buffer, zero length: the kernel writes only `zc`.
-            let (r, optlen) = unsafe { sys::tcp_zerocopy_receive(self.fd, &mut zc, len) };
+            let (r, optlen) = unsafe { sys::tcp_zerocopy_receive(self.fd.as_fd(), &mut zc, len) };
             match r.as_ref().map_err(|e| e.raw_os_error()) {
                 // 4.18 to 5.6 want exactly 16 bytes.
                 Err(Some(libc::EINVAL)) => continue,
@@ -617,12 +730,11 @@ impl<'fd> ZeroCopyReceiver<'fd> {
     }
 }
 
-impl Drop for ZeroCopyReceiver<'_> {
-    /// Unmaps the window (releasing any mapped pages) and frees the copy buffer. The socket
-    /// stays open.
+impl<F: AsFd> Drop for ZeroCopyReceiver<F> {
+    /// Unmaps the window (releasing any mapped pages) and frees the copy buffer, then drops
+    /// `F`.
     fn drop(&mut self) {
-        // SAFETY: our own mapping; chunks borrow `self`, so none outlives it.
-        let _ = unsafe { sys::munmap(self.map, self.window) };
+        self.unmap();
     }
 }
 

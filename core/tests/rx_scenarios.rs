@@ -8,7 +8,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use common::*;
-use lowcopy::{RecvStats, ZeroCopyReceiver};
+use lowcopy::{Flags, RecvStats, ZeroCopyReceiver};
 use serde_json::Value;
 
 /// tcp_rmem[2] / 2: the most SO_RCVLOWAT TCP keeps on an unlocked buffer.
@@ -32,7 +32,7 @@ struct Run {
     fds: Vec<OwnedFd>,
     listener: Option<OwnedFd>,
     peer: Option<OwnedFd>,
-    zcrx: Option<ZeroCopyReceiver<'static>>,
+    zcrx: Option<ZeroCopyReceiver<BorrowedFd<'static>>>,
     /// Options for the clients `accept` connects.
     opts: TcpOpts,
     sent: usize,
@@ -358,9 +358,9 @@ impl Run {
             "zcrx_free" => self.zcrx = None,
             "zcrx_recv" => {
                 let flags = if step.get("dontwait").and_then(Value::as_bool) == Some(true) {
-                    libc::MSG_DONTWAIT
+                    Flags::DONTWAIT
                 } else {
-                    0
+                    Flags::NONE
                 };
                 let z = self.zcrx.as_mut().expect("zcrx_recv before zcrx_new");
                 let (t0, cpu0) = (Instant::now(), thread_cpu());
@@ -419,7 +419,7 @@ impl Run {
         let mut got = 0;
         while got < bytes {
             let c = z
-                .recv(0)
+                .recv(Flags::NONE)
                 .unwrap_or_else(|e| panic!("{ctx}: after {got} of {bytes} bytes: {e}"));
             assert!(
                 !c.is_eof(),
@@ -437,7 +437,7 @@ impl Run {
         assert_eq!(got, bytes, "{ctx}: more bytes than expected");
         if step.get("expect_eof").and_then(Value::as_bool) == Some(true) {
             let c = z
-                .recv(0)
+                .recv(Flags::NONE)
                 .unwrap_or_else(|e| panic!("{ctx}: want end of stream: {e}"));
             assert!(
                 c.is_eof(),

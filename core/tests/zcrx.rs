@@ -5,7 +5,7 @@
 mod common;
 
 use std::io::IoSliceMut;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
 
 use common::*;
@@ -19,11 +19,11 @@ const MSS_PAGE: i32 = 4108;
 
 /// Receives until end of stream, checking every byte against `want` and hashing the stream.
 /// Returns (bytes, FNV-1a hash, mapped chunks seen, copied chunks seen, stats).
-fn drain(r: &mut ZeroCopyReceiver<'_>, want: &[u8]) -> (usize, u64, u64, u64, ZcrxStats) {
+fn drain<F: AsFd>(r: &mut ZeroCopyReceiver<F>, want: &[u8]) -> (usize, u64, u64, u64, ZcrxStats) {
     let (mut pos, mut h, mut nmap, mut ncopy) = (0usize, FNV_INIT, 0u64, 0u64);
     loop {
         let c = r
-            .recv(0)
+            .recv(Flags::NONE)
             .unwrap_or_else(|e| panic!("recv at byte {pos}: {e}"));
         if c.is_eof() {
             break;
@@ -56,8 +56,8 @@ fn drain(r: &mut ZeroCopyReceiver<'_>, want: &[u8]) -> (usize, u64, u64, u64, Zc
         pos += n;
     }
     // End of stream stays end of stream.
-    assert!(r.recv(0).unwrap().is_eof());
-    assert!(r.recv(libc::MSG_DONTWAIT).unwrap().is_eof());
+    assert!(r.recv(Flags::NONE).unwrap().is_eof());
+    assert!(r.recv(Flags::DONTWAIT).unwrap().is_eof());
     (pos, h, nmap, ncopy, r.stats())
 }
 
@@ -138,6 +138,46 @@ fn run_stream(v6: bool, mss: Option<i32>, zc: bool, total: usize, sizes: &[usize
 
 /// Sends whose sizes are not page multiples leave unaligned fragments between aligned ones:
 /// the receiver gets mapped pages and stragglers, interleaved, and every byte exactly once.
+/// A receiver that owns its descriptor (a dup, as the bindings hold it) receives as well;
+/// `into_inner` unmaps and hands the socket back with the rest of the stream still queued.
+#[test]
+fn a_receiver_owning_its_socket_hands_it_back() {
+    let p = tcp_pair_opts(TcpOpts::default());
+    set_timeval(p.sock.as_fd(), libc::SO_RCVTIMEO, Duration::from_secs(10));
+    let data = pattern(0, 300 * KIB);
+    let t = sender(p.peer, data.clone(), vec![10_000], false);
+    let dup: OwnedFd = p.sock.as_fd().try_clone_to_owned().unwrap();
+    let raw = dup.as_raw_fd();
+    let mut r = ZeroCopyReceiver::new(dup, 64 * KIB).unwrap();
+    assert_eq!((r.as_fd().as_raw_fd(), r.get_ref().as_raw_fd()), (raw, raw));
+    let mut got = Vec::new();
+    while got.len() < 100 * KIB {
+        let c = r.recv(Flags::NONE).unwrap();
+        assert!(
+            !c.is_eof() && !c.mapped,
+            "plain writes at the default MSS do not map"
+        );
+        got.extend_from_slice(c.data);
+    }
+    let fd: OwnedFd = r.into_inner();
+    assert_eq!(fd.as_raw_fd(), raw);
+    std::io::Read::read_to_end(&mut std::fs::File::from(fd), &mut got).unwrap();
+    t.join().unwrap();
+    assert!(
+        got == data,
+        "every byte once, in order ({} of {})",
+        got.len(),
+        data.len()
+    );
+}
+
+#[test]
+fn receivers_are_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<ZeroCopyReceiver<OwnedFd>>();
+    check::<ZeroCopyReceiver<BorrowedFd<'static>>>();
+}
+
 #[test]
 fn mixed_mapped_and_straggler_stream_hashes_equal() {
     let sizes = [
@@ -237,7 +277,7 @@ fn zero_copy_receive_keeps_a_peek_cursor_on_the_same_stream_byte() {
         let mut r = ZeroCopyReceiver::new(fd, 32 * KIB).unwrap();
         let mut delivered = 0usize;
         while delivered < 64 * KIB {
-            let c = r.recv(0).unwrap();
+            let c = r.recv(Flags::NONE).unwrap();
             assert!(c.data == &data[delivered..delivered + c.data.len()]);
             let (c_len, c_mapped) = (c.data.len(), c.mapped);
             delivered += c.data.len();
@@ -264,7 +304,7 @@ fn zero_copy_receive_keeps_a_peek_cursor_on_the_same_stream_byte() {
         }
         // Receive past the cursor: it ends at the head (0), like a read moves it.
         while delivered < 120_000 {
-            let c = r.recv(0).unwrap();
+            let c = r.recv(Flags::NONE).unwrap();
             delivered += c.data.len();
         }
         assert_eq!(peek_off(fd), 0);
@@ -294,7 +334,7 @@ fn a_peeker_continues_at_the_right_bytes_after_zero_copy_receive() {
         50_000
     );
     let mut r = ZeroCopyReceiver::new(fd, 16 * KIB).unwrap();
-    let c = r.recv(0).unwrap();
+    let c = r.recv(Flags::NONE).unwrap();
     assert!(c.mapped, "page-aligned sends map");
     assert_eq!(c.data, &data[..16 * KIB]);
     peeker.note_consumed(c.data.len()).unwrap();
@@ -327,12 +367,12 @@ fn reset_mid_stream_delivers_what_came_then_econnreset() {
     write_all(p.peer.as_fd(), &data);
     wait_queued(p.sock.as_fd(), data.len());
     let mut r = ZeroCopyReceiver::new(p.sock.as_fd(), 64 * KIB).unwrap();
-    let c = r.recv(0).unwrap();
+    let c = r.recv(Flags::NONE).unwrap();
     let mut got = c.data.len();
     reset(p.peer);
     std::thread::sleep(Duration::from_millis(20));
     let err = loop {
-        match r.recv(0) {
+        match r.recv(Flags::NONE) {
             Ok(c) => {
                 assert!(!c.is_eof(), "a reset must not look like end of stream");
                 assert!(c.data == &data[got..got + c.data.len()]);
@@ -351,11 +391,14 @@ fn blocking_waits_for_the_mark_and_nonblocking_says_eagain() {
     let p = tcp_pair_opts(TcpOpts::default());
     let fd = p.sock.as_fd();
     let mut r = ZeroCopyReceiver::new(fd, 256 * KIB).unwrap();
-    let e = r.recv(libc::MSG_DONTWAIT).unwrap_err();
+    let e = r.recv(Flags::DONTWAIT).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EAGAIN));
     set_timeval(fd, libc::SO_RCVTIMEO, Duration::from_millis(100));
     let t0 = std::time::Instant::now();
-    assert_eq!(r.recv(0).unwrap_err().raw_os_error(), Some(libc::EAGAIN));
+    assert_eq!(
+        r.recv(Flags::NONE).unwrap_err().raw_os_error(),
+        Some(libc::EAGAIN)
+    );
     assert!(
         t0.elapsed() >= Duration::from_millis(90),
         "{:?}",
@@ -371,7 +414,7 @@ fn blocking_waits_for_the_mark_and_nonblocking_says_eagain() {
         write_all(peer.as_fd(), &pattern(60 * KIB, 60 * KIB));
     });
     let t0 = std::time::Instant::now();
-    let c = r.recv(0).unwrap();
+    let c = r.recv(Flags::NONE).unwrap();
     assert!(
         t0.elapsed() >= Duration::from_millis(150),
         "woke below the mark after {:?}",
@@ -380,7 +423,7 @@ fn blocking_waits_for_the_mark_and_nonblocking_says_eagain() {
     let mut got = c.data.len();
     t.join().unwrap();
     while got < 120 * KIB {
-        got += r.recv(libc::MSG_DONTWAIT).unwrap().data.len();
+        got += r.recv(Flags::DONTWAIT).unwrap().data.len();
     }
     assert_eq!(got, 120 * KIB);
     assert!(r.stats().wakeups >= 1);
