@@ -21,6 +21,7 @@ mod peek;
 mod probe;
 mod util;
 mod zc;
+mod zcrx;
 
 use pyo3::prelude::*;
 
@@ -41,5 +42,6 @@ fn _lowcopy(m: &Bound<'_, PyModule>) -> PyResult<()> {
     peek::register(m)?;
     lowat::register(m)?;
     zc::register(m)?;
+    zcrx::register(m)?;
     Ok(())
 }

@@ -22,8 +22,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 
 use crate::util::{
-    blocking, deadline_of, dup_of, flags_of, guard, is_eintr, left, record,
-    timeout_of, zc_backend, zc_flags, Handle, IoResultExt, ReadBuf,
+    blocking, deadline_of, dup_of, flags_of, guard, is_eintr, left, record, timeout_of, zc_backend,
+    zc_flags, Handle, IoResultExt, ReadBuf,
 };
 use lowcopy::zc::Completion as CoreCompletion;
 
@@ -170,7 +170,12 @@ const REAP_BATCH: usize = 64;
 
 impl Sender {
     /// Maps core completions back to Python ones, releasing their pins here.
-    fn convert(&mut self, py: Python<'_>, n: usize, into: &mut Vec<Py<Completion>>) -> PyResult<()> {
+    fn convert(
+        &mut self,
+        py: Python<'_>,
+        n: usize,
+        into: &mut Vec<Py<Completion>>,
+    ) -> PyResult<()> {
         for c in &self.out[..n] {
             let Some(e) = self.slab.remove(c.user_data) else {
                 // Cannot happen: every token sent is in the slab until its completion.
@@ -313,8 +318,16 @@ fn address_of(a: &Bound<'_, PyAny>) -> PyResult<SocketAddr> {
     Ok(match ip {
         IpAddr::V4(v4) => SocketAddr::from((v4, port)),
         IpAddr::V6(v6) => {
-            let flow: u32 = if t.len() > 2 { t.get_item(2)?.extract()? } else { 0 };
-            let scope: u32 = if t.len() > 3 { t.get_item(3)?.extract()? } else { 0 };
+            let flow: u32 = if t.len() > 2 {
+                t.get_item(2)?.extract()?
+            } else {
+                0
+            };
+            let scope: u32 = if t.len() > 3 {
+                t.get_item(3)?.extract()?
+            } else {
+                0
+            };
             SocketAddr::V6(std::net::SocketAddrV6::new(v6, port, flow, scope))
         }
     })
@@ -467,7 +480,12 @@ impl ZeroCopySender {
     /// `ValueError` for a backend that is not a `ZcBackend`.
     #[new]
     #[pyo3(signature = (sock, backend = 0, *, adaptive = false))]
-    fn new(py: Python<'_>, sock: &Bound<'_, PyAny>, backend: u32, adaptive: bool) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        sock: &Bound<'_, PyAny>,
+        backend: u32,
+        adaptive: bool,
+    ) -> PyResult<Self> {
         guard(|| {
             sweep(py);
             let b = lowcopy::ZcBackend::try_from(backend)
@@ -519,7 +537,9 @@ impl ZeroCopySender {
             let flags = send_flags(flags)?;
             let pin = ReadBuf::get(data)?;
             let ud = user_data.unwrap_or_else(|| py.None());
-            Ok(self.send_pinned(py, Pins::One(pin), ud, flags, None, false)?.0)
+            Ok(self
+                .send_pinned(py, Pins::One(pin), ud, flags, None, false)?
+                .0)
         })
     }
 
@@ -551,7 +571,9 @@ impl ZeroCopySender {
                 }
             }
             let ud = user_data.unwrap_or_else(|| py.None());
-            Ok(self.send_pinned(py, Pins::Many(pins), ud, flags, addr, false)?.0)
+            Ok(self
+                .send_pinned(py, Pins::Many(pins), ud, flags, addr, false)?
+                .0)
         })
     }
 
@@ -604,7 +626,11 @@ impl ZeroCopySender {
             let r = self.h.with(|s| {
                 let zc = &mut s.zc;
                 blocking(py, || {
-                    let t = if zero { Some(std::time::Duration::ZERO) } else { left(deadline) };
+                    let t = if zero {
+                        Some(std::time::Duration::ZERO)
+                    } else {
+                        left(deadline)
+                    };
                     zc.wait(t)
                 })
             });
@@ -704,7 +730,10 @@ impl ZeroCopySender {
     }
 
     fn __repr__(&self) -> String {
-        match self.h.with(|s| Ok((s.zc.get_ref().as_raw_fd(), s.zc.backend(), s.zc.inflight()))) {
+        match self
+            .h
+            .with(|s| Ok((s.zc.get_ref().as_raw_fd(), s.zc.backend(), s.zc.inflight())))
+        {
             Ok((fd, b, n)) => {
                 format!("<lowcopy.ZeroCopySender fd={fd} backend={b:?} inflight={n}>")
             }

@@ -90,7 +90,11 @@ impl Chunk {
 
     /// # Safety
     /// Called by CPython with a `view` to fill.
-    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
         let me = slf.get();
         let owner = me.owner.bind(slf.py()).get();
         if owner.gen.load(Ordering::Acquire) != me.gen {
@@ -98,13 +102,24 @@ impl Chunk {
                 "this chunk is gone: the receiver moved on (next recv or close); copy with bytes(chunk) to keep data",
             ));
         }
-        let ptr = if me.len == 0 { EMPTY.as_ptr() as usize } else { me.ptr };
+        let ptr = if me.len == 0 {
+            EMPTY.as_ptr() as usize
+        } else {
+            me.ptr
+        };
         owner.exports.fetch_add(1, Ordering::AcqRel);
         // SAFETY: `view` is CPython's to fill; the memory (`len` bytes at `ptr`) stays mapped
         // and unchanged while the export count is above 0 (recv and close refuse to run);
         // read-only, so a writable request is refused with BufferError.
         let rc = unsafe {
-            ffi::PyBuffer_FillInfo(view, slf.as_ptr(), ptr as *mut _, me.len as ffi::Py_ssize_t, 1, flags)
+            ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                ptr as *mut _,
+                me.len as ffi::Py_ssize_t,
+                1,
+                flags,
+            )
         };
         if rc != 0 {
             owner.exports.fetch_sub(1, Ordering::AcqRel);
@@ -122,7 +137,10 @@ impl Chunk {
 
     fn __repr__(&self, py: Python<'_>) -> String {
         let state = if self.valid(py) { "" } else { " gone" };
-        format!("<lowcopy.Chunk len={} mapped={}{state}>", self.len, self.mapped)
+        format!(
+            "<lowcopy.Chunk len={} mapped={}{state}>",
+            self.len, self.mapped
+        )
     }
 }
 
