@@ -99,7 +99,7 @@ fn recv_atleast(
 /// The timeout for one try: what is left of the caller's (0 stays 0: "do not wait").
 fn time(deadline: Option<std::time::Instant>, asked: Option<f64>) -> Option<Duration> {
     match asked {
-        Some(t) if t == 0.0 => Some(Duration::ZERO),
+        Some(0.0) => Some(Duration::ZERO),
         _ => left(deadline),
     }
 }

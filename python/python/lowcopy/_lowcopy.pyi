@@ -10,8 +10,37 @@ from typing_extensions import Buffer, Self
 
 from ._types import PeekMode, ZcBackend, ZcFlag
 
+__all__ = [
+    "IOV_MAX",
+    "__version__",
+    "_panic_for_test",
+    "Caps",
+    "probe",
+    "PeekStats",
+    "Peeker",
+    "peek_at",
+    "peek_into",
+    "consume",
+    "peek_supported",
+    "recv_atleast_stats",
+    "RecvStats",
+    "set_rcvlowat",
+    "recv_atleast",
+    "recv_atleast_into",
+    "ZcStats",
+    "Completion",
+    "ZeroCopySender",
+    "_closing_senders",
+    "ZcrxStats",
+    "ZeroCopyReceiver",
+    "Chunk",
+]
+
 __version__: str
 IOV_MAX: int
+
+def _panic_for_test() -> None:
+    """Test hook: a Rust panic inside the guard, which raises SystemError."""
 
 # ---- probe ---------------------------------------------------------------------------------
 
