@@ -2,7 +2,7 @@
 #   make demo      build everything and run the main job (relay on real iperf3 traffic)
 #   make test      every test (Rust, C, relay); .ci/run calls this
 #   make install   PREFIX=/usr/local DESTDIR= : .so, .a, header, lowcopy.pc
-VERSION  := 0.1.0
+VERSION  := 0.2.0
 PREFIX   ?= /usr/local
 LIBDIR   ?= $(PREFIX)/lib
 INCDIR   ?= $(PREFIX)/include
@@ -15,7 +15,7 @@ PKGENV   := PKG_CONFIG_PATH=$(BUILD)/lib/pkgconfig
 # What a Rust staticlib needs from the C runtime (rustc --print native-static-libs).
 STATIC_PRIVATE := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 
-.PHONY: all lib header examples c-tests demo test install clean
+.PHONY: all lib fault-lib header examples c-tests demo test install clean
 
 all: lib examples
 
@@ -61,7 +61,10 @@ C_TESTS := $(patsubst tests/c/test_%.c,%,$(wildcard tests/c/test_*.c))
 C_TEST_BINS := $(foreach t,$(C_TESTS),$(BUILD)/bin/test_$(t)_shared $(BUILD)/bin/test_$(t)_static)
 # One runner per behaviour table: tests/c/<x>scenarios.c, linked with harness.c.
 C_RUNNERS := $(patsubst tests/c/%.c,$(BUILD)/bin/c_%,$(wildcard tests/c/*scenarios.c))
-c-tests: lib $(C_TEST_BINS) $(C_RUNNERS)
+# ABI tests beside those (see tests/c/README.md): the growth rule, 0.1 programs, panics.
+C_ABI_BINS := $(BUILD)/bin/layout_older $(BUILD)/bin/layout_newer $(BUILD)/bin/abi_0_1 \
+	$(BUILD)/bin/fault_panic
+c-tests: lib $(C_TEST_BINS) $(C_RUNNERS) $(C_ABI_BINS)
 
 $(C_TEST_BINS): tests/c/check.h tests/c/common.h
 
@@ -94,6 +97,47 @@ $(BUILD)/bin/test_abi_static: tests/c/test_abi.c include/lowcopy.h lib
 	mkdir -p $(BUILD)/bin
 	$(CC) $(STRICT) $(ASAN) $$($(PKGENV) pkg-config --cflags lowcopy) $< -o $@ \
 	  $(BUILD)/lib/liblowcopy.a $$($(PKGENV) pkg-config --static --libs-only-l lowcopy | sed 's/-llowcopy//')
+
+# The growth rule: tests/c/layout_growth.c built against headers whose structs are one field
+# shorter (older) or longer (newer) than include/lowcopy.h, run against today's library.
+$(BUILD)/include-%/lowcopy.h: include/lowcopy.h tests/c/layout_header.py
+	mkdir -p $(dir $@)
+	python3 tests/c/layout_header.py $* < $< > $@.tmp && mv -f $@.tmp $@
+
+$(BUILD)/bin/layout_%: tests/c/layout_growth.c $(BUILD)/include-%/lowcopy.h tests/c/check.h \
+		tests/c/common.h lib
+	mkdir -p $(BUILD)/bin
+	$(CC) $(STRICT) $(ASAN) -DLAYOUT_$(if $(filter older,$*),OLDER,NEWER) -I$(BUILD)/include-$* \
+	  $< -o $@ -L$(BUILD)/lib -llowcopy -lpthread -Wl,-rpath,$(BUILD)/lib
+
+# A program of ABI 0.1: linked against a stub liblowcopy.so.0 without symbol versions (as the
+# 0.1 library was), run against today's library (rpath).
+$(BUILD)/stub-0.1/liblowcopy.so: lib
+	mkdir -p $(dir $@)
+	nm -D --defined-only $(BUILD)/lib/liblowcopy.so.0 | awk '$$3 ~ /^lowcopy_/ { \
+	  sub(/@.*/, "", $$3); print "void " $$3 "(void) {}" }' | sort -u > $(dir $@)stub.c
+	$(CC) -shared -fPIC -Wl,-soname,liblowcopy.so.0 $(dir $@)stub.c -o $@
+
+$(BUILD)/bin/abi_0_1: tests/c/abi_0_1.c tests/c/check.h tests/c/common.h \
+		$(BUILD)/stub-0.1/liblowcopy.so lib
+	mkdir -p $(BUILD)/bin
+	$(CC) $(STRICT) $(ASAN) $< -o $@ -L$(BUILD)/stub-0.1 -llowcopy -lpthread \
+	  -Wl,-rpath,$(BUILD)/lib
+
+# The panic test runs against a debug library built with the test-only cargo feature
+# `fault-injection` (lowcopy_test_panic_after), kept apart in build/fault.
+fault-lib:
+	$(CARGO) build -p lowcopy-capi --features fault-injection
+	mkdir -p $(BUILD)/fault
+	cp -f target/debug/liblowcopy.so $(BUILD)/fault/.liblowcopy.so.tmp
+	mv -f $(BUILD)/fault/.liblowcopy.so.tmp $(BUILD)/fault/liblowcopy.so.0
+	ln -sf liblowcopy.so.0 $(BUILD)/fault/liblowcopy.so
+
+$(BUILD)/bin/fault_panic: tests/c/fault_panic.c include/lowcopy.h tests/c/check.h \
+		tests/c/common.h fault-lib
+	mkdir -p $(BUILD)/bin
+	$(CC) $(STRICT) $(ASAN) -Iinclude $< -o $@ -L$(BUILD)/fault -llowcopy -lpthread \
+	  -Wl,-rpath,$(BUILD)/fault
 
 # The main job: iperf3 through the relay in every mode, then every benchmark table (the
 # zerocopy tables as medians of 3 runs: single TCP runs swing 2x on a shared machine).

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test of the project: Rust (unit, behaviour tables, header check), lints, the C ABI
-# under AddressSanitizer (shared and static), the C behaviour-table runner, the install
-# target, and byte-exact relay transfers. Installs what it needs on a fresh Debian machine.
+# under AddressSanitizer (shared and static; the growth rule, ABI 0.1 programs, panics), the C
+# behaviour-table runners, the install target, and byte-exact relay transfers. Installs what
+# it needs on a fresh Debian machine.
 # Ends with one line "tests: N passed, M failed" (suites) and exits non-zero on any failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +42,10 @@ install_smoke() ( # a subshell: its EXIT trap cleans up whatever happens
 	bad=$(nm -D --defined-only "$d/usr/local/lib/liblowcopy.so.0" | awk '{print $3}' |
 		grep -v '^lowcopy_' | grep -v '^LOWCOPY_0' || true)
 	[ -z "$bad" ] || { echo "unexpected exported symbols: $bad"; return 1; }
+	# A call whose signature changed keeps its 0.1 symbol beside the default 0.2 one.
+	nm -D --defined-only "$d/usr/local/lib/liblowcopy.so.0" | grep -q ' lowcopy_zc_reap@LOWCOPY_0.1$' &&
+		nm -D --defined-only "$d/usr/local/lib/liblowcopy.so.0" | grep -q ' lowcopy_zc_reap@@LOWCOPY_0.2$' ||
+		{ echo "symbol versions missing"; return 1; }
 	readelf -d "$d/usr/local/lib/liblowcopy.so.0" | grep -q 'SONAME.*\[liblowcopy.so.0\]'
 )
 
@@ -64,6 +69,12 @@ for r in tests/c/*scenarios.c; do
 	table=${table%_}
 	suite "C behaviour table ${table:-peek}.json, ASan" "build/bin/c_$r" "tests/scenarios/${table:-peek}.json"
 done
+# The ABI's own rules (tests/c/README.md): the growth rule from both sides, a program linked
+# against ABI 0.1, and a panic inside the library (a test-only build).
+suite "C growth rule, header with shorter structs, ASan" build/bin/layout_older
+suite "C growth rule, header with longer structs, ASan" build/bin/layout_newer
+suite "C program of ABI 0.1 on this library, ASan" build/bin/abi_0_1
+suite "C panic is -ENOTRECOVERABLE and retires its handle, ASan" build/bin/fault_panic
 # The zerocopy ABI from C over veth between two namespaces and out of a dropping ifb device
 # (true zerocopy): zc_bench exits non-zero unless every send got exactly one completion.
 suite "C zerocopy send over veth and tx-only, one completion per send" \

@@ -2,12 +2,15 @@
 
 use std::io::IoSliceMut;
 
-use libc::{c_int, c_void, iovec, size_t, ssize_t, EINVAL, EIO};
 use std::os::fd::BorrowedFd;
 
-use lowcopy::{Flags, PeekMode, Peeker};
+use libc::{c_int, c_void, iovec, size_t, ssize_t, EINVAL, ENOTRECOVERABLE};
+use lowcopy::{Flags, PeekMode, PeekStats, Peeker};
 
-use crate::{borrow, guard, iov_slice, neg, ret_size, ret_unit, with_handle};
+use crate::{
+    borrow, free_handle, guard, iov_slice, neg, out_sized, ret_size, ret_unit, with_handle,
+    with_handle_ref, Guarded,
+};
 
 /// Peek mechanism: `SO_PEEK_OFF` where the socket family has it, else `LOWCOPY_PEEK_DISCARD`.
 /// Probed once per (family, protocol) and cached for the process. With `SO_PEEK_OFF`, a cursor
@@ -21,31 +24,20 @@ pub const LOWCOPY_PEEK_OFFSET: u32 = 1;
 /// offset. Works on every stream socket; the kernel copies the prefix again on every peek.
 pub const LOWCOPY_PEEK_DISCARD: u32 = 2;
 
+// Literal values so that cbindgen can write them; they must equal the core's.
+const _: () = {
+    assert!(LOWCOPY_PEEK_AUTO == PeekMode::Auto as u32);
+    assert!(LOWCOPY_PEEK_OFFSET == PeekMode::Offset as u32);
+    assert!(LOWCOPY_PEEK_DISCARD == PeekMode::Discard as u32);
+};
+
 /// A peek cursor over one stream socket (opaque). Created by `lowcopy_peeker_new`, released
 /// by `lowcopy_peeker_free`.
-pub struct lowcopy_peeker {
-    inner: Peeker<BorrowedFd<'static>>,
-}
+pub struct lowcopy_peeker(Guarded<CPeeker>);
+crate::handle!(lowcopy_peeker, CPeeker);
 
-/// Counters of a `lowcopy_peeker`. Byte counts are in bytes.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct lowcopy_peek_stats {
-    /// Syscalls the peeker made, failed ones included.
-    pub syscalls: u64,
-    /// Peeks that returned data.
-    pub peeks: u64,
-    /// Bytes delivered to the caller by peeks.
-    pub bytes_peeked: u64,
-    /// Bytes the kernel copied only for lowcopy to throw away: the discard prefix, and bytes
-    /// consumed on AF_UNIX (which has no copy-free MSG_TRUNC). Always 0 with
-    /// `LOWCOPY_PEEK_OFFSET` on TCP; at most 4096 per peek with AUTO over `SO_PEEK_OFF`.
-    pub bytes_skipped_copied: u64,
-    /// Bytes dropped from the head of the receive queue by `lowcopy_peeker_consume`.
-    pub bytes_consumed: u64,
-    /// `SO_RCVLOWAT` changes made by the armed low-water mark.
-    pub rcvlowat_updates: u64,
-}
+/// The core's peeker over a caller-owned fd.
+type CPeeker = Peeker<BorrowedFd<'static>>;
 
 /// 1 if `SO_PEEK_OFF` works on this stream socket, 0 if not (MPTCP, kernels before 6.9 for
 /// TCP/IPv4 or 6.12 for TCP/IPv6). Leaves the socket's `SO_PEEK_OFF` as it was.
@@ -54,7 +46,7 @@ pub struct lowcopy_peek_stats {
 /// stream socket; UDP and other datagram sockets are not covered by lowcopy's peek).
 #[no_mangle]
 pub extern "C" fn lowcopy_peek_supported(fd: c_int) -> c_int {
-    guard(-EIO, || {
+    guard(-ENOTRECOVERABLE, || {
         let fd = match borrow(fd) {
             Ok(fd) => fd,
             Err(e) => return e,
@@ -118,7 +110,7 @@ pub unsafe extern "C" fn lowcopy_peekv_at(
     iovcnt: c_int,
     flags: c_int,
 ) -> ssize_t {
-    guard(-EIO as ssize_t, || {
+    guard(-ENOTRECOVERABLE as ssize_t, || {
         // SAFETY: forwarded caller contract.
         let iov = match unsafe { iov_slice(iov, iovcnt) } {
             Ok(v) => v,
@@ -146,7 +138,7 @@ pub unsafe extern "C" fn lowcopy_peekv_at(
 /// `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `recv` errors.
 #[no_mangle]
 pub extern "C" fn lowcopy_consume(fd: c_int, n: size_t, flags: c_int) -> ssize_t {
-    guard(-EIO as ssize_t, || {
+    guard(-ENOTRECOVERABLE as ssize_t, || {
         let fd = match borrow(fd) {
             Ok(fd) => fd,
             Err(e) => return e as ssize_t,
@@ -174,7 +166,7 @@ pub unsafe extern "C" fn lowcopy_peeker_new(
     mode: u32,
     out: *mut *mut lowcopy_peeker,
 ) -> c_int {
-    guard(-EIO, || {
+    guard(-ENOTRECOVERABLE, || {
         if out.is_null() {
             return -EINVAL;
         }
@@ -188,7 +180,7 @@ pub unsafe extern "C" fn lowcopy_peeker_new(
         };
         match Peeker::new(fd, mode) {
             Ok(inner) => {
-                let p = Box::into_raw(Box::new(lowcopy_peeker { inner }));
+                let p = Box::into_raw(Box::new(lowcopy_peeker(Guarded::new(inner))));
                 // SAFETY: non-null and writable per the caller's contract.
                 unsafe { out.write(p) };
                 0
@@ -249,7 +241,7 @@ pub unsafe extern "C" fn lowcopy_peeker_peekv(
     iovcnt: c_int,
     flags: c_int,
 ) -> ssize_t {
-    let run = |p: &mut lowcopy_peeker| {
+    let run = |p: &mut CPeeker| {
         // SAFETY: forwarded caller contract.
         let iov = match unsafe { iov_slice(iov, iovcnt) } {
             Ok(v) => v,
@@ -260,7 +252,7 @@ pub unsafe extern "C" fn lowcopy_peeker_peekv(
             Err(e) => return neg(e) as ssize_t,
         };
         // SAFETY: the iovecs describe writable memory per the caller's contract.
-        ret_size(unsafe { p.inner.peek_raw(iov, flags) })
+        ret_size(unsafe { p.peek_raw(iov, flags) })
     };
     // SAFETY: `p` is NULL or a live, unaliased peeker per the caller's contract.
     unsafe { with_handle(p, run) }
@@ -277,7 +269,7 @@ pub unsafe extern "C" fn lowcopy_peeker_peekv(
 /// `p` must be NULL or a live peeker.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_peeker_seek(p: *mut lowcopy_peeker, offset: size_t) -> c_int {
-    let run = |p: &mut lowcopy_peeker| ret_unit(p.inner.seek(offset));
+    let run = |p: &mut CPeeker| ret_unit(p.seek(offset));
     // SAFETY: `p` is NULL or a live, unaliased peeker per the caller's contract.
     unsafe { with_handle(p, run) }
 }
@@ -292,7 +284,7 @@ pub unsafe extern "C" fn lowcopy_peeker_seek(p: *mut lowcopy_peeker, offset: siz
 /// `p` must be NULL or a live peeker.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_peeker_consume(p: *mut lowcopy_peeker, n: size_t) -> ssize_t {
-    let run = |p: &mut lowcopy_peeker| ret_size(p.inner.consume(n));
+    let run = |p: &mut CPeeker| ret_size(p.consume(n));
     // SAFETY: `p` is NULL or a live, unaliased peeker per the caller's contract.
     unsafe { with_handle(p, run) }
 }
@@ -306,7 +298,7 @@ pub unsafe extern "C" fn lowcopy_peeker_consume(p: *mut lowcopy_peeker, n: size_
 /// `p` must be NULL or a live peeker.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_peeker_note_consumed(p: *mut lowcopy_peeker, n: size_t) -> c_int {
-    let run = |p: &mut lowcopy_peeker| ret_unit(p.inner.note_consumed(n));
+    let run = |p: &mut CPeeker| ret_unit(p.note_consumed(n));
     // SAFETY: `p` is NULL or a live, unaliased peeker per the caller's contract.
     unsafe { with_handle(p, run) }
 }
@@ -318,7 +310,7 @@ pub unsafe extern "C" fn lowcopy_peeker_note_consumed(p: *mut lowcopy_peeker, n:
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_peeker_offset(p: *const lowcopy_peeker) -> size_t {
     // SAFETY: NULL or a live peeker per the caller's contract.
-    guard(0, || unsafe { p.as_ref() }.map_or(0, |p| p.inner.offset()))
+    unsafe { with_handle_ref(p, 0, 0, |p| p.offset()) }
 }
 
 /// The mechanism in use: `LOWCOPY_PEEK_OFFSET` or `LOWCOPY_PEEK_DISCARD` (never AUTO);
@@ -328,10 +320,8 @@ pub unsafe extern "C" fn lowcopy_peeker_offset(p: *const lowcopy_peeker) -> size
 /// `p` must be NULL or a live peeker.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_peeker_mode(p: *const lowcopy_peeker) -> u32 {
-    guard(0, || {
-        // SAFETY: NULL or a live peeker per the caller's contract.
-        unsafe { p.as_ref() }.map_or(0, |p| p.inner.mode() as u32)
-    })
+    // SAFETY: NULL or a live peeker per the caller's contract.
+    unsafe { with_handle_ref(p, 0, 0, |p| p.mode() as u32) }
 }
 
 /// Arms (`on` != 0) or disarms the low-water mark: while armed the peeker keeps `SO_RCVLOWAT`
@@ -361,42 +351,30 @@ pub unsafe extern "C" fn lowcopy_peeker_set_lowat_armed(
     p: *mut lowcopy_peeker,
     on: c_int,
 ) -> c_int {
-    let run = |p: &mut lowcopy_peeker| ret_unit(p.inner.set_lowat_armed(on != 0));
+    let run = |p: &mut CPeeker| ret_unit(p.set_lowat_armed(on != 0));
     // SAFETY: `p` is NULL or a live, unaliased peeker per the caller's contract.
     unsafe { with_handle(p, run) }
 }
 
-/// Writes the peeker's counters to `*out`; returns 0, or `-EINVAL` if either pointer is NULL.
+/// Writes the peeker's counters to `*out` (`size` = `sizeof(lowcopy_peek_stats)`, the growth
+/// rule); returns 0.
+///
+/// Errors: `-EINVAL` (`p` or `out` NULL, `size` out of range).
 ///
 /// # Safety
-/// `p` must be NULL or a live peeker; `out` NULL or writable for one `lowcopy_peek_stats`.
+/// `p` must be NULL or a live peeker; `out` NULL or writable for `size` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_peeker_stats(
     p: *const lowcopy_peeker,
-    out: *mut lowcopy_peek_stats,
+    out: *mut PeekStats,
+    size: size_t,
 ) -> c_int {
-    guard(-EIO, || {
-        // SAFETY: NULL or a live peeker per the caller's contract.
-        let Some(p) = (unsafe { p.as_ref() }) else {
-            return -EINVAL;
-        };
-        if out.is_null() {
-            return -EINVAL;
-        }
-        let s = p.inner.stats();
-        let stats = lowcopy_peek_stats {
-            syscalls: s.syscalls,
-            peeks: s.peeks,
-            bytes_peeked: s.bytes_peeked,
-            bytes_skipped_copied: s.bytes_skipped_copied,
-            bytes_consumed: s.bytes_consumed,
-            rcvlowat_updates: s.rcvlowat_updates,
-        };
-        // SAFETY: non-null and writable per the caller's contract.
-        unsafe { out.write(stats) };
-        0
-    })
+    // SAFETY: `out` is NULL or writable for `size` bytes per the caller's contract.
+    let run = |p: &CPeeker| unsafe { out_sized(out, size, || p.stats()) };
+    // SAFETY: NULL or a live peeker per the caller's contract.
+    unsafe { with_handle_ref(p, -EINVAL, -ENOTRECOVERABLE, run) }
 }
+crate::versions::default_version!("lowcopy_peeker_stats", "LOWCOPY_0.2");
 
 /// Releases a peeker: restores `SO_RCVLOWAT` if the mark was armed and leaves the socket's
 /// `SO_PEEK_OFF` disabled (-1). Does not close the fd; call it before closing the fd. NULL is
@@ -406,10 +384,6 @@ pub unsafe extern "C" fn lowcopy_peeker_stats(
 /// `p` must be NULL or a peeker from `lowcopy_peeker_new` not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_peeker_free(p: *mut lowcopy_peeker) {
-    guard((), || {
-        if !p.is_null() {
-            // SAFETY: allocated by Box::into_raw in lowcopy_peeker_new, freed only here once.
-            drop(unsafe { Box::from_raw(p) });
-        }
-    })
+    // SAFETY: NULL or a peeker from lowcopy_peeker_new not yet freed, per the caller.
+    unsafe { free_handle(p, (), (), |_| ()) };
 }

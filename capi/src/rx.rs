@@ -1,34 +1,16 @@
 //! Low-water-mark receive and zero-copy receive (API.md section 3): `SO_RCVLOWAT` + poll,
 //! and `mmap` + `TCP_ZEROCOPY_RECEIVE` with a copy path.
 
+use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
-use libc::{c_int, c_void, size_t, ssize_t, EINVAL, EIO};
-use lowcopy::{RecvStats, ZeroCopyReceiver};
+use libc::{c_int, c_void, size_t, ssize_t, EINVAL, ENOTRECOVERABLE};
+use lowcopy::{RecvStats, ZcrxStats, ZeroCopyReceiver};
 
-use crate::{borrow, guard, neg, ret_size, with_handle};
-
-/// Counters of `lowcopy_recv_atleast_stats`, added to by every call (failed calls too: their
-/// syscalls happened). Zero it once, then pass it to each call.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct lowcopy_recv_stats {
-    /// Calls made.
-    pub calls: u64,
-    /// Syscalls made, failed ones included.
-    pub syscalls: u64,
-    /// `poll` returns that reported the socket ready: the wakeups.
-    pub wakeups: u64,
-    /// Wakeups after which the call still had fewer than `min` bytes and waited again (the
-    /// kernel woke below the mark, the mark was capped, or datagrams were small).
-    pub early_wakeups: u64,
-    /// Calls that ran out of time.
-    pub timeouts: u64,
-    /// `SO_RCVLOWAT` changes made, restores included.
-    pub lowat_changes: u64,
-    /// Bytes returned.
-    pub bytes: u64,
-}
+use crate::{
+    borrow, check_size, free_handle, guard, neg, out_sized, read_sized, ret_size, with_handle,
+    with_handle_ref, write_sized, Guarded,
+};
 
 /// Sets `SO_RCVLOWAT` to `bytes` and writes the value the kernel keeps to `*effective`;
 /// returns 0.
@@ -51,7 +33,7 @@ pub unsafe extern "C" fn lowcopy_set_rcvlowat(
     bytes: size_t,
     effective: *mut size_t,
 ) -> c_int {
-    guard(-EIO, || {
+    guard(-ENOTRECOVERABLE, || {
         if effective.is_null() {
             return -EINVAL;
         }
@@ -112,17 +94,18 @@ pub unsafe extern "C" fn lowcopy_recv_atleast(
     min: size_t,
     timeout_ms: c_int,
 ) -> ssize_t {
-    let mut stats = lowcopy_recv_stats::default();
-    // SAFETY: forwarded caller contract; `stats` is a live local.
-    unsafe { lowcopy_recv_atleast_stats(fd, buf, len, min, timeout_ms, &mut stats) }
+    // SAFETY: forwarded caller contract.
+    unsafe { recv_atleast(fd, buf, len, min, timeout_ms, &mut RecvStats::default()) }
 }
 
 /// `lowcopy_recv_atleast`, adding what the call did to `*stats` (wakeups, early wakeups,
-/// syscalls...). Errors as `lowcopy_recv_atleast`, plus `-EINVAL` for a NULL `stats`.
+/// syscalls...). `size` is `sizeof(lowcopy_recv_stats)` (the growth rule; the counters past
+/// this library's struct are left as they are). Errors as `lowcopy_recv_atleast`, plus
+/// `-EINVAL` for a NULL `stats` or `size` out of range.
 ///
 /// # Safety
-/// `buf` must be NULL or writable for `len` bytes; `stats` NULL or a valid
-/// `lowcopy_recv_stats`.
+/// `buf` must be NULL or writable for `len` bytes; `stats` NULL or readable and writable for
+/// `size` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_recv_atleast_stats(
     fd: c_int,
@@ -130,13 +113,36 @@ pub unsafe extern "C" fn lowcopy_recv_atleast_stats(
     len: size_t,
     min: size_t,
     timeout_ms: c_int,
-    stats: *mut lowcopy_recv_stats,
+    stats: *mut RecvStats,
+    size: size_t,
 ) -> ssize_t {
-    guard(-EIO as ssize_t, || {
-        // SAFETY: NULL or a valid, unaliased struct per the caller's contract.
-        let Some(out) = (unsafe { stats.as_mut() }) else {
-            return -EINVAL as ssize_t;
-        };
+    if stats.is_null() || check_size(size).is_err() {
+        return -EINVAL as ssize_t;
+    }
+    // SAFETY: readable for `size` bytes per the caller's contract; RecvStats is plain u64s.
+    let mut s: RecvStats = unsafe { read_sized(stats.cast(), size) };
+    // SAFETY: forwarded caller contract.
+    let r = unsafe { recv_atleast(fd, buf, len, min, timeout_ms, &mut s) };
+    let ours = std::mem::size_of::<RecvStats>();
+    // SAFETY: writable for `size` bytes; only the caller's part of our struct is written.
+    unsafe { write_sized(stats.cast(), size.min(ours), &s) };
+    r
+}
+crate::versions::default_version!("lowcopy_recv_atleast_stats", "LOWCOPY_0.2");
+
+/// The body of both receive calls, with the core's counters.
+///
+/// # Safety
+/// `buf` must be NULL or writable for `len` bytes.
+unsafe fn recv_atleast(
+    fd: c_int,
+    buf: *mut c_void,
+    len: size_t,
+    min: size_t,
+    timeout_ms: c_int,
+    stats: &mut RecvStats,
+) -> ssize_t {
+    guard(-ENOTRECOVERABLE as ssize_t, || {
         if buf.is_null() || timeout_ms < -1 {
             return -EINVAL as ssize_t;
         }
@@ -145,37 +151,129 @@ pub unsafe extern "C" fn lowcopy_recv_atleast_stats(
             Err(e) => return e as ssize_t,
         };
         let timeout = (timeout_ms >= 0).then(|| Duration::from_millis(timeout_ms as u64));
-        let mut s = RecvStats {
-            calls: out.calls,
-            syscalls: out.syscalls,
-            wakeups: out.wakeups,
-            early_wakeups: out.early_wakeups,
-            timeouts: out.timeouts,
-            lowat_changes: out.lowat_changes,
-            bytes: out.bytes,
-        };
         // SAFETY: `buf` is writable for `len` bytes per the caller's contract; the core
         // refuses `len` above isize::MAX before touching it.
-        let r =
-            unsafe { lowcopy::lowat::recv_atleast_raw(fd, buf.cast(), len, min, timeout, &mut s) };
-        *out = lowcopy_recv_stats {
-            calls: s.calls,
-            syscalls: s.syscalls,
-            wakeups: s.wakeups,
-            early_wakeups: s.early_wakeups,
-            timeouts: s.timeouts,
-            lowat_changes: s.lowat_changes,
-            bytes: s.bytes,
-        };
-        ret_size(r)
+        ret_size(unsafe {
+            lowcopy::lowat::recv_atleast_raw(fd, buf.cast(), len, min, timeout, stats)
+        })
     })
 }
 
+/// A receiver of `min`-byte chunks over one socket (opaque): `lowcopy_recv_atleast` that
+/// learns the socket once. Created by `lowcopy_receiver_new`, released by
+/// `lowcopy_receiver_free`.
+pub struct lowcopy_receiver(Guarded<CLowatReceiver>);
+crate::handle!(lowcopy_receiver, CLowatReceiver);
+
+/// The core's receiver over a caller-owned fd.
+type CLowatReceiver = lowcopy::Receiver<BorrowedFd<'static>>;
+
+/// Creates a receiver over `fd` and writes it to `*out`: learns the socket's type and
+/// protocol, and on TCP its `SO_RCVLOWAT` (2 or 3 `getsockopt`), once. Allocates the handle
+/// (one small heap block) and nothing after.
+///
+/// Each `lowcopy_receiver_recv` then makes the raw `poll` + `recv` loop's syscalls per chunk:
+/// the mark of the last call stays set between calls (one `setsockopt` when `min` changes),
+/// and `lowcopy_receiver_free` puts back the mark found here. While the receiver lives, a
+/// poll or epoll of the caller's on `fd` sees that mark. `fd` stays the caller's: it must
+/// stay open until the receiver is freed, and is never closed by lowcopy.
+///
+/// Errors: `-EINVAL` (`out` NULL), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a stream,
+/// datagram or seqpacket socket), `-ENOMEM`.
+///
+/// # Safety
+/// `out` must be NULL or writable for one pointer.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_receiver_new(fd: c_int, out: *mut *mut lowcopy_receiver) -> c_int {
+    guard(-ENOTRECOVERABLE, || {
+        if out.is_null() {
+            return -EINVAL;
+        }
+        let fd = match borrow(fd) {
+            Ok(fd) => fd,
+            Err(e) => return e,
+        };
+        match lowcopy::Receiver::new(fd) {
+            Ok(inner) => {
+                let r = Box::into_raw(Box::new(lowcopy_receiver(Guarded::new(inner))));
+                // SAFETY: non-null and writable per the caller's contract.
+                unsafe { out.write(r) };
+                0
+            }
+            Err(e) => neg(e),
+        }
+    })
+}
+crate::versions::default_version!("lowcopy_receiver_new", "LOWCOPY_0.2");
+
+/// `lowcopy_recv_atleast` on the receiver's socket (same arguments, results and errors),
+/// without learning the socket again and without putting its mark back after the call.
+///
+/// # Safety
+/// `r` must be NULL or a live receiver not used by another thread meanwhile; `buf` NULL or
+/// writable for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_receiver_recv(
+    r: *mut lowcopy_receiver,
+    buf: *mut c_void,
+    len: size_t,
+    min: size_t,
+    timeout_ms: c_int,
+) -> ssize_t {
+    let run = |r: &mut CLowatReceiver| {
+        if buf.is_null() || timeout_ms < -1 {
+            return -EINVAL as ssize_t;
+        }
+        let timeout = (timeout_ms >= 0).then(|| Duration::from_millis(timeout_ms as u64));
+        // SAFETY: `buf` is writable for `len` bytes per the caller's contract; the core
+        // refuses `len` above isize::MAX before touching it.
+        ret_size(unsafe { r.recv_atleast_raw(buf.cast(), len, min, timeout) })
+    };
+    // SAFETY: `r` is NULL or a live, unaliased receiver per the caller's contract.
+    unsafe { with_handle(r, run) }
+}
+crate::versions::default_version!("lowcopy_receiver_recv", "LOWCOPY_0.2");
+
+/// Writes the receiver's counters (since `lowcopy_receiver_new`, whose syscalls count) to
+/// `*out` (`size` = `sizeof(lowcopy_recv_stats)`, the growth rule); returns 0.
+///
+/// Errors: `-EINVAL` (`r` or `out` NULL, `size` out of range).
+///
+/// # Safety
+/// `r` must be NULL or a live receiver; `out` NULL or writable for `size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_receiver_stats(
+    r: *const lowcopy_receiver,
+    out: *mut RecvStats,
+    size: size_t,
+) -> c_int {
+    // SAFETY: `out` is NULL or writable for `size` bytes per the caller's contract.
+    let run = |r: &CLowatReceiver| unsafe { out_sized(out, size, || r.stats()) };
+    // SAFETY: NULL or a live receiver per the caller's contract.
+    unsafe { with_handle_ref(r, -EINVAL, -ENOTRECOVERABLE, run) }
+}
+crate::versions::default_version!("lowcopy_receiver_stats", "LOWCOPY_0.2");
+
+/// Puts back the socket's `SO_RCVLOWAT` found by `lowcopy_receiver_new` (one `setsockopt`
+/// when it differs) and frees the receiver. NULL is a no-op. `fd` is not closed. A receiver
+/// on which a call panicked is released the same way.
+///
+/// # Safety
+/// `r` must be NULL or a live receiver, not used after this call.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_receiver_free(r: *mut lowcopy_receiver) {
+    // SAFETY: NULL or a receiver from lowcopy_receiver_new not yet freed, per the caller.
+    unsafe { free_handle(r, (), (), |_| ()) }
+}
+crate::versions::default_version!("lowcopy_receiver_free", "LOWCOPY_0.2");
+
 /// A zero-copy receiver over one TCP socket (opaque): a read-only mapping of the socket and a
 /// copy buffer. Created by `lowcopy_zcrx_new`, released by `lowcopy_zcrx_free`.
-pub struct lowcopy_zcrx {
-    inner: ZeroCopyReceiver<std::os::fd::BorrowedFd<'static>>,
-}
+pub struct lowcopy_zcrx(Guarded<CReceiver>);
+crate::handle!(lowcopy_zcrx, CReceiver);
+
+/// The core's zero-copy receiver over a caller-owned fd.
+type CReceiver = ZeroCopyReceiver<BorrowedFd<'static>>;
 
 /// One piece of the stream from `lowcopy_zcrx_recv`, valid until the next call on the same
 /// receiver (or its free): reading `data` after that may fault (the pages are unmapped).
@@ -189,34 +287,6 @@ pub struct lowcopy_zcrx_chunk {
     /// 1 when `data` are pages mapped from the socket (read-only memory), 0 when they were
     /// copied into the receiver's copy buffer.
     pub mapped: u32,
-}
-
-/// Counters of a `lowcopy_zcrx`. `bytes_mapped + bytes_copied` is exactly the number of stream
-/// bytes the receiver returned.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct lowcopy_zcrx_recv_stats {
-    /// Bytes delivered as mapped pages.
-    pub bytes_mapped: u64,
-    /// Bytes delivered by copy.
-    pub bytes_copied: u64,
-    /// Of `bytes_copied`: bytes the kernel copied into the copy buffer within
-    /// `TCP_ZEROCOPY_RECEIVE` (stragglers, small queues); the rest were read with `recv`.
-    pub bytes_copybuf: u64,
-    /// Chunks returned that were mapped pages.
-    pub chunks_mapped: u64,
-    /// Chunks returned that were copies.
-    pub chunks_copied: u64,
-    /// Syscalls made, failed ones included.
-    pub syscalls: u64,
-    /// `TCP_ZEROCOPY_RECEIVE` calls.
-    pub zc_calls: u64,
-    /// `TCP_ZEROCOPY_RECEIVE` calls that mapped nothing.
-    pub zc_calls_unmapped: u64,
-    /// `poll` returns that reported the socket ready, when a receive had to wait.
-    pub wakeups: u64,
-    /// `SO_PEEK_OFF` corrections (the kernel does not lower it for mapped bytes; lowcopy does).
-    pub peek_off_fixups: u64,
 }
 
 /// Creates a zero-copy receiver over the connected TCP socket `fd` and writes it to `*out`.
@@ -246,7 +316,7 @@ pub unsafe extern "C" fn lowcopy_zcrx_new(
     window: size_t,
     out: *mut *mut lowcopy_zcrx,
 ) -> c_int {
-    guard(-EIO, || {
+    guard(-ENOTRECOVERABLE, || {
         if out.is_null() {
             return -EINVAL;
         }
@@ -256,7 +326,7 @@ pub unsafe extern "C" fn lowcopy_zcrx_new(
         };
         match ZeroCopyReceiver::new(fd, window) {
             Ok(inner) => {
-                let r = Box::into_raw(Box::new(lowcopy_zcrx { inner }));
+                let r = Box::into_raw(Box::new(lowcopy_zcrx(Guarded::new(inner))));
                 // SAFETY: non-null and writable per the caller's contract.
                 unsafe { out.write(r) };
                 0
@@ -266,8 +336,9 @@ pub unsafe extern "C" fn lowcopy_zcrx_new(
     })
 }
 
-/// Receives the next piece of the stream into `*out`: pages mapped from the socket, or bytes
-/// copied (stragglers the kernel cannot map, and `recv_skip_hint` bytes), in stream order.
+/// Receives the next piece of the stream into `*out` (`size` = `sizeof(lowcopy_zcrx_chunk)`,
+/// the growth rule): pages mapped from the socket, or bytes copied (stragglers the kernel
+/// cannot map, and `recv_skip_hint` bytes), in stream order.
 /// Returns the chunk's length (> 0); 0 at end of stream (`*out` is then `{NULL, 0, 0}`, and
 /// later calls return 0 again). The previous chunk's pages are released
 /// (`madvise(MADV_DONTNEED)`) at the start of this call, before the window is reused.
@@ -286,23 +357,24 @@ pub unsafe extern "C" fn lowcopy_zcrx_new(
 /// kernel mapped or copied without lowering it itself, so the peek cursor stays on the same
 /// stream byte, as after a read.
 ///
-/// Errors: `-EINVAL` (`r` or `out` NULL, flags other than `MSG_DONTWAIT`; an `EINVAL` from the
-/// kernel is reported as such, never as end of stream), `-EAGAIN`, `-EINTR`, `-ECONNRESET`
-/// and other socket errors (after every byte that came before them).
+/// Errors: `-EINVAL` (`r` or `out` NULL, `size` out of range, flags other than `MSG_DONTWAIT`;
+/// an `EINVAL` from the kernel is reported as such, never as end of stream), `-EAGAIN`,
+/// `-EINTR`, `-ECONNRESET` and other socket errors (after every byte that came before them).
 ///
 /// # Safety
-/// `r` must be NULL or a live receiver; `out` NULL or writable for one `lowcopy_zcrx_chunk`.
+/// `r` must be NULL or a live receiver; `out` NULL or writable for `size` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_zcrx_recv(
     r: *mut lowcopy_zcrx,
     out: *mut lowcopy_zcrx_chunk,
+    size: size_t,
     flags: c_int,
 ) -> ssize_t {
-    let run = |r: &mut lowcopy_zcrx| {
-        if out.is_null() {
+    let run = |r: &mut CReceiver| {
+        if out.is_null() || check_size(size).is_err() {
             return -EINVAL as ssize_t;
         }
-        match lowcopy::Flags::from_raw(flags).and_then(|f| r.inner.recv(f)) {
+        match lowcopy::Flags::from_raw(flags).and_then(|f| r.recv(f)) {
             Ok(c) => {
                 let chunk = lowcopy_zcrx_chunk {
                     data: if c.is_eof() {
@@ -313,8 +385,8 @@ pub unsafe extern "C" fn lowcopy_zcrx_recv(
                     len: c.data.len(),
                     mapped: c.mapped.into(),
                 };
-                // SAFETY: non-null and writable per the caller's contract.
-                unsafe { out.write(chunk) };
+                // SAFETY: non-null and writable for `size` bytes per the caller's contract.
+                unsafe { write_sized(out.cast(), size, &chunk) };
                 chunk.len as ssize_t
             }
             Err(e) => neg(e) as ssize_t,
@@ -323,66 +395,48 @@ pub unsafe extern "C" fn lowcopy_zcrx_recv(
     // SAFETY: `r` is NULL or a live, unaliased receiver per the caller's contract.
     unsafe { with_handle(r, run) }
 }
+crate::versions::default_version!("lowcopy_zcrx_recv", "LOWCOPY_0.2");
 
 /// The receiver's window in bytes: the size given to `lowcopy_zcrx_new` rounded up to whole
-/// pages, the most one mapped chunk can hold; 0 for NULL.
+/// pages, the most one mapped chunk can hold; 0 for NULL and for a receiver on which a call
+/// panicked.
 ///
 /// # Safety
 /// `r` must be NULL or a live receiver.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_zcrx_window(r: *const lowcopy_zcrx) -> size_t {
     // SAFETY: NULL or a live receiver per the caller's contract.
-    guard(0, || unsafe { r.as_ref() }.map_or(0, |r| r.inner.window()))
+    unsafe { with_handle_ref(r, 0, 0, |r: &CReceiver| r.window()) }
 }
 
-/// Writes the receiver's counters to `*out`; returns 0, or `-EINVAL` if either pointer is NULL.
+/// Writes the receiver's counters to `*out` (`size` = `sizeof(lowcopy_zcrx_recv_stats)`, the
+/// growth rule); returns 0.
+///
+/// Errors: `-EINVAL` (`r` or `out` NULL, `size` out of range).
 ///
 /// # Safety
-/// `r` must be NULL or a live receiver; `out` NULL or writable for one
-/// `lowcopy_zcrx_recv_stats`.
+/// `r` must be NULL or a live receiver; `out` NULL or writable for `size` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_zcrx_stats(
     r: *const lowcopy_zcrx,
-    out: *mut lowcopy_zcrx_recv_stats,
+    out: *mut ZcrxStats,
+    size: size_t,
 ) -> c_int {
-    guard(-EIO, || {
-        // SAFETY: NULL or a live receiver per the caller's contract.
-        let Some(r) = (unsafe { r.as_ref() }) else {
-            return -EINVAL;
-        };
-        if out.is_null() {
-            return -EINVAL;
-        }
-        let s = r.inner.stats();
-        let stats = lowcopy_zcrx_recv_stats {
-            bytes_mapped: s.bytes_mapped,
-            bytes_copied: s.bytes_copied,
-            bytes_copybuf: s.bytes_copybuf,
-            chunks_mapped: s.chunks_mapped,
-            chunks_copied: s.chunks_copied,
-            syscalls: s.syscalls,
-            zc_calls: s.zc_calls,
-            zc_calls_unmapped: s.zc_calls_unmapped,
-            wakeups: s.wakeups,
-            peek_off_fixups: s.peek_off_fixups,
-        };
-        // SAFETY: non-null and writable per the caller's contract.
-        unsafe { out.write(stats) };
-        0
-    })
+    // SAFETY: `out` is NULL or writable for `size` bytes per the caller's contract.
+    let run = |r: &CReceiver| unsafe { out_sized(out, size, || r.stats()) };
+    // SAFETY: NULL or a live receiver per the caller's contract.
+    unsafe { with_handle_ref(r, -EINVAL, -ENOTRECOVERABLE, run) }
 }
+crate::versions::default_version!("lowcopy_zcrx_stats", "LOWCOPY_0.2");
 
 /// Releases a receiver: unmaps the window (and any pages still mapped there) and frees the
 /// copy buffer; a chunk from it is invalid afterwards. Does not close the fd. NULL is a no-op.
+/// A receiver on which a call panicked is released the same way.
 ///
 /// # Safety
 /// `r` must be NULL or a receiver from `lowcopy_zcrx_new` not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_zcrx_free(r: *mut lowcopy_zcrx) {
-    guard((), || {
-        if !r.is_null() {
-            // SAFETY: allocated by Box::into_raw in lowcopy_zcrx_new, freed only here once.
-            drop(unsafe { Box::from_raw(r) });
-        }
-    })
+    // SAFETY: NULL or a receiver from lowcopy_zcrx_new not yet freed, per the caller.
+    unsafe { free_handle(r, (), (), |_| ()) }
 }

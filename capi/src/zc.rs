@@ -1,13 +1,17 @@
 //! Zerocopy send with a user argument (API.md section 2).
 
-use libc::{c_int, c_void, iovec, msghdr, size_t, ssize_t, EINVAL, EIO};
+use std::mem::{align_of, size_of};
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::Duration;
 
-use lowcopy::zc::{self, Completion, ZcBackend, ZcOptions, ZeroCopySender};
+use libc::{c_int, c_void, iovec, msghdr, size_t, ssize_t, EINVAL, ENOTRECOVERABLE};
+use lowcopy::zc::{self, Completion, ZcBackend, ZcOptions, ZcStats, ZeroCopySender};
 use lowcopy::Flags;
 
-use crate::{borrow, guard, iov_slice, neg, ret_size, with_handle};
+use crate::{
+    borrow, check_size, free_handle, guard, iov_slice, neg, out_sized, ret_size, with_handle,
+    with_handle_ref, write_sized, Guarded,
+};
 
 /// Backend: io_uring `SEND_ZC` where it works on this socket, else `MSG_ZEROCOPY` with the
 /// error queue where `SO_ZEROCOPY` works, else plain copies. Sockets with no zerocopy at all
@@ -53,23 +57,11 @@ pub const LOWCOPY_ZC_MAX_PENDING: u32 = 4096;
 
 /// Zerocopy sends over one socket with per-send user_data completions (opaque). Created by
 /// `lowcopy_zc_new`, released by `lowcopy_zc_free`.
-pub struct lowcopy_zc {
-    inner: ZeroCopySender<BorrowedFd<'static>>,
-}
+pub struct lowcopy_zc(Guarded<CSender>);
+crate::handle!(lowcopy_zc, CSender);
 
-/// One completed send: the buffers it used may be reused.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct lowcopy_zc_completion {
-    /// The caller's value given with the send.
-    pub user_data: u64,
-    /// Bytes the send accepted (> 0). API.md allows `-errno` here too; it never occurs in this
-    /// version: every backend learns a send's outcome before the send call returns, so a
-    /// failed send returns its `-errno` there and gets no completion.
-    pub result: i64,
-    /// `LOWCOPY_ZC_COPIED`, `LOWCOPY_ZC_FALLBACK`.
-    pub flags: u32,
-}
+/// The core's sender over a caller-owned fd.
+type CSender = ZeroCopySender<BorrowedFd<'static>>;
 
 // Literal values so that cbindgen can write them; they must equal the core's.
 const _: () = {
@@ -79,57 +71,11 @@ const _: () = {
     assert!(LOWCOPY_ZC_FALLBACK == zc::FALLBACK);
     assert!(LOWCOPY_ZC_MAX_PENDING as usize == zc::MAX_PENDING);
     assert!(LOWCOPY_ZC_REAP_EVERY == zc::REAP_EVERY);
+    assert!(LOWCOPY_ZC_AUTO == ZcBackend::Auto as u32);
     assert!(LOWCOPY_ZC_ERRQUEUE == ZcBackend::ErrQueue as u32);
     assert!(LOWCOPY_ZC_IO_URING == ZcBackend::IoUring as u32);
     assert!(LOWCOPY_ZC_COPY == ZcBackend::Copy as u32);
 };
-
-// The C struct is filled in place from the core's type: same layout, checked at build time.
-const _: () = {
-    assert!(std::mem::size_of::<lowcopy_zc_completion>() == std::mem::size_of::<Completion>());
-    assert!(std::mem::align_of::<lowcopy_zc_completion>() == std::mem::align_of::<Completion>());
-    assert!(
-        std::mem::offset_of!(lowcopy_zc_completion, result)
-            == std::mem::offset_of!(Completion, result)
-    );
-    assert!(
-        std::mem::offset_of!(lowcopy_zc_completion, flags)
-            == std::mem::offset_of!(Completion, flags)
-    );
-};
-
-/// Counters of a `lowcopy_zc`. Byte counts in bytes.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct lowcopy_zc_send_stats {
-    /// Send calls that returned > 0.
-    pub sends: u64,
-    /// Bytes they accepted.
-    pub bytes: u64,
-    /// Kernel sends that asked for zerocopy (`MSG_ZEROCOPY` or SEND_ZC).
-    pub zerocopy_sends: u64,
-    /// Kernel sends that copied (copy backend, fallbacks, adaptive mode).
-    pub copy_sends: u64,
-    /// Completions handed to the caller.
-    pub completions: u64,
-    /// Of those, with `LOWCOPY_ZC_COPIED`.
-    pub completions_copied: u64,
-    /// `ENOBUFS` from zerocopy sends (optmem or locked-pages limit), each answered by a
-    /// retry and then a copy; never returned to the caller.
-    pub enobufs: u64,
-    /// Sends copied because the id window (8192 ids) was full.
-    pub window_full: u64,
-    /// Syscalls made to send (sendmsg, io_uring_enter).
-    pub syscalls_send: u64,
-    /// Syscalls made to collect completions (error-queue reads, waits).
-    pub syscalls_reap: u64,
-    /// Error-queue entries that were not zerocopy notifications (timestamps, ICMP): skipped.
-    pub errqueue_other: u64,
-    /// Notified ids that matched no send in flight: ignored.
-    pub unexpected_ids: u64,
-    /// 1 once `LOWCOPY_ZC_ADAPTIVE` stopped asking for zerocopy.
-    pub zerocopy_off: u64,
-}
 
 /// Creates a zerocopy sender on the socket `fd` and writes it to `*out`.
 ///
@@ -154,7 +100,7 @@ pub unsafe extern "C" fn lowcopy_zc_new(
     flags: u32,
     out: *mut *mut lowcopy_zc,
 ) -> c_int {
-    guard(-EIO, || {
+    guard(-ENOTRECOVERABLE, || {
         if out.is_null() {
             return -EINVAL;
         }
@@ -169,7 +115,7 @@ pub unsafe extern "C" fn lowcopy_zc_new(
         match ZeroCopySender::with_options(fd, opts) {
             Ok(inner) => {
                 // SAFETY: non-null and writable per the caller's contract.
-                unsafe { out.write(Box::into_raw(Box::new(lowcopy_zc { inner }))) };
+                unsafe { out.write(Box::into_raw(Box::new(lowcopy_zc(Guarded::new(inner))))) };
                 0
             }
             Err(e) => neg(e),
@@ -234,7 +180,7 @@ pub unsafe extern "C" fn lowcopy_zc_sendv(
     flags: c_int,
     user_data: u64,
 ) -> ssize_t {
-    let run = |z: &mut lowcopy_zc| {
+    let run = |z: &mut CSender| {
         // SAFETY: forwarded caller contract.
         let iov = match unsafe { iov_slice(iov, iovcnt) } {
             Ok(v) => v,
@@ -245,7 +191,7 @@ pub unsafe extern "C" fn lowcopy_zc_sendv(
             Err(e) => return e,
         };
         // SAFETY: the iovecs describe readable memory per the caller's contract.
-        ret_size(unsafe { z.inner.send_raw(iov, flags, user_data) })
+        ret_size(unsafe { z.send_raw(iov, flags, user_data) })
     };
     // SAFETY: `z` is NULL or a live, unaliased sender per the caller's contract.
     unsafe { with_handle(z, run) }
@@ -253,8 +199,9 @@ pub unsafe extern "C" fn lowcopy_zc_sendv(
 
 /// `lowcopy_zc_send` from a `struct msghdr`: a destination address (`msg_name`, for UDP),
 /// iovecs, and control messages (for example `UDP_SEGMENT`). `msg_flags` is ignored. Errors
-/// as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `msg` and `-EFAULT` for a NULL `msg_name`
-/// or `msg_control` with a non-zero length (as `sendmsg(2)`, whatever the backend).
+/// as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `msg`, `-EFAULT` for a NULL `msg_name` or
+/// `msg_control` with a non-zero length (as `sendmsg(2)`, whatever the backend), and the
+/// kernel's address errors (`-EINVAL` for a bad `msg_namelen`, `-EAFNOSUPPORT`).
 ///
 /// # Safety
 /// `z` must be NULL or a live sender; `msg` NULL or a valid msghdr whose iovecs stay readable
@@ -266,7 +213,7 @@ pub unsafe extern "C" fn lowcopy_zc_sendmsg(
     flags: c_int,
     user_data: u64,
 ) -> ssize_t {
-    let run = |z: &mut lowcopy_zc| {
+    let run = |z: &mut CSender| {
         // SAFETY: NULL or a valid msghdr per the caller's contract.
         let Some(m) = (unsafe { msg.as_ref() }) else {
             return -EINVAL as ssize_t;
@@ -284,28 +231,30 @@ pub unsafe extern "C" fn lowcopy_zc_sendmsg(
             Err(e) => return e,
         };
         // SAFETY: name, control and iovecs are valid per the caller's contract.
-        ret_size(unsafe { z.inner.send_msg_raw(m, flags, user_data) })
+        ret_size(unsafe { z.send_msg_raw(m, flags, user_data) })
     };
     // SAFETY: `z` is NULL or a live, unaliased sender per the caller's contract.
     unsafe { with_handle(z, run) }
 }
 
 /// Sends like `lowcopy_zc_sendv`, then writes up to `cap` completions that are ready to
-/// `out` and their count to `*n_out`, in the same call: the "user argument" of the
-/// MSG_ZEROCOPY_UARG proposal. The cheapest correct path: the error-queue backend reads the
-/// queue at most once per `LOWCOPY_ZC_REAP_EVERY` (32) sends, sooner when tracking runs low,
-/// so completions may come back up to 32 sends late (`lowcopy_zc_reap` gets them sooner);
-/// io_uring completions cost no syscall (they are posted by the sends' own io_uring_enter).
-/// Returns bytes accepted; on error neither `out` nor `*n_out` is written.
+/// `out` (entries of `size` bytes: `sizeof(lowcopy_zc_completion)`, the growth rule) and their
+/// count to `*n_out`, in the same call: the "user argument" of the MSG_ZEROCOPY_UARG
+/// proposal. The cheapest correct path: the error-queue backend reads the queue at most once
+/// per `LOWCOPY_ZC_REAP_EVERY` (32) sends, sooner when tracking runs low, so completions may
+/// come back up to 32 sends late (`lowcopy_zc_reap` gets them sooner); io_uring completions
+/// cost no syscall (they are posted by the sends' own io_uring_enter). With a `size` other
+/// than this library's `sizeof(lowcopy_zc_completion)` at most 64 come back per call. Returns
+/// bytes accepted; on error neither `out` nor `*n_out` is written.
 ///
-/// Errors as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `n_out`, or NULL `out` with `cap > 0`.
-/// Once the send went out its byte count is returned: an error reading completions after it
-/// is not reported here (`*n_out` counts what was ready) but by the next `lowcopy_zc_reap` or
-/// `lowcopy_zc_wait`.
+/// Errors as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `n_out`, NULL `out` with `cap > 0`,
+/// or `size` out of range. Once the send went out its byte count is returned: an error
+/// reading completions after it is not reported here (`*n_out` counts what was ready) but by
+/// the next `lowcopy_zc_reap` or `lowcopy_zc_wait`.
 ///
 /// # Safety
-/// As `lowcopy_zc_sendv`; `out` NULL or writable for `cap` completions; `n_out` NULL or
-/// writable.
+/// As `lowcopy_zc_sendv`; `out` NULL or writable for `cap` entries of `size` bytes; `n_out`
+/// NULL or writable.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn lowcopy_zc_send_reap(
@@ -314,14 +263,20 @@ pub unsafe extern "C" fn lowcopy_zc_send_reap(
     iovcnt: c_int,
     flags: c_int,
     user_data: u64,
-    out: *mut lowcopy_zc_completion,
+    out: *mut Completion,
     cap: size_t,
+    size: size_t,
     n_out: *mut size_t,
 ) -> ssize_t {
-    let run = |z: &mut lowcopy_zc| {
-        if n_out.is_null() || (out.is_null() && cap > 0) {
+    let run = |z: &mut CSender| {
+        if n_out.is_null() {
             return -EINVAL as ssize_t;
         }
+        // SAFETY: `out` is NULL or writable for `cap` entries of `size` bytes.
+        let mut out = match unsafe { CompletionOut::new(out, cap, size) } {
+            Ok(o) => o,
+            Err(e) => return e as ssize_t,
+        };
         // SAFETY: forwarded caller contract.
         let iov = match unsafe { iov_slice(iov, iovcnt) } {
             Ok(v) => v,
@@ -331,10 +286,10 @@ pub unsafe extern "C" fn lowcopy_zc_send_reap(
             Ok(f) => f,
             Err(e) => return e,
         };
-        // SAFETY: `out` is writable for `cap` completions; the layouts match (checked above).
-        let out = unsafe { completions(out, cap) };
         // SAFETY: the iovecs describe readable memory per the caller's contract.
-        match unsafe { z.inner.send_reap_raw(iov, flags, user_data, out) } {
+        let send = |c: &mut [Completion]| unsafe { z.send_reap_raw(iov, flags, user_data, c) };
+        // SAFETY: `out` was checked by CompletionOut::new.
+        match unsafe { out.once(send) } {
             Ok((n, k)) => {
                 // SAFETY: non-null and writable per the caller's contract.
                 unsafe { n_out.write(k) };
@@ -346,6 +301,7 @@ pub unsafe extern "C" fn lowcopy_zc_send_reap(
     // SAFETY: `z` is NULL or a live, unaliased sender per the caller's contract.
     unsafe { with_handle(z, run) }
 }
+crate::versions::default_version!("lowcopy_zc_send_reap", "LOWCOPY_0.2");
 
 /// A send's C flags as the core's: `MSG_DONTWAIT`, `MSG_MORE`, and `MSG_NOSIGNAL`, which the
 /// core always adds; anything else is `-EINVAL`.
@@ -353,45 +309,134 @@ fn send_flags(flags: c_int) -> Result<Flags, ssize_t> {
     Flags::from_raw(flags & !libc::MSG_NOSIGNAL).map_err(|e| neg(e) as ssize_t)
 }
 
-/// Views the caller's completion array as the core's type (same layout).
-///
-/// # Safety
-/// `out` must be writable for `cap` entries, or `cap` 0.
-unsafe fn completions<'a>(out: *mut lowcopy_zc_completion, cap: size_t) -> &'a mut [Completion] {
-    if cap == 0 {
-        return &mut [];
-    }
-    // SAFETY: per the caller; Completion and lowcopy_zc_completion share size, alignment and
-    // field offsets, and every bit pattern is valid for both.
-    unsafe { std::slice::from_raw_parts_mut(out.cast::<Completion>(), cap) }
+/// Completions ready per core call when the caller's entries are not this library's size.
+const STRIDED_BATCH: usize = 64;
+
+/// A caller's completion array: `cap` entries of `size` bytes, the caller's
+/// `sizeof(lowcopy_zc_completion)` (the growth rule).
+struct CompletionOut {
+    out: *mut u8,
+    cap: usize,
+    size: usize,
 }
 
-/// Writes up to `cap` ready completions to `out`; returns how many (0 when none). Never
-/// blocks: collects what the kernel has reported (one error-queue read while sends are in
-/// flight; no syscall for io_uring and copy).
+impl CompletionOut {
+    /// `-EINVAL` for NULL `out` with `cap > 0`, `size` out of range, or an array larger than
+    /// memory can hold.
+    ///
+    /// # Safety
+    /// `out` must be NULL or writable for `cap` entries of `size` bytes.
+    unsafe fn new(out: *mut Completion, cap: usize, size: usize) -> Result<Self, c_int> {
+        check_size(size)?;
+        let too_big = cap
+            .checked_mul(size)
+            .map_or(true, |n| n > isize::MAX as usize);
+        if out.is_null() && cap > 0 || too_big {
+            return Err(-EINVAL);
+        }
+        Ok(CompletionOut {
+            out: out.cast(),
+            cap,
+            size,
+        })
+    }
+
+    /// The array as the core's own type, when the caller's layout is this library's (the
+    /// common case: the core writes in place, no copy).
+    fn direct(&mut self) -> Option<&mut [Completion]> {
+        if self.cap == 0 {
+            return Some(&mut []);
+        }
+        let aligned = self.out as usize % align_of::<Completion>() == 0;
+        // SAFETY: writable for `cap` entries of our size (checked by the constructor's
+        // caller); aligned; every bit pattern is a valid Completion.
+        (self.size == size_of::<Completion>() && aligned)
+            .then(|| unsafe { std::slice::from_raw_parts_mut(self.out.cast(), self.cap) })
+    }
+
+    /// Writes `done` completions to entries `at..`, each cut or zero-filled to `size`.
+    ///
+    /// # Safety
+    /// `at + done.len() <= cap`.
+    unsafe fn store(&self, at: usize, done: &[Completion]) {
+        for (i, c) in done.iter().enumerate() {
+            // SAFETY: entry at + i < cap lies inside the caller's array.
+            unsafe { write_sized(self.out.add((at + i) * self.size), self.size, c) };
+        }
+    }
+
+    /// One core call `f` that fills a slice of completions and reports `(T, filled)`.
+    ///
+    /// # Safety
+    /// The array must be as the constructor's contract says.
+    unsafe fn once<T>(
+        &mut self,
+        f: impl FnOnce(&mut [Completion]) -> std::io::Result<(T, usize)>,
+    ) -> std::io::Result<(T, usize)> {
+        if let Some(all) = self.direct() {
+            return f(all);
+        }
+        let mut buf = [Completion::default(); STRIDED_BATCH];
+        let (t, k) = f(&mut buf[..self.cap.min(STRIDED_BATCH)])?;
+        // SAFETY: k <= cap.min(STRIDED_BATCH) entries.
+        unsafe { self.store(0, &buf[..k]) };
+        Ok((t, k))
+    }
+
+    /// Reaps up to `cap` completions from `z`.
+    ///
+    /// # Safety
+    /// The array must be as the constructor's contract says.
+    unsafe fn reap(&mut self, z: &mut CSender) -> std::io::Result<usize> {
+        if let Some(all) = self.direct() {
+            return z.reap(all);
+        }
+        let mut buf = [Completion::default(); STRIDED_BATCH];
+        let mut done = 0;
+        while done < self.cap {
+            let want = (self.cap - done).min(STRIDED_BATCH);
+            let k = z.reap(&mut buf[..want])?;
+            // SAFETY: done + k <= cap.
+            unsafe { self.store(done, &buf[..k]) };
+            done += k;
+            if k < want {
+                break;
+            }
+        }
+        Ok(done)
+    }
+}
+
+/// Writes up to `cap` ready completions to `out` (entries of `size` bytes:
+/// `sizeof(lowcopy_zc_completion)`, the growth rule); returns how many (0 when none; fewer
+/// than `cap` means none is left). Never blocks: collects what the kernel has reported (one
+/// error-queue read while sends are in flight; no syscall for io_uring and copy).
 ///
-/// Errors: `-EINVAL` (`z` NULL, `out` NULL with `cap > 0`), `-EEXIST` (io_uring backend from
-/// another thread than the first that sent), error-queue read errors.
+/// Errors: `-EINVAL` (`z` NULL, `out` NULL with `cap > 0`, `size` out of range), `-EEXIST`
+/// (io_uring backend from another thread than the first that sent), error-queue read errors.
 ///
 /// # Safety
-/// `z` must be NULL or a live sender; `out` NULL or writable for `cap` completions.
+/// `z` must be NULL or a live sender; `out` NULL or writable for `cap` entries of `size`
+/// bytes.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_zc_reap(
     z: *mut lowcopy_zc,
-    out: *mut lowcopy_zc_completion,
+    out: *mut Completion,
     cap: size_t,
+    size: size_t,
 ) -> ssize_t {
-    let run = |z: &mut lowcopy_zc| {
-        if out.is_null() && cap > 0 {
-            return -EINVAL as ssize_t;
+    let run = |z: &mut CSender| {
+        // SAFETY: `out` is NULL or writable for `cap` entries of `size` bytes.
+        match unsafe { CompletionOut::new(out, cap, size) } {
+            // SAFETY: checked by CompletionOut::new.
+            Ok(mut out) => ret_size(unsafe { out.reap(z) }),
+            Err(e) => e as ssize_t,
         }
-        // SAFETY: writable for `cap` entries per the caller's contract.
-        let out = unsafe { completions(out, cap) };
-        ret_size(z.inner.reap(out))
     };
     // SAFETY: `z` is NULL or a live, unaliased sender per the caller's contract.
     unsafe { with_handle(z, run) }
 }
+crate::versions::default_version!("lowcopy_zc_reap", "LOWCOPY_0.2");
 
 /// Waits up to `timeout_ms` milliseconds (-1: no limit; 0: just check) until a completion is
 /// ready. Returns the number ready to reap; 0 at once when nothing is in flight (it never
@@ -407,7 +452,7 @@ pub unsafe extern "C" fn lowcopy_zc_reap(
 /// `z` must be NULL or a live sender.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_zc_wait(z: *mut lowcopy_zc, timeout_ms: c_int) -> c_int {
-    let run = |z: &mut lowcopy_zc| match wait_timeout(timeout_ms).and_then(|t| z.inner.wait(t)) {
+    let run = |z: &mut CSender| match wait_timeout(timeout_ms).and_then(|t| z.wait(t)) {
         Ok(n) => n.min(c_int::MAX as usize) as c_int,
         Err(e) => neg(e),
     };
@@ -425,85 +470,62 @@ fn wait_timeout(timeout_ms: c_int) -> std::io::Result<Option<Duration>> {
 }
 
 /// Sends that accepted bytes and whose completion has not arrived yet (ready but unreaped
-/// completions are not counted; failed sends never are); 0 for NULL.
+/// completions are not counted; failed sends never are); 0 for NULL and for a sender on which
+/// a call panicked.
 ///
 /// # Safety
 /// `z` must be NULL or a live sender.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_zc_inflight(z: *const lowcopy_zc) -> size_t {
-    guard(0, || {
-        // SAFETY: NULL or a live sender per the caller's contract.
-        unsafe { z.as_ref() }.map_or(0, |z| z.inner.inflight())
-    })
+    // SAFETY: NULL or a live sender per the caller's contract.
+    unsafe { with_handle_ref(z, 0, 0, |z: &CSender| z.inflight()) }
 }
 
 /// The fd to put in epoll for completions: the socket for the error queue (`EPOLLERR` is
 /// always reported), the ring for io_uring (`EPOLLIN`); for the copy backend the socket, which
-/// never needs watching (copy completions are ready when the send returns). `-EINVAL` for NULL.
-/// The ring fd belongs to the sender: `lowcopy_zc_free` closes it, so remove it from epoll
-/// first; never close it yourself.
+/// never needs watching (copy completions are ready when the send returns). `-EINVAL` for
+/// NULL. The ring fd belongs to the sender: `lowcopy_zc_free` closes it, so remove it from
+/// epoll first; never close it yourself.
 ///
 /// # Safety
 /// `z` must be NULL or a live sender.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_zc_pollfd(z: *const lowcopy_zc) -> c_int {
-    guard(-EIO, || {
-        // SAFETY: NULL or a live sender per the caller's contract.
-        unsafe { z.as_ref() }.map_or(-EINVAL, |z| z.inner.completion_fd().as_raw_fd())
-    })
+    let fd = |z: &CSender| z.completion_fd().as_raw_fd();
+    // SAFETY: NULL or a live sender per the caller's contract.
+    unsafe { with_handle_ref(z, -EINVAL, -ENOTRECOVERABLE, fd) }
 }
 
 /// The backend in use (`LOWCOPY_ZC_ERRQUEUE`, `_IO_URING` or `_COPY`, never AUTO);
-/// `LOWCOPY_ZC_AUTO` (0) for NULL.
+/// `LOWCOPY_ZC_AUTO` (0) for NULL and for a sender on which a call panicked.
 ///
 /// # Safety
 /// `z` must be NULL or a live sender.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_zc_backend(z: *const lowcopy_zc) -> u32 {
-    guard(0, || {
-        // SAFETY: NULL or a live sender per the caller's contract.
-        unsafe { z.as_ref() }.map_or(0, |z| z.inner.backend() as u32)
-    })
+    // SAFETY: NULL or a live sender per the caller's contract.
+    unsafe { with_handle_ref(z, 0, 0, |z: &CSender| z.backend() as u32) }
 }
 
-/// Writes the sender's counters to `*out`; returns 0, or `-EINVAL` if either pointer is NULL.
+/// Writes the sender's counters to `*out` (`size` = `sizeof(lowcopy_zc_send_stats)`, the
+/// growth rule); returns 0.
+///
+/// Errors: `-EINVAL` (`z` or `out` NULL, `size` out of range).
 ///
 /// # Safety
-/// `z` must be NULL or a live sender; `out` NULL or writable for one `lowcopy_zc_send_stats`.
+/// `z` must be NULL or a live sender; `out` NULL or writable for `size` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_zc_stats(
     z: *const lowcopy_zc,
-    out: *mut lowcopy_zc_send_stats,
+    out: *mut ZcStats,
+    size: size_t,
 ) -> c_int {
-    guard(-EIO, || {
-        // SAFETY: NULL or a live sender per the caller's contract.
-        let Some(z) = (unsafe { z.as_ref() }) else {
-            return -EINVAL;
-        };
-        if out.is_null() {
-            return -EINVAL;
-        }
-        let s = z.inner.stats();
-        let c = lowcopy_zc_send_stats {
-            sends: s.sends,
-            bytes: s.bytes,
-            zerocopy_sends: s.zerocopy_sends,
-            copy_sends: s.copy_sends,
-            completions: s.completions,
-            completions_copied: s.completions_copied,
-            enobufs: s.enobufs,
-            window_full: s.window_full,
-            syscalls_send: s.syscalls_send,
-            syscalls_reap: s.syscalls_reap,
-            errqueue_other: s.errqueue_other,
-            unexpected_ids: s.unexpected_ids,
-            zerocopy_off: s.zerocopy_off,
-        };
-        // SAFETY: non-null and writable per the caller's contract.
-        unsafe { out.write(c) };
-        0
-    })
+    // SAFETY: `out` is NULL or writable for `size` bytes per the caller's contract.
+    let run = |z: &CSender| unsafe { out_sized(out, size, || z.stats()) };
+    // SAFETY: NULL or a live sender per the caller's contract.
+    unsafe { with_handle_ref(z, -EINVAL, -ENOTRECOVERABLE, run) }
 }
+crate::versions::default_version!("lowcopy_zc_stats", "LOWCOPY_0.2");
 
 /// Releases a sender after collecting, without blocking, the completions already reported.
 /// Closing an io_uring backend's ring makes the kernel run task work on the calling thread
@@ -513,18 +535,17 @@ pub unsafe extern "C" fn lowcopy_zc_stats(
 /// pages (pinned, so freeing the memory is safe), but the caller is no longer told when they
 /// are sent; keep such buffers unmodified until the socket is closed if the bytes on the wire
 /// matter. Completions ready but not reaped are dropped. Does not close the fd. NULL: 0.
+/// A sender on which a call panicked is released too and gives `-ENOTRECOVERABLE`: treat
+/// every buffer it was given as in use by the kernel until the socket is closed.
 ///
 /// # Safety
 /// `z` must be NULL or a sender from `lowcopy_zc_new` not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_zc_free(z: *mut lowcopy_zc) -> c_int {
-    guard(-EIO, || {
-        if z.is_null() {
-            return 0;
-        }
-        // SAFETY: allocated by Box::into_raw in lowcopy_zc_new, freed only here once.
-        let mut z = unsafe { Box::from_raw(z) };
-        let _ = z.inner.collect();
-        z.inner.inflight().min(c_int::MAX as usize) as c_int
-    })
+    let before_drop = |z: &mut CSender| {
+        let _ = z.collect();
+        z.inflight().min(c_int::MAX as usize) as c_int
+    };
+    // SAFETY: NULL or a sender from lowcopy_zc_new not yet freed, per the caller.
+    unsafe { free_handle(z, 0, -ENOTRECOVERABLE, before_drop) }
 }

@@ -2,21 +2,89 @@
 //! up for nothing.
 //!
 //! - [`peek`]: read received stream data at an offset without consuming it (`SO_PEEK_OFF`,
-//!   with a discard-prefix fallback), and a [`Peeker`] cursor for user-mode network stacks.
+//!   with a discard-prefix fallback), and a [`Peeker`] cursor for user-mode network stacks
+//!   that keep unacknowledged data in the kernel.
 //! - [`zc`]: zerocopy send with a user argument: every send carries a 64-bit `user_data` that
 //!   comes back in exactly one [`Completion`] when its buffers may be reused
 //!   ([`ZeroCopySender`] over the error queue, io_uring `SEND_ZC`, or plain copies).
-//! - [`lowat`]: low-water-mark receive: [`set_rcvlowat`] and [`recv_atleast`] (one wakeup
-//!   for `min` bytes, `SO_RCVLOWAT` + poll, without the blocking-recv trap).
+//! - [`lowat`]: low-water-mark receive: [`set_rcvlowat`], [`recv_atleast`] and the stateful
+//!   [`Receiver`] (one wakeup for `min` bytes, `SO_RCVLOWAT` + poll, without the
+//!   blocking-recv trap).
 //! - [`zcrx`]: zero-copy TCP receive ([`ZeroCopyReceiver`]: `mmap` + `TCP_ZEROCOPY_RECEIVE`,
 //!   with a copy path for every byte that cannot be mapped).
 //! - [`probe()`]: what the running kernel offers, found by trying.
 //!
-//! Sockets are borrowed ([`std::os::fd::BorrowedFd`]); lowcopy never closes them. Errors are
-//! [`std::io::Error`]s that keep the kernel's errno (`raw_os_error()`), so the C, Python and
-//! Node bindings report the same `-errno`.
+//! The same primitives are the C ABI (`liblowcopy.so.0`, `include/lowcopy.h`) and the Python
+//! and Node packages: they are thin adapters over this crate, and every behaviour documented
+//! here is theirs too.
+//!
+//! # Conventions
+//!
+//! - **Descriptors.** Each handle ([`Peeker`], [`ZeroCopySender`], [`Receiver`],
+//!   [`ZeroCopyReceiver`]) is generic over the descriptor it holds, `F: AsFd`: a
+//!   [`BorrowedFd`](std::os::fd::BorrowedFd), an [`OwnedFd`](std::os::fd::OwnedFd), a
+//!   `&TcpStream`, a `TcpStream`... It implements [`AsFd`](std::os::fd::AsFd) itself, and
+//!   has `get_ref()` and `into_inner()`. Dropping a handle first restores what it changed on
+//!   the socket (socket options, mappings), then drops `F`: lowcopy closes a socket only when
+//!   it was given an owned one. Free functions take `impl AsFd`.
+//! - **Blocking.** Calls block as the descriptor's `O_NONBLOCK` says, unless given
+//!   [`Flags::DONTWAIT`] (peeks, consumes, sends, zero-copy receives); where a call has a
+//!   time limit it is an `Option<Duration>` (`None`: no limit; `Some(Duration::ZERO)`: just
+//!   look).
+//! - **Errors.** Every error is a [`std::io::Error`] that keeps the kernel's errno
+//!   (`raw_os_error()`): lowcopy's own refusals use errno values too (`EINVAL`, `EOVERFLOW`,
+//!   `EBUSY`...), so the C, Python and Node bindings report the same code. Each call's
+//!   `# Errors` section says which and when.
+//! - **Threads.** Handles are `Send` (and `Sync`) when `F` is; their methods that change
+//!   state take `&mut self`. A [`ZeroCopySender`] on io_uring belongs to the first thread that
+//!   sends.
+//! - **`unsafe`.** The only `unsafe fn`s are the `*_raw` entry points that take raw memory
+//!   (iovecs, a `msghdr`, a pointer and length) for the C ABI; their `# Safety` sections are
+//!   about memory only.
+//!
+//! # Example
+//!
+//! A relay's two halves on loopback: peek what arrived without consuming it, send it with a
+//! zerocopy completion, and consume it once the completion says the bytes are out.
+//!
+//! ```
+//! use std::io::{IoSlice, IoSliceMut, Read, Write};
+//! use std::net::{TcpListener, TcpStream};
+//! use std::time::Duration;
+//! use lowcopy::{Completion, Flags, PeekMode, Peeker, ZeroCopySender};
+//!
+//! let pair = || -> std::io::Result<(TcpStream, TcpStream)> {
+//!     let l = TcpListener::bind("127.0.0.1:0")?;
+//!     let c = TcpStream::connect(l.local_addr()?)?;
+//!     Ok((c, l.accept()?.0))
+//! };
+//! let (mut client, inbound) = pair()?;
+//! let (outbound, mut server) = pair()?;
+//!
+//! client.write_all(b"GET / HTTP/1.0\r\n\r\n")?;
+//! let mut peeker = Peeker::new(&inbound, PeekMode::Auto)?;
+//! let mut zc = ZeroCopySender::new(&outbound)?;
+//!
+//! let mut buf = [0u8; 64];
+//! let n = peeker.peek(&mut [IoSliceMut::new(&mut buf)], Flags::NONE)?;
+//! assert_eq!(zc.send(&[IoSlice::new(&buf[..n])], Flags::NONE, 1)?, n);
+//!
+//! let mut got = vec![0u8; n];
+//! server.read_exact(&mut got)?;
+//! assert_eq!(&got, b"GET / HTTP/1.0\r\n\r\n");
+//!
+//! let mut done = [Completion::default(); 1];
+//! while zc.reap(&mut done)? == 0 {
+//!     zc.wait(Some(Duration::from_secs(5)))?;
+//! }
+//! assert_eq!(done[0].user_data, 1);
+//! assert_eq!(peeker.consume(n)?, n); // now drop it from the inbound queue
+//! assert_eq!(peeker.offset(), 0);
+//! # Ok::<(), std::io::Error>(())
+//! ```
 
 #![deny(missing_docs, missing_debug_implementations)]
+#![deny(clippy::missing_errors_doc, clippy::missing_safety_doc)]
 
 mod flags;
 pub mod lowat;
@@ -28,7 +96,7 @@ pub mod zc;
 pub mod zcrx;
 
 pub use flags::Flags;
-pub use lowat::{recv_atleast, recv_atleast_with_stats, set_rcvlowat, RecvStats};
+pub use lowat::{recv_atleast, recv_atleast_with_stats, set_rcvlowat, Receiver, RecvStats};
 pub use peek::{consume, peek_at, peek_supported, PeekMode, PeekStats, Peeker};
 pub use probe::{probe, Caps};
 pub use zc::{Completion, ZcBackend, ZcOptions, ZcStats, ZeroCopySender};
@@ -36,3 +104,26 @@ pub use zcrx::{Chunk, ZcrxStats, ZeroCopyReceiver};
 
 /// `IOV_MAX`: the most iovecs one call takes.
 pub const IOV_MAX: usize = sys::IOV_MAX;
+
+/// The Rust code blocks of the repository's README, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::{BorrowedFd, OwnedFd};
+
+    /// What the bindings rely on: a handle holding its own descriptor can move between
+    /// threads and be shared behind a lock.
+    #[test]
+    fn handles_are_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<crate::Peeker<OwnedFd>>();
+        check::<crate::ZeroCopySender<OwnedFd>>();
+        check::<crate::Receiver<OwnedFd>>();
+        check::<crate::ZeroCopyReceiver<OwnedFd>>();
+        check::<crate::ZeroCopyReceiver<BorrowedFd<'static>>>();
+        check::<crate::Flags>();
+    }
+}

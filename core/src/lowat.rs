@@ -19,7 +19,7 @@
 //! when `min` exceeds what the kernel can queue.
 
 use std::io;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use libc::c_int;
@@ -42,16 +42,31 @@ use crate::wait::Waiter;
 /// advertised, so there prefer setting it after `accept`. AF_UNIX and UDP store the value,
 /// but their poll ignores it.
 ///
-/// Errors: `EBADF`, `ENOTSOCK`, and other `setsockopt`/`getsockopt` errors.
-pub fn set_rcvlowat(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<usize> {
+/// ```
+/// use std::net::{TcpListener, TcpStream};
+///
+/// let listener = TcpListener::bind("127.0.0.1:0")?;
+/// let _client = TcpStream::connect(listener.local_addr()?)?;
+/// let (sock, _) = listener.accept()?;
+/// assert_eq!(lowcopy::set_rcvlowat(&sock, 64 * 1024)?, 64 * 1024);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+///
+/// # Errors
+/// `EBADF`, `ENOTSOCK`, and other `setsockopt`/`getsockopt` errors.
+pub fn set_rcvlowat(fd: impl AsFd, bytes: usize) -> io::Result<usize> {
+    let fd = fd.as_fd();
     let v = bytes.min(i32::MAX as usize) as c_int;
     sys::setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, v)?;
     let kept = sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT)?;
     Ok(kept.max(0) as usize)
 }
 
-/// Counters of [`recv_atleast_with_stats`], added to on every call (failed calls included,
-/// since their syscalls happened).
+/// Counters of [`recv_atleast_with_stats`], added to by every call (failed calls too: their
+/// syscalls happened). Zero it once, then pass it to each call.
+///
+/// Shared with C as `lowcopy_recv_stats` (`#[repr(C)]`); fields are only ever appended.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RecvStats {
     /// Calls made.
@@ -75,9 +90,14 @@ pub struct RecvStats {
 /// whatever else is queued up to `buf.len()`; returns the bytes received.
 ///
 /// Equivalent to [`recv_atleast_with_stats`] without the counters: results, units (bytes;
-/// `timeout` as a [`Duration`]) and errors as documented there.
+/// `timeout` as a [`Duration`]) as documented there. For a socket read call after call, a
+/// [`Receiver`] learns the socket once and saves the syscalls that find out its type and
+/// mark each time.
+///
+/// # Errors
+/// As [`recv_atleast_with_stats`].
 pub fn recv_atleast(
-    fd: BorrowedFd<'_>,
+    fd: impl AsFd,
     buf: &mut [u8],
     min: usize,
     timeout: Option<Duration>,
@@ -127,11 +147,12 @@ pub fn recv_atleast(
 /// it, at once when nothing was received; one that arrives after some bytes is left for
 /// the next call, and ends this one early only when the connection is reset or hung up.
 ///
-/// Errors: `EINVAL` (`buf` empty or longer than `isize::MAX`), `EBADF`, `ENOTSOCK`,
-/// `EOPNOTSUPP` (not a stream, datagram or seqpacket socket), `ETIMEDOUT`, `EMSGSIZE`,
-/// `EINTR` (a signal before any byte), and the socket's own errors (`ECONNRESET`, ...).
+/// # Errors
+/// `EINVAL` (`buf` empty or longer than `isize::MAX`), `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not
+/// a stream, datagram or seqpacket socket), `ETIMEDOUT`, `EMSGSIZE`, `EINTR` (a signal before
+/// any byte), and the socket's own errors (`ECONNRESET`, ...).
 pub fn recv_atleast_with_stats(
-    fd: BorrowedFd<'_>,
+    fd: impl AsFd,
     buf: &mut [u8],
     min: usize,
     timeout: Option<Duration>,
@@ -142,23 +163,216 @@ pub fn recv_atleast_with_stats(
 }
 
 /// [`recv_atleast_with_stats`] into raw memory (the C ABI path: the caller's buffer may be
-/// uninitialised, so no `&mut [u8]` is formed over it); results and errors as there, plus
-/// `EINVAL` for a null `buf`.
+/// uninitialised, so no `&mut [u8]` is formed over it); results as there.
+///
+/// # Errors
+/// As [`recv_atleast_with_stats`], plus `EINVAL` for a null `buf`.
 ///
 /// # Safety
 /// `buf` must be valid for writes of `len` bytes for the duration of the call.
 pub unsafe fn recv_atleast_raw(
-    fd: BorrowedFd<'_>,
+    fd: impl AsFd,
     buf: *mut u8,
     len: usize,
     min: usize,
     timeout: Option<Duration>,
     stats: &mut RecvStats,
 ) -> io::Result<usize> {
+    let fd = fd.as_fd();
+    stats.calls += 1;
+    let kind = classify(fd, stats)?;
+    let mut mark = match kind {
+        Kind::Marked => Some(Mark::read(fd, stats)?),
+        _ => None,
+    };
+    let mut waiter = Waiter::default();
+    // SAFETY: forwarded caller contract on `buf`.
+    let r = unsafe {
+        receive(
+            fd,
+            buf,
+            len,
+            min,
+            timeout,
+            kind,
+            &mut mark,
+            &mut waiter,
+            stats,
+        )
+    };
+    if let Some(m) = mark {
+        m.restore(fd, stats);
+    }
+    r
+}
+
+/// A receiver of `min`-byte chunks on one socket: [`recv_atleast`] that learns the socket
+/// once.
+///
+/// [`recv_atleast`] asks the kernel on every call what kind of socket it has (2
+/// `getsockopt`) and what mark it holds (1 more), and puts the mark back when it returns.
+/// A `Receiver` does that once, in [`Receiver::new`], and leaves the mark of its last call in
+/// place between calls, so a loop receiving chunks of the same size makes exactly the raw
+/// loop's syscalls per chunk: `poll` and `recv` (one `setsockopt` more when `min` changes).
+/// Dropping it (or [`Receiver::into_inner`]) puts back the mark found at creation.
+///
+/// Results, errors and the behaviour of each call (early wakeups, end of stream, datagrams,
+/// the error queue) are those of [`recv_atleast_with_stats`]. While the receiver lives, the
+/// socket's `SO_RCVLOWAT` is the bytes its last call still missed when it returned (usually
+/// `min`): a poll or epoll of the caller's on the same socket sees that mark. It allocates
+/// nothing; the first wait that meets a non-empty error queue makes an epoll instance (one
+/// descriptor), kept until the receiver is dropped.
+///
+/// ```
+/// use std::io::Write;
+/// use std::net::{TcpListener, TcpStream};
+/// use std::time::Duration;
+///
+/// let listener = TcpListener::bind("127.0.0.1:0")?;
+/// let mut peer = TcpStream::connect(listener.local_addr()?)?;
+/// let (sock, _) = listener.accept()?;
+/// peer.write_all(&[7u8; 3000])?;
+///
+/// let mut rx = lowcopy::Receiver::new(&sock)?;
+/// let mut buf = [0u8; 4096];
+/// let n = rx.recv_atleast(&mut buf, 3000, Some(Duration::from_secs(5)))?;
+/// assert_eq!(n, 3000);
+/// assert_eq!(rx.stats().calls, 1);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Receiver<F: AsFd> {
+    fd: F,
+    kind: Kind,
+    /// TCP: the mark found at creation, and the mark as last set.
+    mark: Option<Mark>,
+    waiter: Waiter,
+    stats: RecvStats,
+}
+
+impl<F: AsFd> Receiver<F> {
+    /// Learns the socket `fd` (its type and protocol, and on TCP its `SO_RCVLOWAT`): 2 or 3
+    /// `getsockopt`. Allocates nothing.
+    ///
+    /// # Errors
+    /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a stream, datagram or seqpacket socket).
+    pub fn new(fd: F) -> io::Result<Self> {
+        let mut stats = RecvStats::default();
+        let kind = classify(fd.as_fd(), &mut stats)?;
+        let mark = match kind {
+            Kind::Marked => Some(Mark::read(fd.as_fd(), &mut stats)?),
+            _ => None,
+        };
+        Ok(Receiver {
+            fd,
+            kind,
+            mark,
+            waiter: Waiter::default(),
+            stats,
+        })
+    }
+
+    /// [`recv_atleast`] on this receiver's socket, without learning the socket again and
+    /// without restoring its mark (see the type's documentation). Adds what it did to
+    /// [`Receiver::stats`].
+    ///
+    /// # Errors
+    /// As [`recv_atleast_with_stats`].
+    pub fn recv_atleast(
+        &mut self,
+        buf: &mut [u8],
+        min: usize,
+        timeout: Option<Duration>,
+    ) -> io::Result<usize> {
+        // SAFETY: `buf` is a live, exclusively borrowed slice of `buf.len()` bytes.
+        unsafe { self.recv_atleast_raw(buf.as_mut_ptr(), buf.len(), min, timeout) }
+    }
+
+    /// [`Receiver::recv_atleast`] into raw memory (the C ABI path: the caller's buffer may be
+    /// uninitialised).
+    ///
+    /// # Errors
+    /// As [`recv_atleast_with_stats`], plus `EINVAL` for a null `buf`.
+    ///
+    /// # Safety
+    /// `buf` must be valid for writes of `len` bytes for the duration of the call.
+    pub unsafe fn recv_atleast_raw(
+        &mut self,
+        buf: *mut u8,
+        len: usize,
+        min: usize,
+        timeout: Option<Duration>,
+    ) -> io::Result<usize> {
+        self.stats.calls += 1;
+        let (fd, kind) = (self.fd.as_fd(), self.kind);
+        let (mark, waiter, stats) = (&mut self.mark, &mut self.waiter, &mut self.stats);
+        // SAFETY: forwarded caller contract on `buf`.
+        unsafe { receive(fd, buf, len, min, timeout, kind, mark, waiter, stats) }
+    }
+
+    /// The counters so far (the syscalls of [`Receiver::new`] included).
+    pub fn stats(&self) -> RecvStats {
+        self.stats
+    }
+
+    /// The descriptor the receiver holds.
+    pub fn get_ref(&self) -> &F {
+        &self.fd
+    }
+
+    /// Puts back the socket's mark found at creation and returns the descriptor.
+    pub fn into_inner(mut self) -> F {
+        self.restore();
+        let me = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `me` is never used or dropped again; `fd` is read out exactly once, and
+        // the other fields (the waiter's epoll fd) are dropped in place right after.
+        unsafe {
+            let fd = std::ptr::read(&me.fd);
+            let mut me = me;
+            std::ptr::drop_in_place(&mut me.waiter);
+            fd
+        }
+    }
+
+    fn restore(&mut self) {
+        if let Some(m) = self.mark.take() {
+            m.restore(self.fd.as_fd(), &mut self.stats);
+        }
+    }
+}
+
+impl<F: AsFd> AsFd for Receiver<F> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl<F: AsFd> Drop for Receiver<F> {
+    /// Puts back the socket's mark found at creation (one `setsockopt` when it differs).
+    fn drop(&mut self) {
+        self.restore();
+    }
+}
+
+/// One call of either form: validates, then waits and reads as `kind` requires.
+///
+/// # Safety
+/// `buf` must be valid for writes of `len` bytes for the duration of the call.
+#[allow(clippy::too_many_arguments)]
+unsafe fn receive(
+    fd: BorrowedFd<'_>,
+    buf: *mut u8,
+    len: usize,
+    min: usize,
+    timeout: Option<Duration>,
+    kind: Kind,
+    mark: &mut Option<Mark>,
+    waiter: &mut Waiter,
+    stats: &mut RecvStats,
+) -> io::Result<usize> {
     if len == 0 || len > isize::MAX as usize || buf.is_null() {
         return Err(errno(libc::EINVAL));
     }
-    stats.calls += 1;
     let mut rx = Rx {
         fd,
         buf,
@@ -167,31 +381,54 @@ pub unsafe fn recv_atleast_raw(
         got: 0,
         deadline: timeout.and_then(|t| Instant::now().checked_add(t)),
         no_wait: timeout == Some(Duration::ZERO),
-        waiter: Waiter::default(),
+        waiter,
         stats,
     };
-    let r = match rx.classify()? {
-        Kind::Marked => {
-            rx.stats.syscalls += 1;
-            let orig = sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT)?;
-            let mut mark = Some(Mark { orig, cur: orig });
-            let r = rx.stream(&mut mark);
-            if let Some(m) = mark.filter(|m| m.cur != m.orig) {
-                // Put back the caller's mark. This cannot fail where setting it worked; if it
-                // somehow does, the data already received must still be returned.
-                rx.stats.syscalls += 1;
-                rx.stats.lowat_changes += 1;
-                let _ = sys::setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, m.orig);
-            }
-            r
-        }
-        Kind::Stream => rx.stream(&mut None),
+    let r = match kind {
         Kind::Datagram => rx.datagrams(),
+        Kind::Marked | Kind::Stream => rx.stream(mark),
     };
     if let Ok(n) = r {
         rx.stats.bytes += n as u64;
     }
     r
+}
+
+/// What kind of socket `fd` is. `SO_TYPE` first: it turns a closed fd into `EBADF` and a
+/// file into `ENOTSOCK`.
+fn classify(fd: BorrowedFd<'_>, stats: &mut RecvStats) -> io::Result<Kind> {
+    stats.syscalls += 1;
+    match sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TYPE)? {
+        libc::SOCK_STREAM => {
+            stats.syscalls += 1;
+            match sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL)? {
+                libc::IPPROTO_TCP | libc::IPPROTO_MPTCP => Ok(Kind::Marked),
+                _ => Ok(Kind::Stream),
+            }
+        }
+        libc::SOCK_DGRAM | libc::SOCK_SEQPACKET => Ok(Kind::Datagram),
+        _ => Err(errno(libc::EOPNOTSUPP)),
+    }
+}
+
+impl Mark {
+    /// The socket's mark as it is now.
+    fn read(fd: BorrowedFd<'_>, stats: &mut RecvStats) -> io::Result<Mark> {
+        stats.syscalls += 1;
+        let orig = sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT)?;
+        Ok(Mark { orig, cur: orig })
+    }
+
+    /// Puts back the mark found by [`Mark::read`], if it was changed. This cannot fail
+    /// where setting it worked; if it somehow does, the data already received must still be
+    /// returned, so the error is dropped.
+    fn restore(self, fd: BorrowedFd<'_>, stats: &mut RecvStats) {
+        if self.cur != self.orig {
+            stats.syscalls += 1;
+            stats.lowat_changes += 1;
+            let _ = sys::setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, self.orig);
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -220,7 +457,7 @@ struct Rx<'a, 'fd> {
     got: usize,
     deadline: Option<Instant>,
     no_wait: bool,
-    waiter: Waiter,
+    waiter: &'a mut Waiter,
     stats: &'a mut RecvStats,
 }
 
@@ -231,23 +468,6 @@ enum Woken {
 }
 
 impl Rx<'_, '_> {
-    fn classify(&mut self) -> io::Result<Kind> {
-        // SO_TYPE first: it turns a closed fd into EBADF and a file into ENOTSOCK.
-        self.stats.syscalls += 1;
-        let ty = sys::getsockopt_int(self.fd, libc::SOL_SOCKET, libc::SO_TYPE)?;
-        match ty {
-            libc::SOCK_STREAM => {
-                self.stats.syscalls += 1;
-                match sys::getsockopt_int(self.fd, libc::SOL_SOCKET, libc::SO_PROTOCOL)? {
-                    libc::IPPROTO_TCP | libc::IPPROTO_MPTCP => Ok(Kind::Marked),
-                    _ => Ok(Kind::Stream),
-                }
-            }
-            libc::SOCK_DGRAM | libc::SOCK_SEQPACKET => Ok(Kind::Datagram),
-            _ => Err(errno(libc::EOPNOTSUPP)),
-        }
-    }
-
     /// Milliseconds `poll` may sleep: -1 without a deadline, rounded up otherwise.
     fn poll_ms(&self) -> c_int {
         if self.no_wait {

@@ -55,10 +55,13 @@ impl TryFrom<u32> for PeekMode {
     }
 }
 
-/// Counters kept by a [`Peeker`]. All byte counts are in bytes.
+/// Counters kept by a [`Peeker`]. Byte counts are in bytes.
+///
+/// Shared with C as `lowcopy_peek_stats` (`#[repr(C)]`); fields are only ever appended.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PeekStats {
-    /// Syscalls the peeker made (including failed ones).
+    /// Syscalls the peeker made, failed ones included.
     pub syscalls: u64,
     /// Peeks that returned data.
     pub peeks: u64,
@@ -66,10 +69,12 @@ pub struct PeekStats {
     pub bytes_peeked: u64,
     /// Bytes the kernel copied to user space only for lowcopy to throw them away: the discard
     /// prefix, and consumed bytes on protocols without a copy-free `MSG_TRUNC` (AF_UNIX).
+    /// Always 0 with [`PeekMode::Offset`] on TCP; at most [`AUTO_DISCARD_MAX`] (4096) per
+    /// peek with [`PeekMode::Auto`] over `SO_PEEK_OFF`.
     pub bytes_skipped_copied: u64,
-    /// Bytes dropped from the head of the receive queue by consume.
+    /// Bytes dropped from the head of the receive queue by the peeker's consume.
     pub bytes_consumed: u64,
-    /// `SO_RCVLOWAT` changes made by the armed mode.
+    /// `SO_RCVLOWAT` changes made by the armed low-water mark.
     pub rcvlowat_updates: u64,
 }
 
@@ -817,8 +822,10 @@ impl<F: AsFd> Peeker<F> {
     /// bytes without copying them (offset mechanism; the discard one copies them at the next
     /// peek). Makes no syscall unless the low-water mark is armed.
     ///
-    /// Errors: `EOVERFLOW` if the mechanism cannot represent the offset (`i32::MAX` for
-    /// `SO_PEEK_OFF`, [`discard_max`]`(1)` for discard); the cursor is then unchanged.
+    /// # Errors
+    /// `EOVERFLOW` if the mechanism cannot represent the offset (`i32::MAX` for `SO_PEEK_OFF`,
+    /// [`discard_max`]`(1)` for discard); with the low-water mark armed, its `setsockopt`
+    /// errors. The cursor is then unchanged.
     pub fn seek(&mut self, offset: usize) -> io::Result<()> {
         let max = match self.mech {
             Mechanism::Offset => OFFSET_MAX,
@@ -834,8 +841,13 @@ impl<F: AsFd> Peeker<F> {
 
     /// Drops up to `n` acknowledged bytes from the head of the receive queue and moves the
     /// cursor back by the bytes dropped (never below 0). Never blocks. Returns bytes dropped:
-    /// fewer than `n` when fewer are queued, `Ok(0)` for `n == 0` or at end of stream.
-    /// `EAGAIN` when nothing is queued.
+    /// fewer than `n` when fewer are queued, `Ok(0)` for `n == 0` or at end of stream. TCP
+    /// and MPTCP drop them without copying (`MSG_TRUNC`); AF_UNIX reads them into a scratch
+    /// buffer ([`PeekStats::bytes_skipped_copied`]).
+    ///
+    /// # Errors
+    /// `EAGAIN` when nothing is queued; `recv` errors (`ECONNRESET`, ...); with the low-water
+    /// mark armed, its `setsockopt` errors (the bytes were dropped and the cursor moved).
     pub fn consume(&mut self, n: usize) -> io::Result<usize> {
         let d = consume_raw(
             self.fd.as_fd(),
@@ -860,7 +872,9 @@ impl<F: AsFd> Peeker<F> {
     /// `n` (never below 0), as [`Peeker::consume`] would move it, with no syscall: both of
     /// those paths lower the kernel's `SO_PEEK_OFF` by what they take (the receiver corrects
     /// the kernel, which forgets to for mapped bytes), so cursor and kernel stay together.
-    /// Errors: only with the low-water mark armed, its `setsockopt` errors.
+    ///
+    /// # Errors
+    /// Only with the low-water mark armed: its `setsockopt` errors (the cursor moved).
     pub fn note_consumed(&mut self, n: usize) -> io::Result<()> {
         self.cursor = self.cursor.saturating_sub(n);
         if let KernelOff::At(k) = self.kernel_off {
@@ -880,8 +894,9 @@ impl<F: AsFd> Peeker<F> {
     /// poll quiet. Setting it also grows an unlocked receive buffer to about twice the mark.
     /// Disarming restores the value found when arming.
     ///
-    /// Errors: `EOPNOTSUPP` on AF_UNIX (its poll ignores `SO_RCVLOWAT`, net/unix/af_unix.c),
-    /// and `setsockopt` errors.
+    /// # Errors
+    /// `EOPNOTSUPP` on AF_UNIX (its poll ignores `SO_RCVLOWAT`, net/unix/af_unix.c), and
+    /// `getsockopt`/`setsockopt` errors.
     pub fn set_lowat_armed(&mut self, on: bool) -> io::Result<()> {
         match (on, self.lowat) {
             (true, None) => {

@@ -9,6 +9,10 @@ use libc::c_int;
 use crate::sys::{self, SO_PEEK_OFF, TCP_ZEROCOPY_RECEIVE};
 
 /// Capabilities of the running kernel, as [`probe`] found them.
+///
+/// Shared with C as `lowcopy_caps` (`#[repr(C)]`; a `bool` is C's `bool`); fields are only
+/// ever appended.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Caps {
     /// `SO_PEEK_OFF` on TCP over IPv4 (Linux 6.9, 05ea491641d3).
@@ -34,7 +38,17 @@ pub struct Caps {
 
 /// Probes the running kernel. Creates and closes a few sockets (and a loopback TCP
 /// connection for `TCP_ZEROCOPY_RECEIVE`) and one io_uring instance; takes well under a
-/// millisecond. Errors only when no socket at all can be created (`EMFILE`, ...).
+/// millisecond. A capability that cannot be tried (its socket cannot be made, io_uring is
+/// disabled) reads as absent.
+///
+/// ```
+/// let caps = lowcopy::probe()?;
+/// println!("SO_PEEK_OFF on TCP/IPv4: {}", caps.peek_off_tcp4);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+///
+/// # Errors
+/// Only when no socket at all can be created: `EMFILE`, `ENFILE`, `ENOMEM`.
 pub fn probe() -> io::Result<Caps> {
     let tcp4 = sys::socket(libc::AF_INET, libc::SOCK_STREAM, 0)?;
     let (uring_send_zc, uring_sendmsg_zc) = probe_uring();

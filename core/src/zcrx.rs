@@ -48,6 +48,9 @@ static ZC_SIZE: AtomicUsize = AtomicUsize::new(0);
 
 /// Counters kept by a [`ZeroCopyReceiver`]. Byte counts are of bytes delivered to the caller:
 /// `bytes_mapped + bytes_copied` is exactly the number of stream bytes it returned.
+///
+/// Shared with C as `lowcopy_zcrx_recv_stats` (`#[repr(C)]`); fields are only ever appended.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ZcrxStats {
     /// Bytes delivered as pages mapped into the window.

@@ -33,6 +33,7 @@ struct Run {
     listener: Option<OwnedFd>,
     peer: Option<OwnedFd>,
     zcrx: Option<ZeroCopyReceiver<BorrowedFd<'static>>>,
+    receiver: Option<lowcopy::Receiver<BorrowedFd<'static>>>,
     /// Options for the clients `accept` connects.
     opts: TcpOpts,
     sent: usize,
@@ -258,7 +259,16 @@ impl Run {
                 reset(self.peer.take().unwrap());
                 std::thread::sleep(Duration::from_millis(20));
             }
-            "recv_atleast" => {
+            "receiver_new" => {
+                let r = lowcopy::Receiver::new(self.fd());
+                if step.get("expect_err").is_some() {
+                    self.expect(step, r.map(|_| 0), &[], ctx);
+                } else {
+                    self.receiver = Some(r.unwrap_or_else(|e| panic!("{ctx}: {e}")));
+                }
+            }
+            "receiver_free" => self.receiver = None,
+            "recv_atleast" | "receiver_recv" => {
                 let len = u("len");
                 let mut buf = vec![0u8; len];
                 let timeout = match step["timeout_ms"].as_i64().unwrap() {
@@ -267,14 +277,32 @@ impl Run {
                 };
                 let mut s = RecvStats::default();
                 let (t0, cpu0) = (Instant::now(), thread_cpu());
-                let r = lowcopy::recv_atleast_with_stats(
-                    self.fd(),
-                    &mut buf,
-                    u("min"),
-                    timeout,
-                    &mut s,
-                );
+                let r = if op == "recv_atleast" {
+                    lowcopy::recv_atleast_with_stats(self.fd(), &mut buf, u("min"), timeout, &mut s)
+                } else {
+                    // The call's own counters: the receiver's after minus before.
+                    let rx = self
+                        .receiver
+                        .as_mut()
+                        .expect("receiver_recv before receiver_new");
+                    let before = rx.stats();
+                    let r = rx.recv_atleast(&mut buf, u("min"), timeout);
+                    let after = rx.stats();
+                    s = RecvStats {
+                        calls: after.calls - before.calls,
+                        syscalls: after.syscalls - before.syscalls,
+                        wakeups: after.wakeups - before.wakeups,
+                        early_wakeups: after.early_wakeups - before.early_wakeups,
+                        timeouts: after.timeouts - before.timeouts,
+                        lowat_changes: after.lowat_changes - before.lowat_changes,
+                        bytes: after.bytes - before.bytes,
+                    };
+                    r
+                };
                 let (t, cpu) = (t0.elapsed(), thread_cpu() - cpu0);
+                if let Some(v) = step.get("syscalls").and_then(Value::as_u64) {
+                    assert_eq!(s.syscalls, v, "{ctx}: syscalls of the call: {s:?}");
+                }
                 self.expect_data(step, r, &buf, ctx);
                 Self::elapsed_bounds(step, t, ctx);
                 Self::cpu_bound(step, cpu, ctx);
@@ -522,6 +550,7 @@ fn run_one(sc: &Value, transport: &str) {
         listener: None,
         peer,
         zcrx: None,
+        receiver: None,
         opts: TcpOpts {
             v6: transport.ends_with('6'),
             mss,
@@ -553,6 +582,7 @@ fn run_one(sc: &Value, transport: &str) {
         run.step(step, &format!("{ctx} step {i} {}", step["op"]));
     }
     run.zcrx = None;
+    run.receiver = None;
     run.join_writers();
 }
 

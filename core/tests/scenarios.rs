@@ -141,10 +141,32 @@ impl<'a> Run<'a> {
             "wait_queued" => wait_queued(self.fd, u("bytes")),
             "peek" => {
                 let mut buf = vec![0u8; u("len")];
+                let (t0, cpu0) = (Instant::now(), thread_cpu());
                 let r =
                     flags().and_then(|f| self.peeker().peek(&mut [IoSliceMut::new(&mut buf)], f));
+                let (t, cpu) = (t0.elapsed(), thread_cpu() - cpu0);
                 expect_result(step, r, &buf, ctx);
+                let ms = |k: &str| {
+                    step.get(k)
+                        .and_then(Value::as_u64)
+                        .map(Duration::from_millis)
+                };
+                if let Some(min) = ms("min_ms") {
+                    assert!(t >= min, "{ctx}: returned after {t:?}, want >= {min:?}");
+                }
+                if let Some(max) = ms("max_ms") {
+                    assert!(t <= max, "{ctx}: returned after {t:?}, want <= {max:?}");
+                }
+                if let Some(max) = ms("cpu_max_ms") {
+                    assert!(cpu <= max, "{ctx}: used {cpu:?} of CPU, want <= {max:?}");
+                }
             }
+            "errqueue" => errqueue_entry(self.fd, step["kind"].as_str().unwrap(), ctx),
+            "set_rcvtimeo_ms" => set_timeval(
+                self.fd,
+                libc::SO_RCVTIMEO,
+                Duration::from_millis(u("ms") as u64),
+            ),
             "peekv" => {
                 // `len` iovecs of one byte each (1024 = IOV_MAX: no room for a prefix iovec).
                 let mut buf = vec![0u8; u("len")];

@@ -351,7 +351,7 @@ static void dir_collect_stats(struct relay *r, struct dir *d)
     if (!d->pk)
         return;
     lowcopy_peek_stats st;
-    int rc = lowcopy_peeker_stats(d->pk, &st);
+    int rc = lowcopy_peeker_stats(d->pk, &st, sizeof(lowcopy_peek_stats));
     if (rc < 0) {
         fprintf(stderr, "peek_relay: lowcopy_peeker_stats: %s\n", strerror(-rc));
         return;

@@ -436,7 +436,7 @@ static int lc_begin(const struct mech *m, struct ctx *c)
     check_lc(r, "lowcopy_peeker_seek");
     if (m->mode == LOWCOPY_PEEK_AUTO)
         c->auto_mode = lowcopy_peeker_mode(c->p);
-    check_lc(lowcopy_peeker_stats(c->p, &c->st0), "lowcopy_peeker_stats");
+    check_lc(lowcopy_peeker_stats(c->p, &c->st0, sizeof(lowcopy_peek_stats)), "lowcopy_peeker_stats");
     return 0;
 }
 
@@ -458,7 +458,7 @@ static void lc_end(const struct mech *m, struct ctx *c)
 {
     (void)m;
     lowcopy_peek_stats st;
-    check_lc(lowcopy_peeker_stats(c->p, &st), "lowcopy_peeker_stats");
+    check_lc(lowcopy_peeker_stats(c->p, &st, sizeof(lowcopy_peek_stats)), "lowcopy_peeker_stats");
     c->lc_syscalls += st.syscalls - c->st0.syscalls;
     c->lc_peeks += st.peeks - c->st0.peeks;
     lowcopy_peeker_free(c->p);

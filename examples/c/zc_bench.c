@@ -440,7 +440,7 @@ static void lc_take(struct tx *t, size_t n)
 static void lc_reap(struct tx *t)
 {
     ssize_t n;
-    while ((n = lowcopy_zc_reap(t->z, lc_out, REAP_CAP)) > 0)
+    while ((n = lowcopy_zc_reap(t->z, lc_out, REAP_CAP, sizeof(lowcopy_zc_completion))) > 0)
         lc_take(t, (size_t)n);
     if (n < 0)
         die("lowcopy_zc_reap: %s", strerror((int)-n));
@@ -475,7 +475,7 @@ static long long reap_syscalls(const struct tx *t)
     lowcopy_zc_send_stats st;
     if (!is_lc(t->mode))
         return t->sys_reap;
-    if (lowcopy_zc_stats(t->z, &st) < 0)
+    if (lowcopy_zc_stats(t->z, &st, sizeof(lowcopy_zc_send_stats)) < 0)
         die("lowcopy_zc_stats");
     return (long long)st.syscalls_reap;
 }
@@ -503,7 +503,7 @@ static bool send_one(struct tx *t)
     if (is_lc(t->mode)) {
         size_t n = 0;
         r = lowcopy_zc_send_reap(t->z, &iov, 1, MSG_DONTWAIT, (uint64_t)t->sends, lc_out,
-                                 REAP_CAP, &n);
+                                 REAP_CAP, sizeof(lowcopy_zc_completion), &n);
         if (r == -EAGAIN) {
             t->eagain++;
             return false;
@@ -650,7 +650,7 @@ static int do_tx(void)
     struct cpu c1 = cpu_now();
 
     if (is_lc(cfg_mode)) {
-        if (lowcopy_zc_stats(t.z, &st) < 0)
+        if (lowcopy_zc_stats(t.z, &st, sizeof(lowcopy_zc_send_stats)) < 0)
             die("lowcopy_zc_stats");
         t.sys_send = (long long)st.syscalls_send;
         t.sys_reap = (long long)st.syscalls_reap;

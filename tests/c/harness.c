@@ -8,7 +8,9 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <linux/net_tstamp.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -26,6 +28,7 @@ enum {
     MIN_RUNS = 51,        /* as the Rust runners' `runs > 50`: fewer means the table silently
                              stopped expanding */
     WAIT_QUEUED_MS = 5000,/* common::wait_queued's deadline */
+    WAIT_POLLERR_MS = 3000,/* common::wait_pollerr's deadline */
     FD_SCAN_MAX = 4096,   /* fds checked for leaks */
     STEP_SETUP = -1,      /* where a child is besides its steps (struct progress) */
     STEP_TEARDOWN = -2,
@@ -552,6 +555,76 @@ static void drop_owned(struct run *r, int fd)
             return;
         }
     }
+}
+
+/* ---- the error queue and CPU time ------------------------------------------------------ */
+
+uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) < 0) {
+        perror("clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+        abort(); /* as common::thread_cpu's unwrap: no measure, no test */
+    }
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int cpu_bound(struct run *r, const cJSON *step, uint64_t cpu_ns)
+{
+    uint64_t ms;
+    if (json_u64(get(step, "cpu_max_ms"), &ms) && cpu_ns > ms * 1000000u)
+        return fail(r, "used %.1f ms of CPU, want <= %" PRIu64 " ms (spinning while it waited?)",
+                    cpu_ns / 1e6, ms);
+    return 0;
+}
+
+int wait_pollerr(struct run *r, int fd)
+{
+    uint64_t deadline = now_ns() + (uint64_t)WAIT_POLLERR_MS * 1000000u;
+    struct pollfd p = {.fd = fd, .events = 0};
+    int n;
+    /* A signal or io_uring task work may cut the wait short: the deadline stays. */
+    do {
+        uint64_t now = now_ns();
+        int left = now >= deadline ? 0 : (int)((deadline - now + 999999u) / 1000000u);
+        p.revents = 0;
+        n = poll(&p, 1, left);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return sys_fail(r, "poll");
+    if (n != 1 || !(p.revents & POLLERR))
+        return fail(r, "no POLLERR within %d ms (%d, revents 0x%x)", WAIT_POLLERR_MS, n,
+                    (unsigned)p.revents);
+    return 0;
+}
+
+int timestamping_on(struct run *r, int fd)
+{
+    return set_int(r, fd, SOL_SOCKET, SO_TIMESTAMPING,
+                   SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE,
+                   "setsockopt(SO_TIMESTAMPING)");
+}
+
+int errqueue_entry(struct run *r, int fd, const char *kind)
+{
+    int flags;
+    if (strcmp(kind, "zerocopy") == 0) {
+        if (set_int(r, fd, SOL_SOCKET, SO_ZEROCOPY, 1, "setsockopt(SO_ZEROCOPY)") < 0)
+            return -1;
+        flags = MSG_ZEROCOPY;
+    } else if (strcmp(kind, "timestamp") == 0) {
+        if (timestamping_on(r, fd) < 0)
+            return -1;
+        flags = 0;
+    } else {
+        return fail(r, "unknown error-queue entry %s", kind);
+    }
+    ssize_t n = send(fd, "e", 1, flags);
+    if (n < 0)
+        return sys_fail(r, "send (error-queue entry)");
+    if (n != 1)
+        return fail(r, "send (error-queue entry): %zd bytes, want 1", n);
+    return wait_pollerr(r, fd);
 }
 
 /* ---- fixtures -------------------------------------------------------------------------- */
@@ -1288,4 +1361,14 @@ int run_table(const struct runner *spec, int argc, char **argv)
         prog_error("munmap");
     printf("%s: %d passed, %d failed\n", spec->prog, n.passed, n.failed);
     return n.failed == 0 && n.runs >= MIN_RUNS ? 0 : 1;
+}
+
+int elapsed_bounds(struct run *r, const cJSON *step, uint64_t took_ns)
+{
+    uint64_t ms;
+    if (json_u64(get(step, "min_ms"), &ms) && took_ns < ms * 1000000u)
+        return fail(r, "returned after %.1f ms, want >= %" PRIu64 " ms", took_ns / 1e6, ms);
+    if (json_u64(get(step, "max_ms"), &ms) && took_ns > ms * 1000000u)
+        return fail(r, "returned after %.1f ms, want <= %" PRIu64 " ms", took_ns / 1e6, ms);
+    return 0;
 }

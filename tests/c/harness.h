@@ -131,6 +131,27 @@ void close_owned(struct run *r, int *fd);
 /* Takes `fd` into the run (closed at teardown); -1 and closes it if there is no room. */
 int own(struct run *r, int fd);
 
+/* ---- the error queue and CPU time (issue 12: a receive must sleep past an entry) -------- */
+
+/* common::thread_cpu: CPU time the calling thread has used, in ns (CLOCK_THREAD_CPUTIME_ID). A
+ * call that sleeps while it waits uses almost none, one that spins about its wall time. */
+uint64_t thread_cpu_ns(void);
+/* "cpu_max_ms" (ignored unless a u64): `cpu_ns`, the CPU time of the call, must not exceed it
+ * (the Rust runners' cpu_bound). */
+int cpu_bound(struct run *r, const cJSON *step, uint64_t cpu_ns);
+/* min_ms / max_ms: the call's elapsed time (the Rust runners' elapsed_bounds). */
+int elapsed_bounds(struct run *r, const cJSON *step, uint64_t took_ns);
+/* common::wait_pollerr: until poll reports POLLERR on `fd` (an error-queue entry or a socket
+ * error), 3 s at most. */
+int wait_pollerr(struct run *r, int fd);
+/* common::errqueue_entry: puts an entry on `fd`'s error queue as an application would, by
+ * sending the peer one byte: "zerocopy", a MSG_ZEROCOPY send (its completion notification);
+ * "timestamp", a send with SO_TIMESTAMPING software transmit reports on (left on, so every
+ * later send adds one). Returns once poll reports POLLERR. */
+int errqueue_entry(struct run *r, int fd, const char *kind);
+/* SO_TIMESTAMPING software transmit reports on `fd` (each later send queues one). */
+int timestamping_on(struct run *r, int fd);
+
 /* ---- fixtures: the fd under test and its peer ------------------------------------------ */
 
 /* common::tcp_listener: TCP_MAXSEG and a locked SO_RCVBUF when given (on the listener, before

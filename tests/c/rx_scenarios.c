@@ -21,7 +21,7 @@
  * hang ends that run only, and its first failure is listed. After teardown the child also
  * checks that every fd opened during the run is closed again. Output: one "FAIL [...]" line
  * per failed run, then "c-rx-scenarios: N passed, M failed"; exit status 0 only when every run
- * passed and there were more than 50 of them (the Rust runner's floor; the table expands to 61
+ * passed and there were more than 50 of them (the Rust runner's floor; the table expands to 74
  * runs today).
  *
  * Build: make c-tests (this file with harness.c; see tests/c/README.md).
@@ -60,6 +60,7 @@ struct state {
     bool has_mss;         /* TCP_MAXSEG for the clients `accept` connects */
     int mss;
     lowcopy_zcrx *zcrx;
+    lowcopy_receiver *rcv; /* receiver_new .. receiver_free */
     uint64_t received;    /* stream bytes received and checked */
 };
 
@@ -325,17 +326,6 @@ static int expect_data(struct run *r, const cJSON *step, ssize_t ret, const unsi
     return 0;
 }
 
-/* Run::elapsed_bounds: "min_ms" / "max_ms" (ignored unless u64, as `as_u64`). */
-static int elapsed_bounds(struct run *r, const cJSON *step, uint64_t took_ns)
-{
-    uint64_t ms;
-    if (json_u64(get(step, "min_ms"), &ms) && took_ns < ms * 1000000u)
-        return fail(r, "returned after %.1f ms, want >= %" PRIu64 " ms", took_ns / 1e6, ms);
-    if (json_u64(get(step, "max_ms"), &ms) && took_ns > ms * 1000000u)
-        return fail(r, "returned after %.1f ms, want <= %" PRIu64 " ms", took_ns / 1e6, ms);
-    return 0;
-}
-
 /* ---- ops: the mark --------------------------------------------------------------------- */
 
 static int op_set_rcvlowat(struct run *r, const cJSON *step)
@@ -537,6 +527,32 @@ static int op_reset_peer(struct run *r, const cJSON *step)
     return reset_peer(r, RESET_SETTLE_MS);
 }
 
+/* ---- ops: the error queue --------------------------------------------------------------- */
+
+/* errqueue kind: an entry on the fd's error queue, then until poll reports POLLERR.
+ * "zerocopy" and "timestamp" as common::errqueue_entry (harness.c); "icmp" (UDP): IP_RECVERR
+ * on, the peer closed, one datagram sent, which draws an ICMP port unreachable: ECONNREFUSED
+ * pending (SO_ERROR) and an error-queue entry that stays. */
+static int op_errqueue(struct run *r, const cJSON *step)
+{
+    const char *kind;
+    if (need_str(r, step, "kind", &kind) < 0)
+        return -1;
+    if (strcmp(kind, "icmp") != 0)
+        return errqueue_entry(r, r->fd, kind);
+    if (set_int(r, r->fd, IPPROTO_IP, IP_RECVERR, 1, "setsockopt(IP_RECVERR)") < 0)
+        return -1;
+    close_owned(r, &r->peer); /* the Rust runner's `self.peer = None` */
+    if (r->why[0])
+        return -1;
+    ssize_t n = send(r->fd, "e", 1, 0);
+    if (n < 0)
+        return sys_fail(r, "send");
+    if (n != 1)
+        return fail(r, "send: %zd bytes, want 1", n);
+    return wait_pollerr(r, r->fd);
+}
+
 /* ---- ops: plain socket calls ----------------------------------------------------------- */
 
 static int op_set_rcvtimeo_ms(struct run *r, const cJSON *step)
@@ -606,11 +622,43 @@ static int op_read(struct run *r, const cJSON *step)
 
 /* ---- ops: recv_atleast ----------------------------------------------------------------- */
 
+/* receiver_new [expect_err]: a lowcopy_receiver on the fd as it is now. */
+static int op_receiver_new(struct run *r, const cJSON *step)
+{
+    size_t n;
+    lowcopy_receiver_free(r->st->rcv);
+    r->st->rcv = NULL;
+    lowcopy_receiver *x = NULL;
+    int rc = lowcopy_receiver_new(r->fd, &x);
+    if (get(step, "expect_err")) {
+        if (rc == 0)
+            lowcopy_receiver_free(x);
+        return expect(r, step, rc, NULL, 0, &n);
+    }
+    if (rc < 0)
+        return lc_fail(r, "receiver_new", rc);
+    r->st->rcv = x;
+    return 0;
+}
+
+static int op_receiver_free(struct run *r, const cJSON *step)
+{
+    (void)step;
+    lowcopy_receiver_free(r->st->rcv);
+    r->st->rcv = NULL;
+    return 0;
+}
+
+/* recv_atleast, and receiver_recv: the same through the receiver, with that call's counters
+ * (the receiver's after minus before). */
 static int op_recv_atleast(struct run *r, const cJSON *step)
 {
     size_t len, min;
     int64_t timeout;
     uint64_t v;
+    bool via_receiver = json_is(get(step, "op"), "receiver_recv");
+    if (via_receiver && !r->st->rcv)
+        return fail(r, "receiver_recv before receiver_new");
     if (need_size(r, step, "len", &len) < 0 || need_size(r, step, "min", &min) < 0)
         return -1;
     if (!json_i64(get(step, "timeout_ms"), &timeout))
@@ -621,12 +669,29 @@ static int op_recv_atleast(struct run *r, const cJSON *step)
     unsigned char *buf = room(len);
     lowcopy_recv_stats s;
     memset(&s, 0, sizeof s);
-    uint64_t t0 = now_ns();
-    ssize_t n = lowcopy_recv_atleast_stats(r->fd, buf, len, min, (int)timeout, &s);
-    uint64_t took = now_ns() - t0;
+    lowcopy_recv_stats before, after;
+    memset(&before, 0, sizeof before);
+    memset(&after, 0, sizeof after);
+    if (via_receiver)
+        lowcopy_receiver_stats(r->st->rcv, &before, sizeof(lowcopy_recv_stats));
+    uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns();
+    ssize_t n = via_receiver
+                    ? lowcopy_receiver_recv(r->st->rcv, buf, len, min, (int)timeout)
+                    : lowcopy_recv_atleast_stats(r->fd, buf, len, min, (int)timeout, &s, sizeof(lowcopy_recv_stats));
+    uint64_t took = now_ns() - t0, cpu = thread_cpu_ns() - cpu0;
+    if (via_receiver) {
+        lowcopy_receiver_stats(r->st->rcv, &after, sizeof(lowcopy_recv_stats));
+        s.calls = after.calls - before.calls;
+        s.syscalls = after.syscalls - before.syscalls;
+        s.wakeups = after.wakeups - before.wakeups;
+        s.early_wakeups = after.early_wakeups - before.early_wakeups;
+        s.timeouts = after.timeouts - before.timeouts;
+        s.lowat_changes = after.lowat_changes - before.lowat_changes;
+        s.bytes = after.bytes - before.bytes;
+    }
     int rc = expect_data(r, step, n, buf, len);
     free(buf);
-    if (rc < 0 || elapsed_bounds(r, step, took) < 0)
+    if (rc < 0 || elapsed_bounds(r, step, took) < 0 || cpu_bound(r, step, cpu) < 0)
         return -1;
 #define STATS_FMT                                                                              \
     "{calls %" PRIu64 ", syscalls %" PRIu64 ", wakeups %" PRIu64 ", early_wakeups %" PRIu64     \
@@ -638,6 +703,9 @@ static int op_recv_atleast(struct run *r, const cJSON *step)
                     STATS_ARGS);
     if (json_u64(get(step, "wakeups_min"), &v) && s.wakeups < v)
         return fail(r, "%" PRIu64 " wakeups, want >= %" PRIu64 ": " STATS_FMT, s.wakeups, v,
+                    STATS_ARGS);
+    if (json_u64(get(step, "syscalls"), &v) && s.syscalls != v)
+        return fail(r, "%" PRIu64 " syscalls, want %" PRIu64 ": " STATS_FMT, s.syscalls, v,
                     STATS_ARGS);
     if (json_u64(get(step, "lowat_changes"), &v) && s.lowat_changes != v)
         return fail(r, "SO_RCVLOWAT changes %" PRIu64 ", want %" PRIu64 ": " STATS_FMT,
@@ -706,7 +774,7 @@ static int check_chunk(struct run *r, ssize_t rc, const lowcopy_zcrx_chunk *c)
 
 static int zcrx_stats(struct run *r, lowcopy_zcrx_recv_stats *s)
 {
-    int rc = lowcopy_zcrx_stats(r->st->zcrx, s);
+    int rc = lowcopy_zcrx_stats(r->st->zcrx, s, sizeof(lowcopy_zcrx_recv_stats));
     return rc < 0 ? lc_fail(r, "zcrx_stats", rc) : 0;
 }
 
@@ -721,7 +789,7 @@ static int zcrx_stats(struct run *r, lowcopy_zcrx_recv_stats *s)
         (s).peek_off_fixups
 
 /* zcrx_recv [dontwait]: one receive; expect_eof, expect_mapped (when bytes came), and the
- * usual expect/expect_ret/expect_err/expect_pattern, min_ms/max_ms. */
+ * usual expect/expect_ret/expect_err/expect_pattern, min_ms/max_ms, cpu_max_ms. */
 static int op_zcrx_recv(struct run *r, const cJSON *step)
 {
     char eb[64];
@@ -730,10 +798,10 @@ static int op_zcrx_recv(struct run *r, const cJSON *step)
         return -1;
     lowcopy_zcrx_chunk c;
     memset(&c, 0xa5, sizeof c); /* written only on success */
-    uint64_t t0 = now_ns();
-    ssize_t rc = lowcopy_zcrx_recv(r->st->zcrx, &c, flags);
-    uint64_t took = now_ns() - t0;
-    if (check_chunk(r, rc, &c) < 0)
+    uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns();
+    ssize_t rc = lowcopy_zcrx_recv(r->st->zcrx, &c, sizeof(lowcopy_zcrx_chunk), flags);
+    uint64_t took = now_ns() - t0, cpu = thread_cpu_ns() - cpu0;
+    if (cpu_bound(r, step, cpu) < 0 || check_chunk(r, rc, &c) < 0)
         return -1;
     if (json_true(get(step, "expect_eof")) && rc != 0) {
         if (rc < 0)
@@ -763,7 +831,7 @@ static int op_zcrx_drain(struct run *r, const cJSON *step)
         return -1;
     uint64_t t0 = now_ns();
     while (got < bytes) {
-        ssize_t rc = lowcopy_zcrx_recv(r->st->zcrx, &c, 0);
+        ssize_t rc = lowcopy_zcrx_recv(r->st->zcrx, &c, sizeof(lowcopy_zcrx_chunk), 0);
         if (rc < 0)
             return fail(r, "after %" PRIu64 " of %" PRIu64 " bytes: %s", got, bytes,
                         errno_text((int)-rc, eb, sizeof eb));
@@ -783,7 +851,7 @@ static int op_zcrx_drain(struct run *r, const cJSON *step)
     if (got != bytes)
         return fail(r, "more bytes than expected: %" PRIu64 " of %" PRIu64, got, bytes);
     if (json_true(get(step, "expect_eof"))) {
-        ssize_t rc = lowcopy_zcrx_recv(r->st->zcrx, &c, 0);
+        ssize_t rc = lowcopy_zcrx_recv(r->st->zcrx, &c, sizeof(lowcopy_zcrx_chunk), 0);
         if (rc < 0)
             return fail(r, "want end of stream: %s", errno_text((int)-rc, eb, sizeof eb));
         if (check_chunk(r, rc, &c) < 0)
@@ -858,10 +926,14 @@ static const struct op OPS[] = {
     {"send_zc_pattern", op_send_zc_pattern},
     {"send_datagrams", op_send_datagrams},
     {"wait_queued", op_wait_queued},
+    {"errqueue", op_errqueue},
     {"sleep", op_sleep},
     {"shutdown_peer", op_shutdown_peer},
     {"reset_peer", op_reset_peer},
     {"recv_atleast", op_recv_atleast},
+    {"receiver_new", op_receiver_new},
+    {"receiver_recv", op_recv_atleast},
+    {"receiver_free", op_receiver_free},
     {"read", op_read},
     {"set_rcvtimeo_ms", op_set_rcvtimeo_ms},
     {"set_nonblocking", op_set_nonblocking},
@@ -880,6 +952,8 @@ static void teardown(struct run *r, bool failed)
 {
     lowcopy_zcrx_free(r->st->zcrx);
     r->st->zcrx = NULL;
+    lowcopy_receiver_free(r->st->rcv);
+    r->st->rcv = NULL;
     end_fds(r, failed);
 }
 

@@ -190,10 +190,33 @@ static int op_peek(struct run *r, const cJSON *step)
     if (need_size(r, step, "len", &len) < 0 || need_peeker(r) < 0)
         return -1;
     unsigned char *buf = room(len);
+    uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns();
     ssize_t n = lowcopy_peeker_peek(r->st->peeker, buf, len, step_flags(step));
+    uint64_t took = now_ns() - t0, cpu = thread_cpu_ns() - cpu0;
     int rc = expect_result(r, step, n, buf, len);
     free(buf);
-    return rc;
+    if (rc < 0 || elapsed_bounds(r, step, took) < 0 || cpu_bound(r, step, cpu) < 0)
+        return -1;
+    return 0;
+}
+
+/* errqueue kind: an entry on the socket's error queue (harness errqueue_entry). */
+static int op_errqueue(struct run *r, const cJSON *step)
+{
+    const char *kind;
+    if (need_str(r, step, "kind", &kind) < 0)
+        return -1;
+    return errqueue_entry(r, r->fd, kind);
+}
+
+static int op_set_rcvtimeo_ms(struct run *r, const cJSON *step)
+{
+    uint64_t ms;
+    if (need_u64(r, step, "ms", &ms) < 0)
+        return -1;
+    if (set_timeval(r->fd, SO_RCVTIMEO, ms) < 0)
+        return sys_fail(r, "SO_RCVTIMEO");
+    return 0;
 }
 
 /* peekv len: `len` iovecs of one byte each (1024 = IOV_MAX: no room for a prefix iovec). */
@@ -353,7 +376,7 @@ static int op_expect_stat(struct run *r, const cJSON *step)
     char eb[64];
     if (need_peeker(r) < 0)
         return -1;
-    int rc = lowcopy_peeker_stats(r->st->peeker, &s);
+    int rc = lowcopy_peeker_stats(r->st->peeker, &s, sizeof(lowcopy_peek_stats));
     if (rc < 0)
         return fail(r, "stats: %s", errno_text(-rc, eb, sizeof eb));
     const char *key = mode_name(lowcopy_peeker_mode(r->st->peeker));
@@ -491,6 +514,8 @@ static const struct op OPS[] = {
     {"send_later", op_send_later},
     {"wait_queued", op_wait_queued},
     {"peek", op_peek},
+    {"errqueue", op_errqueue},
+    {"set_rcvtimeo_ms", op_set_rcvtimeo_ms},
     {"peekv", op_peekv},
     {"peek_at", op_peek_at},
     {"consume", op_consume},

@@ -229,12 +229,12 @@ static void test_recv_atleast_args(void)
 	CHECK_EQ(lowcopy_recv_atleast(sock, buf, (size_t)SSIZE_MAX + 1, 1, 0), -EINVAL);
 	CHECK_EQ(lowcopy_recv_atleast(sock, buf, sizeof(buf), 1, -2), -EINVAL);
 	CHECK_EQ(lowcopy_recv_atleast(sock, buf, sizeof(buf), 1, INT32_MIN), -EINVAL);
-	CHECK_EQ(lowcopy_recv_atleast_stats(sock, buf, sizeof(buf), 1, 0, NULL), -EINVAL);
+	CHECK_EQ(lowcopy_recv_atleast_stats(sock, buf, sizeof(buf), 1, 0, NULL, sizeof(lowcopy_recv_stats)), -EINVAL);
 	CHECK_EQ(lowcopy_recv_atleast(-1, buf, sizeof(buf), 1, 0), -EBADF);
 	CHECK_EQ(lowcopy_recv_atleast(closed, buf, sizeof(buf), 1, 0), -EBADF);
 	CHECK_EQ(lowcopy_recv_atleast(devnull, buf, sizeof(buf), 1, 0), -ENOTSOCK);
 	/* Nothing queued, timeout 0: ETIMEDOUT at once; counted. */
-	CHECK_EQ(lowcopy_recv_atleast_stats(sock, buf, sizeof(buf), 1, 0, &st), -ETIMEDOUT);
+	CHECK_EQ(lowcopy_recv_atleast_stats(sock, buf, sizeof(buf), 1, 0, &st, sizeof(lowcopy_recv_stats)), -ETIMEDOUT);
 	CHECK_EQ(st.calls, 1);
 	CHECK_EQ(st.timeouts, 1);
 	CHECK(st.syscalls >= 3);
@@ -265,7 +265,7 @@ static void test_recv_atleast_tcp(int family)
 	w = (struct writer){ .fd = peer, .len = 64 * KIB, .piece = 8 * KIB, .gap_ms = 20 };
 	writer_start(&w);
 	t0 = now_ms();
-	n = lowcopy_recv_atleast_stats(sock, buf, MIB, 64 * KIB, 3000, &st);
+	n = lowcopy_recv_atleast_stats(sock, buf, MIB, 64 * KIB, 3000, &st, sizeof(lowcopy_recv_stats));
 	CHECK_EQ(n, 64 * KIB);
 	CHECK(pattern_ok(buf, pos, 64 * KIB));
 	CHECK(now_ms() - t0 >= 100);
@@ -410,23 +410,23 @@ static void test_zcrx_args(void)
 	CHECK_EQ(lowcopy_zcrx_new(l, 65536, &r), -ENOTCONN);
 	CHECK_EQ((uintptr_t)r, 1);
 
-	CHECK_EQ(lowcopy_zcrx_recv(NULL, &ch, 0), -EINVAL);
-	CHECK_EQ(lowcopy_zcrx_stats(NULL, &st), -EINVAL);
+	CHECK_EQ(lowcopy_zcrx_recv(NULL, &ch, sizeof(lowcopy_zcrx_chunk), 0), -EINVAL);
+	CHECK_EQ(lowcopy_zcrx_stats(NULL, &st, sizeof(lowcopy_zcrx_recv_stats)), -EINVAL);
 	lowcopy_zcrx_free(NULL);
 	r = NULL;
 	CHECK_EQ(lowcopy_zcrx_new(sock, 1, &r), 0); /* rounded up to a page */
 	CHECK(r != NULL);
 	CHECK_EQ(lowcopy_zcrx_window(r), sysconf(_SC_PAGESIZE));
 	CHECK_EQ(lowcopy_zcrx_window(NULL), 0);
-	CHECK_EQ(lowcopy_zcrx_recv(r, NULL, 0), -EINVAL);
-	CHECK_EQ(lowcopy_zcrx_stats(r, NULL), -EINVAL);
-	CHECK_EQ(lowcopy_zcrx_recv(r, &ch, MSG_PEEK), -EINVAL);
-	CHECK_EQ(lowcopy_zcrx_recv(r, &ch, MSG_WAITALL), -EINVAL);
-	CHECK_EQ(lowcopy_zcrx_recv(r, &ch, MSG_DONTWAIT), -EAGAIN);
+	CHECK_EQ(lowcopy_zcrx_recv(r, NULL, sizeof(lowcopy_zcrx_chunk), 0), -EINVAL);
+	CHECK_EQ(lowcopy_zcrx_stats(r, NULL, sizeof(lowcopy_zcrx_recv_stats)), -EINVAL);
+	CHECK_EQ(lowcopy_zcrx_recv(r, &ch, sizeof(lowcopy_zcrx_chunk), MSG_PEEK), -EINVAL);
+	CHECK_EQ(lowcopy_zcrx_recv(r, &ch, sizeof(lowcopy_zcrx_chunk), MSG_WAITALL), -EINVAL);
+	CHECK_EQ(lowcopy_zcrx_recv(r, &ch, sizeof(lowcopy_zcrx_chunk), MSG_DONTWAIT), -EAGAIN);
 	set_rcvtimeo(sock, 100);
-	CHECK_EQ(lowcopy_zcrx_recv(r, &ch, 0), -EAGAIN); /* SO_RCVTIMEO, as recv */
+	CHECK_EQ(lowcopy_zcrx_recv(r, &ch, sizeof(lowcopy_zcrx_chunk), 0), -EAGAIN); /* SO_RCVTIMEO, as recv */
 	memset(&st, 0xa5, sizeof(st));
-	CHECK_EQ(lowcopy_zcrx_stats(r, &st), 0);
+	CHECK_EQ(lowcopy_zcrx_stats(r, &st, sizeof(lowcopy_zcrx_recv_stats)), 0);
 	CHECK_EQ(st.bytes_mapped + st.bytes_copied, 0);
 	CHECK(st.zc_calls >= 1 && st.zc_calls_unmapped == st.zc_calls);
 	lowcopy_zcrx_free(r);
@@ -476,7 +476,7 @@ static uint64_t zcrx_stream(int family, int mss, int zc, size_t total, size_t pi
 	CHECK_EQ(lowcopy_zcrx_new(sock, 512 * KIB, &r), 0);
 	w = (struct writer){ .fd = peer, .len = total, .piece = piece, .zc = zc, .shut = 1 };
 	writer_start(&w);
-	while ((n = lowcopy_zcrx_recv(r, &ch, 0)) > 0) {
+	while ((n = lowcopy_zcrx_recv(r, &ch, sizeof(lowcopy_zcrx_chunk), 0)) > 0) {
 		/* Per-chunk checks are counted once, below, so the totals do not depend on how
 		 * the stream happened to be cut. */
 		if (ch.len != (size_t)n || !pattern_ok(ch.data, pos, ch.len))
@@ -493,11 +493,11 @@ static uint64_t zcrx_stream(int family, int mss, int zc, size_t total, size_t pi
 	}
 	CHECK_EQ(n, 0);
 	CHECK(ch.data == NULL && ch.len == 0 && ch.mapped == 0);
-	CHECK_EQ(lowcopy_zcrx_recv(r, &ch, 0), 0); /* end of stream stays so */
+	CHECK_EQ(lowcopy_zcrx_recv(r, &ch, sizeof(lowcopy_zcrx_chunk), 0), 0); /* end of stream stays so */
 	CHECK_EQ(bad, 0);
 	CHECK_EQ(pos, total);
 	CHECK(h == want);
-	CHECK_EQ(lowcopy_zcrx_stats(r, &st), 0);
+	CHECK_EQ(lowcopy_zcrx_stats(r, &st, sizeof(lowcopy_zcrx_recv_stats)), 0);
 	CHECK_EQ(st.bytes_mapped + st.bytes_copied, total);
 	CHECK_EQ(st.chunks_mapped, nmap);
 	CHECK_EQ(st.chunks_copied, ncopy);
@@ -536,14 +536,14 @@ static void test_zcrx_reset(void)
 	setsockopt(peer, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	close(peer);
 	usleep(20000);
-	while ((n = lowcopy_zcrx_recv(r, &ch, 0)) > 0) {
+	while ((n = lowcopy_zcrx_recv(r, &ch, sizeof(lowcopy_zcrx_chunk), 0)) > 0) {
 		bad += !pattern_ok(ch.data, got, ch.len);
 		got += n;
 	}
 	CHECK_EQ(bad, 0);
 	CHECK_EQ(got, 50000); /* every byte that came, */
 	CHECK_EQ(n, -ECONNRESET); /* then the reset, never a silent end of stream */
-	CHECK_EQ(lowcopy_zcrx_recv(r, &ch, 0), 0);
+	CHECK_EQ(lowcopy_zcrx_recv(r, &ch, sizeof(lowcopy_zcrx_chunk), 0), 0);
 	lowcopy_zcrx_free(r);
 	close(sock);
 	free(b);

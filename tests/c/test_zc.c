@@ -41,7 +41,7 @@ static size_t collect(lowcopy_zc *z, lowcopy_zc_completion *out, size_t cap)
 	size_t n = 0;
 
 	for (int tries = 0; tries < 100; tries++) {
-		ssize_t k = lowcopy_zc_reap(z, out + n, cap - n);
+		ssize_t k = lowcopy_zc_reap(z, out + n, cap - n, sizeof(lowcopy_zc_completion));
 		if (k < 0)
 			return n;
 		n += k;
@@ -80,13 +80,13 @@ static void test_null_and_bad_input(void)
 	CHECK_EQ(lowcopy_zc_send(NULL, c, 1, 0, 1), -EINVAL);
 	CHECK_EQ(lowcopy_zc_sendv(NULL, &iov, 1, 0, 1), -EINVAL);
 	CHECK_EQ(lowcopy_zc_sendmsg(NULL, &msg, 0, 1), -EINVAL);
-	CHECK_EQ(lowcopy_zc_send_reap(NULL, &iov, 1, 0, 1, c, 4, &n), -EINVAL);
-	CHECK_EQ(lowcopy_zc_reap(NULL, c, 4), -EINVAL);
+	CHECK_EQ(lowcopy_zc_send_reap(NULL, &iov, 1, 0, 1, c, 4, sizeof(lowcopy_zc_completion), &n), -EINVAL);
+	CHECK_EQ(lowcopy_zc_reap(NULL, c, 4, sizeof(lowcopy_zc_completion)), -EINVAL);
 	CHECK_EQ(lowcopy_zc_wait(NULL, 0), -EINVAL);
 	CHECK_EQ(lowcopy_zc_inflight(NULL), 0);
 	CHECK_EQ(lowcopy_zc_pollfd(NULL), -EINVAL);
 	CHECK_EQ(lowcopy_zc_backend(NULL), LOWCOPY_ZC_AUTO);
-	CHECK_EQ(lowcopy_zc_stats(NULL, &st), -EINVAL);
+	CHECK_EQ(lowcopy_zc_stats(NULL, &st, sizeof(lowcopy_zc_send_stats)), -EINVAL);
 	CHECK_EQ(lowcopy_zc_free(NULL), 0);
 
 	z = NULL;
@@ -99,12 +99,12 @@ static void test_null_and_bad_input(void)
 	CHECK_EQ(lowcopy_zc_sendmsg(z, &msg, 0, 1), -EINVAL); /* no iovecs */
 	CHECK_EQ(lowcopy_zc_send(z, c, 1, MSG_OOB, 1), -EINVAL);
 	CHECK_EQ(lowcopy_zc_send(z, c, 1, MSG_ZEROCOPY, 1), -EINVAL);
-	CHECK_EQ(lowcopy_zc_send_reap(z, &iov, 1, 0, 1, NULL, 4, &n), -EINVAL);
-	CHECK_EQ(lowcopy_zc_send_reap(z, &iov, 1, 0, 1, c, 4, NULL), -EINVAL);
+	CHECK_EQ(lowcopy_zc_send_reap(z, &iov, 1, 0, 1, NULL, 4, sizeof(lowcopy_zc_completion), &n), -EINVAL);
+	CHECK_EQ(lowcopy_zc_send_reap(z, &iov, 1, 0, 1, c, 4, sizeof(lowcopy_zc_completion), NULL), -EINVAL);
 	CHECK_EQ(n, 77);
-	CHECK_EQ(lowcopy_zc_reap(z, NULL, 4), -EINVAL);
-	CHECK_EQ(lowcopy_zc_reap(z, NULL, 0), 0);
-	CHECK_EQ(lowcopy_zc_stats(z, NULL), -EINVAL);
+	CHECK_EQ(lowcopy_zc_reap(z, NULL, 4, sizeof(lowcopy_zc_completion)), -EINVAL);
+	CHECK_EQ(lowcopy_zc_reap(z, NULL, 0, sizeof(lowcopy_zc_completion)), 0);
+	CHECK_EQ(lowcopy_zc_stats(z, NULL, sizeof(lowcopy_zc_send_stats)), -EINVAL);
 	/* A length no buffer can have: the kernel's EINVAL, and nothing in flight. */
 	CHECK_EQ(lowcopy_zc_send(z, c, SIZE_MAX, MSG_DONTWAIT, 1), -EINVAL);
 	CHECK_EQ(lowcopy_zc_inflight(z), 0);
@@ -122,7 +122,7 @@ static void test_null_and_bad_input(void)
 		bad.msg_namelen = sizeof(struct sockaddr_in);
 		CHECK_EQ(lowcopy_zc_sendmsg(z, &bad, MSG_DONTWAIT, 2), -EFAULT);
 		CHECK_EQ(lowcopy_zc_inflight(z), 0);
-		CHECK_EQ(lowcopy_zc_stats(z, &st), 0);
+		CHECK_EQ(lowcopy_zc_stats(z, &st, sizeof(lowcopy_zc_send_stats)), 0);
 		CHECK_EQ(st.sends, 0);
 		CHECK_EQ(lowcopy_zc_free(z), 0);
 	}
@@ -154,7 +154,7 @@ static void test_backend(uint32_t backend, uint32_t flags)
 	CHECK_EQ(lowcopy_zc_wait(z, 1000), 0); /* nothing in flight: at once */
 	CHECK_EQ(lowcopy_zc_send(z, a, sizeof(a), 0, 11), sizeof(a));
 	CHECK_EQ(lowcopy_zc_send(z, b, sizeof(b), 0, 12), sizeof(b));
-	CHECK_EQ(lowcopy_zc_send_reap(z, v, 2, 0, 13, out, 16, &k), 400);
+	CHECK_EQ(lowcopy_zc_send_reap(z, v, 2, 0, 13, out, 16, sizeof(lowcopy_zc_completion), &k), 400);
 	CHECK(k <= 3);
 	CHECK_EQ(read_all(rx, 60400 + 1000, 'x'), 1);
 	n = k + collect(z, out + k, 16 - k);
@@ -169,7 +169,7 @@ static void test_backend(uint32_t backend, uint32_t flags)
 	}
 	CHECK_EQ(seen, 7);
 	CHECK_EQ(lowcopy_zc_inflight(z), 0);
-	CHECK_EQ(lowcopy_zc_stats(z, &st), 0);
+	CHECK_EQ(lowcopy_zc_stats(z, &st, sizeof(lowcopy_zc_send_stats)), 0);
 	CHECK_EQ(st.sends, 3);
 	CHECK_EQ(st.bytes, 61400);
 	CHECK_EQ(st.completions, 3);
@@ -205,7 +205,7 @@ static void test_free_in_flight(uint32_t backend)
 		/* Let the ACKs for what the receive queue took arrive (delayed ACKs: 40 ms). */
 		lowcopy_zc_completion c[64];
 		usleep(300000);
-		while (lowcopy_zc_reap(z, c, 64) > 0)
+		while (lowcopy_zc_reap(z, c, 64, sizeof(lowcopy_zc_completion)) > 0)
 			;
 	}
 	CHECK(lowcopy_zc_inflight(z) > 0);

@@ -6,7 +6,9 @@
  * so that a table that passes both proves the C ABI behaves like the core. The ops map onto
  * the C functions: send -> lowcopy_zc_send, sendv -> lowcopy_zc_sendv, sendto ->
  * lowcopy_zc_sendmsg (with msg_name), send_reap_loop -> lowcopy_zc_send_reap, and reap, wait,
- * inflight, stats, free as named.
+ * inflight, stats, free as named; request_response receives its answers with
+ * lowcopy_recv_atleast on the sending socket (issue 12: not spinning on the error queue).
+ * cpu_max_ms is the CPU time of the calling thread (CLOCK_THREAD_CPUTIME_ID) around the call.
  *
  * Each scenario x transport x backend runs in a forked child (harness.c): a failing step, a
  * crash or a hang ends that run only, and its first failure is listed. After teardown the
@@ -34,6 +36,10 @@
 enum {
     RUN_TIMEOUT_S = 30,       /* a run still going after this is a hang: SIGALRM ends it */
     PEER_RCVTIMEO_S = 3,      /* drain_peer: a peer that gets too little fails, not hangs */
+    READER_RCVTIMEO_S = 5,    /* drain_peer_later's reader, as the Rust runner's read_pattern */
+    ANSWER_DELAY_MS = 50,     /* request_response: the peer answers this long after the request */
+    ANSWER_MIN_MS = 30,       /* ... and the receive must have waited at least this long */
+    REPLY_TIMEOUT_MS = 3000,  /* ... for at most this long */
     RESET_SETTLE_MS = 50,     /* reset_peer: time for the RST to arrive */
     DRAIN_BUF = 1 << 20,      /* drain_peer reads up to this much at a time */
     REAP_BATCH = 256,         /* reap: completions per lowcopy_zc_reap call */
@@ -66,6 +72,9 @@ struct state {
     size_t nbufs, capbufs;
     uint64_t stream_pos;  /* bytes sent so far (datagrams: whole datagrams) */
     uint64_t received;    /* bytes the peer read and checked */
+    bool timestamping;    /* SO_TIMESTAMPING reports on: sends leave entries on the error queue */
+    bool reader;          /* drain_peer_later's reader is running (one of r->writers) ... */
+    uint64_t reader_to;   /* ... and has read up to this stream position when joined */
 };
 
 /* ---- backends -------------------------------------------------------------------------- */
@@ -250,14 +259,22 @@ static ssize_t do_send(struct run *r, enum via via, const size_t *lens, size_t k
     return n;
 }
 
+/* send len user_data [flags] [dontwait] [min_ms] [cpu_max_ms]: one lowcopy_zc_send; min_ms
+ * and cpu_max_ms bound its elapsed and CPU time. */
 static int op_send(struct run *r, const cJSON *step)
 {
     size_t len;
-    uint64_t ud;
+    uint64_t ud, ms;
     if (need_size(r, step, "len", &len) < 0 || need_u64(r, step, "user_data", &ud) < 0)
         return -1;
+    uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns();
     ssize_t n = do_send(r, VIA_SEND, &len, 1, ud, step_flags(step));
-    return r->why[0] ? -1 : check(r, step, n);
+    uint64_t took = now_ns() - t0, cpu = thread_cpu_ns() - cpu0;
+    if (r->why[0] || check(r, step, n) < 0)
+        return -1;
+    if (json_u64(get(step, "min_ms"), &ms) && took < ms * 1000000u)
+        return fail(r, "returned after %.1f ms, want >= %" PRIu64 " ms", took / 1e6, ms);
+    return cpu_bound(r, step, cpu);
 }
 
 static int op_sendto(struct run *r, const cJSON *step)
@@ -330,7 +347,7 @@ static int op_send_reap_loop(struct run *r, const cJSON *step)
         unsigned char *b = keep_buf(r, pattern(r->st->stream_pos, len));
         struct iovec iov = {.iov_base = b, .iov_len = len};
         size_t k = SIZE_MAX;
-        ssize_t n = lowcopy_zc_send_reap(r->st->zc, &iov, 1, 0, base + i, out, SEND_REAP_CAP, &k);
+        ssize_t n = lowcopy_zc_send_reap(r->st->zc, &iov, 1, 0, base + i, out, SEND_REAP_CAP, sizeof(lowcopy_zc_completion), &k);
         if (n < 0) {
             char what[64];
             snprintf(what, sizeof what, "send_reap %" PRIu64, i);
@@ -376,13 +393,35 @@ static int op_retry_full(struct run *r, const cJSON *step)
     size_t len;
     if (need_u64(r, step, "count", &count) < 0 || need_size(r, step, "len", &len) < 0)
         return -1;
+    /* A try may also go through: the peer's kernel collapses a receive queue of tiny
+     * segments and acks, which frees room here (more so on a loaded machine). It is a send
+     * like any other; but at least half must meet the full socket. */
+    uint64_t full = 0;
     for (uint64_t i = 0; i < count; i++) {
         ssize_t n = do_send(r, VIA_SEND, &len, 1, RETRY_FULL_BASE + i, MSG_DONTWAIT);
         if (r->why[0])
             return -1;
-        if (n != -EAGAIN)
+        if (n == -EAGAIN)
+            full++;
+        else if (n <= 0)
             return fail(r, "retry %" PRIu64 " of a full socket: %zd, not -EAGAIN", i, n);
     }
+    if (full * 2 < count)
+        return fail(r, "only %" PRIu64 " of %" PRIu64 " tries found it full", full, count);
+    return 0;
+}
+
+/* Joins drain_peer_later's reader (the run's only writer thread then): the peer has read up
+ * to where it was told. */
+static int join_reader(struct run *r)
+{
+    if (!r->st->reader)
+        return 0;
+    r->st->reader = false;
+    join_writers(r, true);
+    if (r->why[0])
+        return -1;
+    r->st->received = r->st->reader_to;
     return 0;
 }
 
@@ -395,7 +434,7 @@ static int do_reap(struct run *r)
     if (need_zc(r) < 0)
         return -1;
     for (;;) {
-        ssize_t n = lowcopy_zc_reap(r->st->zc, out, REAP_BATCH);
+        ssize_t n = lowcopy_zc_reap(r->st->zc, out, REAP_BATCH, sizeof(lowcopy_zc_completion));
         if (n < 0)
             return lc_fail(r, "reap", n);
         if ((size_t)n > REAP_BATCH)
@@ -506,12 +545,12 @@ static int diff_fail(struct run *r, const uint64_t *got, size_t ng, const uint64
                 ng, nw, tm, mb, tm > nm ? " ..." : "", te, xb, te > ne ? " ..." : "");
 }
 
-/* completions user_data [copied] [flag]: after a reap, exactly the listed user_data came back
+/* completions user_data [copied] [flag]: after drain_peer_later's reader is joined and a reap, exactly the listed user_data came back
  * once each ('all': every send that returned > 0), each with result == bytes its send
  * accepted, and the flags asked for. */
 static int op_completions(struct run *r, const cJSON *step)
 {
-    if (do_reap(r) < 0)
+    if (join_reader(r) < 0 || do_reap(r) < 0)
         return -1;
     const cJSON *u = get(step, "user_data");
     uint64_t *want, *got;
@@ -627,12 +666,149 @@ static int op_drain_peer(struct run *r, const cJSON *step)
     return rc;
 }
 
+/* drain_peer_later's work: after w->ms, reads w->len bytes from the peer, which must be
+ * w->data (the pattern from where the peer had read). */
+static void read_later(struct writer *w)
+{
+    char eb[64];
+    sleep_ms(w->ms);
+    if (set_timeval(w->fd, SO_RCVTIMEO, (uint64_t)READER_RCVTIMEO_S * 1000) < 0) {
+        writer_fail(w, "SO_RCVTIMEO: %s", errno_text(errno, eb, sizeof eb));
+        return;
+    }
+    unsigned char *buf = xmalloc(DRAIN_BUF);
+    for (size_t got = 0; got < w->len;) {
+        size_t want = w->len - got < DRAIN_BUF ? w->len - got : DRAIN_BUF;
+        ssize_t n = recv(w->fd, buf, want, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int e = errno;
+            writer_fail(w, "peer read %zu of %zu bytes (%s)", got, w->len,
+                        n == 0 ? "end of stream" : errno_text(e, eb, sizeof eb));
+            break;
+        }
+        if (memcmp(buf, w->data + got, (size_t)n) != 0) {
+            writer_fail(w, "wrong bytes %zu bytes into the read", got);
+            break;
+        }
+        got += (size_t)n;
+    }
+    free(buf);
+}
+
+/* drain_peer_later ms plus: from a thread, after ms, the peer reads everything sent so far plus
+ * `plus` more bytes, checking the pattern; `completions` joins it. */
+static int op_drain_peer_later(struct run *r, const cJSON *step)
+{
+    uint64_t ms, plus;
+    struct state *st = r->st;
+    if (need_u64(r, step, "ms", &ms) < 0 || need_u64(r, step, "plus", &plus) < 0 ||
+        need_peer(r) < 0)
+        return -1;
+    if (st->reader)
+        return fail(r, "drain_peer_later while its reader still runs");
+    uint64_t to = st->stream_pos + plus;
+    struct writer *w = new_writer(read_later, "drain_peer_later",
+                                  pattern(st->received, (size_t)(to - st->received)),
+                                  (size_t)(to - st->received));
+    w->ms = ms;
+    if (start_writer(r, w) < 0)
+        return -1;
+    st->reader = true;
+    st->reader_to = to;
+    return 0;
+}
+
 /* reset_peer: closes the peer with SO_LINGER 0 so that our socket gets a RST (common::reset),
  * then gives the RST 50 ms to arrive. */
 static int op_reset_peer(struct run *r, const cJSON *step)
 {
     (void)step;
     return reset_peer(r, RESET_SETTLE_MS);
+}
+
+/* ---- the error queue ------------------------------------------------------------------- */
+
+/* timestamping: SO_TIMESTAMPING software transmit reports on the sending socket; every later
+ * send puts one on the error queue, which only the error-queue backend reads. */
+static int op_timestamping(struct run *r, const cJSON *step)
+{
+    (void)step;
+    if (timestamping_on(r, r->fd) < 0)
+        return -1;
+    r->st->timestamping = true;
+    return 0;
+}
+
+/* One round of request_response; its failures say which round. */
+static int request_round(struct run *r, const cJSON *step, size_t len, size_t reply, uint64_t ud)
+{
+    ssize_t n = do_send(r, VIA_SEND, &len, 1, ud, 0);
+    if (r->why[0])
+        return -1;
+    if (n < 0)
+        return lc_fail(r, "request", n);
+    if ((size_t)n != len)
+        return fail(r, "request: %zd of %zu bytes", n, len);
+    /* The receive below starts with the request's notification (or report) pending. */
+    if ((lowcopy_zc_backend(r->st->zc) == LOWCOPY_ZC_ERRQUEUE || r->st->timestamping) &&
+        wait_pollerr(r, r->fd) < 0)
+        return -1;
+    if (op_drain_peer(r, step) < 0)
+        return -1;
+    unsigned char *answer = xmalloc(reply ? reply : 1);
+    memset(answer, 'r', reply);
+    struct writer *w = new_writer(write_later, "request_response", answer, reply);
+    w->ms = ANSWER_DELAY_MS;
+    if (start_writer(r, w) < 0)
+        return -1;
+    unsigned char *buf = room(reply);
+    uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns();
+    ssize_t got = lowcopy_recv_atleast(r->fd, buf, reply, reply, REPLY_TIMEOUT_MS);
+    uint64_t took = now_ns() - t0, cpu = thread_cpu_ns() - cpu0;
+    join_writers(r, true); /* the answer's writer, the run's only thread here */
+    int rc = 0;
+    if (r->why[0])
+        rc = -1;
+    else if (got < 0)
+        rc = lc_fail(r, "reply", got);
+    else if ((size_t)got != reply)
+        rc = fail(r, "reply: %zd bytes, want %zu", got, reply);
+    else if (reply && (buf[0] != 'r' || memcmp(buf, buf + 1, reply - 1) != 0))
+        rc = fail(r, "reply bytes are not the answer's");
+    else if (took < (uint64_t)ANSWER_MIN_MS * 1000000u)
+        rc = fail(r, "answered after %.1f ms, want >= %d ms", took / 1e6, ANSWER_MIN_MS);
+    else
+        rc = cpu_bound(r, step, cpu);
+    free(buf);
+    return rc;
+}
+
+/* request_response rounds len reply_len base [cpu_max_ms]: per round, a blocking send of len
+ * bytes (user_data base + i); with the error-queue backend, or timestamping on, until poll
+ * reports POLLERR; the peer reads the request and answers reply_len bytes 50 ms later, and
+ * lowcopy_recv_atleast(reply_len) on the sending socket must return them after sleeping,
+ * using at most cpu_max_ms of CPU. */
+static int op_request_response(struct run *r, const cJSON *step)
+{
+    uint64_t rounds, base;
+    size_t len, reply;
+    if (need_u64(r, step, "rounds", &rounds) < 0 || need_size(r, step, "len", &len) < 0 ||
+        need_size(r, step, "reply_len", &reply) < 0 || need_u64(r, step, "base", &base) < 0 ||
+        need_zc(r) < 0 || need_peer(r) < 0)
+        return -1;
+    if (r->st->reader)
+        return fail(r, "request_response while drain_peer_later's reader runs");
+    for (uint64_t i = 0; i < rounds; i++) {
+        if (request_round(r, step, len, reply, base + i) < 0) {
+            char why[WHY_MAX];
+            snprintf(why, sizeof why, "round %" PRIu64 ": %.990s", i, r->why);
+            snprintf(r->why, sizeof r->why, "%s", why);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* ---- the sender ------------------------------------------------------------------------ */
@@ -698,7 +874,7 @@ static int op_expect_stat(struct run *r, const cJSON *step)
         return -1;
     if (!cJSON_IsString(f))
         return fail(r, "`field` missing or not a string");
-    int rc = lowcopy_zc_stats(r->st->zc, &s);
+    int rc = lowcopy_zc_stats(r->st->zc, &s, sizeof(lowcopy_zc_send_stats));
     if (rc < 0)
         return lc_fail(r, "stats", rc);
     const char *name = f->valuestring;
@@ -768,6 +944,9 @@ static const struct op OPS[] = {
     {"wait", op_wait},
     {"collect_all", op_collect_all},
     {"drain_peer", op_drain_peer},
+    {"drain_peer_later", op_drain_peer_later},
+    {"timestamping", op_timestamping},
+    {"request_response", op_request_response},
     {"reset_peer", op_reset_peer},
     {"expect_inflight", op_expect_inflight},
     {"completions", op_completions},
@@ -854,10 +1033,9 @@ static bool table_ok(const cJSON *root)
 static void teardown(struct run *r, bool failed)
 {
     struct state *st = r->st;
-    (void)failed; /* no writer threads to wake: the fds close as after a pass */
     lowcopy_zc_free(st->zc);
     st->zc = NULL;
-    end_fds(r, false);
+    end_fds(r, failed); /* after a failure, a reader blocked on the peer is woken first */
     for (size_t i = 0; i < st->nbufs; i++)
         free(st->bufs[i]);
     free(st->bufs);

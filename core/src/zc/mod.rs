@@ -150,6 +150,9 @@ const ERRQ_BATCH: usize = 16;
 const ERRQ_CONTROL: usize = 256;
 
 /// Counters of a [`ZeroCopySender`]. Byte counts in bytes.
+///
+/// Shared with C as `lowcopy_zc_send_stats` (`#[repr(C)]`); fields are only ever appended.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ZcStats {
     /// Send calls that returned > 0.
@@ -162,19 +165,22 @@ pub struct ZcStats {
     pub copy_sends: u64,
     /// Completions handed to the caller.
     pub completions: u64,
-    /// Of those, completions with [`COPIED`].
+    /// Of those, completions with the [`COPIED`] flag.
     pub completions_copied: u64,
-    /// `ENOBUFS` from a zerocopy send (optmem or locked-pages limit), each answered by a copy.
+    /// `ENOBUFS` from zerocopy sends (optmem or locked-pages limit), each answered by a
+    /// retry and then a copy; never returned to the caller.
     pub enobufs: u64,
-    /// Sends that fell back to a copy because the id window was full.
+    /// Sends that fell back to a copy because the id window was full
+    /// ([`MAX_IDS`] = 8192 ids in flight).
     pub window_full: u64,
     /// Syscalls made to send (sendmsg, io_uring_enter for a send).
     pub syscalls_send: u64,
     /// Syscalls made to collect completions (error-queue reads, waits).
     pub syscalls_reap: u64,
-    /// Error-queue entries that were not zerocopy notifications (timestamps, ICMP), skipped.
+    /// Error-queue entries that were not zerocopy notifications (timestamps, ICMP): read and
+    /// dropped.
     pub errqueue_other: u64,
-    /// Notified ids that matched no send in flight, ignored.
+    /// Notified ids that matched no send in flight: ignored.
     pub unexpected_ids: u64,
     /// 1 once [`ZcOptions::adaptive`] stopped asking for zerocopy.
     pub zerocopy_off: u64,

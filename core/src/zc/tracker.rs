@@ -9,19 +9,20 @@
 //! returns > 0 the next value (Documentation/networking/msg_zerocopy.rst, "Notification
 //! Parsing"); failed and zero-length sends take none. We mirror that counter in `next_id`.
 
-/// One completed send, as handed to the caller by [`ZeroCopySender::reap`] and friends: the
-/// buffers that send used may be reused (C layout: the C ABI fills its own
-/// `lowcopy_zc_completion` array with it).
+/// One completed send, as the sender's reap calls hand it back: the kernel no longer needs
+/// the buffers that send used, which may be reused.
 ///
-/// [`ZeroCopySender::reap`]: crate::ZeroCopySender::reap
+/// Shared with C as `lowcopy_zc_completion` (`#[repr(C)]`); fields are only ever appended.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Completion {
     /// The caller's own value given with the send.
     pub user_data: u64,
-    /// Bytes the send accepted (> 0), or a negative errno.
+    /// Bytes the send accepted: always > 0. Every backend learns a send's outcome before the
+    /// send call returns, so a failed send reports its error there and gets no completion;
+    /// a completion never carries an error.
     pub result: i64,
-    /// `COPIED` and `FALLBACK` bits.
+    /// [`COPIED`] and [`FALLBACK`] bits (C: `LOWCOPY_ZC_COPIED`, `LOWCOPY_ZC_FALLBACK`).
     pub flags: u32,
 }
 

@@ -125,9 +125,9 @@ impl Uring {
     /// the `io_uring_enter` calls.
     ///
     /// # Safety
-    /// `msg` must stay valid until this returns; the memory
-    /// the iovecs describe must stay valid until the notification arrives (the kernel may read
-    /// it until then; pages are pinned, so freeing them early is not unsound, only racy).
+    /// `msg`, its name, control data and iovecs, and the memory the iovecs describe must be
+    /// valid for reads until this returns: it waits for the request's result, after which the
+    /// kernel reads only pages it has pinned.
     pub unsafe fn send(
         &mut self,
         fd: BorrowedFd<'_>,
