@@ -108,6 +108,13 @@ def cpu_bound(step: dict[str, Any], cpu: float, ctx: str) -> None:
             f"{ctx}: used {cpu*1000:.1f} ms of CPU, want <= {step['cpu_max_ms']} (spinning?)"
 
 
+def elapsed_bounds(step: dict[str, Any], t: float, ctx: str) -> None:
+    if "min_ms" in step:
+        assert t * 1000 >= step["min_ms"], f"{ctx}: returned after {t*1000:.1f} ms"
+    if "max_ms" in step:
+        assert t * 1000 <= step["max_ms"], f"{ctx}: returned after {t*1000:.1f} ms"
+
+
 def flags_of(step: dict[str, Any]) -> int:
     f = int(step.get("flags", 0))
     if step.get("dontwait"):
@@ -202,7 +209,19 @@ class PeekRun:
             wait_queued(self.fd, step["bytes"])
         elif op == "peek":
             buf = bytearray(step["len"])
-            self.result(step, lambda: (self.p().peek_into(buf, flags=flags), buf), ctx)
+            t0, c0 = time.monotonic(), time.thread_time()
+            try:
+                self.result(step, lambda: (self.p().peek_into(buf, flags=flags), buf), ctx)
+            finally:
+                t, cpu = time.monotonic() - t0, time.thread_time() - c0
+            elapsed_bounds(step, t, ctx)
+            cpu_bound(step, cpu, ctx)
+        elif op == "errqueue":
+            with socket.socket(fileno=os.dup(self.fd)) as s:
+                errqueue_entry(s, step["kind"], ctx)
+        elif op == "set_rcvtimeo_ms":
+            with socket.socket(fileno=os.dup(self.fd)) as s:
+                set_rcvtimeo(s, step["ms"] / 1000)
         elif op == "peekv":
             # `len` one-byte buffers (1024 = IOV_MAX: no room for a prefix iovec).
             n = step["len"]
@@ -699,6 +718,19 @@ def test_zc_table(deadline: None, table: dict[str, Any], sc: dict[str, Any], tra
 RX = expand("rx.json", None)
 
 
+class Counters:
+    """RecvStats-like counters of one call (a receiver's after minus before)."""
+
+    def __init__(self, d: dict[str, int]) -> None:
+        self.d = d
+
+    def __getattr__(self, k: str) -> int:
+        return self.d[k]
+
+    def __repr__(self) -> str:
+        return f"Counters({self.d})"
+
+
 def rmem_cap() -> int:
     with open("/proc/sys/net/ipv4/tcp_rmem") as f:
         return int(f.read().split()[2]) // 2
@@ -714,6 +746,7 @@ class RxRun:
         self.mss = mss
         self.keep = keep
         self.zcrx: lowcopy.ZeroCopyReceiver | None = None
+        self.receiver: lowcopy.Receiver | None = None
         self.sent = 0
         self.received = 0
         self.writers = Writers()
@@ -856,8 +889,24 @@ class RxRun:
             reset(self.peer)
             self.peer = None
             time.sleep(0.02)
-        elif op == "recv_atleast":
+        elif op == "recv_atleast" or op == "receiver_recv":
             self.recv_atleast(step, ctx)
+        elif op == "receiver_new":
+            if self.receiver is not None:
+                self.receiver.close()
+                self.receiver = None
+            try:
+                self.receiver = lowcopy.Receiver(self.fd)
+            except OSError as e:
+                if "expect_err" in step:
+                    check_err(step, e, ctx)
+                    return
+                raise
+            assert "expect_err" not in step, f"{ctx}: want {step['expect_err']}"
+        elif op == "receiver_free":
+            if self.receiver is not None:
+                self.receiver.close()
+            self.receiver = None
         elif op == "read":
             def read() -> tuple[int, bytes]:
                 d = os.read(self.fd, step["len"])
@@ -923,11 +972,22 @@ class RxRun:
         buf = bytearray(step["len"])
         ms = step["timeout_ms"]
         timeout = None if ms < 0 else ms / 1000
-        stats: list[lowcopy.RecvStats] = []
+        stats: list[lowcopy.RecvStats | Counters] = []
 
         def call() -> tuple[int, bytearray]:
-            n, s = lowcopy.recv_atleast_stats(self.fd, buf, step["min"], timeout)
-            stats.append(s)
+            if step["op"] == "recv_atleast":
+                n, s = lowcopy.recv_atleast_stats(self.fd, buf, step["min"], timeout)
+                stats.append(s)
+                return n, buf
+            # The call's own counters: the receiver's after minus before.
+            rx = self.receiver
+            assert rx is not None, "receiver_recv before receiver_new"
+            before = rx.stats().as_dict()
+            try:
+                n = rx.recv_atleast_into(buf, step["min"], timeout)
+            finally:
+                after = rx.stats().as_dict()
+                stats.append(Counters({k: after[k] - before[k] for k in after}))
             return n, buf
 
         t0, c0 = time.monotonic(), time.thread_time()
@@ -939,6 +999,8 @@ class RxRun:
         cpu_bound(step, cpu, ctx)
         if stats:
             s = stats[0]
+            if "syscalls" in step:
+                assert s.syscalls == step["syscalls"], f"{ctx}: syscalls of the call: {s!r}"
             if "wakeups_max" in step:
                 assert s.wakeups <= step["wakeups_max"], f"{ctx}: {s!r}"
             if "wakeups_min" in step:
@@ -1058,6 +1120,8 @@ def test_rx_table(deadline: None, table: dict[str, Any], sc: dict[str, Any], tra
     finally:
         if run.zcrx is not None:
             run.zcrx.close()
+        if run.receiver is not None:
+            run.receiver.close()
         run.writers.join()
         for k in run.keep:
             k.close()
