@@ -163,6 +163,45 @@ struct Sender {
     zc: lowcopy::ZeroCopySender<OwnedFd>,
     slab: Slab,
     out: Vec<CoreCompletion>,
+    /// io_uring: an eventfd registered with the ring (`IORING_REGISTER_EVENTFD`). The ring
+    /// is set up with `DEFER_TASKRUN`, so its own descriptor never polls readable for
+    /// notifications (they wait as task work until the owner enters the ring); the kernel
+    /// signals a registered eventfd when it queues that work. Reset before each reap.
+    efd: Option<OwnedFd>,
+}
+
+/// An eventfd registered with the io_uring ring `ring`, or None if the kernel refuses.
+fn ring_eventfd(ring: std::os::fd::BorrowedFd<'_>) -> Option<OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: eventfd takes no pointers; the result is checked before it is owned.
+    let e = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if e < 0 {
+        return None;
+    }
+    // SAFETY: a fresh descriptor that nothing else owns.
+    let efd = unsafe { OwnedFd::from_raw_fd(e) };
+    const IORING_REGISTER_EVENTFD: libc::c_uint = 4;
+    let arg: libc::c_int = efd.as_raw_fd();
+    // SAFETY: io_uring_register reads one int (the eventfd) from `arg`, alive for the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_io_uring_register,
+            ring.as_raw_fd(),
+            IORING_REGISTER_EVENTFD,
+            &arg as *const libc::c_int,
+            1,
+        )
+    };
+    (r == 0).then_some(efd)
+}
+
+/// Resets the ring's eventfd (a non-blocking read of its counter) before a reap.
+fn reset_eventfd(efd: &Option<OwnedFd>) {
+    if let Some(e) = efd {
+        let mut v = 0u64;
+        // SAFETY: reads 8 bytes into a live u64; EAGAIN (nothing signalled) is fine.
+        let _ = unsafe { libc::read(e.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+    }
 }
 
 /// Completions handed out per core reap call.
@@ -197,6 +236,7 @@ impl Sender {
     /// Every completion ready now. An error after some were taken is left for the next
     /// call (it recurs), so none is lost.
     fn reap_all(&mut self, py: Python<'_>) -> PyResult<Vec<Py<Completion>>> {
+        reset_eventfd(&self.efd);
         let mut got = Vec::new();
         loop {
             let n = match self.zc.reap(&mut self.out) {
@@ -213,6 +253,7 @@ impl Sender {
 
     /// Reaps what is ready and releases its pins, discarding the completions (closing).
     fn settle(&mut self, py: Python<'_>) -> io::Result<()> {
+        reset_eventfd(&self.efd);
         loop {
             let n = self.zc.reap(&mut self.out)?;
             for i in 0..n {
@@ -414,6 +455,9 @@ impl ZeroCopySender {
             Pins::Many(v) => v.iter().map(|b| b.iovec(py)).collect(),
         };
         self.h.with(|s| {
+            if reap {
+                reset_eventfd(&s.efd);
+            }
             let token = s.slab.insert(Entry { user_data, pins });
             let iov = PinnedIov(&iov);
             let mut got = Vec::new();
@@ -495,6 +539,10 @@ impl ZeroCopySender {
             let zc = py
                 .detach(|| lowcopy::ZeroCopySender::with_options(fd, opts))
                 .py()?;
+            let efd = match zc.backend() {
+                lowcopy::ZcBackend::IoUring => ring_eventfd(zc.completion_fd()),
+                _ => None,
+            };
             Ok(ZeroCopySender {
                 h: Handle::new(
                     "ZeroCopySender",
@@ -502,6 +550,7 @@ impl ZeroCopySender {
                         zc,
                         slab: Slab::default(),
                         out: vec![CoreCompletion::default(); REAP_BATCH],
+                        efd,
                     },
                 ),
             })
@@ -664,11 +713,19 @@ impl ZeroCopySender {
         guard(|| self.h.with(|s| Ok(s.zc.get_ref().as_raw_fd())))
     }
 
-    /// The descriptor to watch for completions: the io_uring ring (readable) for the
-    /// io_uring backend, else the socket (the error queue raises `EPOLLERR`, which every
-    /// poller reports). Remove it from any event loop before `close()`.
+    /// The descriptor to watch for completions, then `reap()`: for the io_uring backend an
+    /// eventfd the kernel signals when notifications are queued (readable; `reap` resets
+    /// it), else the socket (its error queue raises `EPOLLERR`, which every poller reports).
+    /// Remove it from any event loop before `close()`.
     fn completion_fd(&self) -> PyResult<i32> {
-        guard(|| self.h.with(|s| Ok(s.zc.completion_fd().as_raw_fd())))
+        guard(|| {
+            self.h.with(|s| {
+                Ok(match &s.efd {
+                    Some(e) => e.as_raw_fd(),
+                    None => s.zc.completion_fd().as_raw_fd(),
+                })
+            })
+        })
     }
 
     /// Closes the sender. Completions not reaped are discarded (their buffers released).
