@@ -75,14 +75,15 @@ pub struct Completion {
     /// (zerocopy was not possible for some of it).
     #[pyo3(get)]
     flags: Py<PyAny>,
+    raw_flags: u32,
 }
 
 #[pymethods]
 impl Completion {
     /// Whether the data was copied rather than sent from the pinned buffer.
     #[getter]
-    fn copied(&self, py: Python<'_>) -> PyResult<bool> {
-        Ok(self.flags.bind(py).extract::<u32>()? & lowcopy::zc::COPIED != 0)
+    fn copied(&self) -> bool {
+        self.raw_flags & lowcopy::zc::COPIED != 0
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
@@ -163,10 +164,12 @@ struct Sender {
     zc: lowcopy::ZeroCopySender<OwnedFd>,
     slab: Slab,
     out: Vec<CoreCompletion>,
-    /// io_uring: an eventfd registered with the ring (`IORING_REGISTER_EVENTFD`). The ring
-    /// is set up with `DEFER_TASKRUN`, so its own descriptor never polls readable for
-    /// notifications (they wait as task work until the owner enters the ring); the kernel
-    /// signals a registered eventfd when it queues that work. Reset before each reap.
+    /// io_uring: an eventfd registered with the ring (`IORING_REGISTER_EVENTFD`) the first
+    /// time `completion_fd()` is asked for. The ring is set up with `DEFER_TASKRUN`, so its
+    /// own descriptor never polls readable for notifications (they wait as task work until
+    /// the owner enters the ring); the kernel signals a registered eventfd when it queues
+    /// that work. Reset before each reap. Not registered unless asked for: signalling it
+    /// costs the kernel a little on every completion.
     efd: Option<OwnedFd>,
 }
 
@@ -227,6 +230,7 @@ impl Sender {
                     user_data: e.user_data,
                     result: c.result,
                     flags: zc_flags(py, c.flags)?,
+                    raw_flags: c.flags,
                 },
             )?);
         }
@@ -455,9 +459,6 @@ impl ZeroCopySender {
             Pins::Many(v) => v.iter().map(|b| b.iovec(py)).collect(),
         };
         self.h.with(|s| {
-            if reap {
-                reset_eventfd(&s.efd);
-            }
             let token = s.slab.insert(Entry { user_data, pins });
             let iov = PinnedIov(&iov);
             let mut got = Vec::new();
@@ -539,10 +540,6 @@ impl ZeroCopySender {
             let zc = py
                 .detach(|| lowcopy::ZeroCopySender::with_options(fd, opts))
                 .py()?;
-            let efd = match zc.backend() {
-                lowcopy::ZcBackend::IoUring => ring_eventfd(zc.completion_fd()),
-                _ => None,
-            };
             Ok(ZeroCopySender {
                 h: Handle::new(
                     "ZeroCopySender",
@@ -550,7 +547,7 @@ impl ZeroCopySender {
                         zc,
                         slab: Slab::default(),
                         out: vec![CoreCompletion::default(); REAP_BATCH],
-                        efd,
+                        efd: None,
                     },
                 ),
             })
@@ -720,6 +717,9 @@ impl ZeroCopySender {
     fn completion_fd(&self) -> PyResult<i32> {
         guard(|| {
             self.h.with(|s| {
+                if s.efd.is_none() && s.zc.backend() == lowcopy::ZcBackend::IoUring {
+                    s.efd = ring_eventfd(s.zc.completion_fd());
+                }
                 Ok(match &s.efd {
                     Some(e) => e.as_raw_fd(),
                     None => s.zc.completion_fd().as_raw_fd(),
