@@ -308,11 +308,11 @@ def tx_table(zc_bench: str, secs: float, repeat: int) -> None:
         v = runs[mode]
         if not v:
             continue
-        r = sorted(v, key=lambda x: x["mb_cpu"])[len(v) // 2]
-        cop = f"{100 * r['copied'] / r['compl']:.0f}%" if r["compl"] > 0 else "-"
+        row = sorted(v, key=lambda x: x["mb_cpu"])[len(v) // 2]
+        cop = f"{100 * row['copied'] / row['compl']:.0f}%" if row["compl"] > 0 else "-"
         xc = f"{med[mode] / med['lc-errq']:.2f}" if "lc-errq" in med else "-"
         xp = f"{med[mode] / med['py-send']:.2f}" if "py-send" in med else "-"
-        print(f"  {kind:6} {mode:10} {r['mb_cpu']:8.0f} {r['mb_s']:7.0f} {r['sends']:8.0f} "
+        print(f"  {kind:6} {mode:10} {row['mb_cpu']:8.0f} {row['mb_s']:7.0f} {row['sends']:8.0f} "
               f"{cop:>7} {xc:>11} {xp:>9}")
     for py, c in (("py-errq", "lc-errq"), ("py-uring", "lc-uring")):
         if py in med and c in med:
