@@ -58,8 +58,8 @@
 #define LOWCOPY_VERSION_PATCH 0
 
 /**
- * Smallest `size` a call that fills a caller's struct accepts: the first field of every such
- * struct (8 bytes). Smaller: `-EINVAL`.
+ * Smallest `size` a call that fills a caller's struct accepts (8 bytes: no such struct is
+ * shorter, and its first 8 bytes are whole fields). Smaller: `-EINVAL`.
  */
 #define LOWCOPY_STRUCT_SIZE_MIN 8
 
@@ -907,6 +907,37 @@ ssize_t lowcopy_zcrx_recv(struct lowcopy_zcrx *r,
                           struct lowcopy_zcrx_chunk *out,
                           size_t size,
                           int flags);
+
+/**
+ * Makes blocking receives on `r` wait at most `timeout_ms` (-1: without limit) in place of
+ * the socket's `SO_RCVTIMEO`; the fd's `O_NONBLOCK` then plays no part either (only
+ * `MSG_DONTWAIT` makes a receive non-blocking), as in `lowcopy_recv_atleast`. When it runs
+ * out, `lowcopy_zcrx_recv` returns what `SO_RCVTIMEO` gives: the bytes queued below the
+ * mark, or `-EAGAIN`. With the socket's settings each wait costs 3 or 4 syscalls (a look
+ * without sleeping, `O_NONBLOCK`, `SO_RCVTIMEO`, the sleep); with its own timeout, one
+ * `poll`. Returns 0.
+ *
+ * Errors: `-EINVAL` (`r` NULL, `timeout_ms` < -1), `-ENOTRECOVERABLE` (a call on `r`
+ * panicked).
+ *
+ * # Safety
+ * `r` must be NULL or a live receiver not used by another thread meanwhile.
+ */
+int lowcopy_zcrx_set_timeout(struct lowcopy_zcrx *r, int timeout_ms);
+
+/**
+ * `on` = 0: each zero-copy call no longer reads `SO_PEEK_OFF` to keep a peeker's offset
+ * right (one syscall per chunk saved); 1 (the default): it does. Turn it off only when no
+ * peeker uses `SO_PEEK_OFF` on this socket while the receiver lives, or the peek cursor will
+ * point past the bytes it meant after mapped chunks. Returns 0.
+ *
+ * Errors: `-EINVAL` (`r` NULL, `on` not 0 or 1), `-ENOTRECOVERABLE` (a call on `r`
+ * panicked).
+ *
+ * # Safety
+ * `r` must be NULL or a live receiver not used by another thread meanwhile.
+ */
+int lowcopy_zcrx_set_peek_off_tracking(struct lowcopy_zcrx *r, int on);
 
 /**
  * The receiver's window in bytes: the size given to `lowcopy_zcrx_new` rounded up to whole

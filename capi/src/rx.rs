@@ -8,8 +8,8 @@ use libc::{c_int, c_void, size_t, ssize_t, EINVAL, ENOTRECOVERABLE};
 use lowcopy::{RecvStats, ZcrxStats, ZeroCopyReceiver};
 
 use crate::{
-    borrow, check_size, free_handle, guard, neg, out_sized, read_sized, ret_size, with_handle,
-    with_handle_ref, write_sized, Guarded,
+    borrow, check_size, free_handle, guard, neg, new_handle, out_sized, read_sized, ret_size,
+    with_handle, with_handle_ref, write_sized, Guarded,
 };
 
 /// Sets `SO_RCVLOWAT` to `bytes` and writes the value the kernel keeps to `*effective`;
@@ -185,24 +185,8 @@ type CLowatReceiver = lowcopy::Receiver<BorrowedFd<'static>>;
 /// `out` must be NULL or writable for one pointer.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_receiver_new(fd: c_int, out: *mut *mut lowcopy_receiver) -> c_int {
-    guard(-ENOTRECOVERABLE, || {
-        if out.is_null() {
-            return -EINVAL;
-        }
-        let fd = match borrow(fd) {
-            Ok(fd) => fd,
-            Err(e) => return e,
-        };
-        match lowcopy::Receiver::new(fd) {
-            Ok(inner) => {
-                let r = Box::into_raw(Box::new(lowcopy_receiver(Guarded::new(inner))));
-                // SAFETY: non-null and writable per the caller's contract.
-                unsafe { out.write(r) };
-                0
-            }
-            Err(e) => neg(e),
-        }
-    })
+    // SAFETY: `out` is NULL or writable for one pointer per the caller's contract.
+    unsafe { new_handle(fd, out, lowcopy_receiver, lowcopy::Receiver::new) }
 }
 crate::versions::default_version!("lowcopy_receiver_new", "LOWCOPY_0.2");
 
@@ -316,24 +300,9 @@ pub unsafe extern "C" fn lowcopy_zcrx_new(
     window: size_t,
     out: *mut *mut lowcopy_zcrx,
 ) -> c_int {
-    guard(-ENOTRECOVERABLE, || {
-        if out.is_null() {
-            return -EINVAL;
-        }
-        let fd = match borrow(fd) {
-            Ok(fd) => fd,
-            Err(e) => return e,
-        };
-        match ZeroCopyReceiver::new(fd, window) {
-            Ok(inner) => {
-                let r = Box::into_raw(Box::new(lowcopy_zcrx(Guarded::new(inner))));
-                // SAFETY: non-null and writable per the caller's contract.
-                unsafe { out.write(r) };
-                0
-            }
-            Err(e) => neg(e),
-        }
-    })
+    let make = |fd| ZeroCopyReceiver::new(fd, window);
+    // SAFETY: `out` is NULL or writable for one pointer per the caller's contract.
+    unsafe { new_handle(fd, out, lowcopy_zcrx, make) }
 }
 
 /// Receives the next piece of the stream into `*out` (`size` = `sizeof(lowcopy_zcrx_chunk)`,
@@ -396,6 +365,63 @@ pub unsafe extern "C" fn lowcopy_zcrx_recv(
     unsafe { with_handle(r, run) }
 }
 crate::versions::default_version!("lowcopy_zcrx_recv", "LOWCOPY_0.2");
+
+/// Makes blocking receives on `r` wait at most `timeout_ms` (-1: without limit) in place of
+/// the socket's `SO_RCVTIMEO`; the fd's `O_NONBLOCK` then plays no part either (only
+/// `MSG_DONTWAIT` makes a receive non-blocking), as in `lowcopy_recv_atleast`. When it runs
+/// out, `lowcopy_zcrx_recv` returns what `SO_RCVTIMEO` gives: the bytes queued below the
+/// mark, or `-EAGAIN`. With the socket's settings each wait costs 3 or 4 syscalls (a look
+/// without sleeping, `O_NONBLOCK`, `SO_RCVTIMEO`, the sleep); with its own timeout, one
+/// `poll`. Returns 0.
+///
+/// Errors: `-EINVAL` (`r` NULL, `timeout_ms` < -1), `-ENOTRECOVERABLE` (a call on `r`
+/// panicked).
+///
+/// # Safety
+/// `r` must be NULL or a live receiver not used by another thread meanwhile.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_zcrx_set_timeout(
+    r: *mut lowcopy_zcrx,
+    timeout_ms: c_int,
+) -> c_int {
+    let run = |r: &mut CReceiver| {
+        if timeout_ms < -1 {
+            return -EINVAL;
+        }
+        r.set_timeout((timeout_ms >= 0).then(|| Duration::from_millis(timeout_ms as u64)));
+        0
+    };
+    // SAFETY: `r` is NULL or a live, unaliased receiver per the caller's contract.
+    unsafe { with_handle(r, run) }
+}
+crate::versions::default_version!("lowcopy_zcrx_set_timeout", "LOWCOPY_0.2");
+
+/// `on` = 0: each zero-copy call no longer reads `SO_PEEK_OFF` to keep a peeker's offset
+/// right (one syscall per chunk saved); 1 (the default): it does. Turn it off only when no
+/// peeker uses `SO_PEEK_OFF` on this socket while the receiver lives, or the peek cursor will
+/// point past the bytes it meant after mapped chunks. Returns 0.
+///
+/// Errors: `-EINVAL` (`r` NULL, `on` not 0 or 1), `-ENOTRECOVERABLE` (a call on `r`
+/// panicked).
+///
+/// # Safety
+/// `r` must be NULL or a live receiver not used by another thread meanwhile.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_zcrx_set_peek_off_tracking(
+    r: *mut lowcopy_zcrx,
+    on: c_int,
+) -> c_int {
+    let run = |r: &mut CReceiver| match on {
+        0 | 1 => {
+            r.set_peek_off_tracking(on == 1);
+            0
+        }
+        _ => -EINVAL,
+    };
+    // SAFETY: `r` is NULL or a live, unaliased receiver per the caller's contract.
+    unsafe { with_handle(r, run) }
+}
+crate::versions::default_version!("lowcopy_zcrx_set_peek_off_tracking", "LOWCOPY_0.2");
 
 /// The receiver's window in bytes: the size given to `lowcopy_zcrx_new` rounded up to whole
 /// pages, the most one mapped chunk can hold; 0 for NULL and for a receiver on which a call
