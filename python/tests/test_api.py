@@ -405,3 +405,30 @@ def test_python_m_lowcopy_prints_the_table() -> None:
     assert out.startswith("lowcopy ")
     assert "SO_PEEK_OFF, TCP over IPv4" in out and "TCP_ZEROCOPY_RECEIVE" in out
     assert "since Linux" in out
+
+
+def test_receiver_learns_the_socket_once_and_restores_its_mark(tcp: Pair) -> None:
+    assert tcp.peer is not None
+    tcp.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 7)
+    with lowcopy.Receiver(tcp.sock) as rx:
+        assert rx.fileno() != tcp.sock.fileno()
+        for i in range(3):
+            tcp.peer.sendall(b"x" * 1000)
+            buf = bytearray(4096)
+            assert rx.recv_atleast_into(buf, 1000, timeout=3) == 1000
+        # Between calls the socket keeps the mark of the last call (min = 1000).
+        assert tcp.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) == 1000
+        tcp.peer.sendall(b"tail")
+        assert rx.recv_atleast(100, 4, timeout=3) == b"tail"
+        s = rx.stats()
+        assert s.calls == 4 and s.bytes == 3004
+        with pytest.raises(TimeoutError):
+            rx.recv_atleast(10, 1, timeout=0.05)
+        with pytest.raises(TypeError):
+            rx.recv_atleast_into(b"read-only", 1)
+    assert tcp.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) == 7  # put back
+    with pytest.raises(ValueError):
+        rx.recv_atleast(1, 1)
+    with open("/proc/self/stat", "rb") as f, pytest.raises(OSError) as ei:
+        lowcopy.Receiver(f)
+    assert ei.value.errno == errno.ENOTSOCK
