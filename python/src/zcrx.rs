@@ -16,7 +16,9 @@ use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::util::{count, dup_of, flags_of, guard, is_eintr, record, Handle, IoResultExt};
+use crate::util::{
+    count, dup_of, flags_of, guard, is_eintr, record, timeout_of, Handle, IoResultExt,
+};
 
 record! {
     /// Counters of a `ZeroCopyReceiver`. `bytes_mapped + bytes_copied` is exactly the number
@@ -228,6 +230,36 @@ impl ZeroCopyReceiver {
                 ptr: got.0,
                 len: got.1,
                 mapped: got.2,
+            })
+        })
+    }
+
+    /// Makes blocking receives wait at most `timeout` seconds (None: without limit) in place
+    /// of the socket's `SO_RCVTIMEO`; the socket's `O_NONBLOCK` then plays no part either
+    /// (only `MSG_DONTWAIT` makes a receive non-blocking), as in `recv_atleast`. When it runs
+    /// out the result is what `SO_RCVTIMEO` gives: the bytes queued below the mark, or
+    /// `BlockingIOError`. Each wait is then one `poll` (with the socket's settings, 3 or 4
+    /// syscalls). There is no way back to the socket's settings.
+    #[pyo3(signature = (timeout))]
+    fn set_timeout(&self, timeout: Option<f64>) -> PyResult<()> {
+        guard(|| {
+            let t = timeout_of(timeout)?;
+            self.h.with(|r| {
+                r.set_timeout(t);
+                Ok(())
+            })
+        })
+    }
+
+    /// Whether each zero-copy call keeps a peeker's `SO_PEEK_OFF` right (on by default: the
+    /// kernel does not lower the peek offset for bytes it maps, the receiver does). Off saves
+    /// one `getsockopt` per chunk: only when no peeker uses `SO_PEEK_OFF` on this socket
+    /// while the receiver lives.
+    fn set_peek_off_tracking(&self, on: bool) -> PyResult<()> {
+        guard(|| {
+            self.h.with(|r| {
+                r.set_peek_off_tracking(on);
+                Ok(())
             })
         })
     }

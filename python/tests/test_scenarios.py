@@ -953,6 +953,13 @@ class RxRun:
             self.zcrx = None
         elif op == "zcrx_recv":
             self.zcrx_recv(step, ctx)
+        elif op == "zcrx_set_timeout":
+            assert self.zcrx is not None, "no receiver"
+            ms = step["ms"]
+            self.zcrx.set_timeout(None if ms < 0 else ms / 1000)
+        elif op == "zcrx_peek_off_tracking":
+            assert self.zcrx is not None, "no receiver"
+            self.zcrx.set_peek_off_tracking(step["on"])
         elif op == "zcrx_drain":
             self.zcrx_drain(step, step["bytes"], ctx)
         elif op == "zcrx_stat":
