@@ -167,6 +167,7 @@ def tx_child(mode: str, dst: str, port: int, secs: float) -> None:
     payload = memoryview(area)
     pl = select.poll()
     pl.register(s, select.POLLOUT)
+    dontwait = socket.MSG_DONTWAIT  # as the C bench's sendmsg
     sends = completions = copied = 0
     nbytes = 0
     tx = None
@@ -183,9 +184,9 @@ def tx_child(mode: str, dst: str, port: int, secs: float) -> None:
         i += 1
         try:
             if tx is None:
-                n = s.send(payload)
+                n = s.send(payload, dontwait)
             else:
-                n, done = tx.send_reap(payload, sends)
+                n, done = tx.send_reap(payload, sends, dontwait)
                 completions += len(done)
                 for c in done:
                     copied += c.copied
@@ -327,14 +328,17 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--zc-bench", default=os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "bin", "zc_bench"))
+    ap.add_argument("--only", choices=["peek", "tx"])
     ap.add_argument("--tx-child")
     ap.add_argument("--port", type=int, default=0)
     a = ap.parse_args()
     if a.tx_child:
         tx_child(a.tx_child, "192.168.2.2", a.port, a.seconds)
         return
-    peek_table()
-    tx_table(os.path.normpath(a.zc_bench), a.seconds, a.repeat)
+    if a.only != "tx":
+        peek_table()
+    if a.only != "peek":
+        tx_table(os.path.normpath(a.zc_bench), a.seconds, a.repeat)
 
 
 if __name__ == "__main__":

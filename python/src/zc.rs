@@ -63,7 +63,7 @@ record! {
 /// One completed send: its `user_data` (the very object given to the send), the bytes the
 /// send accepted (`result`), and `flags` (`ZcFlag`: `COPIED`, `FALLBACK`). Once it is
 /// returned, the send's buffer may be reused or resized.
-#[pyclass(frozen, module = "lowcopy._lowcopy")]
+#[pyclass(frozen, freelist = 256, module = "lowcopy._lowcopy")]
 pub struct Completion {
     /// The object given as `user_data` with the send, unchanged.
     #[pyo3(get)]
