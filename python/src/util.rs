@@ -26,7 +26,15 @@ pub fn os_error(e: io::Error) -> PyErr {
 }
 
 pub fn errno_error(n: i32) -> PyErr {
-    PyOSError::new_err((n, strerror(n)))
+    // The text of common errnos is made once: raising EAGAIN in a retry loop is a hot path.
+    static TEXT: [PyOnceLock<Py<pyo3::types::PyString>>; 140] = [const { PyOnceLock::new() }; 140];
+    match usize::try_from(n).ok().and_then(|i| TEXT.get(i)) {
+        Some(cell) => Python::attach(|py| {
+            let s = cell.get_or_init(py, || pyo3::types::PyString::new(py, &strerror(n)).unbind());
+            PyOSError::new_err((n, s.clone_ref(py)))
+        }),
+        None => PyOSError::new_err((n, strerror(n))),
+    }
 }
 
 /// The C library's text for `n`, as `os.strerror` gives it.

@@ -633,8 +633,10 @@ class ZcRun:
                 time.sleep(0.05)
                 write_all(fd, b"r" * reply)
 
-            answer.spawn(self.pair.peer, respond)
+            # The clock starts before the answering thread does: on a loaded machine starting
+            # it can take longer than its 50 ms sleep.
             t0, c0 = time.monotonic(), time.thread_time()
+            answer.spawn(self.pair.peer, respond)
             try:
                 got = lowcopy.recv_atleast(self.fd, reply, reply, 3.0)
             finally:
