@@ -157,6 +157,7 @@ python-demo:
 	python/run-tests.sh install
 	$(PYVENV)/bin/python examples/python/peek_fixture.py
 	$(PYVENV)/bin/python examples/python/zc_sender.py 256
+	$(PYVENV)/bin/python examples/python/asyncio_sniffer.py
 	$(PYVENV)/bin/python examples/python/bench.py
 
 test:
