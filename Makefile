@@ -149,6 +149,7 @@ demo:
 	$(BUILD)/bin/peek_sweep -n 9
 	ZC_BENCH_REPEAT=$${ZC_BENCH_REPEAT:-3} scripts/zc_bench.sh
 	$(BUILD)/bin/rx_bench
+	node/scripts/demo.sh
 
 # The Python package: pip install ./python into build/venv (the abi3 wheel, built here), what
 # the kernel offers (python -m lowcopy), the examples, and the Python benchmark table.

@@ -51,9 +51,10 @@ install_smoke() ( # a subshell: its EXIT trap cleans up whatever happens
 
 suite "cargo fmt" cargo fmt --all -- --check
 suite "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
-# The pyo3 crate is tested from Python (python/run-tests.sh): a cargo test binary would
-# load the ld cache's libpython, not the interpreter that imports the wheel.
-suite "cargo test (unit, behaviour tables, header)" cargo test --workspace --exclude lowcopy-python
+# The binding crates are tested from their languages (python/run-tests.sh, the node
+# suites below): a cargo test binary would load the ld cache's libpython, and cannot load
+# napi.
+suite "cargo test (unit, behaviour tables, header)" cargo test --workspace --exclude lowcopy-python --exclude lowcopy-node
 suite "rustdoc, warnings denied" env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 suite "build library and examples" make -s all c-tests
 for t in tests/c/test_*.c; do
@@ -86,6 +87,9 @@ suite "install target" install_smoke
 suite "python: pip install ./python into build/venv" python/run-tests.sh install
 suite "python: pytest (behaviour tables, Python cases)" python/run-tests.sh pytest
 suite "python: stubtest, mypy --strict (package, examples)" python/run-tests.sh types
+suite "node: npm ci, napi build, generated loader and types unchanged" node/scripts/ci.sh build
+suite "node: node --test (behaviour tables, Node-only cases)" node/scripts/ci.sh test
+suite "node: npm pack, install the tarball elsewhere, load it" node/scripts/ci.sh pack
 if [ -f tests/relay/test_relay.py ]; then
 	suite "relay: byte-exact transfers in every mode" python3 tests/relay/test_relay.py "$ROOT/build/bin"
 fi
