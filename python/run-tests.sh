@@ -15,7 +15,12 @@ export MATURIN_NO_INSTALL_RUST=1
 
 case "${1:-all}" in
 install)
-	[ -x "$PY" ] || python3 -m venv "$VENV"
+	if [ ! -x "$PY" ] && ! python3 -m venv "$VENV"; then
+		# Debian's python3 has venv in a package of its own.
+		rm -rf "$VENV"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null &&
+			python3 -m venv "$VENV"
+	fi
 	"$PY" -m pip install -q --disable-pip-version-check \
 		"pytest>=8" "pytest-asyncio>=0.23" "mypy>=1.10" "typing_extensions>=4.6"
 	t0=$SECONDS
