@@ -12,7 +12,7 @@ import pytest
 
 import lowcopy
 from fixtures import Pair, errqueue_entry, pattern, stream_pair, tcp_pair
-from lowcopy.asyncio import AsyncPeeker, AsyncSender
+from lowcopy.asyncio import AsyncPeeker, AsyncReceiver, AsyncSender
 
 
 @pytest.fixture
@@ -169,3 +169,28 @@ async def test_completions_carry_user_data(tcp: Pair) -> None:
             seen += [c.user_data for c in await asyncio.wait_for(tx.completions(), 5)]
         reader.join()
         assert sorted(seen) == [("req", 0), ("req", 1), ("req", 2)]  # type: ignore[type-var]
+
+
+@pytest.mark.asyncio
+async def test_recv_atleast_wakes_once_for_min_bytes(tcp: Pair) -> None:
+    assert tcp.peer is not None
+    peer = tcp.peer
+    total = 65536
+    data = pattern(0, total)
+
+    def trickle() -> None:
+        for i in range(0, total, total // 8):
+            time.sleep(0.02)
+            peer.sendall(data[i : i + total // 8])
+
+    t = threading.Thread(target=trickle)
+    async with AsyncReceiver(tcp.sock) as rx:
+        t.start()
+        got = await asyncio.wait_for(rx.recv_atleast(2 * total, total), 5)
+        t.join()
+        assert got == data
+        assert rx.callbacks <= 3, rx.callbacks  # one wakeup for the lot, not eight
+        peer.sendall(b"tail")
+        peer.shutdown(socket.SHUT_WR)
+        assert await asyncio.wait_for(rx.recv_atleast(100, 50), 5) == b"tail"  # end of stream
+        assert await asyncio.wait_for(rx.recv_atleast(100, 50), 5) == b""

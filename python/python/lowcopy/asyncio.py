@@ -3,6 +3,9 @@
 - :class:`AsyncPeeker`: ``await peek(n)`` / ``peek_into(buf)``; on TCP the peeker's low-water
   mark is armed, so the loop is woken only when a byte beyond the cursor arrives (bytes
   already peeked do not wake it again).
+- :class:`AsyncReceiver`: ``await recv_atleast(n, min)``: one wakeup for ``min`` bytes on
+  TCP (the socket's low-water mark is left at the bytes still missing, so the loop is woken
+  once they are there, not per segment).
 - :class:`AsyncSender`: ``await send(data)`` (waits for socket space), ``await
   sendall(data)`` (returns once the kernel no longer reads ``data``: every part's completion
   came), ``await completions()`` (completions of ``send`` calls, with their ``user_data``).
@@ -25,6 +28,7 @@ socket, the transport's included; prefer ``ZcBackend.IO_URING`` or ``COPY`` ther
 from __future__ import annotations
 
 import asyncio
+import builtins
 import os
 import select
 import socket
@@ -35,10 +39,10 @@ from typing import Any
 
 from typing_extensions import Buffer, Self
 
-from ._lowcopy import Completion, Peeker, ZeroCopySender
+from ._lowcopy import Completion, Peeker, Receiver, ZeroCopySender
 from ._types import PeekMode, ZcBackend
 
-__all__ = ["AsyncPeeker", "AsyncSender"]
+__all__ = ["AsyncPeeker", "AsyncReceiver", "AsyncSender"]
 
 _IN = select.EPOLLIN | select.EPOLLRDHUP
 _BACKOFF_MAX = 0.1
@@ -242,6 +246,79 @@ class AsyncPeeker:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class AsyncReceiver:
+    """A :class:`~lowcopy.Receiver` with awaitable receives: at least ``min`` bytes with one
+    wakeup where the kernel allows it (TCP, MPTCP), whatever else is queued up to the
+    buffer's length; every call is non-blocking underneath (``timeout=0``), the loop does the
+    waiting."""
+
+    def __init__(self, sock: Any) -> None:
+        self.receiver = Receiver(sock)
+        self._watch = _Watch.for_socket(asyncio.get_running_loop(), self.receiver.fileno())
+
+    @property
+    def callbacks(self) -> int:
+        """Wakes of this socket's watch so far."""
+        return self._watch.callbacks
+
+    async def recv_atleast(self, nbytes: int, min: int) -> bytes:
+        """At least ``min`` (clamped to 1..nbytes) of up to ``nbytes`` bytes; fewer only at
+        end of stream (``b""`` when nothing came) or before an error (left for the next
+        call). Errors as :func:`lowcopy.recv_atleast`, less ``TimeoutError`` (the loop
+        waits; use ``asyncio.timeout``)."""
+        buf = bytearray(nbytes)
+        n = await self.recv_atleast_into(buf, min)
+        del buf[n:]
+        return bytes(buf)
+
+    async def recv_atleast_into(self, buffer: Buffer, min: int, nbytes: int = 0) -> int:
+        """:meth:`recv_atleast` into a writable buffer (``nbytes`` of it, 0: all); returns
+        the bytes written."""
+        view = memoryview(buffer).cast("B")
+        if nbytes:
+            view = view[:nbytes]
+        want = max(1, builtins.min(min, len(view)))
+        got = 0
+        woken = False
+        while True:
+            try:
+                n = self.receiver.recv_atleast_into(view[got:], want - got, 0)
+            except TimeoutError:
+                n = -1  # nothing queued (the mark now asks for what is missing)
+            except OSError:
+                if got:
+                    return got  # the error is the next call's, as recv_atleast does
+                raise
+            if woken:
+                self._watch.progress(n != -1)
+            if n == 0:
+                return got  # end of stream
+            if n > 0:
+                got += n
+                if got >= want:
+                    return got
+            await self._watch.wait_in()
+            woken = True
+
+    def close(self) -> None:
+        """Stops watching and closes the receiver (putting back the socket's mark)."""
+        if not self.receiver.closed:
+            self._watch.release()
+            self.receiver.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        t: type[BaseException] | None,
+        v: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
 
 
 class _Part:
