@@ -15,7 +15,7 @@ PKGENV   := PKG_CONFIG_PATH=$(BUILD)/lib/pkgconfig
 # What a Rust staticlib needs from the C runtime (rustc --print native-static-libs).
 STATIC_PRIVATE := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 
-.PHONY: all lib fault-lib header examples c-tests demo test install clean
+.PHONY: all lib fault-lib header examples c-tests demo python-demo test install clean
 
 all: lib examples
 
@@ -144,11 +144,22 @@ $(BUILD)/bin/fault_panic: tests/c/fault_panic.c include/lowcopy.h tests/c/check.
 demo:
 	scripts/deps.sh demo
 	$(MAKE) examples
+	$(MAKE) python-demo
 	scripts/demo.sh
 	$(BUILD)/bin/peek_sweep -n 9
 	ZC_BENCH_REPEAT=$${ZC_BENCH_REPEAT:-3} scripts/zc_bench.sh
 	$(BUILD)/bin/rx_bench
 	node/scripts/demo.sh
+
+# The Python package: pip install ./python into build/venv (the abi3 wheel, built here), what
+# the kernel offers (python -m lowcopy), the examples, and the Python benchmark table.
+PYVENV := $(BUILD)/venv
+python-demo:
+	python/run-tests.sh install
+	$(PYVENV)/bin/python examples/python/peek_fixture.py
+	$(PYVENV)/bin/python examples/python/zc_sender.py 256
+	$(PYVENV)/bin/python examples/python/asyncio_sniffer.py
+	$(PYVENV)/bin/python examples/python/bench.py
 
 test:
 	scripts/test.sh

@@ -51,8 +51,10 @@ install_smoke() ( # a subshell: its EXIT trap cleans up whatever happens
 
 suite "cargo fmt" cargo fmt --all -- --check
 suite "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
-# The Node crate is tested from Node (node suites below): its test binary cannot load napi.
-suite "cargo test (unit, behaviour tables, header)" cargo test --workspace --exclude lowcopy-node
+# The binding crates are tested from their languages (python/run-tests.sh, the node
+# suites below): a cargo test binary would load the ld cache's libpython, and cannot load
+# napi.
+suite "cargo test (unit, behaviour tables, header)" cargo test --workspace --exclude lowcopy-python --exclude lowcopy-node
 suite "rustdoc, warnings denied" env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 suite "build library and examples" make -s all c-tests
 for t in tests/c/test_*.c; do
@@ -80,6 +82,11 @@ suite "C zerocopy send over veth and tx-only, one completion per send" \
 	env ZC_BENCH_SECONDS=0.3 ZC_BENCH_PATHS="veth tx-only" ZC_BENCH_MODES="lc-errq lc-uring lc-auto" \
 	scripts/zc_bench.sh
 suite "install target" install_smoke
+# The Python package: a fresh venv, pip install ./python (the abi3 wheel, built from source),
+# pytest (the behaviour tables + Python-only cases), stubtest and mypy --strict.
+suite "python: pip install ./python into build/venv" python/run-tests.sh install
+suite "python: pytest (behaviour tables, Python cases)" python/run-tests.sh pytest
+suite "python: stubtest, mypy --strict (package, examples)" python/run-tests.sh types
 suite "node: npm ci, napi build, generated loader and types unchanged" node/scripts/ci.sh build
 suite "node: node --test (behaviour tables, Node-only cases)" node/scripts/ci.sh test
 suite "node: npm pack, install the tarball elsewhere, load it" node/scripts/ci.sh pack
