@@ -158,7 +158,7 @@ function runOne(table, sc, transport, backend) {
           // C runners: a JS call costs ~10x theirs, so the tries outlast the peer's delayed ACK
           // and the kernel makes room again part way. Such a try is a normal send: it is reaped
           // at once (so that it holds no slot either) and its completion is checked by
-          // `completions all`. At least one try must have been refused with EAGAIN.
+          // `completions all`. At least half must be refused with EAGAIN (the table's rule).
           let refused = 0
           for (let k = 0; k < step.count; k++) {
             const r = send([step.len], 2000000 + k, { dontWait: true }, false, true)
@@ -166,7 +166,7 @@ function runOne(table, sc, transport, backend) {
             if (r[0] === -11) refused++
             else reap()
           }
-          return void assert.ok(refused > 0, `${ctx}: no try was refused`)
+          return void assert.ok(refused * 2 >= step.count, `${ctx}: only ${refused} of ${step.count} tries found it full`)
         }
         case 'reap':
           return void reap()
