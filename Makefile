@@ -2,7 +2,7 @@
 #   make demo      build everything and run the main job (relay on real iperf3 traffic)
 #   make test      every test (Rust, C, relay); .ci/run calls this
 #   make install   PREFIX=/usr/local DESTDIR= : .so, .a, header, lowcopy.pc
-VERSION  := 0.2.0
+VERSION  := 0.3.0
 PREFIX   ?= /usr/local
 LIBDIR   ?= $(PREFIX)/lib
 INCDIR   ?= $(PREFIX)/include

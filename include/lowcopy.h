@@ -50,7 +50,7 @@
 /**
  * Minor version: new functions, new symbol versions, or struct fields appended.
  */
-#define LOWCOPY_VERSION_MINOR 2
+#define LOWCOPY_VERSION_MINOR 3
 
 /**
  * Patch version.
@@ -88,6 +88,38 @@
  * offset. Works on every stream socket; the kernel copies the prefix again on every peek.
  */
 #define LOWCOPY_PEEK_DISCARD 2
+
+/**
+ * `lowcopy_peek_result.flags`: the kernel's `SO_PEEK_OFF` was written before the peek (it
+ * was not at the offset asked for): the call made a `setsockopt` besides the peek.
+ */
+#define LOWCOPY_PEEK_MOVED 1
+
+/**
+ * `lowcopy_peek_result.flags`: the peek went through a discard prefix (the kernel copied
+ * `offset` bytes only to skip them).
+ */
+#define LOWCOPY_PEEK_PREFIXED 2
+
+/**
+ * `lowcopy_peeker_release` flag: the caller closes the fd right after, so the peeker does not
+ * restore `SO_PEEK_OFF` and `SO_RCVLOWAT` (no syscall).
+ */
+#define LOWCOPY_RELEASE_CLOSING 1
+
+/**
+ * Bytes of caller memory for `lowcopy_peeker_init` in this version of the header (the size of
+ * `lowcopy_peeker_storage`). `lowcopy_peeker_size()` is what the running library needs: a
+ * later library that needs more than a program was built with refuses its memory with
+ * `-EINVAL` rather than overrun it.
+ */
+#define LOWCOPY_PEEKER_SIZE 256
+
+/**
+ * Alignment that `lowcopy_peeker_init` requires of its memory (`lowcopy_peeker_storage` has
+ * it).
+ */
+#define LOWCOPY_PEEKER_ALIGN 8
 
 /**
  * Backend: io_uring `SEND_ZC` where it works on this socket, else `MSG_ZEROCOPY` with the
@@ -178,8 +210,9 @@
 typedef struct Flags Flags;
 
 /**
- * A peek cursor over one stream socket (opaque). Created by `lowcopy_peeker_new`, released
- * by `lowcopy_peeker_free`.
+ * A peek cursor over one stream socket (opaque). Created by `lowcopy_peeker_new` (heap) or
+ * `lowcopy_peeker_init` (caller memory), released by `lowcopy_peeker_free` or
+ * `lowcopy_peeker_release`.
  */
 typedef struct lowcopy_peeker lowcopy_peeker;
 
@@ -282,6 +315,43 @@ typedef struct lowcopy_peek_stats {
    */
   uint64_t rcvlowat_updates;
 } lowcopy_peek_stats;
+
+/**
+ * What one [`Peeker::peek_at`] peeked, and from where: a caller that keeps its own stream
+ * arithmetic compares `stream_pos` with its own position of `offset`, so that an offset that
+ * went wrong (a consume or a read it did not account for) shows at once rather than as
+ * silently wrong bytes.
+ *
+ * Shared with C as `lowcopy_peek_result` (`#[repr(C)]`); fields are only ever appended.
+ */
+typedef struct lowcopy_peek_result {
+  /**
+   * Bytes copied (the call's return value); 0 at end of stream after `offset`.
+   */
+  uint64_t len;
+  /**
+   * Where they came from: bytes after the head of the receive queue (the offset asked for).
+   */
+  uint64_t offset;
+  /**
+   * The same place as a position in the stream: the bytes that left the head of the queue
+   * through this peeker ([`Peeker::consume`], [`Peeker::note_consumed`]) plus `offset`.
+   * For a peeker made before any byte was read from the socket, the stream position of
+   * the first byte peeked.
+   */
+  uint64_t stream_pos;
+  /**
+   * Syscalls this call made: 1 when the kernel's `SO_PEEK_OFF` already was at `offset` (or
+   * the discard prefix was used), 2 when it had to be moved first; more only on the paths
+   * documented at [`Peeker::peek_at`].
+   */
+  uint32_t syscalls;
+  /**
+   * `PEEK_MOVED` (the kernel's offset was written) and `PEEK_PREFIXED` (peeked through a
+   * discard prefix: the kernel copied `offset` bytes to skip them) bits.
+   */
+  uint32_t flags;
+} lowcopy_peek_result;
 
 /**
  * Counters of [`recv_atleast_with_stats`], added to by every call (failed calls too: their
@@ -477,6 +547,16 @@ typedef struct lowcopy_zc_send_stats {
    */
   uint64_t zerocopy_off;
 } lowcopy_zc_send_stats;
+
+/**
+ * Caller memory for one peeker (`LOWCOPY_PEEKER_SIZE` bytes, aligned for it): declare one per
+ * connection direction, statically or inside the caller's own structs, and hand it to
+ * `lowcopy_peeker_init`. Its contents are the library's; do not copy or move it while the
+ * peeker lives.
+ */
+typedef struct lowcopy_peeker_storage {
+  uint64_t opaque[32];
+} lowcopy_peeker_storage;
 
 
 
@@ -711,12 +791,142 @@ int lowcopy_peeker_stats(const struct lowcopy_peeker *p,
 /**
  * Releases a peeker: restores `SO_RCVLOWAT` if the mark was armed and leaves the socket's
  * `SO_PEEK_OFF` disabled (-1). Does not close the fd; call it before closing the fd. NULL is
- * a no-op.
+ * a no-op. A peeker made by `lowcopy_peeker_init` is released in place: its memory stays the
+ * caller's (it may be reused for another `lowcopy_peeker_init`).
+ *
+ * Syscalls: setsockopt.
  *
  * # Safety
- * `p` must be NULL or a peeker from `lowcopy_peeker_new` not yet freed.
+ * `p` must be NULL or a live peeker not yet released.
  */
 void lowcopy_peeker_free(struct lowcopy_peeker *p);
+
+/**
+ * Size of caller memory `lowcopy_peeker_init` needs, in bytes (at most `LOWCOPY_PEEKER_SIZE`
+ * for this header's library). No syscall.
+ *
+ * Syscalls: none.
+ */
+size_t lowcopy_peeker_size(void);
+
+/**
+ * Creates a peek cursor over the stream socket `fd` in caller memory `mem` (`size` bytes,
+ * aligned to `LOWCOPY_PEEKER_ALIGN`; a `lowcopy_peeker_storage` will do) and writes the
+ * handle to `*out`. Allocates nothing, then or later: every call on the handle runs in that
+ * memory, the stack (at most 16 KiB, for a discard prefix's iovecs) and, for the discard
+ * mechanism, one static 64 KiB scratch buffer shared by the process.
+ *
+ * `domain` and `protocol` state what the socket is, as given to `socket(2)`: `AF_INET` or
+ * `AF_INET6` with `IPPROTO_TCP` (or 0) or `IPPROTO_MPTCP`, or `AF_UNIX` with 0. The peeker
+ * then makes no classification syscall: OFFSET and AUTO cost one `setsockopt`, DISCARD one
+ * `getsockopt` (and a `setsockopt` if `SO_PEEK_OFF` was on). `AF_UNSPEC` (0) with 0 asks
+ * the socket instead (2-3 `getsockopt`, as `lowcopy_peeker_new`). Stating the kind wrong is
+ * never unsafe: calls then fail as the real socket answers (an AF_UNIX socket stated as TCP
+ * fails `lowcopy_peeker_consume` with `-EFAULT`).
+ *
+ * `mode` as in `lowcopy_peeker_new`. The fd stays the caller's and must stay open until the
+ * peeker is released (`lowcopy_peeker_release` or `lowcopy_peeker_free`, which leave `mem`
+ * to the caller). `mem` must not be moved, copied or reused while the peeker lives.
+ *
+ * Errors: `-EINVAL` (`mem` or `out` NULL, `size` below `lowcopy_peeker_size()`, `mem` not
+ * aligned, unknown `mode`, a `domain`/`protocol` pair other than those above), `-EBADF`,
+ * `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or OFFSET on a
+ * socket without `SO_PEEK_OFF`), `setsockopt`/`getsockopt` errors. Nothing is written to
+ * `*out` or `mem` on error.
+ *
+ * Syscalls: getsockopt, setsockopt.
+ *
+ * # Safety
+ * `mem` must be NULL or writable for `size` bytes; `out` NULL or writable for one pointer.
+ */
+int lowcopy_peeker_init(void *mem,
+                        size_t size,
+                        int fd,
+                        uint32_t mode,
+                        int domain,
+                        int protocol,
+                        struct lowcopy_peeker **out);
+
+/**
+ * Releases a peeker, made by `lowcopy_peeker_new` (freed) or `lowcopy_peeker_init` (its
+ * memory left to the caller). `flags` 0: as `lowcopy_peeker_free`, restoring the socket's
+ * options (a `setsockopt` for `SO_PEEK_OFF` if the peeker used it, one for `SO_RCVLOWAT` if
+ * the mark was armed). `LOWCOPY_RELEASE_CLOSING`: the caller closes the fd next, so nothing
+ * is restored and no syscall is made.
+ *
+ * Returns 0; `-EINVAL` for NULL or unknown flags (the peeker is then not released);
+ * `-ENOTRECOVERABLE` when a call on the peeker panicked before (it is released all the same).
+ *
+ * Syscalls: setsockopt (none with `LOWCOPY_RELEASE_CLOSING`).
+ *
+ * # Safety
+ * `p` must be NULL or a live peeker not yet released.
+ */
+int lowcopy_peeker_release(struct lowcopy_peeker *p, uint32_t flags);
+
+/**
+ * Copies up to `len` bytes at `offset` (bytes after the head of the receive queue: the
+ * caller's own stream arithmetic) into `buf`, and says what it peeked from where in `*res`
+ * (`res_size` = `sizeof(lowcopy_peek_result)`, the growth rule; `res` may be NULL). The
+ * cursor ends at `offset` + the bytes peeked, as after `lowcopy_peeker_seek` and
+ * `lowcopy_peeker_peek`.
+ *
+ * Returns bytes copied (> 0); 0 at end of stream after `offset`; `-EAGAIN` when nothing lies
+ * beyond `offset` and `flags` has `MSG_DONTWAIT` or the fd is non-blocking; blocking as
+ * `lowcopy_peeker_peek`.
+ *
+ * Cost with `SO_PEEK_OFF` (OFFSET; AUTO when it picked it): one `recvfrom` when the kernel's
+ * offset already is at `offset` (where the last peek ended, kept right by
+ * `lowcopy_peeker_consume`), a `setsockopt` and the `recvfrom` when it must be moved
+ * (`LOWCOPY_PEEK_MOVED`); never a classification. AUTO peeks an `offset` of at most 4096 that
+ * the kernel's offset is not at through a discard prefix (`LOWCOPY_PEEK_PREFIXED`; a
+ * `setsockopt` more when it first switches `SO_PEEK_OFF` off). DISCARD: one `recvmsg`. With
+ * the low-water mark armed, a blocking call lowers it first and one that finds nothing
+ * sets it to `offset` + 1 (a `setsockopt` each); DISCARD finding nothing past `offset` asks
+ * `poll` whether the peer ended and `fcntl` whether the fd blocks, and waits as
+ * `lowcopy_peeker_peek` does.
+ *
+ * `res->stream_pos` is the stream position of `offset`: the bytes this peeker dropped
+ * (`lowcopy_peeker_consume`, `lowcopy_peeker_note_consumed`) plus `offset`. A caller that
+ * keeps its own sequence numbers compares it with its own: an offset that missed a consume
+ * shows there rather than as wrong bytes. `res` is written only on success.
+ *
+ * Errors: as `lowcopy_peeker_peek` (the cursor is then at `offset`); `-EOVERFLOW` (`offset`
+ * above `INT_MAX` with OFFSET, above 1023 x 64 KiB with DISCARD: the cursor is unchanged);
+ * `-EINVAL` also for `res_size` out of range with a non-NULL `res`.
+ *
+ * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+ *
+ * # Safety
+ * `p` must be NULL or a live peeker; `buf` NULL or writable for `len` bytes; `res` NULL or
+ * writable for `res_size` bytes.
+ */
+ssize_t lowcopy_peeker_peek_at(struct lowcopy_peeker *p,
+                               size_t offset,
+                               void *buf,
+                               size_t len,
+                               int flags,
+                               struct lowcopy_peek_result *res,
+                               size_t res_size);
+
+/**
+ * `lowcopy_peeker_peek_at` into `iovcnt` iovecs (1 to 1024; with a discard prefix the prefix
+ * shares that budget). Errors as `lowcopy_peeker_peek_at`, plus `-EINVAL` for NULL `iov` or
+ * `iovcnt <= 0` and `-EMSGSIZE` for `iovcnt > 1024`.
+ *
+ * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+ *
+ * # Safety
+ * `p` must be NULL or a live peeker; `iov` NULL or `iovcnt` iovecs over writable memory;
+ * `res` NULL or writable for `res_size` bytes.
+ */
+ssize_t lowcopy_peeker_peekv_at(struct lowcopy_peeker *p,
+                                size_t offset,
+                                const struct iovec *iov,
+                                int iovcnt,
+                                int flags,
+                                struct lowcopy_peek_result *res,
+                                size_t res_size);
 
 /**
  * Sets `SO_RCVLOWAT` to `bytes` and writes the value the kernel keeps to `*effective`;
