@@ -22,6 +22,12 @@
  * Programs linked against ABI 0.1 (the same calls without size) keep working: they bind to
  * the LOWCOPY_0.1 symbol versions, which write the 0.1 layouts.
  *
+ * Syscalls: every function's documentation names the syscalls it may make ("Syscalls:"), on
+ * every path but a panic; lowcopy_syscalls.h, installed beside this header, has the same
+ * lists as X-macros for a seccomp allowlist (tests/seccomp/ enforces them). Allocation: the
+ * peek calls on a peeker made by lowcopy_peeker_init allocate nothing; each *_new says what it
+ * allocates.
+ *
  * Panics: a Rust panic never crosses the boundary. It returns -ENOTRECOVERABLE (distinct from
  * -EIO, which is a kernel error or an io_uring sender's retired ring), or 0 where a function
  * has no error code; out-parameters may then hold partial results. A handle on which a call
@@ -570,6 +576,8 @@ extern "C" {
 
 /**
  * The library version: `(major << 16) | (minor << 8) | patch`.
+ *
+ * Syscalls: none.
  */
 uint32_t lowcopy_version(void);
 
@@ -581,10 +589,13 @@ uint32_t lowcopy_version(void);
  * Errors: `-EINVAL` (`out` NULL, `size` out of range), `-EMFILE`, `-ENFILE`, `-ENOMEM` when
  * no socket can be created.
  *
+ * Syscalls: socket, setsockopt, getsockopt, bind, listen, getsockname, connect, accept, close, io_uring_setup, io_uring_register, mmap, munmap.
+ *
  * # Safety
  * `out` must be NULL or writable for `size` bytes.
  */
-int lowcopy_probe(struct lowcopy_caps *out, size_t size);
+int lowcopy_probe(struct lowcopy_caps *out,
+                  size_t size);
 
 /**
  * 1 if `SO_PEEK_OFF` works on this stream socket, 0 if not (MPTCP, kernels before 6.9 for
@@ -592,6 +603,8 @@ int lowcopy_probe(struct lowcopy_caps *out, size_t size);
  *
  * Errors: `-EBADF` (not an open fd), `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX
  * stream socket; UDP and other datagram sockets are not covered by lowcopy's peek).
+ *
+ * Syscalls: getsockopt, setsockopt.
  */
 int lowcopy_peek_supported(int fd);
 
@@ -613,6 +626,8 @@ int lowcopy_peek_supported(int fd);
  * socket), `-EOVERFLOW` (`offset` above `INT_MAX` for `SO_PEEK_OFF`, or above 1023 x 64 KiB
  * for the discard prefix: never truncated), `-ECONNRESET` and other `recvmsg` errors.
  *
+ * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+ *
  * # Safety
  * `buf` must be NULL or writable for `len` bytes.
  */
@@ -622,6 +637,8 @@ ssize_t lowcopy_peek_at(int fd, size_t offset, void *buf, size_t len, int flags)
  * `lowcopy_peek_at` into `iovcnt` iovecs (1 to `IOV_MAX` = 1024). Errors as
  * `lowcopy_peek_at`, plus `-EINVAL` for NULL `iov` or `iovcnt <= 0`, `-EMSGSIZE` for
  * `iovcnt > IOV_MAX`.
+ *
+ * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
  *
  * # Safety
  * `iov` must be NULL or point to `iovcnt` iovecs, each describing writable memory.
@@ -636,6 +653,8 @@ ssize_t lowcopy_peekv_at(int fd, size_t offset, const struct iovec *iov, int iov
  *
  * Errors: `-EINVAL` (flags other than `MSG_DONTWAIT`), `-EBADF`, `-ENOTSOCK`,
  * `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `recv` errors.
+ *
+ * Syscalls: getsockopt, recvfrom, recvmsg.
  */
 ssize_t lowcopy_consume(int fd, size_t n, int flags);
 
@@ -650,6 +669,8 @@ ssize_t lowcopy_consume(int fd, size_t n, int flags);
  * Errors: `-EINVAL` (`out` NULL, unknown mode), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a
  * TCP, MPTCP or AF_UNIX stream socket, or OFFSET on a socket without `SO_PEEK_OFF`),
  * `-ENOMEM`.
+ *
+ * Syscalls: getsockopt, setsockopt.
  *
  * # Safety
  * `out` must be NULL or writable for one pointer.
@@ -675,6 +696,8 @@ int lowcopy_peeker_new(int fd, uint32_t mode, struct lowcopy_peeker **out);
  * `MSG_DONTWAIT`), `-EOVERFLOW` (cursor beyond the mechanism's reach), `-ECONNRESET`, `-EINTR`
  * and other `recvmsg` errors.
  *
+ * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+ *
  * # Safety
  * `p` must be NULL or a live peeker; `buf` NULL or writable for `len` bytes.
  */
@@ -687,6 +710,8 @@ ssize_t lowcopy_peeker_peek(struct lowcopy_peeker *p,
  * `lowcopy_peeker_peek` into `iovcnt` iovecs (1 to 1024; with the discard mechanism the
  * prefix shares that budget). Errors as `lowcopy_peeker_peek`, plus `-EINVAL` for NULL `iov`
  * or `iovcnt <= 0` and `-EMSGSIZE` for `iovcnt > 1024`.
+ *
+ * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
  *
  * # Safety
  * `p` must be NULL or a live peeker; `iov` NULL or `iovcnt` iovecs over writable memory.
@@ -704,6 +729,8 @@ ssize_t lowcopy_peeker_peekv(struct lowcopy_peeker *p,
  * Errors: `-EINVAL` (`p` NULL), `-EOVERFLOW` (`offset` above `INT_MAX` with OFFSET, above
  * 1023 x 64 KiB with DISCARD; the cursor is unchanged).
  *
+ * Syscalls: setsockopt.
+ *
  * # Safety
  * `p` must be NULL or a live peeker.
  */
@@ -716,6 +743,8 @@ int lowcopy_peeker_seek(struct lowcopy_peeker *p, size_t offset);
  *
  * Errors: `-EINVAL` (`p` NULL), `-EAGAIN` (nothing queued), `recv` errors.
  *
+ * Syscalls: recvfrom, recvmsg, setsockopt.
+ *
  * # Safety
  * `p` must be NULL or a live peeker.
  */
@@ -727,6 +756,8 @@ ssize_t lowcopy_peeker_consume(struct lowcopy_peeker *p, size_t n);
  * below 0), as `lowcopy_peeker_consume` would move it, without a syscall (unless the
  * low-water mark is armed: it follows the cursor). Returns 0; `-EINVAL` for NULL.
  *
+ * Syscalls: setsockopt.
+ *
  * # Safety
  * `p` must be NULL or a live peeker.
  */
@@ -734,6 +765,8 @@ int lowcopy_peeker_note_consumed(struct lowcopy_peeker *p, size_t n);
 
 /**
  * The cursor, in bytes after the head of the receive queue; 0 for NULL.
+ *
+ * Syscalls: none.
  *
  * # Safety
  * `p` must be NULL or a live peeker.
@@ -743,6 +776,8 @@ size_t lowcopy_peeker_offset(const struct lowcopy_peeker *p);
 /**
  * The mechanism in use: `LOWCOPY_PEEK_OFFSET` or `LOWCOPY_PEEK_DISCARD` (never AUTO);
  * `LOWCOPY_PEEK_AUTO` (0) for NULL.
+ *
+ * Syscalls: none.
  *
  * # Safety
  * `p` must be NULL or a live peeker.
@@ -770,6 +805,8 @@ uint32_t lowcopy_peeker_mode(const struct lowcopy_peeker *p);
  * Errors: `-EINVAL` (`p` NULL), `-EOPNOTSUPP` (AF_UNIX: its poll ignores `SO_RCVLOWAT`),
  * `setsockopt` errors.
  *
+ * Syscalls: getsockopt, setsockopt.
+ *
  * # Safety
  * `p` must be NULL or a live peeker.
  */
@@ -780,6 +817,8 @@ int lowcopy_peeker_set_lowat_armed(struct lowcopy_peeker *p, int on);
  * rule); returns 0.
  *
  * Errors: `-EINVAL` (`p` or `out` NULL, `size` out of range).
+ *
+ * Syscalls: none.
  *
  * # Safety
  * `p` must be NULL or a live peeker; `out` NULL or writable for `size` bytes.
@@ -942,6 +981,8 @@ ssize_t lowcopy_peeker_peekv_at(struct lowcopy_peeker *p,
  *
  * Errors: `-EINVAL` (`effective` NULL), `-EBADF`, `-ENOTSOCK`, `setsockopt` errors.
  *
+ * Syscalls: setsockopt, getsockopt.
+ *
  * # Safety
  * `effective` must be NULL or writable for one `size_t`.
  */
@@ -980,16 +1021,24 @@ int lowcopy_set_rcvlowat(int fd, size_t bytes, size_t *effective);
  * `-EMSGSIZE` (the first datagram is larger than `len`; it stays queued), `-EINTR`,
  * `-ECONNRESET` and other socket errors.
  *
+ * Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close, clock_gettime.
+ *
  * # Safety
  * `buf` must be NULL or writable for `len` bytes.
  */
-ssize_t lowcopy_recv_atleast(int fd, void *buf, size_t len, size_t min, int timeout_ms);
+ssize_t lowcopy_recv_atleast(int fd,
+                             void *buf,
+                             size_t len,
+                             size_t min,
+                             int timeout_ms);
 
 /**
  * `lowcopy_recv_atleast`, adding what the call did to `*stats` (wakeups, early wakeups,
  * syscalls...). `size` is `sizeof(lowcopy_recv_stats)` (the growth rule; the counters past
  * this library's struct are left as they are). Errors as `lowcopy_recv_atleast`, plus
  * `-EINVAL` for a NULL `stats` or `size` out of range.
+ *
+ * Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close, clock_gettime.
  *
  * # Safety
  * `buf` must be NULL or writable for `len` bytes; `stats` NULL or readable and writable for
@@ -1017,6 +1066,8 @@ ssize_t lowcopy_recv_atleast_stats(int fd,
  * Errors: `-EINVAL` (`out` NULL), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a stream,
  * datagram or seqpacket socket), `-ENOMEM`.
  *
+ * Syscalls: getsockopt.
+ *
  * # Safety
  * `out` must be NULL or writable for one pointer.
  */
@@ -1025,6 +1076,8 @@ int lowcopy_receiver_new(int fd, struct lowcopy_receiver **out);
 /**
  * `lowcopy_recv_atleast` on the receiver's socket (same arguments, results and errors),
  * without learning the socket again and without putting its mark back after the call.
+ *
+ * Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close, clock_gettime.
  *
  * # Safety
  * `r` must be NULL or a live receiver not used by another thread meanwhile; `buf` NULL or
@@ -1042,6 +1095,8 @@ ssize_t lowcopy_receiver_recv(struct lowcopy_receiver *r,
  *
  * Errors: `-EINVAL` (`r` or `out` NULL, `size` out of range).
  *
+ * Syscalls: none.
+ *
  * # Safety
  * `r` must be NULL or a live receiver; `out` NULL or writable for `size` bytes.
  */
@@ -1053,6 +1108,8 @@ int lowcopy_receiver_stats(const struct lowcopy_receiver *r,
  * Puts back the socket's `SO_RCVLOWAT` found by `lowcopy_receiver_new` (one `setsockopt`
  * when it differs) and frees the receiver. NULL is a no-op. `fd` is not closed. A receiver
  * on which a call panicked is released the same way.
+ *
+ * Syscalls: setsockopt, close.
  *
  * # Safety
  * `r` must be NULL or a live receiver, not used after this call.
@@ -1078,6 +1135,8 @@ void lowcopy_receiver_free(struct lowcopy_receiver *r);
  * `-EOPNOTSUPP` (not TCP over IPv4/IPv6: UDP, AF_UNIX, MPTCP...; or no
  * `TCP_ZEROCOPY_RECEIVE` in this kernel), `-ENOTCONN` (not connected: listening, never
  * connected, still connecting, or reset), `-ENOMEM`, and `mmap` errors.
+ *
+ * Syscalls: getsockopt, getpeername, mmap, munmap.
  *
  * # Safety
  * `out` must be NULL or writable for one pointer.
@@ -1110,6 +1169,8 @@ int lowcopy_zcrx_new(int fd, size_t window, struct lowcopy_zcrx **out);
  * an `EINVAL` from the kernel is reported as such, never as end of stream), `-EAGAIN`,
  * `-EINTR`, `-ECONNRESET` and other socket errors (after every byte that came before them).
  *
+ * Syscalls: getsockopt, setsockopt, madvise, recvfrom, poll, fcntl, clock_gettime.
+ *
  * # Safety
  * `r` must be NULL or a live receiver; `out` NULL or writable for `size` bytes.
  */
@@ -1123,6 +1184,8 @@ ssize_t lowcopy_zcrx_recv(struct lowcopy_zcrx *r,
  * pages, the most one mapped chunk can hold; 0 for NULL and for a receiver on which a call
  * panicked.
  *
+ * Syscalls: none.
+ *
  * # Safety
  * `r` must be NULL or a live receiver.
  */
@@ -1133,6 +1196,8 @@ size_t lowcopy_zcrx_window(const struct lowcopy_zcrx *r);
  * growth rule); returns 0.
  *
  * Errors: `-EINVAL` (`r` or `out` NULL, `size` out of range).
+ *
+ * Syscalls: none.
  *
  * # Safety
  * `r` must be NULL or a live receiver; `out` NULL or writable for `size` bytes.
@@ -1145,6 +1210,8 @@ int lowcopy_zcrx_stats(const struct lowcopy_zcrx *r,
  * Releases a receiver: unmaps the window (and any pages still mapped there) and frees the
  * copy buffer; a chunk from it is invalid afterwards. Does not close the fd. NULL is a no-op.
  * A receiver on which a call panicked is released the same way.
+ *
+ * Syscalls: munmap.
  *
  * # Safety
  * `r` must be NULL or a receiver from `lowcopy_zcrx_new` not yet freed.
@@ -1165,6 +1232,8 @@ void lowcopy_zcrx_free(struct lowcopy_zcrx *r);
  * `-EOPNOTSUPP` (an explicit zerocopy backend on a socket without zerocopy: AF_UNIX, MPTCP;
  * or io_uring without SEND_ZC), io_uring setup errors (`-EPERM` when
  * `kernel.io_uring_disabled` forbids it, `-ENOMEM`).
+ *
+ * Syscalls: getsockopt, setsockopt, io_uring_setup, io_uring_register, mmap, munmap, close.
  *
  * # Safety
  * `out` must be NULL or writable for one pointer.
@@ -1193,6 +1262,8 @@ int lowcopy_zc_new(int fd, uint32_t backend, uint32_t flags, struct lowcopy_zc *
  * socket's send errors (`-EAGAIN`, `-EINTR`, `-EPIPE`, `-ECONNRESET`, `-EMSGSIZE`,
  * `-EDESTADDRREQ`, ...).
  *
+ * Syscalls: sendmsg, io_uring_enter, io_uring_register, recvmmsg, getsockopt.
+ *
  * # Safety
  * `z` must be NULL or a live sender; `buf` NULL or readable for `len` bytes until the
  * completion.
@@ -1206,6 +1277,8 @@ ssize_t lowcopy_zc_send(struct lowcopy_zc *z,
 /**
  * `lowcopy_zc_send` from `iovcnt` iovecs (1 to 1024). Errors as `lowcopy_zc_send`, plus
  * `-EINVAL` for NULL `iov` or `iovcnt <= 0` and `-EMSGSIZE` for `iovcnt > 1024`.
+ *
+ * Syscalls: sendmsg, io_uring_enter, io_uring_register, recvmmsg, getsockopt.
  *
  * # Safety
  * `z` must be NULL or a live sender; `iov` NULL or `iovcnt` iovecs over readable memory that
@@ -1223,6 +1296,8 @@ ssize_t lowcopy_zc_sendv(struct lowcopy_zc *z,
  * as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `msg`, `-EFAULT` for a NULL `msg_name` or
  * `msg_control` with a non-zero length (as `sendmsg(2)`, whatever the backend), and the
  * kernel's address errors (`-EINVAL` for a bad `msg_namelen`, `-EAFNOSUPPORT`).
+ *
+ * Syscalls: sendmsg, io_uring_enter, io_uring_register, recvmmsg, getsockopt.
  *
  * # Safety
  * `z` must be NULL or a live sender; `msg` NULL or a valid msghdr whose iovecs stay readable
@@ -1249,6 +1324,8 @@ ssize_t lowcopy_zc_sendmsg(struct lowcopy_zc *z,
  * reading completions after it is not reported here (`*n_out` counts what was ready) but by
  * the next `lowcopy_zc_reap` or `lowcopy_zc_wait`.
  *
+ * Syscalls: sendmsg, io_uring_enter, io_uring_register, recvmmsg, getsockopt.
+ *
  * # Safety
  * As `lowcopy_zc_sendv`; `out` NULL or writable for `cap` entries of `size` bytes; `n_out`
  * NULL or writable.
@@ -1272,6 +1349,8 @@ ssize_t lowcopy_zc_send_reap(struct lowcopy_zc *z,
  * Errors: `-EINVAL` (`z` NULL, `out` NULL with `cap > 0`, `size` out of range), `-EEXIST`
  * (io_uring backend from another thread than the first that sent), error-queue read errors.
  *
+ * Syscalls: recvmmsg, io_uring_enter, getsockopt.
+ *
  * # Safety
  * `z` must be NULL or a live sender; `out` NULL or writable for `cap` entries of `size`
  * bytes.
@@ -1292,6 +1371,8 @@ ssize_t lowcopy_zc_reap(struct lowcopy_zc *z,
  * notifies only once the peer acknowledged, so a peer that stops reading delays completions
  * without bound), a pending socket error (`-ECONNRESET`, ...) reported instead of a completion.
  *
+ * Syscalls: io_uring_enter, io_uring_register, recvmmsg, getsockopt, poll, epoll_create1, epoll_ctl, epoll_wait, close, clock_gettime.
+ *
  * # Safety
  * `z` must be NULL or a live sender.
  */
@@ -1302,6 +1383,8 @@ int lowcopy_zc_wait(struct lowcopy_zc *z,
  * Sends that accepted bytes and whose completion has not arrived yet (ready but unreaped
  * completions are not counted; failed sends never are); 0 for NULL and for a sender on which
  * a call panicked.
+ *
+ * Syscalls: none.
  *
  * # Safety
  * `z` must be NULL or a live sender.
@@ -1315,6 +1398,8 @@ size_t lowcopy_zc_inflight(const struct lowcopy_zc *z);
  * NULL. The ring fd belongs to the sender: `lowcopy_zc_free` closes it, so remove it from
  * epoll first; never close it yourself.
  *
+ * Syscalls: none.
+ *
  * # Safety
  * `z` must be NULL or a live sender.
  */
@@ -1323,6 +1408,8 @@ int lowcopy_zc_pollfd(const struct lowcopy_zc *z);
 /**
  * The backend in use (`LOWCOPY_ZC_ERRQUEUE`, `_IO_URING` or `_COPY`, never AUTO);
  * `LOWCOPY_ZC_AUTO` (0) for NULL and for a sender on which a call panicked.
+ *
+ * Syscalls: none.
  *
  * # Safety
  * `z` must be NULL or a live sender.
@@ -1334,6 +1421,8 @@ uint32_t lowcopy_zc_backend(const struct lowcopy_zc *z);
  * growth rule); returns 0.
  *
  * Errors: `-EINVAL` (`z` or `out` NULL, `size` out of range).
+ *
+ * Syscalls: none.
  *
  * # Safety
  * `z` must be NULL or a live sender; `out` NULL or writable for `size` bytes.
@@ -1351,6 +1440,8 @@ int lowcopy_zc_stats(const struct lowcopy_zc *z, struct lowcopy_zc_send_stats *o
  * matter. Completions ready but not reaped are dropped. Does not close the fd. NULL: 0.
  * A sender on which a call panicked is released too and gives `-ENOTRECOVERABLE`: treat
  * every buffer it was given as in use by the kernel until the socket is closed.
+ *
+ * Syscalls: io_uring_enter, recvmmsg, getsockopt, poll, epoll_create1, epoll_ctl, epoll_wait, close, clock_gettime, munmap.
  *
  * # Safety
  * `z` must be NULL or a sender from `lowcopy_zc_new` not yet freed.

@@ -346,6 +346,8 @@ pub(crate) unsafe fn out_sized<T: Copy>(
 }
 
 /// The library version: `(major << 16) | (minor << 8) | patch`.
+///
+/// Syscalls: none.
 #[no_mangle]
 pub extern "C" fn lowcopy_version() -> u32 {
     (LOWCOPY_VERSION_MAJOR << 16) | (LOWCOPY_VERSION_MINOR << 8) | LOWCOPY_VERSION_PATCH
@@ -357,6 +359,8 @@ pub extern "C" fn lowcopy_version() -> u32 {
 ///
 /// Errors: `-EINVAL` (`out` NULL, `size` out of range), `-EMFILE`, `-ENFILE`, `-ENOMEM` when
 /// no socket can be created.
+///
+/// Syscalls: socket, setsockopt, getsockopt, bind, listen, getsockname, connect, accept, close, io_uring_setup, io_uring_register, mmap, munmap.
 ///
 /// # Safety
 /// `out` must be NULL or writable for `size` bytes.

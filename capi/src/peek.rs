@@ -98,6 +98,8 @@ type CPeeker = Peeker<BorrowedFd<'static>>;
 ///
 /// Errors: `-EBADF` (not an open fd), `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX
 /// stream socket; UDP and other datagram sockets are not covered by lowcopy's peek).
+///
+/// Syscalls: getsockopt, setsockopt.
 #[no_mangle]
 pub extern "C" fn lowcopy_peek_supported(fd: c_int) -> c_int {
     guard(-ENOTRECOVERABLE, || {
@@ -129,6 +131,8 @@ pub extern "C" fn lowcopy_peek_supported(fd: c_int) -> c_int {
 /// socket), `-EOVERFLOW` (`offset` above `INT_MAX` for `SO_PEEK_OFF`, or above 1023 x 64 KiB
 /// for the discard prefix: never truncated), `-ECONNRESET` and other `recvmsg` errors.
 ///
+/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+///
 /// # Safety
 /// `buf` must be NULL or writable for `len` bytes.
 #[no_mangle]
@@ -153,6 +157,8 @@ pub unsafe extern "C" fn lowcopy_peek_at(
 /// `lowcopy_peek_at` into `iovcnt` iovecs (1 to `IOV_MAX` = 1024). Errors as
 /// `lowcopy_peek_at`, plus `-EINVAL` for NULL `iov` or `iovcnt <= 0`, `-EMSGSIZE` for
 /// `iovcnt > IOV_MAX`.
+///
+/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
 ///
 /// # Safety
 /// `iov` must be NULL or point to `iovcnt` iovecs, each describing writable memory.
@@ -190,6 +196,8 @@ pub unsafe extern "C" fn lowcopy_peekv_at(
 ///
 /// Errors: `-EINVAL` (flags other than `MSG_DONTWAIT`), `-EBADF`, `-ENOTSOCK`,
 /// `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `recv` errors.
+///
+/// Syscalls: getsockopt, recvfrom, recvmsg.
 #[no_mangle]
 pub extern "C" fn lowcopy_consume(fd: c_int, n: size_t, flags: c_int) -> ssize_t {
     guard(-ENOTRECOVERABLE as ssize_t, || {
@@ -211,6 +219,8 @@ pub extern "C" fn lowcopy_consume(fd: c_int, n: size_t, flags: c_int) -> ssize_t
 /// Errors: `-EINVAL` (`out` NULL, unknown mode), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a
 /// TCP, MPTCP or AF_UNIX stream socket, or OFFSET on a socket without `SO_PEEK_OFF`),
 /// `-ENOMEM`.
+///
+/// Syscalls: getsockopt, setsockopt.
 ///
 /// # Safety
 /// `out` must be NULL or writable for one pointer.
@@ -265,6 +275,8 @@ pub unsafe extern "C" fn lowcopy_peeker_new(
 /// `MSG_DONTWAIT`), `-EOVERFLOW` (cursor beyond the mechanism's reach), `-ECONNRESET`, `-EINTR`
 /// and other `recvmsg` errors.
 ///
+/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+///
 /// # Safety
 /// `p` must be NULL or a live peeker; `buf` NULL or writable for `len` bytes.
 #[no_mangle]
@@ -288,6 +300,8 @@ pub unsafe extern "C" fn lowcopy_peeker_peek(
 /// `lowcopy_peeker_peek` into `iovcnt` iovecs (1 to 1024; with the discard mechanism the
 /// prefix shares that budget). Errors as `lowcopy_peeker_peek`, plus `-EINVAL` for NULL `iov`
 /// or `iovcnt <= 0` and `-EMSGSIZE` for `iovcnt > 1024`.
+///
+/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
 ///
 /// # Safety
 /// `p` must be NULL or a live peeker; `iov` NULL or `iovcnt` iovecs over writable memory.
@@ -322,6 +336,8 @@ pub unsafe extern "C" fn lowcopy_peeker_peekv(
 /// Errors: `-EINVAL` (`p` NULL), `-EOVERFLOW` (`offset` above `INT_MAX` with OFFSET, above
 /// 1023 x 64 KiB with DISCARD; the cursor is unchanged).
 ///
+/// Syscalls: setsockopt.
+///
 /// # Safety
 /// `p` must be NULL or a live peeker.
 #[no_mangle]
@@ -337,6 +353,8 @@ pub unsafe extern "C" fn lowcopy_peeker_seek(p: *mut lowcopy_peeker, offset: siz
 ///
 /// Errors: `-EINVAL` (`p` NULL), `-EAGAIN` (nothing queued), `recv` errors.
 ///
+/// Syscalls: recvfrom, recvmsg, setsockopt.
+///
 /// # Safety
 /// `p` must be NULL or a live peeker.
 #[no_mangle]
@@ -351,6 +369,8 @@ pub unsafe extern "C" fn lowcopy_peeker_consume(p: *mut lowcopy_peeker, n: size_
 /// below 0), as `lowcopy_peeker_consume` would move it, without a syscall (unless the
 /// low-water mark is armed: it follows the cursor). Returns 0; `-EINVAL` for NULL.
 ///
+/// Syscalls: setsockopt.
+///
 /// # Safety
 /// `p` must be NULL or a live peeker.
 #[no_mangle]
@@ -362,6 +382,8 @@ pub unsafe extern "C" fn lowcopy_peeker_note_consumed(p: *mut lowcopy_peeker, n:
 
 /// The cursor, in bytes after the head of the receive queue; 0 for NULL.
 ///
+/// Syscalls: none.
+///
 /// # Safety
 /// `p` must be NULL or a live peeker.
 #[no_mangle]
@@ -372,6 +394,8 @@ pub unsafe extern "C" fn lowcopy_peeker_offset(p: *const lowcopy_peeker) -> size
 
 /// The mechanism in use: `LOWCOPY_PEEK_OFFSET` or `LOWCOPY_PEEK_DISCARD` (never AUTO);
 /// `LOWCOPY_PEEK_AUTO` (0) for NULL.
+///
+/// Syscalls: none.
 ///
 /// # Safety
 /// `p` must be NULL or a live peeker.
@@ -401,6 +425,8 @@ pub unsafe extern "C" fn lowcopy_peeker_mode(p: *const lowcopy_peeker) -> u32 {
 /// Errors: `-EINVAL` (`p` NULL), `-EOPNOTSUPP` (AF_UNIX: its poll ignores `SO_RCVLOWAT`),
 /// `setsockopt` errors.
 ///
+/// Syscalls: getsockopt, setsockopt.
+///
 /// # Safety
 /// `p` must be NULL or a live peeker.
 #[no_mangle]
@@ -417,6 +443,8 @@ pub unsafe extern "C" fn lowcopy_peeker_set_lowat_armed(
 /// rule); returns 0.
 ///
 /// Errors: `-EINVAL` (`p` or `out` NULL, `size` out of range).
+///
+/// Syscalls: none.
 ///
 /// # Safety
 /// `p` must be NULL or a live peeker; `out` NULL or writable for `size` bytes.
