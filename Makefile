@@ -11,6 +11,7 @@ CARGO    ?= cargo
 CC       ?= cc
 BUILD    := $(CURDIR)/build
 STRICT   := -Wall -Wextra -Werror -O2 -g
+comma    := ,
 PKGENV   := PKG_CONFIG_PATH=$(BUILD)/lib/pkgconfig
 # What a Rust staticlib needs from the C runtime (rustc --print native-static-libs).
 STATIC_PRIVATE := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
@@ -64,7 +65,10 @@ C_RUNNERS := $(patsubst tests/c/%.c,$(BUILD)/bin/c_%,$(wildcard tests/c/*scenari
 # ABI tests beside those (see tests/c/README.md): the growth rule, 0.1 programs, panics.
 C_ABI_BINS := $(BUILD)/bin/layout_older $(BUILD)/bin/layout_newer $(BUILD)/bin/abi_0_1 \
 	$(BUILD)/bin/fault_panic
-c-tests: lib $(C_TEST_BINS) $(C_RUNNERS) $(C_ABI_BINS)
+# The same runners with every lowcopy call held to its documented syscalls (tests/seccomp/):
+# no ASan (its runtime makes syscalls of its own inside the filtered calls).
+SECCOMP_RUNNERS := $(patsubst tests/c/%.c,$(BUILD)/bin/seccomp_%,$(wildcard tests/c/*scenarios.c))
+c-tests: lib $(C_TEST_BINS) $(C_RUNNERS) $(C_ABI_BINS) $(SECCOMP_RUNNERS)
 
 $(C_TEST_BINS): tests/c/check.h tests/c/common.h
 
@@ -87,6 +91,22 @@ $(C_RUNNERS): $(BUILD)/bin/c_%: tests/c/%.c tests/c/harness.c tests/c/harness.h 
 	$(CC) $(STRICT) $(ASAN) $$($(PKGENV) pkg-config --cflags lowcopy libcjson) $< \
 	  tests/c/harness.c -o $@ $$($(PKGENV) pkg-config --libs lowcopy libcjson) -lpthread \
 	  -Wl,-rpath,$(BUILD)/lib
+
+# WRAP(lowcopy_...) for every function of lowcopy_syscalls.h, and the matching --wrap flags.
+SECCOMP_FNS = $(shell sed -n 's/^.define LOWCOPY_SYSCALLS_\(lowcopy_[a-z0-9_]*\)(X).*/\1/p' \
+	include/lowcopy_syscalls.h)
+$(BUILD)/seccomp/functions.h: include/lowcopy_syscalls.h
+	mkdir -p $(dir $@)
+	sed -n 's/^.define LOWCOPY_SYSCALLS_\(lowcopy_[a-z0-9_]*\)(X).*/WRAP(\1)/p' $< > $@.tmp
+	mv -f $@.tmp $@
+
+$(SECCOMP_RUNNERS): $(BUILD)/bin/seccomp_%: tests/c/%.c tests/c/harness.c tests/c/harness.h \
+		tests/c/common.h tests/seccomp/sandbox.c $(BUILD)/seccomp/functions.h \
+		include/lowcopy.h include/lowcopy_syscalls.h lib
+	mkdir -p $(BUILD)/bin
+	$(CC) $(STRICT) -I$(BUILD)/seccomp $$($(PKGENV) pkg-config --cflags lowcopy libcjson) $< \
+	  tests/c/harness.c tests/seccomp/sandbox.c -o $@ $(addprefix -Wl$(comma)--wrap=,$(SECCOMP_FNS)) \
+	  $$($(PKGENV) pkg-config --libs lowcopy libcjson) -lpthread -Wl,-rpath,$(BUILD)/lib
 
 $(BUILD)/bin/test_abi_shared: tests/c/test_abi.c include/lowcopy.h lib
 	mkdir -p $(BUILD)/bin

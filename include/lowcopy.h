@@ -589,13 +589,14 @@ uint32_t lowcopy_version(void);
  * Errors: `-EINVAL` (`out` NULL, `size` out of range), `-EMFILE`, `-ENFILE`, `-ENOMEM` when
  * no socket can be created.
  *
- * Syscalls: socket, setsockopt, getsockopt, bind, listen, getsockname, connect, accept, close, io_uring_setup, io_uring_register, mmap, munmap.
+ * Syscalls: socket, setsockopt, getsockopt, bind, listen, getsockname, connect, accept, close,
+ * io_uring_setup, io_uring_register, mmap, munmap, brk, mremap, mprotect, madvise, getrandom,
+ * futex.
  *
  * # Safety
  * `out` must be NULL or writable for `size` bytes.
  */
-int lowcopy_probe(struct lowcopy_caps *out,
-                  size_t size);
+int lowcopy_probe(struct lowcopy_caps *out, size_t size);
 
 /**
  * 1 if `SO_PEEK_OFF` works on this stream socket, 0 if not (MPTCP, kernels before 6.9 for
@@ -670,7 +671,8 @@ ssize_t lowcopy_consume(int fd, size_t n, int flags);
  * TCP, MPTCP or AF_UNIX stream socket, or OFFSET on a socket without `SO_PEEK_OFF`),
  * `-ENOMEM`.
  *
- * Syscalls: getsockopt, setsockopt.
+ * Syscalls: getsockopt, setsockopt, brk, mmap, munmap, mremap, mprotect, madvise, getrandom,
+ * futex.
  *
  * # Safety
  * `out` must be NULL or writable for one pointer.
@@ -833,7 +835,7 @@ int lowcopy_peeker_stats(const struct lowcopy_peeker *p,
  * a no-op. A peeker made by `lowcopy_peeker_init` is released in place: its memory stays the
  * caller's (it may be reused for another `lowcopy_peeker_init`).
  *
- * Syscalls: setsockopt.
+ * Syscalls: setsockopt, brk, munmap, madvise, futex, mmap, mremap, mprotect, getrandom.
  *
  * # Safety
  * `p` must be NULL or a live peeker not yet released.
@@ -896,7 +898,8 @@ int lowcopy_peeker_init(void *mem,
  * Returns 0; `-EINVAL` for NULL or unknown flags (the peeker is then not released);
  * `-ENOTRECOVERABLE` when a call on the peeker panicked before (it is released all the same).
  *
- * Syscalls: setsockopt (none with `LOWCOPY_RELEASE_CLOSING`).
+ * Syscalls: setsockopt, brk, munmap, madvise, futex, mmap, mremap, mprotect, getrandom (none with
+ * `LOWCOPY_RELEASE_CLOSING`).
  *
  * # Safety
  * `p` must be NULL or a live peeker not yet released.
@@ -1021,16 +1024,13 @@ int lowcopy_set_rcvlowat(int fd, size_t bytes, size_t *effective);
  * `-EMSGSIZE` (the first datagram is larger than `len`; it stays queued), `-EINTR`,
  * `-ECONNRESET` and other socket errors.
  *
- * Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close, clock_gettime.
+ * Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close,
+ * clock_gettime.
  *
  * # Safety
  * `buf` must be NULL or writable for `len` bytes.
  */
-ssize_t lowcopy_recv_atleast(int fd,
-                             void *buf,
-                             size_t len,
-                             size_t min,
-                             int timeout_ms);
+ssize_t lowcopy_recv_atleast(int fd, void *buf, size_t len, size_t min, int timeout_ms);
 
 /**
  * `lowcopy_recv_atleast`, adding what the call did to `*stats` (wakeups, early wakeups,
@@ -1038,7 +1038,8 @@ ssize_t lowcopy_recv_atleast(int fd,
  * this library's struct are left as they are). Errors as `lowcopy_recv_atleast`, plus
  * `-EINVAL` for a NULL `stats` or `size` out of range.
  *
- * Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close, clock_gettime.
+ * Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close,
+ * clock_gettime.
  *
  * # Safety
  * `buf` must be NULL or writable for `len` bytes; `stats` NULL or readable and writable for
@@ -1066,7 +1067,7 @@ ssize_t lowcopy_recv_atleast_stats(int fd,
  * Errors: `-EINVAL` (`out` NULL), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a stream,
  * datagram or seqpacket socket), `-ENOMEM`.
  *
- * Syscalls: getsockopt.
+ * Syscalls: getsockopt, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex.
  *
  * # Safety
  * `out` must be NULL or writable for one pointer.
@@ -1077,7 +1078,8 @@ int lowcopy_receiver_new(int fd, struct lowcopy_receiver **out);
  * `lowcopy_recv_atleast` on the receiver's socket (same arguments, results and errors),
  * without learning the socket again and without putting its mark back after the call.
  *
- * Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close, clock_gettime.
+ * Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close,
+ * clock_gettime.
  *
  * # Safety
  * `r` must be NULL or a live receiver not used by another thread meanwhile; `buf` NULL or
@@ -1109,7 +1111,7 @@ int lowcopy_receiver_stats(const struct lowcopy_receiver *r,
  * when it differs) and frees the receiver. NULL is a no-op. `fd` is not closed. A receiver
  * on which a call panicked is released the same way.
  *
- * Syscalls: setsockopt, close.
+ * Syscalls: setsockopt, close, brk, munmap, madvise, futex, mmap, mremap, mprotect, getrandom.
  *
  * # Safety
  * `r` must be NULL or a live receiver, not used after this call.
@@ -1136,7 +1138,8 @@ void lowcopy_receiver_free(struct lowcopy_receiver *r);
  * `TCP_ZEROCOPY_RECEIVE` in this kernel), `-ENOTCONN` (not connected: listening, never
  * connected, still connecting, or reset), `-ENOMEM`, and `mmap` errors.
  *
- * Syscalls: getsockopt, getpeername, mmap, munmap.
+ * Syscalls: getsockopt, getpeername, mmap, munmap, brk, mremap, mprotect, madvise, getrandom,
+ * futex.
  *
  * # Safety
  * `out` must be NULL or writable for one pointer.
@@ -1169,7 +1172,8 @@ int lowcopy_zcrx_new(int fd, size_t window, struct lowcopy_zcrx **out);
  * an `EINVAL` from the kernel is reported as such, never as end of stream), `-EAGAIN`,
  * `-EINTR`, `-ECONNRESET` and other socket errors (after every byte that came before them).
  *
- * Syscalls: getsockopt, setsockopt, madvise, recvfrom, poll, fcntl, clock_gettime.
+ * Syscalls: getsockopt, setsockopt, madvise, recvfrom, poll, fcntl, clock_gettime, epoll_create1,
+ * epoll_ctl, epoll_wait, close.
  *
  * # Safety
  * `r` must be NULL or a live receiver; `out` NULL or writable for `size` bytes.
@@ -1211,7 +1215,7 @@ int lowcopy_zcrx_stats(const struct lowcopy_zcrx *r,
  * copy buffer; a chunk from it is invalid afterwards. Does not close the fd. NULL is a no-op.
  * A receiver on which a call panicked is released the same way.
  *
- * Syscalls: munmap.
+ * Syscalls: munmap, brk, madvise, futex, mmap, mremap, mprotect, getrandom, close.
  *
  * # Safety
  * `r` must be NULL or a receiver from `lowcopy_zcrx_new` not yet freed.
@@ -1233,7 +1237,8 @@ void lowcopy_zcrx_free(struct lowcopy_zcrx *r);
  * or io_uring without SEND_ZC), io_uring setup errors (`-EPERM` when
  * `kernel.io_uring_disabled` forbids it, `-ENOMEM`).
  *
- * Syscalls: getsockopt, setsockopt, io_uring_setup, io_uring_register, mmap, munmap, close.
+ * Syscalls: getsockopt, setsockopt, io_uring_setup, io_uring_register, mmap, munmap, close, brk,
+ * mremap, mprotect, madvise, getrandom, futex.
  *
  * # Safety
  * `out` must be NULL or writable for one pointer.
@@ -1371,7 +1376,8 @@ ssize_t lowcopy_zc_reap(struct lowcopy_zc *z,
  * notifies only once the peer acknowledged, so a peer that stops reading delays completions
  * without bound), a pending socket error (`-ECONNRESET`, ...) reported instead of a completion.
  *
- * Syscalls: io_uring_enter, io_uring_register, recvmmsg, getsockopt, poll, epoll_create1, epoll_ctl, epoll_wait, close, clock_gettime.
+ * Syscalls: io_uring_enter, io_uring_register, recvmmsg, getsockopt, poll, epoll_create1,
+ * epoll_ctl, epoll_wait, close, clock_gettime.
  *
  * # Safety
  * `z` must be NULL or a live sender.
@@ -1441,7 +1447,8 @@ int lowcopy_zc_stats(const struct lowcopy_zc *z, struct lowcopy_zc_send_stats *o
  * A sender on which a call panicked is released too and gives `-ENOTRECOVERABLE`: treat
  * every buffer it was given as in use by the kernel until the socket is closed.
  *
- * Syscalls: io_uring_enter, recvmmsg, getsockopt, poll, epoll_create1, epoll_ctl, epoll_wait, close, clock_gettime, munmap.
+ * Syscalls: io_uring_enter, recvmmsg, getsockopt, poll, epoll_create1, epoll_ctl, epoll_wait,
+ * close, clock_gettime, munmap, brk, madvise, futex, mmap, mremap, mprotect, getrandom.
  *
  * # Safety
  * `z` must be NULL or a sender from `lowcopy_zc_new` not yet freed.

@@ -67,6 +67,16 @@ for r in tests/c/*scenarios.c; do
 	table=${table%_}
 	suite "C behaviour table ${table:-peek}.json, ASan" "build/bin/c_$r" "tests/scenarios/${table:-peek}.json"
 done
+# The same tables with every lowcopy call held to the syscalls its documentation names
+# (include/lowcopy_syscalls.h) by a seccomp filter: an undocumented one kills the run with
+# SIGSYS (tests/seccomp/sandbox.c).
+for r in tests/c/*scenarios.c; do
+	r=$(basename "$r" .c)
+	table=${r%scenarios}
+	table=${table%_}
+	suite "C behaviour table ${table:-peek}.json, each call under its documented seccomp allowlist" \
+		"build/bin/seccomp_$r" "tests/scenarios/${table:-peek}.json"
+done
 # The ABI's own rules (tests/c/README.md): the growth rule from both sides, a program linked
 # against ABI 0.1, and a panic inside the library (a test-only build).
 suite "C growth rule, header with shorter structs, ASan" build/bin/layout_older

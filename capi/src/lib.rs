@@ -360,7 +360,9 @@ pub extern "C" fn lowcopy_version() -> u32 {
 /// Errors: `-EINVAL` (`out` NULL, `size` out of range), `-EMFILE`, `-ENFILE`, `-ENOMEM` when
 /// no socket can be created.
 ///
-/// Syscalls: socket, setsockopt, getsockopt, bind, listen, getsockname, connect, accept, close, io_uring_setup, io_uring_register, mmap, munmap.
+/// Syscalls: socket, setsockopt, getsockopt, bind, listen, getsockname, connect, accept, close,
+/// io_uring_setup, io_uring_register, mmap, munmap, brk, mremap, mprotect, madvise, getrandom,
+/// futex.
 ///
 /// # Safety
 /// `out` must be NULL or writable for `size` bytes.

@@ -220,7 +220,8 @@ pub extern "C" fn lowcopy_consume(fd: c_int, n: size_t, flags: c_int) -> ssize_t
 /// TCP, MPTCP or AF_UNIX stream socket, or OFFSET on a socket without `SO_PEEK_OFF`),
 /// `-ENOMEM`.
 ///
-/// Syscalls: getsockopt, setsockopt.
+/// Syscalls: getsockopt, setsockopt, brk, mmap, munmap, mremap, mprotect, madvise, getrandom,
+/// futex.
 ///
 /// # Safety
 /// `out` must be NULL or writable for one pointer.
@@ -466,7 +467,7 @@ crate::versions::default_version!("lowcopy_peeker_stats", "LOWCOPY_0.2");
 /// a no-op. A peeker made by `lowcopy_peeker_init` is released in place: its memory stays the
 /// caller's (it may be reused for another `lowcopy_peeker_init`).
 ///
-/// Syscalls: setsockopt.
+/// Syscalls: setsockopt, brk, munmap, madvise, futex, mmap, mremap, mprotect, getrandom.
 ///
 /// # Safety
 /// `p` must be NULL or a live peeker not yet released.
@@ -578,7 +579,8 @@ crate::versions::default_version!("lowcopy_peeker_init", "LOWCOPY_0.3");
 /// Returns 0; `-EINVAL` for NULL or unknown flags (the peeker is then not released);
 /// `-ENOTRECOVERABLE` when a call on the peeker panicked before (it is released all the same).
 ///
-/// Syscalls: setsockopt (none with `LOWCOPY_RELEASE_CLOSING`).
+/// Syscalls: setsockopt, brk, munmap, madvise, futex, mmap, mremap, mprotect, getrandom (none with
+/// `LOWCOPY_RELEASE_CLOSING`).
 ///
 /// # Safety
 /// `p` must be NULL or a live peeker not yet released.

@@ -86,7 +86,8 @@ pub unsafe extern "C" fn lowcopy_set_rcvlowat(
 /// `-EMSGSIZE` (the first datagram is larger than `len`; it stays queued), `-EINTR`,
 /// `-ECONNRESET` and other socket errors.
 ///
-/// Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close, clock_gettime.
+/// Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close,
+/// clock_gettime.
 ///
 /// # Safety
 /// `buf` must be NULL or writable for `len` bytes.
@@ -107,7 +108,8 @@ pub unsafe extern "C" fn lowcopy_recv_atleast(
 /// this library's struct are left as they are). Errors as `lowcopy_recv_atleast`, plus
 /// `-EINVAL` for a NULL `stats` or `size` out of range.
 ///
-/// Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close, clock_gettime.
+/// Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close,
+/// clock_gettime.
 ///
 /// # Safety
 /// `buf` must be NULL or writable for `len` bytes; `stats` NULL or readable and writable for
@@ -187,7 +189,7 @@ type CLowatReceiver = lowcopy::Receiver<BorrowedFd<'static>>;
 /// Errors: `-EINVAL` (`out` NULL), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a stream,
 /// datagram or seqpacket socket), `-ENOMEM`.
 ///
-/// Syscalls: getsockopt.
+/// Syscalls: getsockopt, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex.
 ///
 /// # Safety
 /// `out` must be NULL or writable for one pointer.
@@ -217,7 +219,8 @@ crate::versions::default_version!("lowcopy_receiver_new", "LOWCOPY_0.2");
 /// `lowcopy_recv_atleast` on the receiver's socket (same arguments, results and errors),
 /// without learning the socket again and without putting its mark back after the call.
 ///
-/// Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close, clock_gettime.
+/// Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close,
+/// clock_gettime.
 ///
 /// # Safety
 /// `r` must be NULL or a live receiver not used by another thread meanwhile; `buf` NULL or
@@ -270,7 +273,7 @@ crate::versions::default_version!("lowcopy_receiver_stats", "LOWCOPY_0.2");
 /// when it differs) and frees the receiver. NULL is a no-op. `fd` is not closed. A receiver
 /// on which a call panicked is released the same way.
 ///
-/// Syscalls: setsockopt, close.
+/// Syscalls: setsockopt, close, brk, munmap, madvise, futex, mmap, mremap, mprotect, getrandom.
 ///
 /// # Safety
 /// `r` must be NULL or a live receiver, not used after this call.
@@ -322,7 +325,8 @@ pub struct lowcopy_zcrx_chunk {
 /// `TCP_ZEROCOPY_RECEIVE` in this kernel), `-ENOTCONN` (not connected: listening, never
 /// connected, still connecting, or reset), `-ENOMEM`, and `mmap` errors.
 ///
-/// Syscalls: getsockopt, getpeername, mmap, munmap.
+/// Syscalls: getsockopt, getpeername, mmap, munmap, brk, mremap, mprotect, madvise, getrandom,
+/// futex.
 ///
 /// # Safety
 /// `out` must be NULL or writable for one pointer.
@@ -377,7 +381,8 @@ pub unsafe extern "C" fn lowcopy_zcrx_new(
 /// an `EINVAL` from the kernel is reported as such, never as end of stream), `-EAGAIN`,
 /// `-EINTR`, `-ECONNRESET` and other socket errors (after every byte that came before them).
 ///
-/// Syscalls: getsockopt, setsockopt, madvise, recvfrom, poll, fcntl, clock_gettime.
+/// Syscalls: getsockopt, setsockopt, madvise, recvfrom, poll, fcntl, clock_gettime, epoll_create1,
+/// epoll_ctl, epoll_wait, close.
 ///
 /// # Safety
 /// `r` must be NULL or a live receiver; `out` NULL or writable for `size` bytes.
@@ -455,7 +460,7 @@ crate::versions::default_version!("lowcopy_zcrx_stats", "LOWCOPY_0.2");
 /// copy buffer; a chunk from it is invalid afterwards. Does not close the fd. NULL is a no-op.
 /// A receiver on which a call panicked is released the same way.
 ///
-/// Syscalls: munmap.
+/// Syscalls: munmap, brk, madvise, futex, mmap, mremap, mprotect, getrandom, close.
 ///
 /// # Safety
 /// `r` must be NULL or a receiver from `lowcopy_zcrx_new` not yet freed.

@@ -91,7 +91,8 @@ const _: () = {
 /// or io_uring without SEND_ZC), io_uring setup errors (`-EPERM` when
 /// `kernel.io_uring_disabled` forbids it, `-ENOMEM`).
 ///
-/// Syscalls: getsockopt, setsockopt, io_uring_setup, io_uring_register, mmap, munmap, close.
+/// Syscalls: getsockopt, setsockopt, io_uring_setup, io_uring_register, mmap, munmap, close, brk,
+/// mremap, mprotect, madvise, getrandom, futex.
 ///
 /// # Safety
 /// `out` must be NULL or writable for one pointer.
@@ -460,7 +461,8 @@ crate::versions::default_version!("lowcopy_zc_reap", "LOWCOPY_0.2");
 /// notifies only once the peer acknowledged, so a peer that stops reading delays completions
 /// without bound), a pending socket error (`-ECONNRESET`, ...) reported instead of a completion.
 ///
-/// Syscalls: io_uring_enter, io_uring_register, recvmmsg, getsockopt, poll, epoll_create1, epoll_ctl, epoll_wait, close, clock_gettime.
+/// Syscalls: io_uring_enter, io_uring_register, recvmmsg, getsockopt, poll, epoll_create1,
+/// epoll_ctl, epoll_wait, close, clock_gettime.
 ///
 /// # Safety
 /// `z` must be NULL or a live sender.
@@ -560,7 +562,8 @@ crate::versions::default_version!("lowcopy_zc_stats", "LOWCOPY_0.2");
 /// A sender on which a call panicked is released too and gives `-ENOTRECOVERABLE`: treat
 /// every buffer it was given as in use by the kernel until the socket is closed.
 ///
-/// Syscalls: io_uring_enter, recvmmsg, getsockopt, poll, epoll_create1, epoll_ctl, epoll_wait, close, clock_gettime, munmap.
+/// Syscalls: io_uring_enter, recvmmsg, getsockopt, poll, epoll_create1, epoll_ctl, epoll_wait,
+/// close, clock_gettime, munmap, brk, madvise, futex, mmap, mremap, mprotect, getrandom.
 ///
 /// # Safety
 /// `z` must be NULL or a sender from `lowcopy_zc_new` not yet freed.

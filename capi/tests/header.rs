@@ -181,6 +181,10 @@ fn syscalls_header(table: &[(String, Vec<String>)]) -> String {
  * (examples/c/peek_relay.c --sandbox does so). Names are the kernel's on x86_64 with glibc:
  * recv(2) is the recvfrom syscall. Where an architecture has no poll or epoll_wait (arm64,
  * riscv64), the C library makes ppoll and epoll_pwait instead: map those names there.
+ * brk, mmap, munmap, mremap, mprotect, madvise, getrandom and futex in the list of a function
+ * that allocates or frees (each *_new and *_free, lowcopy_probe) are the C library's malloc
+ * and free (glibc's: a new arena, a trim, the first malloc's getrandom, a contended arena
+ * lock); the calls on a peeker made by lowcopy_peeker_init never allocate.
  * clock_gettime is served by the vDSO and reaches the kernel only where the clock source has
  * no vDSO path. io_uring operations (the zerocopy sender's IO_URING backend) are not
  * syscalls: a filter sees only io_uring_enter for them.
