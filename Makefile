@@ -1,7 +1,8 @@
 # lowcopy: build, test, demo and install.
 #   make demo      build everything and run the main job (relay on real iperf3 traffic)
 #   make test      every test (Rust, C, relay); .ci/run calls this
-#   make install   PREFIX=/usr/local DESTDIR= : .so, .a, header, lowcopy.pc
+#   make install   PREFIX=/usr/local DESTDIR= : stripped .so and .a (the .so's debug info in
+#                  LIBDIR/.debug), lowcopy.h, lowcopy_syscalls.h, lowcopy.pc
 VERSION  := 0.3.0
 PREFIX   ?= /usr/local
 LIBDIR   ?= $(PREFIX)/lib
@@ -13,8 +14,10 @@ BUILD    := $(CURDIR)/build
 STRICT   := -Wall -Wextra -Werror -O2 -g
 comma    := ,
 PKGENV   := PKG_CONFIG_PATH=$(BUILD)/lib/pkgconfig
-# What a Rust staticlib needs from the C runtime (rustc --print native-static-libs).
-STATIC_PRIVATE := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+# What a Rust staticlib needs from the C runtime (rustc --print native-static-libs), less
+# -lgcc_s: the unwinder is libgcc's, which the cc driver links itself (libgcc_s for a dynamic
+# program, libgcc_eh.a with -static, where -lgcc_s does not exist and failed the link).
+STATIC_PRIVATE := -lutil -lrt -lpthread -lm -ldl -lc
 
 .PHONY: all lib fault-lib header examples c-tests demo test install clean
 
@@ -172,13 +175,24 @@ demo:
 test:
 	scripts/test.sh
 
+# Installs stripped libraries; the shared library's debug info goes apart, to
+# $(LIBDIR)/.debug/ (where gdb looks for the file its .gnu_debuglink names).
+DEBUGDIR := $(LIBDIR)/.debug
 install: lib
-	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)
-	install -m 0755 $(BUILD)/lib/liblowcopy.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR) $(DESTDIR)$(DEBUGDIR) \
+	  $(BUILD)/stripped
+	objcopy --only-keep-debug $(BUILD)/lib/liblowcopy.so.$(VERSION) \
+	  $(BUILD)/stripped/liblowcopy.so.$(VERSION).debug
+	cd $(BUILD)/stripped && objcopy --strip-unneeded \
+	  --add-gnu-debuglink=liblowcopy.so.$(VERSION).debug \
+	  $(BUILD)/lib/liblowcopy.so.$(VERSION) liblowcopy.so.$(VERSION)
+	strip --strip-debug -o $(BUILD)/stripped/liblowcopy.a $(BUILD)/lib/liblowcopy.a
+	install -m 0755 $(BUILD)/stripped/liblowcopy.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
+	install -m 0644 $(BUILD)/stripped/liblowcopy.so.$(VERSION).debug $(DESTDIR)$(DEBUGDIR)/
 	ln -sf liblowcopy.so.$(VERSION) $(DESTDIR)$(LIBDIR)/liblowcopy.so.0
 	ln -sf liblowcopy.so.0 $(DESTDIR)$(LIBDIR)/liblowcopy.so
-	install -m 0644 $(BUILD)/lib/liblowcopy.a $(DESTDIR)$(LIBDIR)/
-	install -m 0644 include/lowcopy.h $(DESTDIR)$(INCDIR)/
+	install -m 0644 $(BUILD)/stripped/liblowcopy.a $(DESTDIR)$(LIBDIR)/
+	install -m 0644 include/lowcopy.h include/lowcopy_syscalls.h $(DESTDIR)$(INCDIR)/
 	$(call write_pc,$(PREFIX),$(LIBDIR),$(INCDIR),$(DESTDIR)$(LIBDIR)/pkgconfig/lowcopy.pc)
 
 clean:
