@@ -255,6 +255,12 @@ export declare class ZeroCopySender {
 }
 
 /**
+ * `peeker.peekInto` without options, as a function bound to `peeker` (done by `lowcopy.js`:
+ * the same call without napi-rs's per-call class-method work). Internal.
+ */
+export declare function _peekerPeekInto(peeker: Peeker): (buf: ArrayBufferView) => number
+
+/**
  * Installs the function called with each ArrayBuffer before a zerocopy-capable send (done by
  * `lowcopy.js`: `markAsUntransferable`). Internal.
  */
@@ -642,6 +648,18 @@ export declare namespace testing {
   export function tcpSocket(): number
   /** CPU time this thread has used, in milliseconds (CLOCK_THREAD_CPUTIME_ID). */
   export function threadCpuMs(): number
+  /**
+   * This thread's CPU time in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`), for benchmarks that
+   * price a call by the CPU it takes rather than by wall time (which, on a shared machine,
+   * counts the time other processes ran).
+   */
+  export function threadCpuNs(): number
+  /**
+   * A blocking UDP socket connected to `host` (an IPv4 or IPv6 literal) port `port`, with
+   * `SO_SNDBUF` `sndbuf` bytes if given (the C zc_bench sets 2 MiB), for the tx-only benchmark
+   * (examples/node/bench.js, inside the network namespaces scripts/zc_bench.sh makes).
+   */
+  export function udpConnect(host: string, port: number, sndbuf?: number | undefined | null): number
   /** Waits (3 s at most, else ETIMEDOUT) until poll reports POLLERR on `fd`. */
   export function waitPollerr(fd: number): void
   /**

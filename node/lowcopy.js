@@ -43,7 +43,45 @@ if (typeof Symbol.dispose === 'symbol') {
   }
 }
 
+// Peeker.prototype.peekInto without options, the per-call hot path (a sniffer's or parser's
+// loop): each peeker gets a native function bound to it (native._peekerPeekInto), which skips
+// what a napi-rs class method does on every call before any of lowcopy's own work (checking
+// `this`'s type tag, unwrapping it, registering the borrow). Anything else (options, a `this`
+// that is not a Peeker) takes the class method, which checks it as before.
+{
+  const P = native.Peeker
+  const classPeekInto = P.prototype.peekInto
+  const kPeekInto = Symbol('lowcopy.peekInto')
+  const bindPeekInto = (self) => {
+    if (!(self instanceof P)) return undefined
+    let f
+    try {
+      f = native._peekerPeekInto(self) // type-checked: throws for a forged instance
+    } catch {
+      return undefined
+    }
+    try {
+      Object.defineProperty(self, kPeekInto, { value: f })
+    } catch {} // a frozen peeker: bound again on each call
+    return f
+  }
+  Object.defineProperty(P.prototype, 'peekInto', {
+    value: function peekInto(buf, options) {
+      if (options === undefined && this != null) {
+        const f = this[kPeekInto] ?? bindPeekInto(this)
+        if (f !== undefined) return f(buf)
+      }
+      return classPeekInto.call(this, buf, options)
+    },
+    configurable: true,
+    writable: true,
+  })
+  // The class method itself, for the benchmark's before/after (examples/node/bench.js).
+  native.testing.classPeekInto = classPeekInto
+}
+
 const api = { ...native }
 delete api._setTransferGuard
+delete api._peekerPeekInto
 delete api.testing // fixtures of lowcopy's own tests: require('lowcopy/index.js').testing
 module.exports = api

@@ -540,6 +540,171 @@ impl Peeker {
     }
 }
 
+// `Peeker.peekInto(buf)` without options as a plain native function bound to one peeker: the
+// package's JS entry point (lowcopy.js) calls it in place of the class method, which pays
+// napi-rs's per-call work (a type-tag check and an unwrap of `this`, each a V8 private property
+// lookup, and a native-borrow registration in a hash map) before any of ours. Here the peeker
+// comes in as the function's own data pointer, the buffer as a raw `napi_value` read with one
+// `napi_get_buffer_info`, and the result is a Smi: no Rust wrapper objects, no allocation on
+// success. Behaviour and errors are `Peeker.peekInto`'s with no options.
+/// `peeker.peekInto` without options, as a function bound to `peeker` (done by `lowcopy.js`:
+/// the same call without napi-rs's per-call class-method work). Internal.
+#[napi(
+    js_name = "_peekerPeekInto",
+    catch_unwind,
+    ts_return_type = "(buf: ArrayBufferView) => number"
+)]
+pub fn peeker_peek_into_fn(env: Env, peeker: &Peeker) -> Result<Unknown<'_>> {
+    let data = Arc::into_raw(peeker.shared.clone())
+        .cast_mut()
+        .cast::<std::ffi::c_void>();
+    let mut f = std::ptr::null_mut();
+    let name = "peekInto";
+    // SAFETY: N-API calls on this call's env; `data` is an `Arc<Shared>` leaked above, handed
+    // to the finalizer (which drops it) once the function is collected, or dropped here if the
+    // finalizer cannot be attached (the function is then unreachable and never called).
+    unsafe {
+        let st = napi::sys::napi_create_function(
+            env.raw(),
+            name.as_ptr().cast(),
+            name.len() as isize,
+            Some(peek_into_cb),
+            data,
+            &mut f,
+        );
+        let st = if st == napi::sys::Status::napi_ok {
+            napi::sys::napi_add_finalizer(
+                env.raw(),
+                f,
+                data,
+                Some(drop_shared),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        } else {
+            st
+        };
+        if st != napi::sys::Status::napi_ok {
+            drop(Arc::from_raw(data.cast::<Shared>()));
+            return Err(Error::new(
+                Status::GenericFailure,
+                "peekInto: napi_create_function",
+            ));
+        }
+        Ok(Unknown::from_raw_unchecked(env.raw(), f))
+    }
+}
+
+/// Finalizer of a `_peekerPeekInto` function: drops its reference to the peeker.
+unsafe extern "C" fn drop_shared(
+    _env: napi::sys::napi_env,
+    data: *mut std::ffi::c_void,
+    _hint: *mut std::ffi::c_void,
+) {
+    // SAFETY: `data` is the `Arc<Shared>` leaked by `peeker_peek_into_fn` for this function,
+    // dropped once (N-API calls a finalizer once).
+    drop(unsafe { Arc::from_raw(data.cast::<Shared>()) });
+}
+
+/// The callback of a `_peekerPeekInto` function; a panic is thrown as an `Error`.
+unsafe extern "C" fn peek_into_cb(
+    env: napi::sys::napi_env,
+    info: napi::sys::napi_callback_info,
+) -> napi::sys::napi_value {
+    // SAFETY: N-API hands the callback a live env and info for the duration of the call.
+    let r = std::panic::catch_unwind(|| unsafe { peek_into_fast(env, info) });
+    let e = match r {
+        Ok(Ok(v)) => return v,
+        Ok(Err(e)) => e,
+        Err(_) => Error::new(Status::GenericFailure, "panic in peekInto".to_string()),
+    };
+    // SAFETY: `env` is live (inside the callback).
+    unsafe { napi::JsError::from(e).throw_into(env) };
+    std::ptr::null_mut()
+}
+
+/// # Safety
+/// `env` and `info` are those of a call of a function made by `peeker_peek_into_fn`.
+unsafe fn peek_into_fast(
+    env: napi::sys::napi_env,
+    info: napi::sys::napi_callback_info,
+) -> Result<napi::sys::napi_value> {
+    use napi::sys::{self as ns, Status as St};
+    let mut argc = 1usize;
+    let mut argv = [std::ptr::null_mut(); 1];
+    let mut data = std::ptr::null_mut();
+    // SAFETY: N-API reads at most `argc` (1) arguments into `argv`; missing ones are
+    // `undefined`.
+    let st = unsafe {
+        ns::napi_get_cb_info(
+            env,
+            info,
+            &mut argc,
+            argv.as_mut_ptr(),
+            std::ptr::null_mut(),
+            &mut data,
+        )
+    };
+    if st != St::napi_ok || data.is_null() {
+        return Err(Error::new(
+            Status::GenericFailure,
+            "peekInto: napi_get_cb_info",
+        ));
+    }
+    // SAFETY: `data` is the function's `Arc<Shared>`, kept by the function (its finalizer
+    // drops it), which is alive while it is being called.
+    let shared = unsafe { &*data.cast::<Shared>() };
+    let mut ptr = std::ptr::null_mut();
+    let mut len = 0usize;
+    // SAFETY: plain N-API query of a live argument into locals. The memory stays valid for
+    // the call: the argument keeps its ArrayBuffer alive, and no JS runs until we return (no
+    // transfer, detach or resize can come in between).
+    if unsafe { ns::napi_get_buffer_info(env, argv[0], &mut ptr, &mut len) } != St::napi_ok {
+        let env = Env::from_raw(env);
+        // SAFETY: a live value of this call.
+        let v = unsafe { Unknown::from_raw_unchecked(env.raw(), argv[0]) };
+        return Err(bytes_arg(&env, &v, "buf").err().unwrap_or_else(|| {
+            Error::new(Status::InvalidArg, "peekInto: not a buffer".to_string())
+        }));
+    }
+    let iov = [libc::iovec {
+        iov_base: if len == 0 {
+            std::ptr::NonNull::<u8>::dangling().as_ptr().cast()
+        } else {
+            ptr
+        },
+        iov_len: len,
+    }];
+    // As `Peeker::with`: EBUSY while a `peekAsync` holds the peeker, EBADF once closed.
+    let mut g = match shared.peeker.try_lock() {
+        Ok(g) => g,
+        Err(TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(TryLockError::WouldBlock) => {
+            return Err(sys_error(&Env::from_raw(env), libc::EBUSY, "peekInto"))
+        }
+    };
+    let r = match g.as_mut() {
+        // SAFETY: the iovec covers the caller's view, writable and alive for this call.
+        Some(p) => unsafe { p.peek_raw(&iov, Flags::NONE) }.map_err(|e| crate::error::errno_of(&e)),
+        None => Err(libc::EBADF),
+    };
+    drop(g);
+    match r {
+        Ok(n) => {
+            let mut out = std::ptr::null_mut();
+            // SAFETY: plain N-API constructor into a local.
+            if unsafe { ns::napi_create_uint32(env, n as u32, &mut out) } != St::napi_ok {
+                return Err(Error::new(
+                    Status::GenericFailure,
+                    "peekInto: napi_create_uint32",
+                ));
+            }
+            Ok(out)
+        }
+        Err(errno) => Err(sys_error(&Env::from_raw(env), errno, "peekInto")),
+    }
+}
+
 /// What an async peek reads from.
 pub enum Src {
     /// A `Peeker`'s cursor.
