@@ -1,19 +1,29 @@
 #!/usr/bin/env node
-// The Node benchmark tables, side by side in one run (figures on a shared machine move from
-// run to run: each cell is the median of REPEAT runs, 3 by default).
+// The Node benchmark tables, side by side in one run. Figures on a shared machine move from run
+// to run: each cell is the median of REPEAT rounds (5 by default), the rounds interleaved so
+// that drift hits every row alike, with the spread of the rounds beside it.
 //
-// 1. Per-call cost of Peeker.peekInto against the same peek made by the C library
-//    (peek_bench, built from peek_bench.c against liblowcopy): a loopback TCP pair with 64 KiB
-//    queued, (seek 0, peek SIZE bytes) per iteration, minus the same loop with the seek alone
-//    (so each side's peek call is priced alone; the Node seek column is what one napi-rs
-//    method call costs by itself). Goal: Node's peek at most 1 microsecond more than C's.
-// 2. ZeroCopySender against socket.write, TCP over loopback: 64 KiB sends for SECONDS to a
-//    child process that reads and discards. The sender process's throughput and CPU per GB.
-//    Loopback copies every "zerocopy" send anyway (completions say COPIED): the io_uring row
-//    measures what the API costs, not what zerocopy saves (that needs a real NIC; see the C
-//    zc_bench's tx-only table).
+// 1. Per-call cost of Peeker.peekInto against the same peek made by the C library (peek_bench,
+//    built from peek_bench.c against liblowcopy): a loopback TCP pair with 64 KiB queued,
+//    (seek 0, peek SIZE bytes) per iteration, less the same loop with the seek alone, so each
+//    side's peek call is priced alone. In this thread's CPU time (what the call costs) and in
+//    wall time (which on a loaded machine also counts the time other processes ran). Node
+//    "before" is the napi-rs class method, "now" Peeker.peekInto as lowcopy.js defines it (a
+//    native function bound to the peeker); the Node seek column is what one napi-rs method
+//    call costs by itself. Goal: Node's peek at most 1 microsecond more than C's.
+// 2. Throughput, TCP over loopback: socket.write against ZeroCopySender (copy, errqueue,
+//    io_uring) on a descriptor of its own, 64 KiB sends for SECONDS to a child process that
+//    reads and discards. Loopback copies every "zerocopy" send anyway (completions COPIED):
+//    these rows price the API, not what zerocopy saves.
+// 3. Throughput, UDP tx-only: dgram's socket.send against ZeroCopySender, beside the C
+//    library's figures (examples/c/zc_bench) from the same run, 65435-byte datagrams routed out
+//    of an ifb device that drops them: the only path on one machine where the kernel sends from
+//    the pinned pages (completions not COPIED). Runs inside the network namespaces
+//    scripts/zc_bench.sh makes and removes (root only; skipped otherwise).
+// MB/CPU-s is megabytes sent per second of the sender process's CPU (user + system, all
+// threads), the selftest's and zc_bench's measure.
 //
-//   node bench.js [PEEK_BENCH_BINARY]     env: REPEAT=3 SECONDS=2
+//   node bench.js [PEEK_BENCH_BINARY]   env: REPEAT=5 SECONDS=2 TABLES="peek loopback txonly"
 'use strict'
 const { execFileSync, fork, spawnSync } = require('node:child_process')
 const dgram = require('node:dgram')
@@ -22,7 +32,7 @@ const path = require('node:path')
 const lowcopy = require('lowcopy')
 const { testing } = require('lowcopy/index.js') // loopback pairs without Node's net layer
 
-const REPEAT = Number(process.env.REPEAT || 3)
+const REPEAT = Number(process.env.REPEAT || 5)
 const SECONDS = Number(process.env.SECONDS || 2)
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1]
 
