@@ -43,45 +43,53 @@ if (typeof Symbol.dispose === 'symbol') {
   }
 }
 
-// Peeker.prototype.peekInto without options, the per-call hot path (a sniffer's or parser's
-// loop): each peeker gets a native function bound to it (native._peekerPeekInto), which skips
-// what a napi-rs class method does on every call before any of lowcopy's own work (checking
-// `this`'s type tag, unwrapping it, registering the borrow). Anything else (options, a `this`
-// that is not a Peeker) takes the class method, which checks it as before.
+// The per-call hot paths of a Peeker (a sniffer's or parser's loop): peekInto(buf) without
+// options and seek(offset). Each peeker gets native functions bound to it
+// (native._peekerBind), which skip what a napi-rs class method does on every call before any
+// of lowcopy's own work (checking `this`'s type tag, unwrapping it, registering the borrow).
+// Anything else (options, a `this` that is not a Peeker) takes the class method, which checks
+// it as before.
 {
   const P = native.Peeker
   const classPeekInto = P.prototype.peekInto
-  const kPeekInto = Symbol('lowcopy.peekInto')
-  const bindPeekInto = (self) => {
+  const classSeek = P.prototype.seek
+  const kBound = Symbol('lowcopy.bound')
+  const bind = (self) => {
     if (!(self instanceof P)) return undefined
-    let f
+    let b
     try {
-      f = native._peekerPeekInto(self) // type-checked: throws for a forged instance
+      b = native._peekerBind(self) // type-checked: throws for a forged instance
     } catch {
       return undefined
     }
     try {
-      Object.defineProperty(self, kPeekInto, { value: f })
+      Object.defineProperty(self, kBound, { value: b })
     } catch {} // a frozen peeker: bound again on each call
-    return f
+    return b
   }
-  Object.defineProperty(P.prototype, 'peekInto', {
-    value: function peekInto(buf, options) {
-      if (options === undefined && this != null) {
-        const f = this[kPeekInto] ?? bindPeekInto(this)
-        if (f !== undefined) return f(buf)
-      }
-      return classPeekInto.call(this, buf, options)
-    },
-    configurable: true,
-    writable: true,
+  const method = (name, value) =>
+    Object.defineProperty(P.prototype, name, { value, configurable: true, writable: true })
+  method('peekInto', function peekInto(buf, options) {
+    if (options === undefined && this != null) {
+      const b = this[kBound] ?? bind(this)
+      if (b !== undefined) return b.peekInto(buf)
+    }
+    return classPeekInto.call(this, buf, options)
   })
-  // The class method itself, for the benchmark's before/after (examples/node/bench.js).
+  method('seek', function seek(offset) {
+    if (this != null) {
+      const b = this[kBound] ?? bind(this)
+      if (b !== undefined) return b.seek(offset)
+    }
+    return classSeek.call(this, offset)
+  })
+  // The class methods themselves, for the benchmark's before/after (examples/node/bench.js).
   native.testing.classPeekInto = classPeekInto
+  native.testing.classSeek = classSeek
 }
 
 const api = { ...native }
 delete api._setTransferGuard
-delete api._peekerPeekInto
+delete api._peekerBind
 delete api.testing // fixtures of lowcopy's own tests: require('lowcopy/index.js').testing
 module.exports = api

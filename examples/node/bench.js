@@ -36,10 +36,11 @@ const REPEAT = Number(process.env.REPEAT || 5)
 const SECONDS = Number(process.env.SECONDS || 2)
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1]
 
-// One round of the Node side: the loops of peek_bench.c (seek alone; seek + peek), the peek
-// made two ways: the napi-rs class method as it was (before), and Peeker.prototype.peekInto as
-// the package now defines it (a native function bound to the peeker; see node/lowcopy.js).
-// Returns { before, now, seek } per call, each { wall, cpu } in ns.
+// One round of the Node side: the loops of peek_bench.c (seek alone; seek + peek), made two
+// ways: with the napi-rs class methods as they were (before), and with Peeker.prototype.seek
+// and .peekInto as the package now defines them (native functions bound to the peeker; see
+// node/lowcopy.js). Each peek less its own way's seeks. Returns { before, now, seekBefore,
+// seekNow, inNode } per call, each { wall, cpu } in ns.
 function nodePeekRound(size, iters) {
   const p = testing.pair('tcp4')
   try {
@@ -47,10 +48,10 @@ function nodePeekRound(size, iters) {
     testing.waitQueued(p.sock, 65536)
     const peeker = new lowcopy.Peeker(p.sock)
     const buf = Buffer.alloc(size)
-    const classPeekInto = testing.classPeekInto
+    const { classPeekInto, classSeek } = testing
     for (let i = 0; i < 1000; i++) { // warm up (and JIT) every loop
       peeker.seek(0); peeker.peekInto(buf)
-      peeker.seek(0); classPeekInto.call(peeker, buf)
+      classSeek.call(peeker, 0); classPeekInto.call(peeker, buf)
     }
     const time = (loop) => {
       const w0 = process.hrtime.bigint()
@@ -60,14 +61,17 @@ function nodePeekRound(size, iters) {
       const w1 = process.hrtime.bigint()
       return { wall: Number(w1 - w0) / iters, cpu: (c1 - c0) / iters }
     }
-    const seek = time(() => {
-      for (let i = 0; i < iters; i++) peeker.seek(0)
+    const seekBefore = time(() => {
+      for (let i = 0; i < iters; i++) classSeek.call(peeker, 0)
     })
     const before = time(() => {
       for (let i = 0; i < iters; i++) {
-        peeker.seek(0)
+        classSeek.call(peeker, 0)
         if (classPeekInto.call(peeker, buf) !== size) throw new Error('short peek')
       }
+    })
+    const seekNow = time(() => {
+      for (let i = 0; i < iters; i++) peeker.seek(0)
     })
     const now = time(() => {
       for (let i = 0; i < iters; i++) {
@@ -76,8 +80,10 @@ function nodePeekRound(size, iters) {
       }
     })
     peeker.close()
-    const less = (a) => ({ wall: a.wall - seek.wall, cpu: a.cpu - seek.cpu })
-    return { before: less(before), now: less(now), seek }
+    // The C loop again, natively inside this process (its own peeker over the same socket).
+    const inNode = testing.peekLoop(p.sock, size, iters)
+    const less = (a, s) => ({ wall: a.wall - s.wall, cpu: a.cpu - s.cpu })
+    return { before: less(before, seekBefore), now: less(now, seekNow), seekBefore, seekNow, inNode }
   } finally {
     testing.close(p.sock)
     testing.close(p.peer)
@@ -89,8 +95,9 @@ const range = (xs) => `${fmt(Math.min(...xs))}..${fmt(Math.max(...xs))}`
 
 function peekTable(cbin) {
   const sizes = [64, 1024, 16384, 65536]
+  const rounds = Number(process.env.PEEK_ROUNDS || 2 * REPEAT - 1)
   const res = {}
-  for (let r = 0; r < REPEAT; r++) {
+  for (let r = 0; r < rounds; r++) {
     for (const size of sizes) { // rounds interleaved: drift on the machine hits all alike
       const iters = size >= 16384 ? 20000 : 50000
       const out = execFileSync(cbin, [String(size), String(iters)], { encoding: 'utf8' })
@@ -101,20 +108,32 @@ function peekTable(cbin) {
       ;(res[size] ||= []).push({ c, ...n })
     }
   }
-  for (const [clock, title] of [['cpu', 'CPU time of the calling thread'], ['wall', 'wall time']]) {
-    console.log(`Per-call cost of one peek, ${title} (ns per call; TCP loopback, 64 KiB queued; median of ${REPEAT} rounds, range of the rounds after it)`)
-    console.log('  C: lowcopy_peeker_peek; before: the napi-rs class method; now: Peeker.peekInto as shipped (a native function bound to the peeker)')
-    const hdr = `${'size'.padStart(6)} | ${'C peek'.padStart(14)} | ${'Node before'.padStart(16)} | ${'Node now'.padStart(16)} | ${'now - C'.padStart(16)} | ${'before - C'.padStart(10)} | ${'Node seek'.padStart(9)} | <= 1 us more`
+  console.log(`Per-call cost of one peek (TCP loopback, 64 KiB queued; ns per call, median of ${rounds} rounds, min..max of the rounds)`)
+  console.log('  C: lowcopy_peeker_peek (peek_bench); C in Node: the same loop run natively inside this Node process;')
+  console.log('  Node before: the napi-rs class methods; Node now: Peeker.seek/peekInto as shipped (native functions bound to the peeker);')
+  console.log('  each peek less its own seeks; now - C and before - C: per round, then the median; seek: one seek call alone, before/now')
+  for (const [clock, title] of [['cpu', 'CPU time of the calling thread'], ['wall', 'wall time (also counts other processes running)']]) {
+    console.log(`\n${title}`)
+    const cell = (xs) => `${fmt(median(xs))} ${range(xs)}`
+    const hdr = `${'size'.padStart(6)} | ${'C'.padStart(14)} | ${'C in Node'.padStart(14)} | ${'Node before'.padStart(15)} | ${'Node now'.padStart(15)} | ${'now - C'.padStart(15)} | ${'before - C'.padStart(10)} | ${'seek'.padStart(9)} | <= 1 us more`
     console.log(hdr)
     console.log('-'.repeat(hdr.length))
     for (const size of sizes) {
       const rs = res[size]
-      const col = (f) => { const xs = rs.map(f); return `${fmt(median(xs)).padStart(5)} ${range(xs).padStart(10)}` }
+      const col = (f, w) => cell(rs.map(f)).padStart(w)
       const d = rs.map((x) => x.now[clock] - x.c[clock]) // per round: same minute, same load
-      const db = rs.map((x) => x.before[clock] - x.c[clock])
-      console.log(`${String(size).padStart(6)} | ${col((x) => x.c[clock]).padStart(14)} | ${col((x) => x.before[clock]).padStart(16)} | ${col((x) => x.now[clock]).padStart(16)} | ${col((x) => x.now[clock] - x.c[clock]).padStart(16)} | ${fmt(median(db)).padStart(10)} | ${fmt(median(rs.map((x) => x.seek[clock]))).padStart(9)} | ${median(d) <= 1000 ? 'yes' : 'NO'}`)
+      console.log([
+        String(size).padStart(6),
+        col((x) => x.c[clock], 14),
+        col((x) => x.inNode[clock], 14),
+        col((x) => x.before[clock], 15),
+        col((x) => x.now[clock], 15),
+        col((x) => x.now[clock] - x.c[clock], 15),
+        fmt(median(rs.map((x) => x.before[clock] - x.c[clock]))).padStart(10),
+        `${fmt(median(rs.map((x) => x.seekBefore[clock])))}/${fmt(median(rs.map((x) => x.seekNow[clock])))}`.padStart(9),
+        median(d) <= 1000 ? 'yes' : 'NO',
+      ].join(' | '))
     }
-    console.log('')
   }
 }
 

@@ -960,19 +960,76 @@ pub fn connect_port(env: Env, port: u32) -> Result<i32> {
     r.or_throw(&env, "testing.connectPort")
 }
 
-/// This thread's CPU time in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`), for benchmarks that
-/// price a call by the CPU it takes rather than by wall time (which, on a shared machine,
-/// counts the time other processes ran).
-#[napi(catch_unwind, namespace = "testing")]
-pub fn thread_cpu_ns(env: Env) -> Result<f64> {
+fn thread_cpu() -> std::io::Result<f64> {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: writes one timespec we own.
-    check(unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) })
-        .or_throw(&env, "testing.threadCpuNs")?;
+    check(unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) })?;
     Ok(ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64)
+}
+
+/// This thread's CPU time in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`), for benchmarks that
+/// price a call by the CPU it takes rather than by wall time (which, on a shared machine,
+/// counts the time other processes ran).
+#[napi(catch_unwind, namespace = "testing")]
+pub fn thread_cpu_ns(env: Env) -> Result<f64> {
+    thread_cpu().or_throw(&env, "testing.threadCpuNs")
+}
+
+/// Per-iteration cost of a native loop.
+#[napi(object, namespace = "testing")]
+pub struct LoopCost {
+    /// Wall time, ns.
+    pub wall: f64,
+    /// This thread's CPU time, ns.
+    pub cpu: f64,
+}
+
+/// examples/node/peek_bench.c's loop, run natively inside this Node process: a core `Peeker`
+/// (auto) over a duplicate of `fd`, `iters` x (seek to 0, peek `size` bytes) less the same loop
+/// with the seeks alone. Against the C program it shows what being inside Node's process costs
+/// a peek (a multi-threaded process, V8's cache footprint) apart from the call from JS.
+#[napi(catch_unwind, namespace = "testing")]
+pub fn peek_loop(env: Env, fd: i32, size: u32, iters: u32) -> Result<LoopCost> {
+    let r = (|| -> std::io::Result<LoopCost> {
+        let mut p =
+            lowcopy::Peeker::new(borrow(fd).try_clone_to_owned()?, lowcopy::PeekMode::Auto)?;
+        let mut buf = vec![0u8; size as usize];
+        for _ in 0..1000 {
+            p.seek(0)?;
+            p.peek(
+                &mut [std::io::IoSliceMut::new(&mut buf)],
+                lowcopy::Flags::NONE,
+            )?;
+        }
+        let mut wall = [0f64; 2];
+        let mut cpu = [0f64; 2];
+        for (k, seek_only) in [false, true].into_iter().enumerate() {
+            let w0 = Instant::now();
+            let c0 = thread_cpu()?;
+            for _ in 0..iters {
+                p.seek(0)?;
+                if !seek_only {
+                    let n = p.peek(
+                        &mut [std::io::IoSliceMut::new(&mut buf)],
+                        lowcopy::Flags::NONE,
+                    )?;
+                    if n != size as usize {
+                        return Err(std::io::Error::from_raw_os_error(libc::EIO));
+                    }
+                }
+            }
+            cpu[k] = thread_cpu()? - c0;
+            wall[k] = w0.elapsed().as_nanos() as f64;
+        }
+        Ok(LoopCost {
+            wall: (wall[0] - wall[1]) / iters as f64,
+            cpu: (cpu[0] - cpu[1]) / iters as f64,
+        })
+    })();
+    r.or_throw(&env, "testing.peekLoop")
 }
 
 /// A blocking UDP socket connected to `host` (an IPv4 or IPv6 literal) port `port`, with
