@@ -21,15 +21,15 @@ function transferIsStoppable() {
   }
 }
 
-if (transferIsStoppable()) {
-  native._setTransferGuard((ab) => markAsUntransferable(ab))
-} else {
-  native._setTransferGuard(() => {
-    const e = new TypeError('this Node can detach any ArrayBuffer (ArrayBuffer.prototype.transfer) while the kernel reads it: use the copy backend for zerocopy senders')
-    e.code = 'ERR_INVALID_STATE'
-    throw e
-  })
-}
+const transferGuard = transferIsStoppable()
+  ? (ab) => markAsUntransferable(ab)
+  : () => {
+      const e = new TypeError('this Node can detach any ArrayBuffer (ArrayBuffer.prototype.transfer) while the kernel reads it: use the copy backend for zerocopy senders')
+      e.code = 'ERR_INVALID_STATE'
+      throw e
+    }
+native._setTransferGuard(transferGuard)
+native.testing.transferGuard = transferGuard // for the tests that install their own
 
 if (typeof Symbol.dispose === 'symbol') {
   for (const C of [native.Peeker, native.ZeroCopySender, native.ZeroCopyReceiver, native.Receiver]) {
