@@ -81,9 +81,14 @@ NS_C=zcb-$$-c
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/zc_bench.XXXXXX")
 RESULTS=$TMP/results
 RX_PID=
+CMD_PGID=
 
 cleanup() {
     local ns
+    if [[ -n $CMD_PGID ]]; then
+        kill -TERM -- "-$CMD_PGID" 2>/dev/null || true
+        wait "$CMD_PGID" 2>/dev/null || true
+    fi
     if [[ -n $RX_PID ]]; then
         kill "$RX_PID" 2>/dev/null || true
         wait "$RX_PID" 2>/dev/null || true
@@ -345,13 +350,14 @@ print_tables() {
 setup
 if [[ -n ${ZC_BENCH_TXONLY_CMD:-} ]]; then
     [[ $TXONLY_OK == 1 ]] || exit 3
-    # In the background, so that a signal to this script runs cleanup (which kills it) at once.
-    ip netns exec "$NS_A" env ZC_TXONLY_DST4=192.168.2.2 ZC_TXONLY_DST6=fc::2 ZC_BENCH_BIN="$BIN" \
-        sh -c "$ZC_BENCH_TXONLY_CMD" &
-    RX_PID=$!
+    # In the background, so that a signal to this script runs cleanup at once; in a process
+    # group of its own (setsid), which cleanup kills whole, with whatever CMD started.
+    setsid ip netns exec "$NS_A" env ZC_TXONLY_DST4=192.168.2.2 ZC_TXONLY_DST6=fc::2 \
+        ZC_BENCH_BIN="$BIN" sh -c "$ZC_BENCH_TXONLY_CMD" &
+    CMD_PGID=$!
     rc=0
-    wait "$RX_PID" || rc=$?
-    RX_PID=
+    wait "$CMD_PGID" || rc=$?
+    CMD_PGID=
     exit "$rc"
 fi
 : >"$RESULTS"
