@@ -62,6 +62,7 @@ if (typeof Symbol.dispose === 'symbol') {
     } catch {
       return undefined
     }
+    b.owner = self // not inherited: an object made from a peeker is not that peeker
     try {
       Object.defineProperty(self, kBound, { value: b })
     } catch {} // a frozen peeker: bound again on each call
@@ -71,14 +72,16 @@ if (typeof Symbol.dispose === 'symbol') {
     Object.defineProperty(P.prototype, name, { value, configurable: true, writable: true })
   method('peekInto', function peekInto(buf, options) {
     if (options === undefined && this != null) {
-      const b = this[kBound] ?? bind(this)
+      let b = this[kBound]
+      if (b === undefined || b.owner !== this) b = bind(this)
       if (b !== undefined) return b.peekInto(buf)
     }
     return classPeekInto.call(this, buf, options)
   })
   method('seek', function seek(offset) {
     if (this != null) {
-      const b = this[kBound] ?? bind(this)
+      let b = this[kBound]
+      if (b === undefined || b.owner !== this) b = bind(this)
       if (b !== undefined) return b.seek(offset)
     }
     return classSeek.call(this, offset)

@@ -131,6 +131,12 @@ test('a `this` that is not a Peeker is a TypeError, never a call on some other p
     assert.throws(() => lc.Peeker.prototype.peekInto.call(7, buf), TypeError)
     assert.throws(() => lc.Peeker.prototype.peekInto.call(Object.create(lc.Peeker.prototype), buf), TypeError)
     assert.throws(() => lc.Peeker.prototype.peekInto.call(null, buf), TypeError)
+    // An object made from a peeker (its prototype) inherits the bound functions' property,
+    // but is not that peeker.
+    peeker.seek(0) // binds
+    const derived = Object.create(peeker)
+    assert.throws(() => derived.peekInto(buf), TypeError)
+    assert.throws(() => derived.seek(0), TypeError)
     const { seek } = peeker
     assert.throws(() => seek(0), TypeError)
     assert.throws(() => lc.Peeker.prototype.seek.call({}, 0), TypeError)
