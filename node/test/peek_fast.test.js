@@ -10,8 +10,15 @@ const { native: lc, testing, assertSysError } = require('./harness.js')
 
 const { classPeekInto, classSeek } = testing
 
-function withPair(fn) {
+// Non-blocking, so that a peek finding nothing fails (EAGAIN) rather than hanging the test.
+function pair() {
   const p = testing.pair('tcp4')
+  testing.setNonblocking(p.sock)
+  return p
+}
+
+function withPair(fn) {
+  const p = pair()
   try {
     return fn(p)
   } finally {
@@ -147,13 +154,25 @@ test('a `this` that is not a Peeker is a TypeError, never a call on some other p
 }))
 
 test('closed, busy and frozen peekers: EBADF, EBUSY; a frozen one still peeks', async () => {
-  const p = testing.pair('tcp4')
+  const p = pair()
+  const q = pair() // the frozen peeker's own socket: two peekers must not share one (SO_PEEK_OFF)
   const peeker = new lc.Peeker(p.sock)
-  const frozen = Object.freeze(new lc.Peeker(p.sock))
+  const frozen = Object.freeze(new lc.Peeker(q.sock))
   try {
     const buf = Buffer.alloc(4)
-    // Busy: a peekAsync waits (nothing queued yet) holding the peeker.
+    // Busy: a peekAsync waits (nothing queued yet) holding the peeker, once its pool thread
+    // has started: until then the peeker is free (the class getter says when it is held).
     const pending = peeker.peekAsync(4, { timeoutMs: 5000 })
+    const sleeper = new Int32Array(new SharedArrayBuffer(4))
+    for (let i = 0; i < 500; i++) {
+      try {
+        void peeker.offset
+      } catch (e) {
+        if (e.code === 'EBUSY') break
+        throw e
+      }
+      Atomics.wait(sleeper, 0, 0, 10)
+    }
     const busy = thrown(() => peeker.peekInto(buf))
     assertSysError(busy, 'EBUSY', 'while peekAsync waits')
     assert.equal(busy.syscall, 'peekInto')
@@ -165,7 +184,9 @@ test('closed, busy and frozen peekers: EBADF, EBUSY; a frozen one still peeks', 
     peeker.seek(0)
     assert.equal(peeker.peekInto(buf), 4)
     assert.equal(buf.toString(), 'wxyz')
-    // Frozen: no property can be added, so the function is bound again on each call.
+    // Frozen: no property can be added, so the functions are bound again on each call.
+    testing.writeAllSync(q.peer, Buffer.from('wxyz'))
+    testing.waitQueued(q.sock, 4)
     for (let i = 0; i < 2; i++) {
       frozen.seek(1)
       assert.equal(frozen.peekInto(buf), 3)
@@ -187,13 +208,15 @@ test('closed, busy and frozen peekers: EBADF, EBUSY; a frozen one still peeks', 
   } finally {
     peeker.close()
     frozen.close()
-    testing.close(p.sock)
-    testing.close(p.peer)
+    for (const x of [p, q]) {
+      testing.close(x.sock)
+      testing.close(x.peer)
+    }
   }
 })
 
 test('the bound functions keep their peeker alive past the Peeker object; collected, they close the duplicate', { skip: typeof global.gc !== 'function' && 'needs --expose-gc' }, async () => {
-  const p = testing.pair('tcp4')
+  const p = pair()
   try {
     testing.writeAllSync(p.peer, Buffer.from('kept'))
     testing.waitQueued(p.sock, 4)
