@@ -83,6 +83,7 @@ fn fds(transport: &str) -> Fds {
 
 struct Run<'a> {
     fd: BorrowedFd<'a>,
+    transport: String,
     fds: Option<Fds>,
     backend: ZcBackend,
     zc: Option<ZeroCopySender<BorrowedFd<'a>>>,
@@ -253,7 +254,13 @@ impl<'a> Run<'a> {
                     .and_then(Value::as_str)
                     .map_or(self.backend, backend_of);
                 let adaptive = step.get("adaptive").and_then(Value::as_bool) == Some(true);
-                let opts = ZcOptions::new().backend(backend).adaptive(adaptive);
+                let mut opts = ZcOptions::new().backend(backend).adaptive(adaptive);
+                if let Some(n) = step.get("reserve").and_then(Value::as_u64) {
+                    opts = opts.reserve(n as usize);
+                }
+                if let Some(n) = step.get("max_pending").and_then(Value::as_u64) {
+                    opts = opts.max_pending(n as usize);
+                }
                 let r = ZeroCopySender::with_options(self.fd, opts);
                 if step.get("expect_err").is_some() {
                     self.check(step, r.map(|_| 0), ctx);
@@ -328,6 +335,10 @@ impl<'a> Run<'a> {
                 self.timestamping = true;
             }
             "request_response" => self.request_response(step, ctx),
+            "crowd" => {
+                let drain = step.get("drain_peer").and_then(Value::as_bool) == Some(true);
+                self.crowd(u("count") as usize, u("len") as usize, drain, ctx)
+            }
             "drain_peer_later" => {
                 // The peer reads everything sent so far plus `plus` more bytes, starting after
                 // `ms`, from a thread; `completions` joins it.
@@ -478,6 +489,67 @@ impl<'a> Run<'a> {
                 }
             }
             o => panic!("{ctx}: unknown op {o}"),
+        }
+    }
+
+    /// `count` more connections of the run's transport, each with a sender of the run's
+    /// backend made on this thread, each sending one `len`-byte send (user_data 3_000_000 +
+    /// i). With `drain_peer`, the run's peer then reads everything sent so far. The run's
+    /// sender (if any) reaps first: on io_uring it takes the crowd's notifications in from
+    /// the thread's ring. Then each crowd sender must collect exactly its own completion and,
+    /// 20 ms later, nothing more and no unexpected notification; io_uring senders all give
+    /// the same completion fd (the thread's ring).
+    fn crowd(&mut self, count: usize, len: usize, drain_peer: bool, ctx: &str) {
+        let buf = pattern(0, len);
+        let mut crowd = Vec::new();
+        for i in 0..count {
+            let f = fds(&self.transport);
+            let opts = ZcOptions::new().backend(self.backend);
+            let mut z = ZeroCopySender::with_options(f.sock.try_clone().unwrap(), opts)
+                .unwrap_or_else(|e| panic!("{ctx}: crowd sender {i}: {e}"));
+            let ud = 3_000_000 + i as u64;
+            let n = z.send(&[IoSlice::new(&buf)], Flags::NONE, ud);
+            assert_eq!(n.unwrap(), len, "{ctx}: crowd send {i}");
+            crowd.push((z, f, ud));
+        }
+        if drain_peer {
+            self.drain_peer(ctx);
+        }
+        if self.zc.is_some() {
+            self.reap();
+        }
+        let ring = self
+            .zc
+            .as_ref()
+            .filter(|z| z.backend() == ZcBackend::IoUring)
+            .map(|z| z.completion_fd().as_raw_fd());
+        let mut out = [Completion::default(); 4];
+        for (i, (z, _f, ud)) in crowd.iter_mut().enumerate() {
+            if z.backend() == ZcBackend::IoUring {
+                let fd = z.completion_fd().as_raw_fd();
+                assert_ne!(fd, z.as_fd().as_raw_fd(), "{ctx}: crowd {i} has a ring");
+                if let Some(r) = ring {
+                    assert_eq!(fd, r, "{ctx}: crowd {i} shares the thread's ring");
+                }
+            }
+            let mut got = Vec::new();
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while z.inflight() > 0 || got.is_empty() {
+                assert!(Instant::now() < deadline, "{ctx}: crowd {i} never completed");
+                let _ = z.wait(Some(Duration::from_millis(50)));
+                let k = z.reap(&mut out).unwrap();
+                got.extend(out[..k].iter().map(|c| (c.user_data, c.result)));
+            }
+            let k = z.reap(&mut out).unwrap();
+            got.extend(out[..k].iter().map(|c| (c.user_data, c.result)));
+            assert_eq!(got, [(*ud, len as i64)], "{ctx}: crowd {i}'s completions");
+        }
+        // Then nothing more for anyone: a notification meant for another sender (an earlier
+        // one's, on a reused route) would show here as a completion or an unexpected id.
+        std::thread::sleep(Duration::from_millis(20));
+        for (i, (z, _f, _)) in crowd.iter_mut().enumerate() {
+            assert_eq!(z.reap(&mut out).unwrap(), 0, "{ctx}: crowd {i}: more completions");
+            assert_eq!(z.stats().unexpected_ids, 0, "{ctx}: crowd {i}");
         }
     }
 
@@ -647,6 +719,7 @@ fn run_one(table: &Value, sc: &Value, transport: &str, backend: &str) {
     let fd = unsafe { BorrowedFd::borrow_raw(raw) };
     let mut run = Run {
         fd,
+        transport: transport.to_string(),
         fds,
         backend: backend_of(backend),
         zc: None,

@@ -9,7 +9,7 @@
  *   1. opens N loopback TCP connections (both ends in this process) and
  *      measures the process (baseline);
  *   2. creates one sender on each connection (lowcopy_zc_new_opts, or
- *      lowcopy_zc_new with -O against a library without it) and measures
+ *      lowcopy_zc_new with -O or against a library without it) and measures
  *      again: "idle";
  *   3. makes -i sends (16) of -s bytes (256) on each, reaping nothing, and
  *      measures: "held" (each request is in flight or completed but not yet
@@ -40,7 +40,8 @@
  * Build: cc -Wall -Wextra -Werror -O2 $(pkg-config --cflags lowcopy) \
  *           zc_scale.c $(pkg-config --libs lowcopy)
  * Usage: zc_scale [-n 1,100,1000,10000] [-b errqueue,io_uring,copy,auto]
- *                 [-i sends] [-s bytes] [-H] [-O] [-q]
+ *                 [-i sends] [-s bytes] [-r reserve] [-H] [-O] [-q]
+ *   -r  lowcopy_zc_options.reserve (default LOWCOPY_ZC_DEFAULT_RESERVE)
  *   -H  stay in this network namespace      -O  lowcopy_zc_new (older ABI)
  */
 #define _GNU_SOURCE
@@ -80,6 +81,7 @@ static int cfg_size = 256;
 static bool cfg_host_ns;
 static bool cfg_old_new;
 static bool cfg_quiet;
+static long cfg_reserve = -1;   /* -r: lowcopy_zc_options.reserve; -1: the default */
 
 static char payload[1 << 16];
 
@@ -180,7 +182,13 @@ static int new_sender(int fd, uint32_t backend, lowcopy_zc **z)
 {
 #ifdef LOWCOPY_ZC_DEFAULT_RESERVE
     if (!cfg_old_new) {
-        lowcopy_zc_options o = { .backend = backend };
+        lowcopy_zc_options o;
+        int e = lowcopy_zc_options_default(&o, sizeof(o));
+        if (e < 0)
+            return e;
+        o.backend = backend;
+        if (cfg_reserve >= 0)
+            o.reserve = (uint64_t)cfg_reserve;
         return lowcopy_zc_new_opts(fd, &o, sizeof(o), z);
     }
 #endif
@@ -377,18 +385,19 @@ int main(int argc, char **argv)
     bool netns = false, all_ok = true;
     int c;
 
-    while ((c = getopt(argc, argv, "n:b:i:s:HOq")) != -1) {
+    while ((c = getopt(argc, argv, "n:b:i:s:r:HOq")) != -1) {
         switch (c) {
         case 'n': parse_list(optarg, false); break;
         case 'b': parse_list(optarg, true); break;
         case 'i': cfg_sends = atoi(optarg); break;
         case 's': cfg_size = atoi(optarg); break;
+        case 'r': cfg_reserve = atol(optarg); break;
         case 'H': cfg_host_ns = true; break;
         case 'O': cfg_old_new = true; break;
         case 'q': cfg_quiet = true; break;
         default:
             fprintf(stderr, "usage: zc_scale [-n 1,100,1000,10000] [-b errqueue,io_uring,copy,auto]"
-                            " [-i sends] [-s bytes] [-H] [-O] [-q]\n");
+                            " [-i sends] [-s bytes] [-r reserve] [-H] [-O] [-q]\n");
             return 2;
         }
     }

@@ -389,6 +389,21 @@ impl<F: AsFd> AsFd for ZeroCopySender<F> {
     }
 }
 
+/// Closes the calling thread's io_uring ring (see the module documentation) now rather than
+/// when the thread exits, if no sender is joined to it: returns `true` when it was closed,
+/// `false` when the thread had none. The thread's next io_uring sender makes a new one.
+/// Senders dropped with sends in flight do not count: the kernel finishes those on its own
+/// (pages stay pinned until then). Closing a ring makes the kernel run task work on this
+/// thread (io_uring/io_uring.c `io_ring_exit_work`), so its next blocking syscall may return
+/// `EINTR` once.
+///
+/// # Errors
+/// `EBUSY` while a sender is joined to the ring (one that sent, waited or gave its
+/// `completion_fd` on this thread and is not yet dropped).
+pub fn close_thread_ring() -> io::Result<bool> {
+    uring::close_thread_ring()
+}
+
 /// Whether MSG_ZEROCOPY / SEND_ZC can apply: TCP or UDP over IPv4/IPv6 (net/core/sock.c
 /// `SO_ZEROCOPY` check; io_uring needs the socket's SOCK_SUPPORT_ZC, set by TCP and UDP).
 fn zerocopy_capable(fd: BorrowedFd<'_>) -> io::Result<(bool, bool)> {

@@ -43,7 +43,7 @@ use std::cell::{RefCell, UnsafeCell};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Once};
 
 use io_uring::{cqueue, opcode, types, IoUring};
 use libc::{c_int, msghdr};
@@ -105,19 +105,46 @@ fn untag(t: u64) -> (u8, u32, SlotId) {
 /// Whether this kernel's io_uring has SEND_ZC and SENDMSG_ZC: 0 unknown, 1 yes, 2 no.
 static SUPPORT: AtomicU8 = AtomicU8::new(0);
 
+/// `fork()`s this process has gone through (counted in the child): a ring made before the
+/// last one belongs to the parent's thread (`IORING_SETUP_SINGLE_ISSUER`: the child's
+/// submissions would be `EEXIST`), however the thread-local state was copied.
+static FORKS: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn forked_child() {
+    FORKS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Counts forks from the first ring on.
+fn watch_forks() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: registers a handler that only increments an atomic (async-signal-safe).
+        unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
+    });
+}
+
 /// What every sender bound to a ring shares with it, on any thread.
 struct Shared {
     /// Touched only by the owning thread, through its [`Local`] (see `Local::ring`).
     ring: UnsafeCell<IoUring>,
     /// The ring's descriptor, open as long as this lives (the `IoUring` closes it on drop).
     fd: RawFd,
-    /// The thread that made the ring and alone may enter it.
+    /// The thread that made the ring and alone may enter it, and the process's fork count
+    /// then.
     owner: u64,
+    forks: u64,
     /// An SQE could not be submitted and cannot be taken back: never enter the ring again.
     poisoned: AtomicBool,
     /// Routes of senders dropped on other threads, for the owner to release.
     released: Mutex<Vec<Released>>,
     any_released: AtomicBool,
+}
+
+impl Shared {
+    /// Neither retired nor the parent process's.
+    fn usable(&self) -> bool {
+        !self.poisoned.load(Ordering::Relaxed) && self.forks == FORKS.load(Ordering::Relaxed)
+    }
 }
 
 // SAFETY: `ring` is only ever dereferenced by the owning thread, through the `Local` in that
@@ -185,6 +212,7 @@ impl Local {
         if SUPPORT.load(Ordering::Relaxed) == 2 {
             return Err(err(libc::EOPNOTSUPP));
         }
+        watch_forks();
         let ring = IoUring::builder()
             .setup_cqsize(RING_CQ_ENTRIES)
             .setup_single_issuer()
@@ -209,6 +237,7 @@ impl Local {
                 ring: UnsafeCell::new(ring),
                 fd,
                 owner: thread_token(),
+                forks: FORKS.load(Ordering::Relaxed),
                 poisoned: AtomicBool::new(false),
                 released: Mutex::new(Vec::new()),
                 any_released: AtomicBool::new(false),
@@ -345,16 +374,43 @@ fn with_thread_ring<R>(f: impl FnOnce(&mut Local) -> io::Result<R>) -> io::Resul
         .try_with(|cell| {
             let mut g = cell.try_borrow_mut().map_err(|_| err(libc::EDEADLK))?;
             let fresh = match g.as_ref() {
-                Some(l) => l.shared.poisoned.load(Ordering::Relaxed),
+                Some(l) => !l.shared.usable(),
                 None => true,
             };
             if fresh {
-                // (A poisoned ring is let go: its senders get EIO, new ones a new ring.)
+                // A poisoned ring is let go (its senders get EIO, new ones a new ring), and so
+                // is a ring of the parent process copied by fork.
+                *g = None;
                 *g = Some(Local::new()?);
             }
             f(g.as_mut().expect("just made"))
         })
         .unwrap_or_else(|_| Err(err(libc::ESRCH))) // the thread is exiting
+}
+
+/// Closes the calling thread's ring if no sender is joined to it: `Ok(true)` (the thread has
+/// no ring now); `Ok(false)` if it had none.
+///
+/// # Errors
+/// `EBUSY` while a sender is joined to it.
+pub fn close_thread_ring() -> io::Result<bool> {
+    LOCAL
+        .try_with(|cell| {
+            let mut g = cell.try_borrow_mut().map_err(|_| err(libc::EDEADLK))?;
+            let Some(l) = g.as_mut() else {
+                return Ok(false);
+            };
+            // A retired ring, or the parent process's, is only let go of.
+            if l.shared.usable() {
+                l.take_released();
+                if Arc::strong_count(&l.shared) > 1 {
+                    return Err(err(libc::EBUSY));
+                }
+            }
+            *g = None; // the last reference: unmaps and closes the ring
+            Ok(true)
+        })
+        .unwrap_or(Ok(false))
 }
 
 /// Makes sure the calling thread has a ring with SEND_ZC, making it if needed.
@@ -411,12 +467,15 @@ impl Binding {
         unsafe { BorrowedFd::borrow_raw(self.shared.fd) }
     }
 
-    /// `EIO` for a retired ring, `EEXIST` on a thread other than the ring's.
+    /// `EIO` for a retired ring, `EEXIST` on a thread other than the ring's (a child of
+    /// `fork` included: the thread that made the ring is the parent's).
     pub fn check_owner(&self) -> io::Result<()> {
         if self.shared.poisoned.load(Ordering::Relaxed) {
             return Err(err(libc::EIO));
         }
-        if self.shared.owner != thread_token() {
+        if self.shared.owner != thread_token()
+            || self.shared.forks != FORKS.load(Ordering::Relaxed)
+        {
             return Err(err(libc::EEXIST));
         }
         Ok(())
