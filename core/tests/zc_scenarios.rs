@@ -496,9 +496,10 @@ impl<'a> Run<'a> {
     /// backend made on this thread, each sending one `len`-byte send (user_data 3_000_000 +
     /// i). With `drain_peer`, the run's peer then reads everything sent so far. The run's
     /// sender (if any) reaps first: on io_uring it takes the crowd's notifications in from
-    /// the thread's ring. Then each crowd sender must collect exactly its own completion and,
-    /// 20 ms later, nothing more and no unexpected notification; io_uring senders all give
-    /// the same completion fd (the thread's ring).
+    /// the thread's ring. Then each crowd sender must collect exactly its own completion;
+    /// 20 ms later each sends once more (user_data + 100_000), which makes the ring post
+    /// whatever the kernel still held, and must collect exactly that one, with no unexpected
+    /// notification; io_uring senders all give the same completion fd (the thread's ring).
     fn crowd(&mut self, count: usize, len: usize, drain_peer: bool, ctx: &str) {
         let buf = pattern(0, len);
         let mut crowd = Vec::new();
@@ -523,7 +524,6 @@ impl<'a> Run<'a> {
             .as_ref()
             .filter(|z| z.backend() == ZcBackend::IoUring)
             .map(|z| z.completion_fd().as_raw_fd());
-        let mut out = [Completion::default(); 4];
         for (i, (z, _f, ud)) in crowd.iter_mut().enumerate() {
             if z.backend() == ZcBackend::IoUring {
                 let fd = z.completion_fd().as_raw_fd();
@@ -532,24 +532,20 @@ impl<'a> Run<'a> {
                     assert_eq!(fd, r, "{ctx}: crowd {i} shares the thread's ring");
                 }
             }
-            let mut got = Vec::new();
-            let deadline = Instant::now() + Duration::from_secs(3);
-            while z.inflight() > 0 || got.is_empty() {
-                assert!(Instant::now() < deadline, "{ctx}: crowd {i} never completed");
-                let _ = z.wait(Some(Duration::from_millis(50)));
-                let k = z.reap(&mut out).unwrap();
-                got.extend(out[..k].iter().map(|c| (c.user_data, c.result)));
-            }
-            let k = z.reap(&mut out).unwrap();
-            got.extend(out[..k].iter().map(|c| (c.user_data, c.result)));
-            assert_eq!(got, [(*ud, len as i64)], "{ctx}: crowd {i}'s completions");
+            crowd_collect(z, *ud, len, &format!("{ctx}: crowd {i}"));
         }
-        // Then nothing more for anyone: a notification meant for another sender (an earlier
-        // one's, on a reused route) would show here as a completion or an unexpected id.
+        // Then a second send each, which makes the ring post whatever the kernel still had:
+        // a notification meant for another sender (an earlier one's, on a reused route)
+        // would show as a completion or an unexpected id.
         std::thread::sleep(Duration::from_millis(20));
-        for (i, (z, _f, _)) in crowd.iter_mut().enumerate() {
-            assert_eq!(z.reap(&mut out).unwrap(), 0, "{ctx}: crowd {i}: more completions");
-            assert_eq!(z.stats().unexpected_ids, 0, "{ctx}: crowd {i}");
+        for (i, (z, _f, ud)) in crowd.iter_mut().enumerate() {
+            let n = z.send(&[IoSlice::new(&buf)], Flags::NONE, *ud + 100_000);
+            assert_eq!(n.unwrap(), len, "{ctx}: crowd {i}'s second send");
+        }
+        for (i, (z, _f, ud)) in crowd.iter_mut().enumerate() {
+            let ctx = format!("{ctx}: crowd {i}");
+            crowd_collect(z, *ud + 100_000, len, &ctx);
+            assert_eq!(z.stats().unexpected_ids, 0, "{ctx}");
         }
     }
 
@@ -666,6 +662,23 @@ impl<'a> Run<'a> {
             }
         }
     }
+}
+
+/// A crowd sender's completions until nothing is in flight (3 s at most): exactly `ud` with
+/// `len` bytes.
+fn crowd_collect(z: &mut ZeroCopySender<OwnedFd>, ud: u64, len: usize, ctx: &str) {
+    let mut out = [Completion::default(); 4];
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while z.inflight() > 0 || got.is_empty() {
+        assert!(Instant::now() < deadline, "{ctx}: never completed");
+        let _ = z.wait(Some(Duration::from_millis(50)));
+        let k = z.reap(&mut out).unwrap();
+        got.extend(out[..k].iter().map(|c| (c.user_data, c.result)));
+    }
+    let k = z.reap(&mut out).unwrap();
+    got.extend(out[..k].iter().map(|c| (c.user_data, c.result)));
+    assert_eq!(got, [(ud, len as i64)], "{ctx}: completions");
 }
 
 /// A sockaddr for `addr`, as bytes and length.
