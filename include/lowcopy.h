@@ -1029,8 +1029,9 @@ int lowcopy_zc_options_default(struct lowcopy_zc_options *out, size_t size);
  * and the requests whose tables are allocated now and kept (`reserve`) and held at most
  * (`max_pending`). With `reserve` equal to `max_pending` nothing is allocated after this
  * call. Errors as `lowcopy_zc_new`, plus `-EINVAL` for NULL `opts`, `size` out of range,
- * `max_pending` 0 or above `LOWCOPY_ZC_PENDING_LIMIT`, or `reserve` above `max_pending`, and
- * `-ENOMEM` for the tables.
+ * `max_pending` 0 or above `LOWCOPY_ZC_PENDING_LIMIT`, or `reserve` above `max_pending`,
+ * `-E2BIG` for a non-zero byte past this library's `sizeof(lowcopy_zc_options)` (a field of
+ * a newer library, which this one cannot honour), and `-ENOMEM` for the tables.
  *
  * # Safety
  * `opts` must be NULL or readable for `size` bytes; `out` NULL or writable for one pointer.

@@ -205,8 +205,9 @@ crate::versions::default_version!("lowcopy_zc_options_default", "LOWCOPY_0.2");
 /// and the requests whose tables are allocated now and kept (`reserve`) and held at most
 /// (`max_pending`). With `reserve` equal to `max_pending` nothing is allocated after this
 /// call. Errors as `lowcopy_zc_new`, plus `-EINVAL` for NULL `opts`, `size` out of range,
-/// `max_pending` 0 or above `LOWCOPY_ZC_PENDING_LIMIT`, or `reserve` above `max_pending`, and
-/// `-ENOMEM` for the tables.
+/// `max_pending` 0 or above `LOWCOPY_ZC_PENDING_LIMIT`, or `reserve` above `max_pending`,
+/// `-E2BIG` for a non-zero byte past this library's `sizeof(lowcopy_zc_options)` (a field of
+/// a newer library, which this one cannot honour), and `-ENOMEM` for the tables.
 ///
 /// # Safety
 /// `opts` must be NULL or readable for `size` bytes; `out` NULL or writable for one pointer.
@@ -223,6 +224,15 @@ pub unsafe extern "C" fn lowcopy_zc_new_opts(
         }
         if let Err(e) = check_size(size) {
             return e;
+        }
+        // A newer program's fields this library does not know must be 0 (unset): else it
+        // asks for something this library cannot do (openat2's rule).
+        let ours = size_of::<lowcopy_zc_options>();
+        for i in ours..size {
+            // SAFETY: byte i < size of the caller's struct, readable per the contract.
+            if unsafe { opts.cast::<u8>().add(i).read() } != 0 {
+                return -libc::E2BIG;
+            }
         }
         // SAFETY: readable for `size` bytes per the caller's contract; plain integers.
         let o: lowcopy_zc_options = unsafe { read_sized(opts.cast(), size) };

@@ -171,7 +171,9 @@ impl ZcOptions {
 
     /// `EINVAL` unless `reserve <= max_pending` and `max_pending` is 1 to [`PENDING_LIMIT`].
     fn check(&self) -> io::Result<()> {
-        if self.max_pending == 0 || self.max_pending > PENDING_LIMIT || self.reserve > self.max_pending
+        if self.max_pending == 0
+            || self.max_pending > PENDING_LIMIT
+            || self.reserve > self.max_pending
         {
             return Err(errno(libc::EINVAL));
         }
@@ -821,6 +823,15 @@ impl<F: AsFd> ZeroCopySender<F> {
         }
     }
 
+    /// `EEXIST` (`EIO`) for an io_uring sender joined to another thread's (a retired) ring:
+    /// the same answer whether or not the call would need the ring this time.
+    fn check_thread(&self) -> io::Result<()> {
+        match &self.engine {
+            Engine::IoUring(r) => r.joined().map_or(Ok(()), |b| b.check_owner()),
+            _ => Ok(()),
+        }
+    }
+
     /// The ring this io_uring sender joined; `EIO` if none (the send path joins first).
     fn ring(&self) -> io::Result<&uring::Binding> {
         match &self.engine {
@@ -1115,6 +1126,7 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// Error-queue read errors; `EEXIST` on io_uring from a thread other than the one the
     /// sender belongs to (once it joined a ring); `EIO` when its ring was retired.
     pub fn reap(&mut self, out: &mut [Completion]) -> io::Result<usize> {
+        self.check_thread()?;
         if self.tracker.ready() < out.len() && self.tracker.inflight() > 0 {
             self.collect()?;
         }
@@ -1207,6 +1219,7 @@ impl<F: AsFd> ZeroCopySender<F> {
             (Some(_), None) => None,
             (_, d) => d,
         };
+        self.check_thread()?;
         loop {
             if self.tracker.ready() == 0 && self.tracker.inflight() > 0 {
                 self.collect()?;
@@ -1561,6 +1574,77 @@ mod tests {
         fn check<T: Send + Sync>() {}
         check::<ZeroCopySender<OwnedFd>>();
         check::<ZeroCopySender<BorrowedFd<'static>>>();
+    }
+
+    /// An idle sender is small on every backend: the struct and its reserve's tables. A burst
+    /// of 1000 requests held grows the tables; reaping them brings them back to the reserve.
+    #[test]
+    fn idle_senders_are_small_and_shrink_back_after_a_burst() {
+        let base = std::mem::size_of::<ZeroCopySender<OwnedFd>>();
+        assert!(base <= 512, "the sender itself: {base} bytes");
+        for backend in BACKENDS {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            let (mut s, _) = l.accept().unwrap();
+            let opts = ZcOptions::new().backend(backend);
+            let mut zc =
+                ZeroCopySender::with_options(c.as_fd().try_clone_to_owned().unwrap(), opts)
+                    .unwrap();
+            let idle = zc.tracker.heap_bytes();
+            assert_eq!(idle, 816, "{backend:?}: the default reserve's tables");
+            assert!(
+                base + idle <= 1536,
+                "{backend:?}: {} bytes idle",
+                base + idle
+            );
+            let data = [9u8; 10];
+            for i in 0..1000 {
+                assert_eq!(zc.send(&[IoSlice::new(&data)], Flags::NONE, i).unwrap(), 10);
+            }
+            assert!(zc.tracker.heap_bytes() >= 1000 * 40, "{backend:?}: grown");
+            let mut got = vec![0u8; 10_000];
+            std::io::Read::read_exact(&mut s, &mut got).unwrap();
+            let mut n = drain(&mut zc).len();
+            let mut out = [Completion::default(); 64];
+            loop {
+                let k = zc.reap(&mut out).unwrap();
+                if k == 0 {
+                    break;
+                }
+                n += k;
+            }
+            assert_eq!(n, 1000, "{backend:?}");
+            assert_eq!(
+                zc.tracker.heap_bytes(),
+                idle,
+                "{backend:?}: back to the reserve"
+            );
+        }
+    }
+
+    #[test]
+    fn options_are_checked() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let bad = [
+            ZcOptions::new().max_pending(0),
+            ZcOptions::new().reserve(0).max_pending(PENDING_LIMIT + 1),
+            ZcOptions::new().reserve(17).max_pending(16),
+        ];
+        for o in bad {
+            let e = ZeroCopySender::with_options(&c, o).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{o:?}");
+        }
+        let o = ZcOptions::new()
+            .reserve(PENDING_LIMIT)
+            .max_pending(PENDING_LIMIT);
+        let z = ZeroCopySender::with_options(&c, o.backend(ZcBackend::Copy)).unwrap();
+        assert_eq!(
+            z.tracker.heap_bytes(),
+            1310720 * 24 + 1310720 * 4 + (1 << 21) * 8
+        );
+        let d = ZcOptions::default();
+        assert_eq!((d.reserve, d.max_pending), (DEFAULT_RESERVE, MAX_PENDING));
     }
 
     #[test]

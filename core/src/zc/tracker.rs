@@ -804,7 +804,10 @@ mod tests {
         for reserve in [0, 1, 5, 100] {
             let mut t = Tracker::new(reserve, 100).unwrap();
             for u in 0..100 {
-                assert!(t.begin(u).unwrap().is_some(), "reserve {reserve}: request {u}");
+                assert!(
+                    t.begin(u).unwrap().is_some(),
+                    "reserve {reserve}: request {u}"
+                );
             }
             assert!(t.begin(100).unwrap().is_none(), "reserve {reserve}");
             assert_eq!(t.room(), 0);
@@ -827,7 +830,10 @@ mod tests {
             t.complete_range(t.base, t.next_id().wrapping_sub(1), false);
             assert_eq!(drain(&mut t).len(), 64);
         }
-        assert_eq!((t.heap_bytes(), t.slots.as_ptr(), t.ids.as_ptr()), (bytes, slots, ids));
+        assert_eq!(
+            (t.heap_bytes(), t.slots.as_ptr(), t.ids.as_ptr()),
+            (bytes, slots, ids)
+        );
     }
 
     /// The id window grows with out-of-order completions up to twice the requests.

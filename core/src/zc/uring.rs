@@ -293,7 +293,10 @@ impl Routes {
         }
         self.routes
             .try_reserve(1)
-            .and_then(|()| self.free.try_reserve(self.routes.len() + 1 - self.free.len()))
+            .and_then(|()| {
+                self.free
+                    .try_reserve(self.routes.len() + 1 - self.free.len())
+            })
             .map_err(|_| err(libc::ENOMEM))?;
         self.routes.push(Route {
             inbox,
@@ -473,8 +476,7 @@ impl Binding {
         if self.shared.poisoned.load(Ordering::Relaxed) {
             return Err(err(libc::EIO));
         }
-        if self.shared.owner != thread_token()
-            || self.shared.forks != FORKS.load(Ordering::Relaxed)
+        if self.shared.owner != thread_token() || self.shared.forks != FORKS.load(Ordering::Relaxed)
         {
             return Err(err(libc::EEXIST));
         }
@@ -728,7 +730,11 @@ mod tests {
 
     #[test]
     fn tags_round_trip() {
-        for (g, r, s) in [(0, 0, 0), (255, MAX_ROUTES - 1, u32::MAX >> 1), (7, 12345, 99)] {
+        for (g, r, s) in [
+            (0, 0, 0),
+            (255, MAX_ROUTES - 1, u32::MAX >> 1),
+            (7, 12345, 99),
+        ] {
             assert_eq!(untag(tag(g, r, s)), (g, r, s));
             assert_ne!(tag(g, r, s), CANCEL_TAG);
         }
