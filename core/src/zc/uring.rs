@@ -260,7 +260,9 @@ impl Local {
 
     /// Releases the routes that senders dropped on other threads handed back.
     fn take_released(&mut self) {
-        if !self.shared.any_released.swap(false, Ordering::Acquire) {
+        // A load first: the swap, a locked instruction, only when there is something.
+        let flag = &self.shared.any_released;
+        if !flag.load(Ordering::Relaxed) || !flag.swap(false, Ordering::Acquire) {
             return;
         }
         let list = std::mem::take(
