@@ -76,8 +76,9 @@ pub struct lowcopy_zc_options {
     pub backend: u32,
     /// 0 or `LOWCOPY_ZC_ADAPTIVE`.
     pub flags: u32,
-    /// Requests whose tracking is allocated at creation and kept (40 bytes each plus a
-    /// quarter); nothing is allocated or freed while the sender holds no more. Beyond, the
+    /// Requests whose tracking is allocated at creation and kept (32 bytes each plus a
+    /// quarter, 8 more each for the error queue); nothing is allocated or freed while the
+    /// sender holds no more. Beyond, the
     /// tables grow, and shrink back to this once the sender holds nothing. 0 to
     /// `max_pending`; default `LOWCOPY_ZC_DEFAULT_RESERVE`. Equal to `max_pending`: nothing
     /// is allocated after `lowcopy_zc_new_opts`.
@@ -128,7 +129,7 @@ const _: () = {
 ///
 /// `backend`: `LOWCOPY_ZC_AUTO`, `_ERRQUEUE`, `_IO_URING` or `_COPY`; `flags`: 0 or
 /// `LOWCOPY_ZC_ADAPTIVE`; the default reserve and limit (`lowcopy_zc_new_opts` chooses them).
-/// Allocates the handle and tables for `LOWCOPY_ZC_DEFAULT_RESERVE` requests (about 1.2 KiB in
+/// Allocates the handle and tables for `LOWCOPY_ZC_DEFAULT_RESERVE` requests (about 1 KiB in
 /// all); they grow while more requests are held and shrink back when none is. An io_uring
 /// sender makes sure the calling thread has its ring (the thread's first sender makes it) and
 /// joins a ring at its first use. The error-queue backend sets `SO_ZEROCOPY` on the socket
@@ -204,7 +205,8 @@ crate::versions::default_version!("lowcopy_zc_options_default", "LOWCOPY_0.2");
 /// growth rule: fields past the caller's size take their defaults): the backend and flags,
 /// and the requests whose tables are allocated now and kept (`reserve`) and held at most
 /// (`max_pending`). With `reserve` equal to `max_pending` nothing is allocated after this
-/// call. Errors as `lowcopy_zc_new`, plus `-EINVAL` for NULL `opts`, `size` out of range,
+/// call, once an io_uring sender joined its ring (its first send, wait or
+/// `lowcopy_zc_pollfd`: call that during setup; the thread's first sender makes the ring). Errors as `lowcopy_zc_new`, plus `-EINVAL` for NULL `opts`, `size` out of range,
 /// `max_pending` 0 or above `LOWCOPY_ZC_PENDING_LIMIT`, or `reserve` above `max_pending`,
 /// `-E2BIG` for a non-zero byte past this library's `sizeof(lowcopy_zc_options)` (a field of
 /// a newer library, which this one cannot honour), and `-ENOMEM` for the tables.

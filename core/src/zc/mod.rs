@@ -24,17 +24,24 @@
 //!
 //! The kernel keeps no per-send state until a send happens, and neither does a sender beyond a
 //! small reserve. A sender tracks each request it holds (in flight, or completed and not yet
-//! reaped) in tables that start with room for [`ZcOptions::reserve`] requests
-//! ([`DEFAULT_RESERVE`] = 16), grow by doubling while more are held, up to
-//! [`ZcOptions::max_pending`] ([`MAX_PENDING`] = 4096; past it a send is `EBUSY`), and go back to
-//! the reserve as soon as the sender holds nothing. Per request of room: 40 bytes (a 24-byte
-//! slot, 4-byte free-list and ready-ring entries, and two 4-byte entries of the zerocopy id
-//! window), a quarter more slots for failed io_uring requests whose notification is still to
-//! come, the rings rounded up to powers of two: 816 bytes of tables for the default reserve
-//! (an idle sender: those and the sender itself, about 400 bytes). Nothing is allocated or
-//! freed while the requests held fit the reserve: a caller that must not allocate after setup
-//! sets `reserve` to `max_pending` (40 KiB for 1024 requests). The error-queue backend reads
-//! notifications into a buffer on the stack; the copy backend needs nothing more.
+//! reaped) in a table that starts with room for [`ZcOptions::reserve`] requests
+//! ([`DEFAULT_RESERVE`] = 16), grows by doubling while more are held, up to
+//! [`ZcOptions::max_pending`] ([`MAX_PENDING`] = 4096; past it a send is `EBUSY`), and goes back
+//! to the reserve as soon as the sender holds nothing. A request is one 32-byte slot, which
+//! also links it into the free list or the ready queue (a send touches one slot of the
+//! table: with thousands of senders on a thread, every line touched is a cache miss); a
+//! quarter more slots are kept for failed io_uring requests whose notification is still to
+//! come; the error-queue backend adds a window of two 4-byte zerocopy ids per request,
+//! rounded up to a power of two. Exactly, for the default reserve: 640 bytes of slots (768
+//! with the error queue's ids); an idle sender is those and the sender itself (344 bytes),
+//! and an io_uring sender that joined a ring also has its 64-byte route there with room for
+//! 12 parked notifications (48 bytes): about 1.1 KiB in all on every backend. Nothing is
+//! allocated or freed while the requests held fit the reserve: a caller that must not
+//! allocate after setup sets `reserve` to `max_pending` (1024 requests: 40 KiB, 48 KiB with
+//! the error queue) and joins the ring during setup (an io_uring sender joins at its first
+//! send, wait or [`completion_fd`](ZeroCopySender::completion_fd); the thread's first sender
+//! makes the ring). The error-queue backend reads notifications into a buffer on the stack
+//! (5 KiB); the copy backend needs nothing more.
 //!
 //! # The shared ring
 //!
@@ -128,8 +135,8 @@ pub struct ZcOptions {
     /// once, flagged [`COPIED`] | [`FALLBACK`].
     pub adaptive: bool,
     /// Requests (sends held in flight or completed and not yet reaped) whose tracking is
-    /// allocated when the sender is created and kept for its life: 40 bytes each plus a
-    /// quarter (see the module documentation). While the sender holds no more than this,
+    /// allocated when the sender is created and kept for its life: 32 bytes each plus a
+    /// quarter, and 8 more each for the error queue's ids (see the module documentation). While the sender holds no more than this,
     /// nothing is allocated or freed; beyond, its tables grow, and they shrink back to this
     /// once it holds nothing. 0 to `max_pending`; [`DEFAULT_RESERVE`] by default.
     pub reserve: usize,
@@ -217,7 +224,7 @@ pub const ADAPTIVE_AFTER: u32 = 16;
 /// ready but not yet reaped).
 pub const MAX_PENDING: usize = 4096;
 /// The default [`ZcOptions::reserve`]: requests a sender keeps room for when idle (a typical
-/// connection's sends in flight), 816 bytes of tables.
+/// connection's sends in flight): 640 bytes of tables, 768 with the error queue.
 pub const DEFAULT_RESERVE: usize = 16;
 /// The largest [`ZcOptions::max_pending`].
 pub const PENDING_LIMIT: usize = 1 << 20;
@@ -462,8 +469,8 @@ impl<F: AsFd> ZeroCopySender<F> {
 
     /// Creates a sender on the socket `fd` set up as `opts` says.
     ///
-    /// Allocates the tables for [`ZcOptions::reserve`] requests (40 bytes each plus a quarter,
-    /// see the module documentation); nothing else. An io_uring sender (explicit, or picked by
+    /// Allocates the tables for [`ZcOptions::reserve`] requests (32 bytes each plus a quarter,
+    /// and 8 more each for the error queue; see the module documentation); nothing else. An io_uring sender (explicit, or picked by
     /// AUTO) makes sure the calling thread has its ring (made on the thread's first sender,
     /// kept until the thread exits) but joins a ring only at its first use. The error-queue
     /// backend sets `SO_ZEROCOPY` on the socket (left set afterwards; it only matters to
@@ -495,11 +502,14 @@ impl<F: AsFd> ZeroCopySender<F> {
             }
             ZcBackend::Auto => auto_engine(b, capable, opts.reserve),
         };
+        // Only the error queue needs the id window made now (io_uring makes it if AUTO falls
+        // back to the error queue).
+        let ids = matches!(engine, Engine::ErrQueue);
         Ok(ZeroCopySender {
             fd,
             stream,
             engine,
-            tracker: Tracker::new(opts.reserve, opts.max_pending)?,
+            tracker: Tracker::new(opts.reserve, opts.max_pending, ids)?,
             adaptive: Adaptive {
                 enabled: opts.adaptive,
                 ..Adaptive::default()
@@ -1591,7 +1601,13 @@ mod tests {
                 ZeroCopySender::with_options(c.as_fd().try_clone_to_owned().unwrap(), opts)
                     .unwrap();
             let idle = zc.tracker.heap_bytes();
-            assert_eq!(idle, 816, "{backend:?}: the default reserve's tables");
+            // 20 slots of 32 bytes, and for the error queue 32 ids of 4.
+            let want = if backend == ZcBackend::ErrQueue {
+                768
+            } else {
+                640
+            };
+            assert_eq!(idle, want, "{backend:?}: the default reserve's tables");
             assert!(
                 base + idle <= 1536,
                 "{backend:?}: {} bytes idle",
@@ -1601,7 +1617,7 @@ mod tests {
             for i in 0..1000 {
                 assert_eq!(zc.send(&[IoSlice::new(&data)], Flags::NONE, i).unwrap(), 10);
             }
-            assert!(zc.tracker.heap_bytes() >= 1000 * 40, "{backend:?}: grown");
+            assert!(zc.tracker.heap_bytes() >= 1000 * 32, "{backend:?}: grown");
             let mut got = vec![0u8; 10_000];
             std::io::Read::read_exact(&mut s, &mut got).unwrap();
             let mut n = drain(&mut zc).len();
@@ -1639,10 +1655,8 @@ mod tests {
             .reserve(PENDING_LIMIT)
             .max_pending(PENDING_LIMIT);
         let z = ZeroCopySender::with_options(&c, o.backend(ZcBackend::Copy)).unwrap();
-        assert_eq!(
-            z.tracker.heap_bytes(),
-            1310720 * 24 + 1310720 * 4 + (1 << 21) * 8
-        );
+        // 1,310,720 slots of 32 bytes (2^20 and a quarter); the copy backend makes no ids.
+        assert_eq!(z.tracker.heap_bytes(), 1310720 * 32);
         let d = ZcOptions::default();
         assert_eq!((d.reserve, d.max_pending), (DEFAULT_RESERVE, MAX_PENDING));
     }

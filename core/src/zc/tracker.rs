@@ -4,13 +4,15 @@
 //! `[ee_info, ee_data]` (coalesced, possibly out of order, wrapping at 2^32), the io_uring
 //! backend feeds it one notification per request slot.
 //!
-//! Memory follows the requests held (in flight, or completed and not yet reaped). The tables
-//! start at the caller's reserve, grow by doubling up to the sender's limit when more requests
-//! are held, and go back to the reserve when the sender holds none: nothing is allocated or
-//! freed while the requests held fit the reserve. Per request of room: a 24-byte slot, a
-//! 4-byte free-list entry, a 4-byte ready-ring entry and two 4-byte id-window entries (rings
-//! rounded up to powers of two), and a quarter more slots for failed requests still waiting
-//! for a notification ([`Tracker::heap_bytes`] gives the exact figure).
+//! Memory follows the requests held (in flight, or completed and not yet reaped). The slot
+//! table starts at the caller's reserve, grows by doubling up to the sender's limit when more
+//! requests are held, and goes back to the reserve when the sender holds none: nothing is
+//! allocated or freed while the requests held fit the reserve. A request is one 32-byte slot,
+//! which also links it into the free list or the ready queue (so a send touches one slot
+//! and nothing else of the tables: with thousands of senders on a thread, each table line is
+//! a cache miss); a quarter more slots are kept for failed requests still waiting for a
+//! notification; the error-queue backend adds a window of two 4-byte ids per request (a
+//! power of two). [`Tracker::heap_bytes`] gives the exact figure.
 //!
 //! The kernel keeps one u32 counter per socket and gives each `MSG_ZEROCOPY` send that
 //! returns > 0 the next value (Documentation/networking/msg_zerocopy.rst, "Notification
@@ -47,18 +49,37 @@ pub const FALLBACK: u32 = 2;
 /// Index of a request slot.
 pub type SlotId = u32;
 
-/// A request: 24 bytes.
-#[derive(Clone, Copy, Debug, Default)]
+/// No slot: the end of the free list or of the ready queue.
+const NIL: SlotId = SlotId::MAX;
+
+/// A request: 32 bytes.
+#[derive(Clone, Copy, Debug)]
 struct Slot {
     user_data: u64,
     bytes: u64,
     /// Notifications still expected (zerocopy ids, or io_uring notification CQEs).
     remaining: u32,
+    /// A free slot: the next free one; a ready one: the next ready one; else NIL.
+    next: SlotId,
     /// [`COPIED`] and [`FALLBACK`].
     flags: u8,
     /// The send that fills this slot is still running: do not complete it yet.
     open: bool,
     in_use: bool,
+}
+
+impl Default for Slot {
+    fn default() -> Self {
+        Slot {
+            user_data: 0,
+            bytes: 0,
+            remaining: 0,
+            next: NIL,
+            flags: 0,
+            open: false,
+            in_use: false,
+        }
+    }
 }
 
 /// An id in flight: the slot of its request, with [`DONE`] once notified.
@@ -90,21 +111,23 @@ fn ids_for(requests: usize) -> usize {
     }
 }
 
+fn enomem<E>(_: E) -> io::Error {
+    io::Error::from_raw_os_error(libc::ENOMEM)
+}
+
 /// `len` items of `T`, or `ENOMEM`.
 fn alloc<T: Clone>(len: usize, value: T) -> io::Result<Vec<T>> {
     let mut v = Vec::new();
-    v.try_reserve_exact(len)
-        .map_err(|_| io::Error::from_raw_os_error(libc::ENOMEM))?;
+    v.try_reserve_exact(len).map_err(enomem)?;
     v.resize(len, value);
     Ok(v)
 }
 
-/// Copies ring `old` (entries `head..head+n`, wrapping) to the front of a new ring of `len`.
-fn regrow<T: Copy + Default>(old: &[T], head: usize, n: usize, len: usize) -> io::Result<Vec<T>> {
-    let mut v = alloc(len, T::default())?;
-    let mask = old.len().wrapping_sub(1);
-    for (k, e) in v.iter_mut().take(n).enumerate() {
-        *e = old[(head + k) & mask];
+/// `len` free slots, linked in order (slot 0 first).
+fn free_slots(len: usize) -> io::Result<Vec<Slot>> {
+    let mut v = alloc(len, Slot::default())?;
+    for (i, s) in v.iter_mut().enumerate() {
+        s.next = if i + 1 < len { i as SlotId + 1 } else { NIL };
     }
     Ok(v)
 }
@@ -113,17 +136,19 @@ fn regrow<T: Copy + Default>(old: &[T], head: usize, n: usize, len: usize) -> io
 #[derive(Debug)]
 pub struct Tracker {
     slots: Vec<Slot>,
-    free: Vec<SlotId>,
+    /// Free slots, most recently freed first (its line is likely still cached).
+    free_head: SlotId,
+    n_free: usize,
+    /// Slots whose completion is ready, oldest first, linked through `next`.
+    ready_head: SlotId,
+    ready_tail: SlotId,
+    n_ready: usize,
     /// Ring of ids in flight, oldest first: `ids[(head + k) & mask]` is id `base + k`.
     ids: Vec<IdEntry>,
     head: usize,
     n_ids: usize,
     /// Oldest id in flight (or the next id when none is).
     base: u32,
-    /// Ring of slots whose completion is ready, oldest first; never shorter than `slots`.
-    ready: Vec<SlotId>,
-    ready_head: usize,
-    n_ready: usize,
     /// Closed requests that accepted bytes and still wait for notifications.
     inflight: usize,
     /// Requests not yet reaped, counting neither free slots nor ghosts.
@@ -143,36 +168,37 @@ pub struct Tracker {
 
 impl Tracker {
     /// A tracker that holds up to `max_requests` requests not yet reaped (in flight or ready),
-    /// with tables for `reserve` of them allocated now and kept (`reserve <= max_requests`).
-    /// Up to `2 * max_requests` zerocopy ids (rounded up to a power of two) may be in flight.
+    /// with slots for `reserve` of them allocated now and kept (`reserve <= max_requests`).
+    /// Up to `2 * max_requests` zerocopy ids (rounded up to a power of two) may be in flight;
+    /// `ids`: keep a window for the reserve's ids too (the error-queue backend), else it is
+    /// made at the first id.
     ///
     /// # Errors
     /// `ENOMEM`.
-    pub fn new(reserve: usize, max_requests: usize) -> io::Result<Self> {
-        Self::build(reserve, max_requests, ids_for(max_requests))
+    pub fn new(reserve: usize, max_requests: usize, ids: bool) -> io::Result<Self> {
+        let min_ids = if ids { ids_for(reserve) } else { 0 };
+        Self::build(reserve, max_requests, min_ids, ids_for(max_requests))
     }
 
-    fn build(reserve: usize, max_requests: usize, max_ids: usize) -> io::Result<Self> {
+    fn build(
+        reserve: usize,
+        max_requests: usize,
+        min_ids: usize,
+        max_ids: usize,
+    ) -> io::Result<Self> {
         debug_assert!(reserve <= max_requests && max_requests < DONE as usize / 2);
-        let (min_slots, min_ids) = (slots_for(reserve), ids_for(reserve).min(max_ids));
+        let (min_slots, min_ids) = (slots_for(reserve), min_ids.min(max_ids));
         Ok(Tracker {
-            slots: alloc(min_slots, Slot::default())?,
-            free: {
-                let mut f = alloc(min_slots, 0)?;
-                f.iter_mut()
-                    .rev()
-                    .enumerate()
-                    .for_each(|(i, s)| *s = i as SlotId);
-                f
-            },
+            slots: free_slots(min_slots)?,
+            free_head: if min_slots > 0 { 0 } else { NIL },
+            n_free: min_slots,
+            ready_head: NIL,
+            ready_tail: NIL,
+            n_ready: 0,
             ids: alloc(min_ids, 0)?,
             head: 0,
             n_ids: 0,
             base: 0,
-            // A power of two: the ring index is a mask, not a division, twice per send.
-            ready: alloc(min_slots.next_power_of_two(), 0)?,
-            ready_head: 0,
-            n_ready: 0,
             inflight: 0,
             live: 0,
             ghosts: 0,
@@ -188,10 +214,7 @@ impl Tracker {
     #[cfg(test)]
     pub fn heap_bytes(&self) -> usize {
         use std::mem::size_of;
-        self.slots.capacity() * size_of::<Slot>()
-            + self.free.capacity() * size_of::<SlotId>()
-            + self.ids.capacity() * size_of::<IdEntry>()
-            + self.ready.capacity() * size_of::<SlotId>()
+        self.slots.capacity() * size_of::<Slot>() + self.ids.capacity() * size_of::<IdEntry>()
     }
 
     /// The id the kernel will give the next successful `MSG_ZEROCOPY` send.
@@ -223,7 +246,7 @@ impl Tracker {
     /// Requests that can still begin before [`Tracker::begin`] says no (a request counts
     /// until it is reaped).
     pub fn room(&self) -> usize {
-        (self.max_live - self.live).min(self.free.len() + self.max_slots - self.slots.len())
+        (self.max_live - self.live).min(self.n_free + self.max_slots - self.slots.len())
     }
 
     /// Whether a quarter or less of the room is left, or three quarters of the id window are
@@ -252,33 +275,36 @@ impl Tracker {
             return false;
         }
         let len = (self.ids.len() * 2).max(8).min(self.max_ids);
-        match regrow(&self.ids, self.head, self.n_ids, len) {
-            Ok(v) => {
-                self.ids = v;
-                self.head = 0;
-                true
-            }
-            Err(_) => false,
+        let Ok(mut v) = alloc(len, 0) else {
+            return false;
+        };
+        let mask = self.ids.len().wrapping_sub(1);
+        for (k, e) in v.iter_mut().take(self.n_ids).enumerate() {
+            *e = self.ids[(self.head + k) & mask];
         }
+        self.ids = v;
+        self.head = 0;
+        true
     }
 
     /// Opens a request; `Ok(None)` when `max_requests` are unreaped (or, rarely, when failed
     /// requests waiting for their notification fill the spare room too).
     ///
     /// # Errors
-    /// `ENOMEM` when the tables must grow and cannot.
+    /// `ENOMEM` when the slots must grow and cannot.
     pub fn begin(&mut self, user_data: u64) -> io::Result<Option<SlotId>> {
         if self.live >= self.max_live {
             return Ok(None);
         }
-        if self.free.is_empty() && !self.grow_slots()? {
+        if self.free_head == NIL && !self.grow_slots()? {
             return Ok(None);
         }
-        let Some(s) = self.free.pop() else {
-            return Ok(None);
-        };
+        let s = self.free_head;
+        let slot = &mut self.slots[s as usize];
+        self.free_head = slot.next;
+        self.n_free -= 1;
         self.live += 1;
-        self.slots[s as usize] = Slot {
+        *slot = Slot {
             user_data,
             open: true,
             in_use: true,
@@ -287,31 +313,21 @@ impl Tracker {
         Ok(Some(s))
     }
 
-    /// Doubles the slots (at least 8, at most `max_slots`); false at the limit.
+    /// Doubles the slots (at least 8, at most `max_slots`), all free; false at the limit.
     fn grow_slots(&mut self) -> io::Result<bool> {
         let old = self.slots.len();
         if old >= self.max_slots {
             return Ok(false);
         }
         let len = (old * 2).max(8).min(self.max_slots);
-        let enomem = |_| io::Error::from_raw_os_error(libc::ENOMEM);
-        if self.ready.len() < len {
-            let r = regrow(
-                &self.ready,
-                self.ready_head,
-                self.n_ready,
-                len.next_power_of_two(),
-            )?;
-            self.ready = r;
-            self.ready_head = 0;
-        }
         self.slots.try_reserve_exact(len - old).map_err(enomem)?;
-        // Room for every slot in the free list: releases never allocate.
-        self.free
-            .try_reserve_exact(len.saturating_sub(self.free.len()))
-            .map_err(enomem)?;
         self.slots.resize(len, Slot::default());
-        self.free.extend((old as SlotId..len as SlotId).rev());
+        // Called with no free slot: the new ones become the free list, in order.
+        for i in old..len {
+            self.slots[i].next = if i + 1 < len { i as SlotId + 1 } else { NIL };
+        }
+        self.free_head = old as SlotId;
+        self.n_free = len - old;
         Ok(true)
     }
 
@@ -320,27 +336,15 @@ impl Tracker {
         if self.live != 0 || self.ghosts != 0 || self.n_ids != 0 {
             return;
         }
-        let ready_len = self.min_slots.next_power_of_two();
-        if self.slots.len() <= self.min_slots
-            && self.ids.len() <= self.min_ids
-            && self.ready.len() <= ready_len
-        {
+        if self.slots.len() <= self.min_slots && self.ids.len() <= self.min_ids {
             return;
         }
-        let (Ok(slots), Ok(mut free), Ok(ids), Ok(ready)) = (
-            alloc(self.min_slots, Slot::default()),
-            alloc(self.min_slots, 0),
-            alloc(self.min_ids, 0),
-            alloc(ready_len, 0),
-        ) else {
+        let (Ok(slots), Ok(ids)) = (free_slots(self.min_slots), alloc(self.min_ids, 0)) else {
             return; // keep the larger tables
         };
-        free.iter_mut()
-            .rev()
-            .enumerate()
-            .for_each(|(i, s)| *s = i as SlotId);
-        (self.slots, self.free, self.ids, self.ready) = (slots, free, ids, ready);
-        (self.head, self.ready_head) = (0, 0);
+        (self.slots, self.ids, self.head) = (slots, ids, 0);
+        self.free_head = if self.min_slots > 0 { 0 } else { NIL };
+        self.n_free = self.min_slots;
     }
 
     /// Records `bytes` accepted by a zerocopy send of `slot` that took the next kernel id;
@@ -481,26 +485,32 @@ impl Tracker {
             self.release(slot);
             return;
         }
-        let mask = self.ready.len() - 1;
-        self.ready[(self.ready_head + self.n_ready) & mask] = slot;
+        self.slots[slot as usize].next = NIL;
+        if self.n_ready == 0 {
+            self.ready_head = slot;
+        } else {
+            self.slots[self.ready_tail as usize].next = slot;
+        }
+        self.ready_tail = slot;
         self.n_ready += 1;
     }
 
     fn release(&mut self, slot: SlotId) {
-        self.slots[slot as usize].in_use = false;
-        // Never beyond its capacity: every slot is either here or in use.
-        self.free.push(slot);
+        let s = &mut self.slots[slot as usize];
+        s.in_use = false;
+        s.next = self.free_head;
+        self.free_head = slot;
+        self.n_free += 1;
     }
 
     /// Moves up to `out.len()` ready completions into `out`, oldest first; returns how many.
     pub fn pop_ready(&mut self, out: &mut [Completion]) -> usize {
         let k = out.len().min(self.n_ready);
-        let mask = self.ready.len() - 1;
         for c in out.iter_mut().take(k) {
-            let slot = self.ready[self.ready_head];
-            self.ready_head = (self.ready_head + 1) & mask;
-            self.n_ready -= 1;
+            let slot = self.ready_head;
             let s = self.slots[slot as usize];
+            self.ready_head = s.next;
+            self.n_ready -= 1;
             *c = Completion {
                 user_data: s.user_data,
                 result: s.bytes as i64,
@@ -543,14 +553,14 @@ mod tests {
 
     /// A tracker whose kernel counter sits just below the wrap.
     fn near_wrap(start: u32) -> Tracker {
-        let mut t = Tracker::build(8, 8, 8).unwrap();
+        let mut t = Tracker::build(8, 8, 8, 8).unwrap();
         t.base = start;
         t
     }
 
     #[test]
     fn ids_follow_the_kernel_counter() {
-        let mut t = Tracker::build(4, 4, 4).unwrap();
+        let mut t = Tracker::build(4, 4, 4, 4).unwrap();
         assert_eq!(send(&mut t, 1, 1).1, [0]);
         assert_eq!(send(&mut t, 2, 2).1, [1, 2]);
         assert_eq!(t.next_id(), 3);
@@ -559,7 +569,7 @@ mod tests {
 
     #[test]
     fn coalesced_range_completes_many() {
-        let mut t = Tracker::build(8, 8, 8).unwrap();
+        let mut t = Tracker::build(8, 8, 8, 8).unwrap();
         for u in 10..15 {
             send(&mut t, u, 1);
         }
@@ -583,7 +593,7 @@ mod tests {
 
     #[test]
     fn out_of_order_ranges() {
-        let mut t = Tracker::build(8, 8, 8).unwrap();
+        let mut t = Tracker::build(8, 8, 8, 8).unwrap();
         for u in 0..4 {
             send(&mut t, u, 1);
         }
@@ -631,7 +641,7 @@ mod tests {
 
     #[test]
     fn a_request_over_several_ids_completes_with_its_last() {
-        let mut t = Tracker::build(4, 4, 8).unwrap();
+        let mut t = Tracker::build(4, 4, 8, 8).unwrap();
         let s = t.begin(99).unwrap().unwrap();
         t.add_id(s, 10);
         t.add_done(s, 5, FALLBACK | COPIED);
@@ -645,7 +655,7 @@ mod tests {
 
     #[test]
     fn completions_arriving_while_the_send_is_open_wait_for_finish() {
-        let mut t = Tracker::build(4, 4, 8).unwrap();
+        let mut t = Tracker::build(4, 4, 8, 8).unwrap();
         let s = t.begin(5).unwrap().unwrap();
         t.add_id(s, 10);
         t.complete_range(0, 0, false);
@@ -656,7 +666,7 @@ mod tests {
 
     #[test]
     fn stray_and_duplicate_ids_are_ignored() {
-        let mut t = Tracker::build(4, 4, 4).unwrap();
+        let mut t = Tracker::build(4, 4, 4, 4).unwrap();
         send(&mut t, 1, 1);
         assert_eq!(t.complete_range(5, 9, false).unexpected, 5);
         assert_eq!(t.complete_range(0, 0, false).matched, 1);
@@ -672,7 +682,7 @@ mod tests {
 
     #[test]
     fn copies_complete_at_once_and_empty_requests_vanish() {
-        let mut t = Tracker::build(2, 2, 2).unwrap();
+        let mut t = Tracker::build(2, 2, 2, 2).unwrap();
         let s = t.begin(1).unwrap().unwrap();
         t.add_done(s, 42, COPIED);
         t.finish(s);
@@ -687,7 +697,7 @@ mod tests {
     /// requests are neither in flight for the caller nor counted against `max_requests`.
     #[test]
     fn failed_requests_awaiting_a_notification_are_invisible() {
-        let mut t = Tracker::build(4, 4, 4).unwrap();
+        let mut t = Tracker::build(4, 4, 4, 4).unwrap();
         let real = t.begin(1).unwrap().unwrap();
         t.add_notif(real, 10);
         t.finish(real);
@@ -727,7 +737,7 @@ mod tests {
 
     #[test]
     fn io_uring_style_notifications() {
-        let mut t = Tracker::build(2, 2, 2).unwrap();
+        let mut t = Tracker::build(2, 2, 2, 2).unwrap();
         let s = t.begin(3).unwrap().unwrap();
         t.add_notif(s, 64);
         t.finish(s);
@@ -744,7 +754,7 @@ mod tests {
 
     #[test]
     fn slots_are_held_until_reaped() {
-        let mut t = Tracker::build(2, 2, 4).unwrap();
+        let mut t = Tracker::build(2, 2, 4, 4).unwrap();
         send(&mut t, 1, 1);
         send(&mut t, 2, 1);
         assert!(t.begin(3).unwrap().is_none());
@@ -757,7 +767,7 @@ mod tests {
 
     #[test]
     fn window_full_is_reported() {
-        let mut t = Tracker::build(8, 8, 2).unwrap();
+        let mut t = Tracker::build(8, 8, 2, 2).unwrap();
         send(&mut t, 1, 2);
         assert!(!t.id_room());
         t.complete_range(0, 0, false);
@@ -767,10 +777,11 @@ mod tests {
     /// once nothing is held; while the requests fit the reserve nothing is reallocated.
     #[test]
     fn tables_follow_the_requests_held() {
-        let mut t = Tracker::new(16, 4096).unwrap();
+        let mut t = Tracker::new(16, 4096, true).unwrap();
         let idle = t.heap_bytes();
-        // 20 slots x 24 + 20 free x 4 + 32 ids x 4 + 32 ready x 4.
-        assert_eq!(idle, 20 * 24 + 20 * 4 + 32 * 4 + 32 * 4);
+        // 20 slots x 32 + 32 ids x 4.
+        assert_eq!(idle, 20 * 32 + 32 * 4);
+        assert_eq!(Tracker::new(16, 4096, false).unwrap().heap_bytes(), 20 * 32);
         let slots_ptr = t.slots.as_ptr();
         for round in 0..3 {
             for u in 0..16 {
@@ -802,7 +813,7 @@ mod tests {
     #[test]
     fn the_limit_holds_whatever_the_reserve() {
         for reserve in [0, 1, 5, 100] {
-            let mut t = Tracker::new(reserve, 100).unwrap();
+            let mut t = Tracker::new(reserve, 100, true).unwrap();
             for u in 0..100 {
                 assert!(
                     t.begin(u).unwrap().is_some(),
@@ -812,15 +823,15 @@ mod tests {
             assert!(t.begin(100).unwrap().is_none(), "reserve {reserve}");
             assert_eq!(t.room(), 0);
         }
-        let t = Tracker::new(0, 4096).unwrap();
-        assert_eq!(t.heap_bytes(), 4, "reserve 0: one ready entry");
+        let t = Tracker::new(0, 4096, true).unwrap();
+        assert_eq!(t.heap_bytes(), 0, "reserve 0: nothing");
         assert_eq!(t.room(), 4096);
     }
 
     /// A reserve equal to the limit: every table is allocated at creation and never again.
     #[test]
     fn a_full_reserve_never_allocates() {
-        let mut t = Tracker::new(64, 64).unwrap();
+        let mut t = Tracker::new(64, 64, true).unwrap();
         let (bytes, slots, ids) = (t.heap_bytes(), t.slots.as_ptr(), t.ids.as_ptr());
         for round in 0..4u64 {
             for u in 0..64 {
@@ -839,7 +850,7 @@ mod tests {
     /// The id window grows with out-of-order completions up to twice the requests.
     #[test]
     fn the_id_window_grows_to_its_limit() {
-        let mut t = Tracker::new(2, 8).unwrap();
+        let mut t = Tracker::new(2, 8, true).unwrap();
         assert_eq!(t.ids.len(), 4);
         for u in 0..8 {
             assert!(t.id_room());
@@ -866,7 +877,7 @@ mod tests {
 
     #[test]
     fn notifications_expected_are_counted() {
-        let mut t = Tracker::new(4, 4).unwrap();
+        let mut t = Tracker::new(4, 4, false).unwrap();
         let a = t.begin(1).unwrap().unwrap();
         t.add_notif(a, 10);
         t.add_notif(a, 10);

@@ -25,8 +25,9 @@
 //! thread makes one request at a time (each send waits for its result CQE), so any result CQE
 //! is the current send's; notifications may be anyone's. Whoever drains the completion queue
 //! hands its own notifications to its tracker and parks the others' in their route's inbox
-//! (4 bytes each: slot and a copied bit), which their sender empties when it next collects;
-//! the inbox keeps room for its sender's reserve and lets go of more once emptied.
+//! (4 bytes each: slot and a copied bit), which their sender empties when it next collects.
+//! A route is one 64-byte cache line with room for 4 notifications inside; more go to the heap, where it
+//! keeps room for its sender's reserve and lets go of the rest once emptied.
 //!
 //! A sender that goes away (drop, `into_inner`) with notifications still to come leaves its
 //! route "dead" with that count: the kernel keeps those pages pinned until it is done (memory
@@ -170,14 +171,27 @@ enum RouteState {
     Dead(u64),
 }
 
-/// One sender's place in its thread's ring.
+/// Parked notifications a route holds in itself (past that, on the heap).
+const INLINE: usize = 4;
+
+/// One sender's place in its thread's ring: one 64-byte cache line.
+#[repr(align(64))]
 struct Route {
-    /// Notifications for the sender that another sender drained: slot | copied bit.
-    inbox: Vec<u32>,
-    /// Inbox capacity kept when empty: the sender's reserve.
-    keep: usize,
+    /// Notifications for the sender that another sender drained (slot | copied bit), oldest
+    /// first: the first [`INLINE`] here, in the route's own cache line, the rest in `spill`.
+    inline: [u32; INLINE],
+    spill: Vec<u32>,
+    n_inline: u8,
+    /// `spill` capacity kept when empty: the sender's reserve beyond [`INLINE`].
+    keep: u32,
     gen: u8,
     state: RouteState,
+}
+
+impl Route {
+    fn parked(&self) -> usize {
+        self.n_inline as usize + self.spill.len()
+    }
 }
 
 /// The route table of a thread's ring.
@@ -281,13 +295,15 @@ impl Local {
 impl Routes {
     /// A route for a new sender that keeps room for `keep` parked notifications.
     fn add(&mut self, keep: usize) -> io::Result<(u32, u8)> {
-        let mut inbox = Vec::new();
-        inbox
+        let keep = keep.saturating_sub(INLINE).min(u32::MAX as usize);
+        let mut spill = Vec::new();
+        spill
             .try_reserve_exact(keep)
             .map_err(|_| err(libc::ENOMEM))?;
+        let keep = keep as u32;
         if let Some(i) = self.free.pop() {
             let r = &mut self.routes[i as usize];
-            (r.inbox, r.keep, r.state) = (inbox, keep, RouteState::Live);
+            (r.spill, r.n_inline, r.keep, r.state) = (spill, 0, keep, RouteState::Live);
             return Ok((i, r.gen));
         }
         if self.routes.len() >= MAX_ROUTES as usize {
@@ -301,7 +317,9 @@ impl Routes {
             })
             .map_err(|_| err(libc::ENOMEM))?;
         self.routes.push(Route {
-            inbox,
+            inline: [0; INLINE],
+            spill,
+            n_inline: 0,
             keep,
             gen: 0,
             state: RouteState::Live,
@@ -318,8 +336,8 @@ impl Routes {
         if route.gen != r.gen || route.state != RouteState::Live {
             return;
         }
-        let left = r.expected.saturating_sub(route.inbox.len() as u64);
-        route.inbox = Vec::new();
+        let left = r.expected.saturating_sub(route.parked() as u64);
+        (route.spill, route.n_inline) = (Vec::new(), 0);
         route.state = RouteState::Dead(left);
         if left == 0 {
             self.free_route(r.route);
@@ -341,8 +359,13 @@ impl Routes {
         if r.gen != gen {
             return; // an earlier sender's, already counted off: never delivered
         }
+        let e = slot | if copied { INBOX_COPIED } else { 0 };
         match r.state {
-            RouteState::Live => r.inbox.push(slot | if copied { INBOX_COPIED } else { 0 }),
+            RouteState::Live if r.spill.is_empty() && (r.n_inline as usize) < INLINE => {
+                r.inline[r.n_inline as usize] = e;
+                r.n_inline += 1;
+            }
+            RouteState::Live => r.spill.push(e),
             RouteState::Dead(n) if n > 1 => r.state = RouteState::Dead(n - 1),
             RouteState::Dead(_) => self.free_route(route),
             RouteState::Free => {}
@@ -352,18 +375,19 @@ impl Routes {
     /// Hands the sender of `route` its parked notifications.
     fn unpark(&mut self, route: u32, notif: &mut dyn FnMut(Notif)) {
         let r = &mut self.routes[route as usize];
-        if r.inbox.is_empty() {
-            return;
+        if r.n_inline == 0 {
+            return; // (the spill fills only after the inline entries)
         }
-        for &e in &r.inbox {
+        for &e in r.inline[..r.n_inline as usize].iter().chain(&r.spill) {
             notif(Notif {
                 slot: e & !INBOX_COPIED,
                 copied: e & INBOX_COPIED != 0,
             });
         }
-        r.inbox.clear();
-        if r.inbox.capacity() > r.keep {
-            r.inbox.shrink_to(r.keep);
+        r.n_inline = 0;
+        r.spill.clear();
+        if r.spill.capacity() > r.keep as usize {
+            r.spill.shrink_to(r.keep as usize);
         }
     }
 }
@@ -755,13 +779,25 @@ mod tests {
             let l = &mut l.routes;
             let (a, ga) = l.add(2).unwrap();
             let (b, gb) = l.add(2).unwrap();
+            assert_eq!(std::mem::size_of::<Route>(), 64);
             l.park(ga, a, 5, true);
             l.park(ga, a, 6, false);
             l.park(ga, a, 7, false);
             let mut got = vec![];
             l.unpark(a, &mut |n| got.push((n.slot, n.copied)));
             assert_eq!(got, [(5, true), (6, false), (7, false)]);
-            assert_eq!(l.routes[a as usize].inbox.capacity(), 2, "back to its keep");
+            // Past the inline room, on the heap, in order; the heap room goes back to the keep.
+            for s in 0..10 {
+                l.park(ga, a, s, s % 3 == 0);
+            }
+            let mut got = vec![];
+            l.unpark(a, &mut |n| got.push((n.slot, n.copied)));
+            assert_eq!(got, (0..10).map(|s| (s, s % 3 == 0)).collect::<Vec<_>>());
+            assert_eq!(
+                l.routes[a as usize].spill.capacity(),
+                0,
+                "keep 2: all inline"
+            );
             // b goes away expecting 3, one of which is parked already.
             l.park(gb, b, 1, false);
             l.release(Released {
@@ -778,7 +814,7 @@ mod tests {
             assert_eq!((b2, gb2), (b, gb.wrapping_add(1)));
             // A straggler of the old generation reaches nobody.
             l.park(gb, b, 4, false);
-            assert!(l.routes[b as usize].inbox.is_empty());
+            assert_eq!(l.routes[b as usize].parked(), 0);
             l.release(Released {
                 route: a,
                 gen: ga,
