@@ -6,8 +6,8 @@
  * Each (backend, connections) cell runs in a child process of its own, so
  * that every cell starts from the same heap and with no io_uring ring:
  *
- *   1. opens N loopback TCP connections (both ends in this process) and
- *      measures the process (baseline);
+ *   1. opens N loopback TCP connections (the accepting ends are held, unread,
+ *      by a process of their own) and measures the process (baseline);
  *   2. creates one sender on each connection (lowcopy_zc_new_opts, or
  *      lowcopy_zc_new with -O or against a library without it) and measures
  *      again: "idle";
@@ -30,8 +30,8 @@
  * Runs in a network namespace of its own when it can (unshare, root): the
  * 20,000 loopback sockets of the largest cell then disturb nobody else, and
  * vanish with the process. Raises RLIMIT_NOFILE to what the largest cell
- * needs (root may raise the hard limit); a cell that would not fit is
- * skipped with a note.
+ * needs (one descriptor per connection here, one per peer in the holder); a
+ * cell that would not fit is skipped with a note.
  *
  * One key=value line per cell on stdout ("zc_scale cell ..."), then the
  * table (-q: lines only). Exit status 1 if any cell lost or duplicated a
@@ -153,21 +153,49 @@ static int listener(struct sockaddr_in *addr)
     return l;
 }
 
-/* N connections: tx[i] sends, rx[i] is its accepted peer. */
-static void connect_all(long n, int *tx, int *rx)
+/* The peers live in a process of their own (the holder), which accepts the n connections and
+ * keeps them open, reading nothing, until its pipe closes: this process then holds one
+ * descriptor per connection, as a daemon's sending side does (20,000 sockets would not fit
+ * the descriptor limit in one process), and its RSS is its own. */
+static pid_t hold_peers(int l, long n, int *stop_fd)
+{
+    int p[2];
+    pid_t pid;
+
+    if (pipe(p) < 0)
+        die("pipe: %s", strerror(errno));
+    pid = fork();
+    if (pid < 0)
+        die("fork: %s", strerror(errno));
+    if (pid == 0) {
+        char c;
+        close(p[1]);
+        for (long i = 0; i < n; i++)
+            if (accept(l, NULL, NULL) < 0)
+                _exit(1);
+        while (read(p[0], &c, 1) > 0)
+            ;
+        _exit(0);
+    }
+    close(p[0]);
+    *stop_fd = p[1];
+    return pid;
+}
+
+/* N connections: tx[i] sends; the accepted peers are the holder's. */
+static pid_t connect_all(long n, int *tx, int *stop_fd)
 {
     struct sockaddr_in addr;
     int l = listener(&addr);
+    pid_t holder = hold_peers(l, n, stop_fd);
 
+    close(l);
     for (long i = 0; i < n; i++) {
         tx[i] = socket(AF_INET, SOCK_STREAM, 0);
         if (tx[i] < 0 || connect(tx[i], (struct sockaddr *)&addr, sizeof(addr)) < 0)
             die("connection %ld: %s", i, strerror(errno));
-        rx[i] = accept(l, NULL, NULL);
-        if (rx[i] < 0)
-            die("accept %ld: %s", i, strerror(errno));
     }
-    close(l);
+    return holder;
 }
 
 /* ---------------------------------------------------------------- one cell */
@@ -231,14 +259,15 @@ static void reap_all(lowcopy_zc *z, long i, uint8_t *seen, struct cell_result *r
 
 static void run_cell(uint32_t backend, long n, struct cell_result *r)
 {
-    int *tx = calloc(n, sizeof(int)), *rx = calloc(n, sizeof(int));
+    int *tx = calloc(n, sizeof(int)), stop_holder;
     lowcopy_zc **z = calloc(n, sizeof(*z));
     uint8_t *seen = calloc((size_t)n * cfg_sends, 1);
+    pid_t holder;
 
-    if (!tx || !rx || !z || !seen)
+    if (!tx || !z || !seen)
         die("out of memory");
     memset(r, 0, sizeof(*r));
-    connect_all(n, tx, rx);
+    holder = connect_all(n, tx, &stop_holder);
     r->base = measure_now();
     for (long i = 0; i < n; i++) {
         int e = new_sender(tx[i], backend, &z[i]);
@@ -265,10 +294,10 @@ static void run_cell(uint32_t backend, long n, struct cell_result *r)
         if (lowcopy_zc_free(z[i]) != 0)
             r->errors++;
         close(tx[i]);
-        close(rx[i]);
     }
+    close(stop_holder);
+    waitpid(holder, NULL, 0);
     free(tx);
-    free(rx);
     free(z);
     free(seen);
 }
@@ -410,7 +439,7 @@ int main(int argc, char **argv)
     memset(payload, 'z', sizeof(payload));
     for (int i = 0; i < cfg_ncounts; i++)
         max_n = cfg_counts[i] > max_n ? cfg_counts[i] : max_n;
-    limit = raise_nofile(2 * max_n + 256);
+    limit = raise_nofile(max_n + 256);
     if (!cfg_host_ns)
         netns = own_netns();
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -419,9 +448,9 @@ int main(int argc, char **argv)
         for (int i = 0; i < cfg_ncounts; i++) {
             long n = cfg_counts[i];
             struct cell_result *r = &res[b][i];
-            if (2 * n + 64 > limit) {
+            if (n + 64 > limit) {
                 fprintf(stderr, "zc_scale: %ld connections need %ld descriptors, limit %ld: skipped\n",
-                        n, 2 * n + 64, limit);
+                        n, n + 64, limit);
                 continue;
             }
             ok_cell[b][i] = cell(cfg_backends[b], n, r);
