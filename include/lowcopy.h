@@ -1194,11 +1194,12 @@ size_t lowcopy_zc_inflight(const struct lowcopy_zc *z);
  *
  * The io_uring ring is the calling thread's, shared by every sender used on that thread:
  * asking for it joins the sender to this thread's ring if it joined none yet (the sender then
- * belongs to this thread). It is readable when a completion of any of those senders waits,
- * and the first of them that collects (send, reap, wait) takes them all in, keeping the
- * others' for them: after a wakeup, reap every sender of the thread with sends in flight
- * (`lowcopy_zc_inflight`; a reap without completions makes no syscall). Add it to epoll once
- * per thread. lowcopy closes it when the thread has exited and no sender joined to it is
+ * belongs to this thread). It is readable while a completion of any of those senders waits in
+ * it; any call on one of them that enters or drains the ring (send, reap, wait) takes them
+ * all in and keeps the others' for them, where the ring no longer shows them. So an event
+ * loop reaps every sender of the thread with sends in flight (`lowcopy_zc_inflight`) after a
+ * wakeup and before it sleeps again, not only the one it was woken for (a reap with nothing
+ * to collect makes no syscall). Add it to epoll once per thread. lowcopy closes it when the thread has exited and no sender joined to it is
  * left: never close it yourself. If the thread cannot have a ring (`-EMFILE`, `-ENOMEM` at
  * its setup), this is the socket and the sender never uses a ring (AUTO falls back to the
  * error queue; `LOWCOPY_ZC_IO_URING` fails each send with that error).

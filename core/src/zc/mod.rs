@@ -596,12 +596,13 @@ impl<F: AsFd> ZeroCopySender<F> {
     ///
     /// The io_uring ring is the calling thread's, shared by every sender used on that thread:
     /// asking for it joins the sender to that thread's ring if it joined none yet (the sender
-    /// then belongs to this thread). It is readable when a completion of any of those senders
-    /// is waiting, and the first sender of the thread that collects (send, reap, wait) takes
-    /// them all in, keeping the others' for them: after a wakeup, reap every sender of the
-    /// thread that has sends in flight ([`ZeroCopySender::inflight`]); a reap without
-    /// completions costs no syscall. The ring stays open while any sender joined to it
-    /// exists; lowcopy closes it, never the caller. If the calling thread cannot have a ring
+    /// then belongs to this thread). It is readable while a completion of any of those senders
+    /// waits in it; any call on one of them that enters or drains the ring (send, reap, wait)
+    /// takes them all in and keeps the others' for them, where the ring no longer shows them.
+    /// So an event loop reaps every sender of the thread that has sends in flight
+    /// ([`ZeroCopySender::inflight`]) after a wakeup and before it sleeps again, not only the
+    /// one it was woken for; a reap with nothing to collect costs no syscall. The ring stays
+    /// open while any sender joined to it exists; lowcopy closes it, never the caller. If the calling thread cannot have a ring
     /// (its setup fails: `EMFILE`, `ENOMEM`), this is the socket, and the sender never uses a
     /// ring: an AUTO sender falls back to the error queue, an io_uring one fails every send
     /// with that error.
