@@ -11,6 +11,8 @@
 #    with 1,000 senders on one thread (sharing its io_uring ring), beside plain
 #    copies and raw MSG_ZEROCOPY with as many sockets (what the kernel's own
 #    zerocopy path costs across that many sockets), medians of several runs.
+#    Many senders are judged against one sender relative to what plain copies
+#    lose over as many sockets in the same rounds (the kernel's own cost).
 #
 # Needs root (network namespaces; the descriptor limit is raised for 10,000
 # connections, 20,000 sockets). Builds nothing: run `make examples` first.
@@ -44,9 +46,11 @@ echo "zc_scale: memory and descriptors per sender; kernel $(uname -r), $(nproc) 
     "load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 "$BIN/zc_scale" -q -n "$COUNTS" -b "$BACKENDS" >"$TMP/now" || status=1
 if [[ -n $BEFORE ]]; then
-    # The older library has no lowcopy_zc_new_opts: -O makes zc_scale use lowcopy_zc_new.
+    # The older library has no lowcopy_zc_new_opts: -O makes zc_scale use lowcopy_zc_new. A
+    # cell it cannot run (one io_uring descriptor per sender: EMFILE) shows as "-"; that is
+    # the older library's failing, not this one's.
     LD_LIBRARY_PATH=$BEFORE "$BIN/zc_scale" -q -O -n "$COUNTS" -b "$BACKENDS" >"$TMP/before" ||
-        status=1
+        echo "zc_scale.sh: (the older library failed some cells; shown as -)" >&2
 fi
 
 awk -v before="${BEFORE:+$TMP/before}" '
