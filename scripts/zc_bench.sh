@@ -398,10 +398,10 @@ print_tables() {
                     printf "  %s  %s = %.3fx %s MB/CPUs, %.3fx MB/s", name, M[m], a, base, b
                     # Against what the kernel itself loses spreading plain copies over as many
                     # sockets (copy xN / copy in the same rounds), when that row was run.
-                    n = substr(M[m], length(base) + 2)
-                    c = base == "copy" ? 0 : pratio2(cell, M[m], base, "copy " n, "copy")
-                    if (c > 0)
-                        printf "; over copy %s / copy: %.3fx (want >= 0.95: %s)\n", n, c, verdict(c >= 0.95)
+                    nx = substr(M[m], length(base) + 2)
+                    nc = base == "copy" ? 0 : pratio2(cell, M[m], base, "copy " nx, "copy")
+                    if (nc > 0)
+                        printf "; over copy %s / copy: %.3fx (want >= 0.95: %s)\n", nx, nc, verdict(nc >= 0.95)
                     else
                         printf "\n"
                 }

@@ -159,6 +159,8 @@ pub struct Tracker {
     /// only when the peer acks. Invisible to the caller; they hold a slot of the spare room.
     ghosts: usize,
     max_live: usize,
+    /// The tables are larger than the reserve: shrink them when nothing is held.
+    grown: bool,
     /// Table sizes when idle (the reserve) and at most.
     min_slots: usize,
     max_slots: usize,
@@ -203,6 +205,7 @@ impl Tracker {
             live: 0,
             ghosts: 0,
             max_live: max_requests,
+            grown: false,
             min_slots,
             max_slots: slots_for(max_requests),
             min_ids,
@@ -245,12 +248,14 @@ impl Tracker {
 
     /// Requests that can still begin before [`Tracker::begin`] says no (a request counts
     /// until it is reaped).
+    #[inline]
     pub fn room(&self) -> usize {
         (self.max_live - self.live).min(self.n_free + self.max_slots - self.slots.len())
     }
 
     /// Whether a quarter or less of the room is left, or three quarters of the id window are
     /// in flight: time to collect.
+    #[inline]
     pub fn low(&self) -> bool {
         self.room() < self.max_live / 4 || self.n_ids > self.max_ids * 3 / 4
     }
@@ -267,10 +272,15 @@ impl Tracker {
 
     /// Whether one more id can be tracked, growing the window if it is full and below its
     /// limit (false also when that allocation fails).
+    #[inline]
     pub fn id_room(&mut self) -> bool {
-        if self.n_ids < self.ids.len() {
-            return true;
-        }
+        self.n_ids < self.ids.len() || self.grow_ids()
+    }
+
+    /// [`Tracker::id_room`] when the window is full.
+    #[cold]
+    #[inline(never)]
+    fn grow_ids(&mut self) -> bool {
         if self.ids.len() >= self.max_ids {
             return false;
         }
@@ -284,6 +294,7 @@ impl Tracker {
         }
         self.ids = v;
         self.head = 0;
+        self.grown |= self.ids.len() > self.min_ids;
         true
     }
 
@@ -292,6 +303,7 @@ impl Tracker {
     ///
     /// # Errors
     /// `ENOMEM` when the slots must grow and cannot.
+    #[inline]
     pub fn begin(&mut self, user_data: u64) -> io::Result<Option<SlotId>> {
         if self.live >= self.max_live {
             return Ok(None);
@@ -314,6 +326,8 @@ impl Tracker {
     }
 
     /// Doubles the slots (at least 8, at most `max_slots`), all free; false at the limit.
+    #[cold]
+    #[inline(never)]
     fn grow_slots(&mut self) -> io::Result<bool> {
         let old = self.slots.len();
         if old >= self.max_slots {
@@ -328,27 +342,33 @@ impl Tracker {
         }
         self.free_head = old as SlotId;
         self.n_free = len - old;
+        self.grown = true;
         Ok(true)
     }
 
     /// Back to the reserve once nothing is held: no request, ghost or id in flight.
+    #[inline]
     fn maybe_shrink(&mut self) {
-        if self.live != 0 || self.ghosts != 0 || self.n_ids != 0 {
-            return;
+        if self.grown && self.live == 0 && self.ghosts == 0 && self.n_ids == 0 {
+            self.shrink();
         }
-        if self.slots.len() <= self.min_slots && self.ids.len() <= self.min_ids {
-            return;
-        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn shrink(&mut self) {
         let (Ok(slots), Ok(ids)) = (free_slots(self.min_slots), alloc(self.min_ids, 0)) else {
             return; // keep the larger tables
         };
         (self.slots, self.ids, self.head) = (slots, ids, 0);
         self.free_head = if self.min_slots > 0 { 0 } else { NIL };
         self.n_free = self.min_slots;
+        self.grown = false;
     }
 
     /// Records `bytes` accepted by a zerocopy send of `slot` that took the next kernel id;
     /// returns the id. The caller checked [`Tracker::id_room`].
+    #[inline]
     pub fn add_id(&mut self, slot: SlotId, bytes: usize) -> u32 {
         assert!(self.n_ids < self.ids.len(), "id window full");
         let id = self.next_id();
@@ -363,6 +383,7 @@ impl Tracker {
 
     /// Records `bytes` accepted by a send of `slot` that will be followed by one notification
     /// of its own (io_uring `IORING_CQE_F_MORE`).
+    #[inline]
     pub fn add_notif(&mut self, slot: SlotId, bytes: usize) {
         let s = &mut self.slots[slot as usize];
         s.remaining += 1;
@@ -371,6 +392,7 @@ impl Tracker {
 
     /// Records `bytes` accepted by a send of `slot` that needs no notification (a copy), with
     /// completion flags `flags`.
+    #[inline]
     pub fn add_done(&mut self, slot: SlotId, bytes: usize, flags: u32) {
         let s = &mut self.slots[slot as usize];
         s.bytes += bytes as u64;
@@ -380,6 +402,7 @@ impl Tracker {
     /// Closes the request: it completes when its last notification arrives (at once if it
     /// expects none). A request that accepted no bytes is dropped without a completion once
     /// its notifications (io_uring may post one after a failed send) have arrived.
+    #[inline]
     pub fn finish(&mut self, slot: SlotId) {
         let s = &mut self.slots[slot as usize];
         s.open = false;
@@ -443,6 +466,7 @@ impl Tracker {
     }
 
     /// One io_uring notification for `slot` arrived.
+    #[inline]
     pub fn complete_notif(&mut self, slot: SlotId, copied: bool) -> bool {
         match self.slots.get(slot as usize) {
             Some(s) if s.in_use && s.remaining > 0 => {
@@ -479,6 +503,7 @@ impl Tracker {
     }
 
     /// A closed request with nothing more to wait for: ready, or gone if it sent nothing.
+    #[inline]
     fn complete(&mut self, slot: SlotId) {
         if self.slots[slot as usize].bytes == 0 {
             self.live -= 1;
@@ -495,6 +520,7 @@ impl Tracker {
         self.n_ready += 1;
     }
 
+    #[inline]
     fn release(&mut self, slot: SlotId) {
         let s = &mut self.slots[slot as usize];
         s.in_use = false;

@@ -273,12 +273,18 @@ impl Local {
     }
 
     /// Releases the routes that senders dropped on other threads handed back.
+    #[inline]
     fn take_released(&mut self) {
         // A load first: the swap, a locked instruction, only when there is something.
         let flag = &self.shared.any_released;
-        if !flag.load(Ordering::Relaxed) || !flag.swap(false, Ordering::Acquire) {
-            return;
+        if flag.load(Ordering::Relaxed) && flag.swap(false, Ordering::Acquire) {
+            self.release_queued();
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn release_queued(&mut self) {
         let list = std::mem::take(
             &mut *self
                 .shared
@@ -498,6 +504,7 @@ impl Binding {
 
     /// `EIO` for a retired ring, `EEXIST` on a thread other than the ring's (a child of
     /// `fork` included: the thread that made the ring is the parent's).
+    #[inline]
     pub fn check_owner(&self) -> io::Result<()> {
         if self.shared.poisoned.load(Ordering::Relaxed) {
             return Err(err(libc::EIO));
@@ -510,6 +517,7 @@ impl Binding {
     }
 
     /// Runs `f` on this binding's ring: only on its thread.
+    #[inline]
     fn with<R>(&self, f: impl FnOnce(&mut Local) -> io::Result<R>) -> io::Result<R> {
         self.check_owner()?;
         LOCAL
