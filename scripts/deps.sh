@@ -11,6 +11,8 @@ ensure_deps() { # ensure_deps test|demo
 	command -v readelf >/dev/null || need+=(binutils)
 	command -v ip >/dev/null || need+=(iproute2)
 	pkg-config --exists libcjson 2>/dev/null || need+=(libcjson-dev)
+	command -v node >/dev/null || need+=(nodejs)
+	command -v npm >/dev/null || need+=(npm)
 	[ "$1" = demo ] && { command -v iperf3 >/dev/null || need+=(iperf3); }
 	if [ ${#need[@]} -gt 0 ]; then
 		echo "installing: ${need[*]}"

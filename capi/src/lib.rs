@@ -38,12 +38,12 @@ use lowcopy::Caps;
 /// Major version: changes when the ABI breaks (and with it the SONAME, liblowcopy.so.N).
 pub const LOWCOPY_VERSION_MAJOR: u32 = 0;
 /// Minor version: new functions, new symbol versions, or struct fields appended.
-pub const LOWCOPY_VERSION_MINOR: u32 = 2;
+pub const LOWCOPY_VERSION_MINOR: u32 = 3;
 /// Patch version.
 pub const LOWCOPY_VERSION_PATCH: u32 = 0;
 
-/// Smallest `size` a call that fills a caller's struct accepts: the first field of every such
-/// struct (8 bytes). Smaller: `-EINVAL`.
+/// Smallest `size` a call that fills a caller's struct accepts (8 bytes: no such struct is
+/// shorter, and its first 8 bytes are whole fields). Smaller: `-EINVAL`.
 pub const LOWCOPY_STRUCT_SIZE_MIN: usize = 8;
 /// Largest `size` such a call accepts (a page, as the kernel's extensible structs); larger:
 /// `-EINVAL`.
@@ -146,6 +146,37 @@ macro_rules! handle {
     };
 }
 pub(crate) use handle;
+
+/// The common shape of `*_new`: `-EINVAL` for NULL `out`, the caller's fd borrowed, the core
+/// object made by `make` and written to `*out` as a new handle (nothing written on failure).
+///
+/// # Safety
+/// `out` must be NULL or writable for one pointer.
+pub(crate) unsafe fn new_handle<H: Handle>(
+    fd: c_int,
+    out: *mut *mut H,
+    wrap: fn(Guarded<H::Inner>) -> H,
+    make: impl FnOnce(BorrowedFd<'static>) -> io::Result<H::Inner>,
+) -> c_int {
+    guard(-ENOTRECOVERABLE, || {
+        if out.is_null() {
+            return -EINVAL;
+        }
+        let fd = match borrow(fd) {
+            Ok(fd) => fd,
+            Err(e) => return e,
+        };
+        match make(fd) {
+            Ok(inner) => {
+                let h = Box::into_raw(Box::new(wrap(Guarded::new(inner))));
+                // SAFETY: non-null and writable per the caller's contract.
+                unsafe { out.write(h) };
+                0
+            }
+            Err(e) => neg(e),
+        }
+    })
+}
 
 /// The common shape of an export on a handle: `-EINVAL` for NULL, `-ENOTRECOVERABLE` for a
 /// handle on which a call panicked before, and the panic guard, which marks the handle.
@@ -346,6 +377,8 @@ pub(crate) unsafe fn out_sized<T: Copy>(
 }
 
 /// The library version: `(major << 16) | (minor << 8) | patch`.
+///
+/// Syscalls: none.
 #[no_mangle]
 pub extern "C" fn lowcopy_version() -> u32 {
     (LOWCOPY_VERSION_MAJOR << 16) | (LOWCOPY_VERSION_MINOR << 8) | LOWCOPY_VERSION_PATCH
@@ -357,6 +390,10 @@ pub extern "C" fn lowcopy_version() -> u32 {
 ///
 /// Errors: `-EINVAL` (`out` NULL, `size` out of range), `-EMFILE`, `-ENFILE`, `-ENOMEM` when
 /// no socket can be created.
+///
+/// Syscalls: socket, setsockopt, getsockopt, bind, listen, getsockname, connect, accept, close,
+/// io_uring_setup, io_uring_register, mmap, munmap, brk, mremap, mprotect, madvise, getrandom,
+/// futex.
 ///
 /// # Safety
 /// `out` must be NULL or writable for `size` bytes.

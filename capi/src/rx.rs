@@ -8,8 +8,8 @@ use libc::{c_int, c_void, size_t, ssize_t, EINVAL, ENOTRECOVERABLE};
 use lowcopy::{RecvStats, ZcrxStats, ZeroCopyReceiver};
 
 use crate::{
-    borrow, check_size, free_handle, guard, neg, out_sized, read_sized, ret_size, with_handle,
-    with_handle_ref, write_sized, Guarded,
+    borrow, check_size, free_handle, guard, neg, new_handle, out_sized, read_sized, ret_size,
+    with_handle, with_handle_ref, write_sized, Guarded,
 };
 
 /// Sets `SO_RCVLOWAT` to `bytes` and writes the value the kernel keeps to `*effective`;
@@ -24,6 +24,8 @@ use crate::{
 /// as tcp_mmap uses it. AF_UNIX and UDP keep the value but their poll ignores it.
 ///
 /// Errors: `-EINVAL` (`effective` NULL), `-EBADF`, `-ENOTSOCK`, `setsockopt` errors.
+///
+/// Syscalls: setsockopt, getsockopt.
 ///
 /// # Safety
 /// `effective` must be NULL or writable for one `size_t`.
@@ -84,6 +86,9 @@ pub unsafe extern "C" fn lowcopy_set_rcvlowat(
 /// `-EMSGSIZE` (the first datagram is larger than `len`; it stays queued), `-EINTR`,
 /// `-ECONNRESET` and other socket errors.
 ///
+/// Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close,
+/// clock_gettime.
+///
 /// # Safety
 /// `buf` must be NULL or writable for `len` bytes.
 #[no_mangle]
@@ -102,6 +107,9 @@ pub unsafe extern "C" fn lowcopy_recv_atleast(
 /// syscalls...). `size` is `sizeof(lowcopy_recv_stats)` (the growth rule; the counters past
 /// this library's struct are left as they are). Errors as `lowcopy_recv_atleast`, plus
 /// `-EINVAL` for a NULL `stats` or `size` out of range.
+///
+/// Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close,
+/// clock_gettime.
 ///
 /// # Safety
 /// `buf` must be NULL or writable for `len` bytes; `stats` NULL or readable and writable for
@@ -181,33 +189,22 @@ type CLowatReceiver = lowcopy::Receiver<BorrowedFd<'static>>;
 /// Errors: `-EINVAL` (`out` NULL), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a stream,
 /// datagram or seqpacket socket), `-ENOMEM`.
 ///
+/// Syscalls: getsockopt, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex.
+///
 /// # Safety
 /// `out` must be NULL or writable for one pointer.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_receiver_new(fd: c_int, out: *mut *mut lowcopy_receiver) -> c_int {
-    guard(-ENOTRECOVERABLE, || {
-        if out.is_null() {
-            return -EINVAL;
-        }
-        let fd = match borrow(fd) {
-            Ok(fd) => fd,
-            Err(e) => return e,
-        };
-        match lowcopy::Receiver::new(fd) {
-            Ok(inner) => {
-                let r = Box::into_raw(Box::new(lowcopy_receiver(Guarded::new(inner))));
-                // SAFETY: non-null and writable per the caller's contract.
-                unsafe { out.write(r) };
-                0
-            }
-            Err(e) => neg(e),
-        }
-    })
+    // SAFETY: `out` is NULL or writable for one pointer per the caller's contract.
+    unsafe { new_handle(fd, out, lowcopy_receiver, lowcopy::Receiver::new) }
 }
 crate::versions::default_version!("lowcopy_receiver_new", "LOWCOPY_0.2");
 
 /// `lowcopy_recv_atleast` on the receiver's socket (same arguments, results and errors),
 /// without learning the socket again and without putting its mark back after the call.
+///
+/// Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close,
+/// clock_gettime.
 ///
 /// # Safety
 /// `r` must be NULL or a live receiver not used by another thread meanwhile; `buf` NULL or
@@ -239,6 +236,8 @@ crate::versions::default_version!("lowcopy_receiver_recv", "LOWCOPY_0.2");
 ///
 /// Errors: `-EINVAL` (`r` or `out` NULL, `size` out of range).
 ///
+/// Syscalls: none.
+///
 /// # Safety
 /// `r` must be NULL or a live receiver; `out` NULL or writable for `size` bytes.
 #[no_mangle]
@@ -257,6 +256,8 @@ crate::versions::default_version!("lowcopy_receiver_stats", "LOWCOPY_0.2");
 /// Puts back the socket's `SO_RCVLOWAT` found by `lowcopy_receiver_new` (one `setsockopt`
 /// when it differs) and frees the receiver. NULL is a no-op. `fd` is not closed. A receiver
 /// on which a call panicked is released the same way.
+///
+/// Syscalls: setsockopt, close, brk, munmap, madvise, futex, mmap, mremap, mprotect, getrandom.
 ///
 /// # Safety
 /// `r` must be NULL or a live receiver, not used after this call.
@@ -308,6 +309,9 @@ pub struct lowcopy_zcrx_chunk {
 /// `TCP_ZEROCOPY_RECEIVE` in this kernel), `-ENOTCONN` (not connected: listening, never
 /// connected, still connecting, or reset), `-ENOMEM`, and `mmap` errors.
 ///
+/// Syscalls: getsockopt, getpeername, mmap, munmap, brk, mremap, mprotect, madvise, getrandom,
+/// futex.
+///
 /// # Safety
 /// `out` must be NULL or writable for one pointer.
 #[no_mangle]
@@ -316,24 +320,9 @@ pub unsafe extern "C" fn lowcopy_zcrx_new(
     window: size_t,
     out: *mut *mut lowcopy_zcrx,
 ) -> c_int {
-    guard(-ENOTRECOVERABLE, || {
-        if out.is_null() {
-            return -EINVAL;
-        }
-        let fd = match borrow(fd) {
-            Ok(fd) => fd,
-            Err(e) => return e,
-        };
-        match ZeroCopyReceiver::new(fd, window) {
-            Ok(inner) => {
-                let r = Box::into_raw(Box::new(lowcopy_zcrx(Guarded::new(inner))));
-                // SAFETY: non-null and writable per the caller's contract.
-                unsafe { out.write(r) };
-                0
-            }
-            Err(e) => neg(e),
-        }
-    })
+    let make = |fd| ZeroCopyReceiver::new(fd, window);
+    // SAFETY: `out` is NULL or writable for one pointer per the caller's contract.
+    unsafe { new_handle(fd, out, lowcopy_zcrx, make) }
 }
 
 /// Receives the next piece of the stream into `*out` (`size` = `sizeof(lowcopy_zcrx_chunk)`,
@@ -360,6 +349,9 @@ pub unsafe extern "C" fn lowcopy_zcrx_new(
 /// Errors: `-EINVAL` (`r` or `out` NULL, `size` out of range, flags other than `MSG_DONTWAIT`;
 /// an `EINVAL` from the kernel is reported as such, never as end of stream), `-EAGAIN`,
 /// `-EINTR`, `-ECONNRESET` and other socket errors (after every byte that came before them).
+///
+/// Syscalls: getsockopt, setsockopt, madvise, recvfrom, poll, fcntl, clock_gettime, epoll_create1,
+/// epoll_ctl, epoll_wait, close.
 ///
 /// # Safety
 /// `r` must be NULL or a live receiver; `out` NULL or writable for `size` bytes.
@@ -397,9 +389,72 @@ pub unsafe extern "C" fn lowcopy_zcrx_recv(
 }
 crate::versions::default_version!("lowcopy_zcrx_recv", "LOWCOPY_0.2");
 
+/// Makes blocking receives on `r` wait at most `timeout_ms` (-1: without limit) in place of
+/// the socket's `SO_RCVTIMEO`; the fd's `O_NONBLOCK` then plays no part either (only
+/// `MSG_DONTWAIT` makes a receive non-blocking), as in `lowcopy_recv_atleast`. When it runs
+/// out, `lowcopy_zcrx_recv` returns what `SO_RCVTIMEO` gives: the bytes queued below the
+/// mark, or `-EAGAIN`. With the socket's settings each wait costs 3 or 4 syscalls (a look
+/// without sleeping, `O_NONBLOCK`, `SO_RCVTIMEO`, the sleep); with its own timeout, one
+/// `poll`. Returns 0.
+///
+/// Errors: `-EINVAL` (`r` NULL, `timeout_ms` < -1), `-ENOTRECOVERABLE` (a call on `r`
+/// panicked).
+///
+/// Syscalls: none.
+///
+/// # Safety
+/// `r` must be NULL or a live receiver not used by another thread meanwhile.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_zcrx_set_timeout(
+    r: *mut lowcopy_zcrx,
+    timeout_ms: c_int,
+) -> c_int {
+    let run = |r: &mut CReceiver| {
+        if timeout_ms < -1 {
+            return -EINVAL;
+        }
+        r.set_timeout((timeout_ms >= 0).then(|| Duration::from_millis(timeout_ms as u64)));
+        0
+    };
+    // SAFETY: `r` is NULL or a live, unaliased receiver per the caller's contract.
+    unsafe { with_handle(r, run) }
+}
+crate::versions::default_version!("lowcopy_zcrx_set_timeout", "LOWCOPY_0.2");
+
+/// `on` = 0: each zero-copy call no longer reads `SO_PEEK_OFF` to keep a peeker's offset
+/// right (one syscall per chunk saved); 1 (the default): it does. Turn it off only when no
+/// peeker uses `SO_PEEK_OFF` on this socket while the receiver lives, or the peek cursor will
+/// point past the bytes it meant after mapped chunks. Returns 0.
+///
+/// Errors: `-EINVAL` (`r` NULL, `on` not 0 or 1), `-ENOTRECOVERABLE` (a call on `r`
+/// panicked).
+///
+/// Syscalls: none.
+///
+/// # Safety
+/// `r` must be NULL or a live receiver not used by another thread meanwhile.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_zcrx_set_peek_off_tracking(
+    r: *mut lowcopy_zcrx,
+    on: c_int,
+) -> c_int {
+    let run = |r: &mut CReceiver| match on {
+        0 | 1 => {
+            r.set_peek_off_tracking(on == 1);
+            0
+        }
+        _ => -EINVAL,
+    };
+    // SAFETY: `r` is NULL or a live, unaliased receiver per the caller's contract.
+    unsafe { with_handle(r, run) }
+}
+crate::versions::default_version!("lowcopy_zcrx_set_peek_off_tracking", "LOWCOPY_0.2");
+
 /// The receiver's window in bytes: the size given to `lowcopy_zcrx_new` rounded up to whole
 /// pages, the most one mapped chunk can hold; 0 for NULL and for a receiver on which a call
 /// panicked.
+///
+/// Syscalls: none.
 ///
 /// # Safety
 /// `r` must be NULL or a live receiver.
@@ -413,6 +468,8 @@ pub unsafe extern "C" fn lowcopy_zcrx_window(r: *const lowcopy_zcrx) -> size_t {
 /// growth rule); returns 0.
 ///
 /// Errors: `-EINVAL` (`r` or `out` NULL, `size` out of range).
+///
+/// Syscalls: none.
 ///
 /// # Safety
 /// `r` must be NULL or a live receiver; `out` NULL or writable for `size` bytes.
@@ -432,6 +489,8 @@ crate::versions::default_version!("lowcopy_zcrx_stats", "LOWCOPY_0.2");
 /// Releases a receiver: unmaps the window (and any pages still mapped there) and frees the
 /// copy buffer; a chunk from it is invalid afterwards. Does not close the fd. NULL is a no-op.
 /// A receiver on which a call panicked is released the same way.
+///
+/// Syscalls: munmap, brk, madvise, futex, mmap, mremap, mprotect, getrandom, close.
 ///
 /// # Safety
 /// `r` must be NULL or a receiver from `lowcopy_zcrx_new` not yet freed.

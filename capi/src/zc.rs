@@ -9,7 +9,7 @@ use lowcopy::zc::{self, Completion, ZcBackend, ZcOptions, ZcStats, ZeroCopySende
 use lowcopy::Flags;
 
 use crate::{
-    borrow, check_size, free_handle, guard, iov_slice, neg, out_sized, read_sized, ret_size,
+    check_size, free_handle, guard, iov_slice, neg, new_handle, out_sized, read_sized, ret_size,
     with_handle, with_handle_ref, write_sized, Guarded,
 };
 
@@ -142,6 +142,9 @@ const _: () = {
 /// or io_uring without SEND_ZC), io_uring setup errors when the thread has no ring yet
 /// (`-EPERM` when `kernel.io_uring_disabled` forbids it, `-ENOMEM`, `-EMFILE`).
 ///
+/// Syscalls: getsockopt, setsockopt, io_uring_setup, io_uring_register, mmap, munmap, close, brk,
+/// mremap, mprotect, madvise, getrandom, futex.
+///
 /// # Safety
 /// `out` must be NULL or writable for one pointer.
 #[no_mangle]
@@ -151,41 +154,17 @@ pub unsafe extern "C" fn lowcopy_zc_new(
     flags: u32,
     out: *mut *mut lowcopy_zc,
 ) -> c_int {
-    guard(-ENOTRECOVERABLE, || {
-        if out.is_null() {
-            return -EINVAL;
-        }
-        let opts = match ZcOptions::from_raw(backend, flags) {
-            Ok(o) => o,
-            Err(e) => return neg(e),
-        };
-        let fd = match borrow(fd) {
-            Ok(fd) => fd,
-            Err(e) => return e,
-        };
-        // SAFETY: forwarded caller contract.
-        unsafe { create(fd, opts, out) }
-    })
-}
-
-/// Makes the sender and writes it to `*out`.
-///
-/// # Safety
-/// `out` must be writable for one pointer.
-unsafe fn create(fd: BorrowedFd<'static>, opts: ZcOptions, out: *mut *mut lowcopy_zc) -> c_int {
-    match ZeroCopySender::with_options(fd, opts) {
-        Ok(inner) => {
-            // SAFETY: non-null and writable per the caller's contract.
-            unsafe { out.write(Box::into_raw(Box::new(lowcopy_zc(Guarded::new(inner))))) };
-            0
-        }
-        Err(e) => neg(e),
-    }
+    let opts = ZcOptions::from_raw(backend, flags);
+    let make = |fd| ZeroCopySender::with_options(fd, opts?);
+    // SAFETY: `out` is NULL or writable for one pointer per the caller's contract.
+    unsafe { new_handle(fd, out, lowcopy_zc, make) }
 }
 
 /// Writes the default options to `*out` (`size` = `sizeof(lowcopy_zc_options)`, the growth
 /// rule): `LOWCOPY_ZC_AUTO`, no flags, `LOWCOPY_ZC_DEFAULT_RESERVE`,
 /// `LOWCOPY_ZC_MAX_PENDING`. Returns 0; `-EINVAL` for NULL `out` or `size` out of range.
+///
+/// Syscalls: none.
 ///
 /// # Safety
 /// `out` must be NULL or writable for `size` bytes.
@@ -199,7 +178,7 @@ pub unsafe extern "C" fn lowcopy_zc_options_default(
         out_sized(out, size, lowcopy_zc_options::default)
     })
 }
-crate::versions::default_version!("lowcopy_zc_options_default", "LOWCOPY_0.2");
+crate::versions::default_version!("lowcopy_zc_options_default", "LOWCOPY_0.3");
 
 /// `lowcopy_zc_new` with every option (`opts`, `size` = `sizeof(lowcopy_zc_options)`, the
 /// growth rule: fields past the caller's size take their defaults): the backend and flags,
@@ -211,6 +190,9 @@ crate::versions::default_version!("lowcopy_zc_options_default", "LOWCOPY_0.2");
 /// `-E2BIG` for a non-zero byte past this library's `sizeof(lowcopy_zc_options)` (a field of
 /// a newer library, which this one cannot honour), and `-ENOMEM` for the tables.
 ///
+/// Syscalls: getsockopt, setsockopt, io_uring_setup, io_uring_register, mmap, munmap, close, brk,
+/// mremap, mprotect, madvise, getrandom, futex.
+///
 /// # Safety
 /// `opts` must be NULL or readable for `size` bytes; `out` NULL or writable for one pointer.
 #[no_mangle]
@@ -220,42 +202,45 @@ pub unsafe extern "C" fn lowcopy_zc_new_opts(
     size: size_t,
     out: *mut *mut lowcopy_zc,
 ) -> c_int {
-    guard(-ENOTRECOVERABLE, || {
-        if out.is_null() || opts.is_null() {
-            return -EINVAL;
-        }
-        if let Err(e) = check_size(size) {
-            return e;
-        }
-        // A newer program's fields this library does not know must be 0 (unset): else it
-        // asks for something this library cannot do (openat2's rule).
-        let ours = size_of::<lowcopy_zc_options>();
-        for i in ours..size {
-            // SAFETY: byte i < size of the caller's struct, readable per the contract.
-            if unsafe { opts.cast::<u8>().add(i).read() } != 0 {
-                return -libc::E2BIG;
-            }
-        }
-        // SAFETY: readable for `size` bytes per the caller's contract; plain integers.
-        let o: lowcopy_zc_options = unsafe { read_sized(opts.cast(), size) };
-        let (Ok(reserve), Ok(max_pending)) =
-            (usize::try_from(o.reserve), usize::try_from(o.max_pending))
-        else {
-            return -EINVAL;
-        };
-        let opts = match ZcOptions::from_raw(o.backend, o.flags) {
-            Ok(b) => b.reserve(reserve).max_pending(max_pending),
-            Err(e) => return neg(e),
-        };
-        let fd = match borrow(fd) {
-            Ok(fd) => fd,
-            Err(e) => return e,
-        };
-        // SAFETY: `out` is non-null and writable per the caller's contract.
-        unsafe { create(fd, opts, out) }
-    })
+    let make = |fd| {
+        // SAFETY: `opts` is NULL or readable for `size` bytes per the caller's contract.
+        let o = unsafe { read_options(opts, size) }?;
+        ZeroCopySender::with_options(fd, o)
+    };
+    // SAFETY: `out` is NULL or writable for one pointer per the caller's contract.
+    unsafe { new_handle(fd, out, lowcopy_zc, make) }
 }
-crate::versions::default_version!("lowcopy_zc_new_opts", "LOWCOPY_0.2");
+
+/// The caller's `lowcopy_zc_options` (`size` bytes, the growth rule) as the core's options:
+/// `EINVAL` for NULL or a size out of range, `E2BIG` for a non-zero byte past ours.
+///
+/// # Safety
+/// `opts` must be NULL or readable for `size` bytes.
+unsafe fn read_options(opts: *const lowcopy_zc_options, size: size_t) -> std::io::Result<ZcOptions> {
+    let einval = || std::io::Error::from_raw_os_error(EINVAL);
+    if opts.is_null() || check_size(size).is_err() {
+        return Err(einval());
+    }
+    // A newer program's fields this library does not know must be 0 (unset): else it asks
+    // for something this library cannot do (openat2's rule).
+    for i in size_of::<lowcopy_zc_options>()..size {
+        // SAFETY: byte i < size of the caller's struct, readable per the contract.
+        if unsafe { opts.cast::<u8>().add(i).read() } != 0 {
+            return Err(std::io::Error::from_raw_os_error(libc::E2BIG));
+        }
+    }
+    // SAFETY: readable for `size` bytes per the caller's contract; plain integers.
+    let o: lowcopy_zc_options = unsafe { read_sized(opts.cast(), size) };
+    let (Ok(reserve), Ok(max_pending)) =
+        (usize::try_from(o.reserve), usize::try_from(o.max_pending))
+    else {
+        return Err(einval());
+    };
+    Ok(ZcOptions::from_raw(o.backend, o.flags)?
+        .reserve(reserve)
+        .max_pending(max_pending))
+}
+crate::versions::default_version!("lowcopy_zc_new_opts", "LOWCOPY_0.3");
 
 /// Sends `len` bytes from `buf`; returns bytes accepted. Exactly one completion carrying
 /// `user_data` follows every send that returned > 0 (none for a failed or zero-byte send).
@@ -279,6 +264,12 @@ crate::versions::default_version!("lowcopy_zc_new_opts", "LOWCOPY_0.2");
 /// setup errors at an io_uring sender's first send on a thread without a ring (`-EMFILE`,
 /// `-ENOMEM`; AUTO falls back to the error queue instead), the socket's send errors
 /// (`-EAGAIN`, `-EINTR`, `-EPIPE`, `-ECONNRESET`, `-EMSGSIZE`, `-EDESTADDRREQ`, ...).
+///
+/// Syscalls: sendmsg, io_uring_enter, recvmmsg, getsockopt, setsockopt, poll, epoll_create1,
+/// epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. setsockopt:
+/// an AUTO sender falling back to the error queue; io_uring_setup and io_uring_register: the
+/// first io_uring use on a thread, which makes its ring; the memory calls: tables growing past
+/// the reserve, and joining a ring.
 ///
 /// # Safety
 /// `z` must be NULL or a live sender; `buf` NULL or readable for `len` bytes until the
@@ -304,6 +295,12 @@ pub unsafe extern "C" fn lowcopy_zc_send(
 
 /// `lowcopy_zc_send` from `iovcnt` iovecs (1 to 1024). Errors as `lowcopy_zc_send`, plus
 /// `-EINVAL` for NULL `iov` or `iovcnt <= 0` and `-EMSGSIZE` for `iovcnt > 1024`.
+///
+/// Syscalls: sendmsg, io_uring_enter, recvmmsg, getsockopt, setsockopt, poll, epoll_create1,
+/// epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. setsockopt:
+/// an AUTO sender falling back to the error queue; io_uring_setup and io_uring_register: the
+/// first io_uring use on a thread, which makes its ring; the memory calls: tables growing past
+/// the reserve, and joining a ring.
 ///
 /// # Safety
 /// `z` must be NULL or a live sender; `iov` NULL or `iovcnt` iovecs over readable memory that
@@ -338,6 +335,12 @@ pub unsafe extern "C" fn lowcopy_zc_sendv(
 /// as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `msg`, `-EFAULT` for a NULL `msg_name` or
 /// `msg_control` with a non-zero length (as `sendmsg(2)`, whatever the backend), and the
 /// kernel's address errors (`-EINVAL` for a bad `msg_namelen`, `-EAFNOSUPPORT`).
+///
+/// Syscalls: sendmsg, io_uring_enter, recvmmsg, getsockopt, setsockopt, poll, epoll_create1,
+/// epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. setsockopt:
+/// an AUTO sender falling back to the error queue; io_uring_setup and io_uring_register: the
+/// first io_uring use on a thread, which makes its ring; the memory calls: tables growing past
+/// the reserve, and joining a ring.
 ///
 /// # Safety
 /// `z` must be NULL or a live sender; `msg` NULL or a valid msghdr whose iovecs stay readable
@@ -387,6 +390,12 @@ pub unsafe extern "C" fn lowcopy_zc_sendmsg(
 /// or `size` out of range. Once the send went out its byte count is returned: an error
 /// reading completions after it is not reported here (`*n_out` counts what was ready) but by
 /// the next `lowcopy_zc_reap` or `lowcopy_zc_wait`.
+///
+/// Syscalls: sendmsg, io_uring_enter, recvmmsg, getsockopt, setsockopt, poll, epoll_create1,
+/// epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. setsockopt:
+/// an AUTO sender falling back to the error queue; io_uring_setup and io_uring_register: the
+/// first io_uring use on a thread, which makes its ring; the memory calls: tables growing past
+/// the reserve, and joining a ring.
 ///
 /// # Safety
 /// As `lowcopy_zc_sendv`; `out` NULL or writable for `cap` entries of `size` bytes; `n_out`
@@ -555,6 +564,9 @@ impl CompletionOut {
 /// (io_uring backend from another thread than the one the sender belongs to), `-EIO` (its
 /// ring was retired), error-queue read errors.
 ///
+/// Syscalls: recvmmsg, io_uring_enter, getsockopt, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. The memory calls:
+/// tables going back to the reserve.
+///
 /// # Safety
 /// `z` must be NULL or a live sender; `out` NULL or writable for `cap` entries of `size`
 /// bytes.
@@ -589,6 +601,10 @@ crate::versions::default_version!("lowcopy_zc_reap", "LOWCOPY_0.2");
 /// notifies only once the peer acknowledged, so a peer that stops reading delays completions
 /// without bound), a pending socket error (`-ECONNRESET`, ...) reported instead of a completion.
 ///
+/// Syscalls: io_uring_enter, recvmmsg, getsockopt, poll, epoll_create1, epoll_ctl, epoll_wait,
+/// close, clock_gettime, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. The memory calls: tables going back to the
+/// reserve.
+///
 /// # Safety
 /// `z` must be NULL or a live sender.
 #[no_mangle]
@@ -613,6 +629,8 @@ fn wait_timeout(timeout_ms: c_int) -> std::io::Result<Option<Duration>> {
 /// Sends that accepted bytes and whose completion has not arrived yet (ready but unreaped
 /// completions are not counted; failed sends never are); 0 for NULL and for a sender on which
 /// a call panicked.
+///
+/// Syscalls: none.
 ///
 /// # Safety
 /// `z` must be NULL or a live sender.
@@ -639,6 +657,10 @@ pub unsafe extern "C" fn lowcopy_zc_inflight(z: *const lowcopy_zc) -> size_t {
 /// its setup), this is the socket and the sender never uses a ring (AUTO falls back to the
 /// error queue; `LOWCOPY_ZC_IO_URING` fails each send with that error).
 ///
+/// Syscalls: io_uring_setup, io_uring_register, close, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. Only an
+/// io_uring sender that joins a ring here makes any (the thread's first io_uring use makes its
+/// ring).
+///
 /// # Safety
 /// `z` must be NULL or a live sender.
 #[no_mangle]
@@ -656,6 +678,8 @@ pub unsafe extern "C" fn lowcopy_zc_pollfd(z: *const lowcopy_zc) -> c_int {
 /// on this thread, so its next blocking syscall may return `-EINTR` once.
 ///
 /// Errors: `-EBUSY` while a sender is joined to the ring.
+///
+/// Syscalls: munmap, close, brk, madvise, futex.
 #[no_mangle]
 pub extern "C" fn lowcopy_zc_ring_close() -> c_int {
     guard(-ENOTRECOVERABLE, || match zc::close_thread_ring() {
@@ -663,10 +687,12 @@ pub extern "C" fn lowcopy_zc_ring_close() -> c_int {
         Err(e) => neg(e),
     })
 }
-crate::versions::default_version!("lowcopy_zc_ring_close", "LOWCOPY_0.2");
+crate::versions::default_version!("lowcopy_zc_ring_close", "LOWCOPY_0.3");
 
 /// The backend in use (`LOWCOPY_ZC_ERRQUEUE`, `_IO_URING` or `_COPY`, never AUTO);
 /// `LOWCOPY_ZC_AUTO` (0) for NULL and for a sender on which a call panicked.
+///
+/// Syscalls: none.
 ///
 /// # Safety
 /// `z` must be NULL or a live sender.
@@ -680,6 +706,8 @@ pub unsafe extern "C" fn lowcopy_zc_backend(z: *const lowcopy_zc) -> u32 {
 /// growth rule); returns 0.
 ///
 /// Errors: `-EINVAL` (`z` or `out` NULL, `size` out of range).
+///
+/// Syscalls: none.
 ///
 /// # Safety
 /// `z` must be NULL or a live sender; `out` NULL or writable for `size` bytes.
@@ -706,6 +734,9 @@ crate::versions::default_version!("lowcopy_zc_stats", "LOWCOPY_0.2");
 /// matter. Completions ready but not reaped are dropped. Does not close the fd. NULL: 0.
 /// A sender on which a call panicked is released too and gives `-ENOTRECOVERABLE`: treat
 /// every buffer it was given as in use by the kernel until the socket is closed.
+///
+/// Syscalls: io_uring_enter, recvmmsg, getsockopt, poll, epoll_create1, epoll_ctl, epoll_wait,
+/// close, clock_gettime, munmap, brk, madvise, futex, mmap, mremap, mprotect, getrandom.
 ///
 /// # Safety
 /// `z` must be NULL or a sender from `lowcopy_zc_new` not yet freed.

@@ -20,7 +20,7 @@ use std::mem::{size_of, MaybeUninit};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use libc::c_int;
 
@@ -179,6 +179,12 @@ pub struct ZeroCopyReceiver<F: AsFd> {
     woken: bool,
     /// `SO_PEEK_OFF` is not supported on this socket (kernels before 6.9/6.12).
     no_peek_off: bool,
+    /// `SO_PEEK_OFF` is read before each zero-copy call to keep a peeker's offset right
+    /// ([`ZeroCopyReceiver::set_peek_off_tracking`]).
+    track_peek_off: bool,
+    /// The receiver's own timeout for blocking receives, in place of the socket's
+    /// `O_NONBLOCK` and `SO_RCVTIMEO` ([`ZeroCopyReceiver::set_timeout`]); `None`: the socket's.
+    timeout: Option<Option<Duration>>,
     /// Sleeps that a non-empty error queue does not end (crate::wait).
     waiter: Waiter,
     stats: ZcrxStats,
@@ -260,6 +266,8 @@ impl<F: AsFd> ZeroCopyReceiver<F> {
             backlog: 0,
             woken: false,
             no_peek_off: false,
+            track_peek_off: true,
+            timeout: None,
             waiter: Waiter::default(),
             stats: ZcrxStats::default(),
         };
@@ -297,6 +305,8 @@ impl<F: AsFd> ZeroCopyReceiver<F> {
             backlog: _,
             woken: _,
             no_peek_off: _,
+            track_peek_off: _,
+            timeout: _,
             waiter: _,
             stats: _,
         } = &*me;
@@ -401,6 +411,28 @@ impl<F: AsFd> ZeroCopyReceiver<F> {
         })
     }
 
+    /// Makes blocking receives wait at most `timeout` (`None`: without limit), in place of
+    /// the socket's `SO_RCVTIMEO`; the fd's `O_NONBLOCK` then plays no part either (only
+    /// [`Flags::DONTWAIT`] makes a receive non-blocking), as in [`crate::recv_atleast`]. When
+    /// it runs out the result is what `SO_RCVTIMEO` gives: the bytes queued below the mark,
+    /// or `EAGAIN`.
+    ///
+    /// Why: with the socket's settings, each wait first looks without sleeping (`poll` with
+    /// 0), then reads `O_NONBLOCK` and `SO_RCVTIMEO`, then sleeps: 3 or 4 syscalls where
+    /// tcp_mmap's loop makes 1. With its own timeout the receiver sleeps in one `poll`.
+    pub fn set_timeout(&mut self, timeout: Option<Duration>) {
+        self.timeout = Some(timeout);
+    }
+
+    /// Whether each zero-copy call keeps a peeker's `SO_PEEK_OFF` right (on by default; see
+    /// [`ZeroCopyReceiver::recv`]). Off saves the `getsockopt(SO_PEEK_OFF)` made before each
+    /// call (one syscall per chunk): turn it off only when no peeker uses `SO_PEEK_OFF` on
+    /// this socket while the receiver lives, or its cursor will point past the bytes it meant
+    /// after mapped chunks.
+    pub fn set_peek_off_tracking(&mut self, on: bool) {
+        self.track_peek_off = on;
+    }
+
     /// Drops the pages the previous chunk mapped.
     fn release(&mut self) {
         if self.mapped == 0 {
@@ -423,13 +455,20 @@ impl<F: AsFd> ZeroCopyReceiver<F> {
                 return Ok(got);
             }
         }
-        let mut nonblock = (flags & libc::MSG_DONTWAIT != 0).then_some(true);
+        let dontwait = flags & libc::MSG_DONTWAIT != 0;
+        // The receiver's own timeout: blocking unless DONTWAIT, and the deadline is known.
+        let own = self.timeout.filter(|_| !dontwait);
+        let mut nonblock = if dontwait {
+            Some(true)
+        } else {
+            own.map(|_| false)
+        };
         // Without MSG_DONTWAIT the receive looks at poll first, as a blocking recv honours
         // SO_RCVLOWAT: one wakeup per mark's worth, then what was queued at that wakeup is
         // delivered call after call without waiting, and then it waits for the mark again.
         // With MSG_DONTWAIT (the caller's epoll honoured the mark) it takes what is there.
-        let mut skip_zc = nonblock.is_none() && self.backlog == 0;
-        let mut deadline = None;
+        let mut skip_zc = !dontwait && self.backlog == 0;
+        let mut deadline = own.map(|t| t.and_then(|t| Instant::now().checked_add(t)));
         loop {
             let mut said_nothing = false;
             if !skip_zc {
@@ -446,9 +485,12 @@ impl<F: AsFd> ZeroCopyReceiver<F> {
             // the only syscall of the wait; O_NONBLOCK and SO_RCVTIMEO are read only before
             // sleeping.
             let events = libc::POLLIN | libc::POLLRDHUP;
-            let mut ev = self
-                .waiter
-                .wait(self.fd.as_fd(), events, 0, &mut self.stats.syscalls)?;
+            let mut ev = if own.is_some() {
+                0 // the wait below looks and sleeps in one poll
+            } else {
+                self.waiter
+                    .wait(self.fd.as_fd(), events, 0, &mut self.stats.syscalls)?
+            };
             if ev == libc::POLLERR && said_nothing {
                 // An error-queue entry, or a socket error: a plain read reports the error (as
                 // recv would); otherwise there is nothing, and the sleep below waits past it.
@@ -668,7 +710,7 @@ impl<F: AsFd> ZeroCopyReceiver<F> {
 
     /// The socket's `SO_PEEK_OFF` when a peeker has it enabled (>= 0).
     fn peek_off(&mut self) -> Option<c_int> {
-        if self.no_peek_off {
+        if self.no_peek_off || !self.track_peek_off {
             return None;
         }
         self.stats.syscalls += 1;

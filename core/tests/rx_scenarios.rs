@@ -384,6 +384,18 @@ impl Run {
                 self.zcrx = Some(z);
             }
             "zcrx_free" => self.zcrx = None,
+            "zcrx_set_timeout" => {
+                let ms = step["ms"].as_i64().unwrap();
+                let t = (ms >= 0).then(|| Duration::from_millis(ms as u64));
+                self.zcrx.as_mut().expect("no receiver").set_timeout(t);
+            }
+            "zcrx_peek_off_tracking" => {
+                let on = step["on"].as_bool().unwrap();
+                self.zcrx
+                    .as_mut()
+                    .expect("no receiver")
+                    .set_peek_off_tracking(on);
+            }
             "zcrx_recv" => {
                 let flags = if step.get("dontwait").and_then(Value::as_bool) == Some(true) {
                     Flags::DONTWAIT

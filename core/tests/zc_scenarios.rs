@@ -1,5 +1,6 @@
 //! Runs tests/scenarios/zc.json against the Rust core (the C, Python and Node runners run the
-//! same table against their bindings).
+//! same table against their bindings), and tests/scenarios/zc_scale.json (the C runner runs it
+//! too: its options and ops are the Rust and C APIs').
 
 mod common;
 
@@ -755,4 +756,10 @@ fn run_one(table: &Value, sc: &Value, transport: &str, backend: &str) {
 #[test]
 fn zc_scenarios() {
     run_table("zc.json", Some("backends"), 51, run_one);
+}
+
+/// The scale table (issue 13): sender options and many senders sharing a thread's ring.
+#[test]
+fn zc_scale_scenarios() {
+    run_table("zc_scale.json", Some("backends"), 51, run_one);
 }

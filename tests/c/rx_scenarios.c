@@ -759,6 +759,30 @@ static int op_zcrx_free(struct run *r, const cJSON *step)
     return 0;
 }
 
+/* zcrx_set_timeout ms: the receiver's own timeout (-1: no limit). */
+static int op_zcrx_set_timeout(struct run *r, const cJSON *step)
+{
+    int64_t ms;
+    if (need_zcrx(r, "zcrx_set_timeout") < 0)
+        return -1;
+    if (!json_i64(get(step, "ms"), &ms) || ms < -1 || ms > INT_MAX)
+        return fail(r, "`ms` missing or not a C int >= -1");
+    int rc = lowcopy_zcrx_set_timeout(r->st->zcrx, (int)ms);
+    return rc ? lc_fail(r, "zcrx_set_timeout", rc) : 0;
+}
+
+/* zcrx_peek_off_tracking on: true|false. */
+static int op_zcrx_peek_off_tracking(struct run *r, const cJSON *step)
+{
+    const cJSON *on = get(step, "on");
+    if (need_zcrx(r, "zcrx_peek_off_tracking") < 0)
+        return -1;
+    if (!cJSON_IsBool(on))
+        return fail(r, "`on` missing or not a boolean");
+    int rc = lowcopy_zcrx_set_peek_off_tracking(r->st->zcrx, cJSON_IsTrue(on) ? 1 : 0);
+    return rc ? lc_fail(r, "zcrx_peek_off_tracking", rc) : 0;
+}
+
 /* The C contract of a receive: the return is chunk.len; end of stream is {NULL, 0, 0}. */
 static int check_chunk(struct run *r, ssize_t rc, const lowcopy_zcrx_chunk *c)
 {
@@ -942,6 +966,8 @@ static const struct op OPS[] = {
     {"peek", op_peek},
     {"zcrx_new", op_zcrx_new},
     {"zcrx_free", op_zcrx_free},
+    {"zcrx_set_timeout", op_zcrx_set_timeout},
+    {"zcrx_peek_off_tracking", op_zcrx_peek_off_tracking},
     {"zcrx_recv", op_zcrx_recv},
     {"zcrx_drain", op_zcrx_drain},
     {"zcrx_stat", op_zcrx_stat},

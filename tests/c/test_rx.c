@@ -233,6 +233,25 @@ static void test_recv_atleast_args(void)
 	CHECK_EQ(lowcopy_recv_atleast(-1, buf, sizeof(buf), 1, 0), -EBADF);
 	CHECK_EQ(lowcopy_recv_atleast(closed, buf, sizeof(buf), 1, 0), -EBADF);
 	CHECK_EQ(lowcopy_recv_atleast(devnull, buf, sizeof(buf), 1, 0), -ENOTSOCK);
+	{
+		lowcopy_receiver *x = (lowcopy_receiver *)1;
+		CHECK_EQ(lowcopy_receiver_new(sock, NULL), -EINVAL);
+		CHECK_EQ(lowcopy_receiver_new(-1, &x), -EBADF);
+		CHECK_EQ(lowcopy_receiver_new(closed, &x), -EBADF);
+		CHECK_EQ(lowcopy_receiver_new(devnull, &x), -ENOTSOCK);
+		CHECK_EQ((uintptr_t)x, 1); /* outputs only on success */
+		CHECK_EQ(lowcopy_receiver_recv(NULL, buf, sizeof(buf), 1, 0), -EINVAL);
+		CHECK_EQ(lowcopy_receiver_stats(NULL, &st, sizeof(lowcopy_recv_stats)), -EINVAL);
+		lowcopy_receiver_free(NULL);
+		CHECK_EQ(lowcopy_receiver_new(sock, &x), 0);
+		CHECK_EQ(lowcopy_receiver_recv(x, NULL, 10, 1, 0), -EINVAL);
+		CHECK_EQ(lowcopy_receiver_recv(x, buf, 0, 1, 0), -EINVAL);
+		CHECK_EQ(lowcopy_receiver_recv(x, buf, (size_t)SSIZE_MAX + 1, 1, 0), -EINVAL);
+		CHECK_EQ(lowcopy_receiver_recv(x, buf, sizeof(buf), 1, -2), -EINVAL);
+		CHECK_EQ(lowcopy_receiver_recv(x, buf, sizeof(buf), 1, 0), -ETIMEDOUT);
+		CHECK_EQ(lowcopy_receiver_stats(x, NULL, sizeof(lowcopy_recv_stats)), -EINVAL);
+		lowcopy_receiver_free(x);
+	}
 	/* Nothing queued, timeout 0: ETIMEDOUT at once; counted. */
 	CHECK_EQ(lowcopy_recv_atleast_stats(sock, buf, sizeof(buf), 1, 0, &st, sizeof(lowcopy_recv_stats)), -ETIMEDOUT);
 	CHECK_EQ(st.calls, 1);
@@ -425,6 +444,15 @@ static void test_zcrx_args(void)
 	CHECK_EQ(lowcopy_zcrx_recv(r, &ch, sizeof(lowcopy_zcrx_chunk), MSG_DONTWAIT), -EAGAIN);
 	set_rcvtimeo(sock, 100);
 	CHECK_EQ(lowcopy_zcrx_recv(r, &ch, sizeof(lowcopy_zcrx_chunk), 0), -EAGAIN); /* SO_RCVTIMEO, as recv */
+	CHECK_EQ(lowcopy_zcrx_set_timeout(NULL, 0), -EINVAL);
+	CHECK_EQ(lowcopy_zcrx_set_timeout(r, -2), -EINVAL);
+	CHECK_EQ(lowcopy_zcrx_set_timeout(r, INT32_MIN), -EINVAL);
+	CHECK_EQ(lowcopy_zcrx_set_peek_off_tracking(NULL, 1), -EINVAL);
+	CHECK_EQ(lowcopy_zcrx_set_peek_off_tracking(r, 2), -EINVAL);
+	CHECK_EQ(lowcopy_zcrx_set_peek_off_tracking(r, -1), -EINVAL);
+	CHECK_EQ(lowcopy_zcrx_set_peek_off_tracking(r, 0), 0);
+	CHECK_EQ(lowcopy_zcrx_set_timeout(r, 0), 0);
+	CHECK_EQ(lowcopy_zcrx_recv(r, &ch, sizeof(lowcopy_zcrx_chunk), 0), -EAGAIN); /* own timeout 0 */
 	memset(&st, 0xa5, sizeof(st));
 	CHECK_EQ(lowcopy_zcrx_stats(r, &st, sizeof(lowcopy_zcrx_recv_stats)), 0);
 	CHECK_EQ(st.bytes_mapped + st.bytes_copied, 0);
