@@ -216,7 +216,10 @@ pub unsafe extern "C" fn lowcopy_zc_new_opts(
 ///
 /// # Safety
 /// `opts` must be NULL or readable for `size` bytes.
-unsafe fn read_options(opts: *const lowcopy_zc_options, size: size_t) -> std::io::Result<ZcOptions> {
+unsafe fn read_options(
+    opts: *const lowcopy_zc_options,
+    size: size_t,
+) -> std::io::Result<ZcOptions> {
     let einval = || std::io::Error::from_raw_os_error(EINVAL);
     if opts.is_null() || check_size(size).is_err() {
         return Err(einval());
