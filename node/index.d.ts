@@ -255,6 +255,13 @@ export declare class ZeroCopySender {
 }
 
 /**
+ * The hot methods of `peeker` (`peekInto` without options, `seek`) as functions bound to it
+ * (done by `lowcopy.js`: the same calls without napi-rs's per-call class-method work).
+ * Internal.
+ */
+export declare function _peekerBind(peeker: Peeker): { peekInto(buf: ArrayBufferView): number; seek(offset: number): void }
+
+/**
  * Installs the function called with each ArrayBuffer before a zerocopy-capable send (done by
  * `lowcopy.js`: `markAsUntransferable`). Internal.
  */
@@ -579,6 +586,13 @@ export declare namespace testing {
   export function joinWriters(): void
   /** A listening loopback TCP socket (`v6`), options applied before listen. */
   export function listener(v6: boolean, opts?: testing.TcpOpts | undefined | null): number
+  /** Per-iteration cost of a native loop. */
+  export interface LoopCost {
+    /** Wall time, ns. */
+    wall: number
+    /** This thread's CPU time, ns. */
+    cpu: number
+  }
   /** Open descriptors of this process (entries of /proc/self/fd), for leak checks. */
   export function openFds(): number
   /**
@@ -598,6 +612,13 @@ export declare namespace testing {
   export function panic(): void
   /** `len` bytes of the test pattern from stream position `from`. */
   export function pattern(from: number, len: number): Buffer
+  /**
+   * examples/node/peek_bench.c's loop, run natively inside this Node process: a core `Peeker`
+   * (auto) over a duplicate of `fd`, `iters` x (seek to 0, peek `size` bytes) less the same loop
+   * with the seeks alone. Against the C program it shows what being inside Node's process costs
+   * a peek (a multi-threaded process, V8's cache footprint) apart from the call from JS.
+   */
+  export function peekLoop(fd: number, size: number, iters: number): testing.LoopCost
   /** One recv(MSG_PEEK | MSG_DONTWAIT) of up to `len` bytes. */
   export function peekRaw(fd: number, len: number): Buffer
   /** One read(2) of up to `len` bytes (blocking unless the fd is non-blocking). */
@@ -642,6 +663,18 @@ export declare namespace testing {
   export function tcpSocket(): number
   /** CPU time this thread has used, in milliseconds (CLOCK_THREAD_CPUTIME_ID). */
   export function threadCpuMs(): number
+  /**
+   * This thread's CPU time in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`), for benchmarks that
+   * price a call by the CPU it takes rather than by wall time (which, on a shared machine,
+   * counts the time other processes ran).
+   */
+  export function threadCpuNs(): number
+  /**
+   * A blocking UDP socket connected to `host` (an IPv4 or IPv6 literal) port `port`, with
+   * `SO_SNDBUF` `sndbuf` bytes if given (the C zc_bench sets 2 MiB), for the tx-only benchmark
+   * (examples/node/bench.js, inside the network namespaces scripts/zc_bench.sh makes).
+   */
+  export function udpConnect(host: string, port: number, sndbuf?: number | undefined | null): number
   /** Waits (3 s at most, else ETIMEDOUT) until poll reports POLLERR on `fd`. */
   export function waitPollerr(fd: number): void
   /**

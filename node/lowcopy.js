@@ -21,15 +21,15 @@ function transferIsStoppable() {
   }
 }
 
-if (transferIsStoppable()) {
-  native._setTransferGuard((ab) => markAsUntransferable(ab))
-} else {
-  native._setTransferGuard(() => {
-    const e = new TypeError('this Node can detach any ArrayBuffer (ArrayBuffer.prototype.transfer) while the kernel reads it: use the copy backend for zerocopy senders')
-    e.code = 'ERR_INVALID_STATE'
-    throw e
-  })
-}
+const transferGuard = transferIsStoppable()
+  ? (ab) => markAsUntransferable(ab)
+  : () => {
+      const e = new TypeError('this Node can detach any ArrayBuffer (ArrayBuffer.prototype.transfer) while the kernel reads it: use the copy backend for zerocopy senders')
+      e.code = 'ERR_INVALID_STATE'
+      throw e
+    }
+native._setTransferGuard(transferGuard)
+native.testing.transferGuard = transferGuard // for the tests that install their own
 
 if (typeof Symbol.dispose === 'symbol') {
   for (const C of [native.Peeker, native.ZeroCopySender, native.ZeroCopyReceiver, native.Receiver]) {
@@ -43,7 +43,53 @@ if (typeof Symbol.dispose === 'symbol') {
   }
 }
 
+// The per-call hot paths of a Peeker (a sniffer's or parser's loop): peekInto(buf) without
+// options and seek(offset). Each peeker gets native functions bound to it
+// (native._peekerBind), which skip what a napi-rs class method does on every call before any
+// of lowcopy's own work (checking `this`'s type tag, unwrapping it, registering the borrow).
+// Anything else (options, a `this` that is not a Peeker) takes the class method, which checks
+// it as before.
+{
+  const P = native.Peeker
+  const classPeekInto = P.prototype.peekInto
+  const classSeek = P.prototype.seek
+  const kBound = Symbol('lowcopy.bound')
+  const bind = (self) => {
+    if (!(self instanceof P)) return undefined
+    let b
+    try {
+      b = native._peekerBind(self) // type-checked: throws for a forged instance
+    } catch {
+      return undefined
+    }
+    try {
+      Object.defineProperty(self, kBound, { value: b })
+    } catch {} // a frozen peeker: bound again on each call
+    return b
+  }
+  const method = (name, value) =>
+    Object.defineProperty(P.prototype, name, { value, configurable: true, writable: true })
+  method('peekInto', function peekInto(buf, options) {
+    if (options === undefined && this != null) {
+      const b = this[kBound] ?? bind(this)
+      if (b !== undefined) return b.peekInto(buf)
+    }
+    return classPeekInto.call(this, buf, options)
+  })
+  method('seek', function seek(offset) {
+    if (this != null) {
+      const b = this[kBound] ?? bind(this)
+      if (b !== undefined) return b.seek(offset)
+    }
+    return classSeek.call(this, offset)
+  })
+  // The class methods themselves, for the benchmark's before/after (examples/node/bench.js).
+  native.testing.classPeekInto = classPeekInto
+  native.testing.classSeek = classSeek
+}
+
 const api = { ...native }
 delete api._setTransferGuard
+delete api._peekerBind
 delete api.testing // fixtures of lowcopy's own tests: require('lowcopy/index.js').testing
 module.exports = api

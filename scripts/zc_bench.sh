@@ -35,6 +35,11 @@
 #   ZC_BENCH_CPUS="S R"   pin the sender to CPU S and the receiver to CPU R
 #   ZC_BENCH_RAW=FILE     also keep every run's raw key=value line in FILE
 #   BIN=build/bin/zc_bench
+#   ZC_BENCH_TXONLY_CMD=CMD  no tables: set up the namespaces, run CMD (sh -c) in the
+#                         tx-only sender's namespace with ZC_TXONLY_DST4 and ZC_TXONLY_DST6
+#                         (the dropping destinations) and ZC_BENCH_BIN=$BIN set, remove the
+#                         namespaces and exit with CMD's status (3: no ifb device); how
+#                         examples/node/bench.js runs its Node senders beside this program
 #
 # Columns: MB sent; MB/s during the send loop; sends (calls that returned
 # > 0); compl (completions handed back); copied (% of completions the kernel
@@ -420,6 +425,17 @@ print_tables() {
 # ---------------------------------------------------------------- main
 
 setup
+if [[ -n ${ZC_BENCH_TXONLY_CMD:-} ]]; then
+    [[ $TXONLY_OK == 1 ]] || exit 3
+    # In the background, so that a signal to this script runs cleanup (which kills it) at once.
+    ip netns exec "$NS_A" env ZC_TXONLY_DST4=192.168.2.2 ZC_TXONLY_DST6=fc::2 ZC_BENCH_BIN="$BIN" \
+        sh -c "$ZC_BENCH_TXONLY_CMD" &
+    RX_PID=$!
+    rc=0
+    wait "$RX_PID" || rc=$?
+    RX_PID=
+    exit "$rc"
+fi
 : >"$RESULTS"
 # The runs of one cell, in table order: each mode with each sender count (more
 # than one: UDP only), and against the older library too.

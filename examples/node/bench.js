@@ -1,75 +1,139 @@
 #!/usr/bin/env node
-// The Node benchmark tables, side by side in one run (figures on a shared machine move from
-// run to run: each cell is the median of REPEAT runs, 3 by default).
+// The Node benchmark tables, side by side in one run. Figures on a shared machine move from run
+// to run: each cell is the median of REPEAT rounds (5 by default), the rounds interleaved so
+// that drift hits every row alike, with the spread of the rounds beside it.
 //
-// 1. Per-call cost of Peeker.peekInto against the same peek made by the C library
-//    (peek_bench, built from peek_bench.c against liblowcopy): a loopback TCP pair with 64 KiB
-//    queued, (seek 0, peek SIZE bytes) per iteration, minus the same loop with the seek alone
-//    (so each side's peek call is priced alone; the Node seek column is what one napi-rs
-//    method call costs by itself). Goal: Node's peek at most 1 microsecond more than C's.
-// 2. ZeroCopySender against socket.write, TCP over loopback: 64 KiB sends for SECONDS to a
-//    child process that reads and discards. The sender process's throughput and CPU per GB.
-//    Loopback copies every "zerocopy" send anyway (completions say COPIED): the io_uring row
-//    measures what the API costs, not what zerocopy saves (that needs a real NIC; see the C
-//    zc_bench's tx-only table).
+// 1. Per-call cost of Peeker.peekInto against the same peek made by the C library (peek_bench,
+//    built from peek_bench.c against liblowcopy): a loopback TCP pair with 64 KiB queued,
+//    (seek 0, peek SIZE bytes) per iteration, less the same loop with the seek alone, so each
+//    side's peek call is priced alone. In this thread's CPU time (what the call costs) and in
+//    wall time (which on a loaded machine also counts the time other processes ran). Node
+//    "before" is the napi-rs class method, "now" Peeker.peekInto as lowcopy.js defines it (a
+//    native function bound to the peeker); the Node seek column is what one napi-rs method
+//    call costs by itself. Goal: Node's peek at most 1 microsecond more than C's.
+// 2. Throughput, TCP over loopback: socket.write against ZeroCopySender (copy, errqueue,
+//    io_uring) on a descriptor of its own, 64 KiB sends for SECONDS to a child process that
+//    reads and discards. Loopback copies every "zerocopy" send anyway (completions COPIED):
+//    these rows price the API, not what zerocopy saves.
+// 3. Throughput, UDP tx-only: dgram's socket.send against ZeroCopySender, beside the C
+//    library's figures (examples/c/zc_bench) from the same run, 65435-byte datagrams routed out
+//    of an ifb device that drops them: the only path on one machine where the kernel sends from
+//    the pinned pages (completions not COPIED). Runs inside the network namespaces
+//    scripts/zc_bench.sh makes and removes (root only; skipped otherwise).
+// MB/CPU-s is megabytes sent per second of the sender process's CPU (user + system, all
+// threads), the selftest's and zc_bench's measure.
 //
-//   node bench.js [PEEK_BENCH_BINARY]     env: REPEAT=3 SECONDS=2
+//   node bench.js [PEEK_BENCH_BINARY]   env: REPEAT=5 SECONDS=2 TABLES="peek loopback txonly"
 'use strict'
-const { execFileSync, fork } = require('node:child_process')
+const { execFileSync, fork, spawnSync } = require('node:child_process')
+const dgram = require('node:dgram')
 const net = require('node:net')
 const path = require('node:path')
 const lowcopy = require('lowcopy')
 const { testing } = require('lowcopy/index.js') // loopback pairs without Node's net layer
 
-const REPEAT = Number(process.env.REPEAT || 3)
+const REPEAT = Number(process.env.REPEAT || 5)
 const SECONDS = Number(process.env.SECONDS || 2)
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1]
 
-function nodePeek(size, iters, seekOnly) {
+// One round of the Node side: the loops of peek_bench.c (seek alone; seek + peek), made two
+// ways: with the napi-rs class methods as they were (before), and with Peeker.prototype.seek
+// and .peekInto as the package now defines them (native functions bound to the peeker; see
+// node/lowcopy.js). Each peek less its own way's seeks. Returns { before, now, seekBefore,
+// seekNow, inNode } per call, each { wall, cpu } in ns.
+function nodePeekRound(size, iters) {
   const p = testing.pair('tcp4')
   try {
     testing.writeAllSync(p.peer, Buffer.alloc(65536, 0x78))
     testing.waitQueued(p.sock, 65536)
     const peeker = new lowcopy.Peeker(p.sock)
     const buf = Buffer.alloc(size)
-    for (let i = 0; i < 1000; i++) { peeker.seek(0); peeker.peekInto(buf) } // warm up
-    const t0 = process.hrtime.bigint()
-    if (seekOnly) {
+    const { classPeekInto, classSeek } = testing
+    for (let i = 0; i < 1000; i++) { // warm up (and JIT) every loop
+      peeker.seek(0); peeker.peekInto(buf)
+      classSeek.call(peeker, 0); classPeekInto.call(peeker, buf)
+    }
+    const time = (loop) => {
+      const w0 = process.hrtime.bigint()
+      const c0 = testing.threadCpuNs()
+      loop()
+      const c1 = testing.threadCpuNs()
+      const w1 = process.hrtime.bigint()
+      return { wall: Number(w1 - w0) / iters, cpu: (c1 - c0) / iters }
+    }
+    const seekBefore = time(() => {
+      for (let i = 0; i < iters; i++) classSeek.call(peeker, 0)
+    })
+    const before = time(() => {
+      for (let i = 0; i < iters; i++) {
+        classSeek.call(peeker, 0)
+        if (classPeekInto.call(peeker, buf) !== size) throw new Error('short peek')
+      }
+    })
+    const seekNow = time(() => {
       for (let i = 0; i < iters; i++) peeker.seek(0)
-    } else {
+    })
+    const now = time(() => {
       for (let i = 0; i < iters; i++) {
         peeker.seek(0)
         if (peeker.peekInto(buf) !== size) throw new Error('short peek')
       }
-    }
-    const ns = Number(process.hrtime.bigint() - t0) / iters
+    })
     peeker.close()
-    return ns
+    // The C loop again, natively inside this process (its own peeker over the same socket).
+    const inNode = testing.peekLoop(p.sock, size, iters)
+    const less = (a, s) => ({ wall: a.wall - s.wall, cpu: a.cpu - s.cpu })
+    return { before: less(before, seekBefore), now: less(now, seekNow), seekBefore, seekNow, inNode }
   } finally {
     testing.close(p.sock)
     testing.close(p.peer)
   }
 }
 
+const fmt = (x) => x.toFixed(0)
+const range = (xs) => `${fmt(Math.min(...xs))}..${fmt(Math.max(...xs))}`
+
 function peekTable(cbin) {
-  console.log('Per-call cost of one peek: Peeker.peekInto vs lowcopy_peeker_peek (TCP loopback, 64 KiB queued, ns per call, median of ' + REPEAT + ')')
-  const hdr = `${'size'.padStart(8)} | ${'C peek'.padStart(8)} | ${'Node peekInto'.padStart(13)} | ${'Node - C'.padStart(9)} | ${'Node seek'.padStart(9)} | <= 1 us more`
-  console.log(hdr)
-  console.log('-'.repeat(hdr.length))
-  for (const size of [64, 1024, 16384, 65536]) {
-    const iters = size >= 16384 ? 20000 : 100000
-    const c = []
-    const n = []
-    const seeks = []
-    const cOf = (extra) => Number(execFileSync(cbin, [String(size), String(iters), ...extra], { encoding: 'utf8' }).split(' ')[1])
-    for (let r = 0; r < REPEAT; r++) {
-      c.push(cOf([]) - cOf(['seek']))
-      const seek = nodePeek(size, iters, true)
-      seeks.push(seek)
-      n.push(nodePeek(size, iters, false) - seek)
+  const sizes = [64, 1024, 16384, 65536]
+  const rounds = Number(process.env.PEEK_ROUNDS || 2 * REPEAT - 1)
+  const res = {}
+  for (let r = 0; r < rounds; r++) {
+    for (const size of sizes) { // rounds interleaved: drift on the machine hits all alike
+      const iters = size >= 16384 ? 20000 : 50000
+      const out = execFileSync(cbin, [String(size), String(iters)], { encoding: 'utf8' })
+      const m = /wall_ns ([\d.-]+) cpu_ns ([\d.-]+)/.exec(out)
+      if (!m) throw new Error(`peek_bench: ${out}`)
+      const n = nodePeekRound(size, iters)
+      const c = { wall: Number(m[1]), cpu: Number(m[2]) }
+      ;(res[size] ||= []).push({ c, ...n })
     }
-    const [cm, nm] = [median(c), median(n)]
-    console.log(`${String(size).padStart(8)} | ${cm.toFixed(0).padStart(8)} | ${nm.toFixed(0).padStart(13)} | ${(nm - cm).toFixed(0).padStart(9)} | ${median(seeks).toFixed(0).padStart(9)} | ${nm - cm <= 1000 ? 'yes' : 'NO'}`)
+  }
+  console.log(`Per-call cost of one peek (TCP loopback, 64 KiB queued; ns per call, median of ${rounds} rounds, min..max of the rounds)`)
+  console.log('  C: lowcopy_peeker_peek (peek_bench); C in Node: the same loop run natively inside this Node process;')
+  console.log('  Node before: the napi-rs class methods; Node now: Peeker.seek/peekInto as shipped (native functions bound to the peeker);')
+  console.log('  each peek less its own seeks; now - C and before - C: per round, then the median; seek: one seek call alone, before/now')
+  for (const [clock, title] of [['cpu', 'CPU time of the calling thread'], ['wall', 'wall time (also counts other processes running)']]) {
+    console.log(`\n${title}`)
+    const cell = (xs) => `${fmt(median(xs))} ${range(xs)}`
+    const hdr = `${'size'.padStart(6)} | ${'C'.padStart(14)} | ${'C in Node'.padStart(14)} | ${'Node before'.padStart(15)} | ${'Node now'.padStart(15)} | ${'now - C'.padStart(15)} | ${'before - C'.padStart(10)} | ${'seek'.padStart(9)} | <= 1 us more`
+    console.log(hdr)
+    console.log('-'.repeat(hdr.length))
+    for (const size of sizes) {
+      const rs = res[size]
+      const col = (f, w) => cell(rs.map(f)).padStart(w)
+      const d = rs.map((x) => x.now[clock] - x.c[clock]) // per round: same minute, same load
+      console.log([
+        String(size).padStart(6),
+        col((x) => x.c[clock], 14),
+        col((x) => x.inNode[clock], 14),
+        col((x) => x.before[clock], 15),
+        col((x) => x.now[clock], 15),
+        col((x) => x.now[clock] - x.c[clock], 15),
+        fmt(median(rs.map((x) => x.before[clock] - x.c[clock]))).padStart(10),
+        `${fmt(median(rs.map((x) => x.seekBefore[clock])))}/${fmt(median(rs.map((x) => x.seekNow[clock])))}`.padStart(9),
+        median(d) <= 1000 ? 'yes' : 'NO',
+      ].join(' | '))
+    }
   }
 }
 
@@ -81,18 +145,19 @@ function sink() {
   })
 }
 
+// The process's CPU time (user + system, every thread: io_uring's workers count too, as in the
+// C zc_bench's getrusage(RUSAGE_SELF)), in seconds.
 function cpuNow() {
   const u = process.cpuUsage()
   return (u.user + u.system) / 1e6
 }
 
-const CHUNK = 65536
 const NBUF = 16
 
-async function viaSocketWrite(port) {
+async function viaSocketWrite(port, size) {
   const s = net.connect(port, '127.0.0.1')
   await new Promise((r) => s.once('connect', r))
-  const bufs = Array.from({ length: NBUF }, (_, i) => Buffer.alloc(CHUNK, i))
+  const bufs = Array.from({ length: NBUF }, (_, i) => Buffer.alloc(size, i))
   let bytes = 0
   const t0 = performance.now()
   const c0 = cpuNow()
@@ -101,7 +166,7 @@ async function viaSocketWrite(port) {
   await new Promise((resolve) => {
     const pump = () => {
       while (performance.now() < end) {
-        bytes += CHUNK
+        bytes += size
         // socket.write copies nothing either: it hands the Buffer to libuv, which writes it;
         // the Buffer must not change until the write callback (Node keeps it referenced).
         if (!s.write(bufs[i++ % NBUF])) return s.once('drain', pump)
@@ -116,14 +181,57 @@ async function viaSocketWrite(port) {
   return { bytes, secs, cpu: cpuNow() - c0, copied: '-' }
 }
 
-async function viaSender(port, backend) {
-  const fd = testing.connectPort(port)
+// Node's own datagram send, `nbuf` sends in flight at most (Node's dgram has no backpressure
+// signal but the send callbacks): dgram.Socket.send of `size`-byte datagrams on a connected
+// socket with the C zc_bench's 2 MiB SO_SNDBUF.
+async function viaDgram(dst, port, size) {
+  const s = dgram.createSocket({ type: dst.includes(':') ? 'udp6' : 'udp4', sendBufferSize: 1 << 21 })
+  await new Promise((resolve, reject) => {
+    s.once('error', reject)
+    s.connect(port, dst, resolve)
+  })
+  const bufs = Array.from({ length: NBUF }, (_, i) => Buffer.alloc(size, i))
+  let bytes = 0
+  let errors = 0
+  let inflight = 0
+  let i = 0
+  const t0 = performance.now()
+  const c0 = cpuNow()
+  const end = t0 + SECONDS * 1000
+  await new Promise((resolve) => {
+    const pump = () => {
+      while (inflight < NBUF && performance.now() < end) {
+        inflight++
+        s.send(bufs[i++ % NBUF], sent)
+      }
+      if (inflight === 0) resolve()
+    }
+    const sent = (err) => {
+      inflight--
+      if (err) errors++
+      else bytes += size
+      pump()
+    }
+    pump()
+  })
+  const secs = (performance.now() - t0) / 1000
+  const cpu = cpuNow() - c0
+  await new Promise((r) => s.close(r))
+  if (errors) throw new Error(`dgram: ${errors} sends failed`)
+  return { bytes, secs, cpu, copied: '-' }
+}
+
+// ZeroCopySender on a descriptor of its own (so every backend is allowed, the error queue
+// too): blocking sendReap of NBUF `size`-byte buffers taking turns, each sent again once its
+// completion came back; `copied` is the share of completions the kernel marked COPIED.
+async function viaSender(fd, backend, size) {
   const z = new lowcopy.ZeroCopySender(fd, { backend })
-  const bufs = Array.from({ length: NBUF }, (_, i) => Buffer.alloc(CHUNK, i))
+  const bufs = Array.from({ length: NBUF }, (_, i) => Buffer.alloc(size, i))
   const free = Array.from({ length: NBUF }, (_, i) => i)
   let bytes = 0
   let copied = 0
   let done = 0
+  let sends = 0
   const collect = (cs) => {
     for (const c of cs) {
       free.push(c.userData)
@@ -143,43 +251,120 @@ async function viaSender(port, backend) {
     const r = z.sendReap(bufs[i], i) // blocking send: the socket is ours alone
     bytes += r.bytes
     if (r.bytes === 0) free.push(i)
+    else sends++
     collect(r.completions)
   }
   while (z.inflight > 0) collect(z.wait(1000))
   collect(z.reap())
   const secs = (performance.now() - t0) / 1000
-  const backendUsed = z.backend
+  const cpu = cpuNow() - c0
   z.close()
   testing.close(fd)
-  return { bytes, secs, cpu: cpuNow() - c0, copied: done ? `${Math.round((100 * copied) / done)}%` : '-', backendUsed }
+  if (done !== sends) throw new Error(`ZeroCopySender ${backend}: ${sends} sends, ${done} completions`)
+  return { bytes, secs, cpu, copied: done ? `${Math.round((100 * copied) / done)}%` : '-' }
 }
 
-async function throughputTable() {
-  const { child, port } = await sink()
-  const rows = [
-    ['socket.write', () => viaSocketWrite(port)],
-    ['ZeroCopySender copy', () => viaSender(port, 'copy')],
-    ['ZeroCopySender errqueue', () => viaSender(port, 'errqueue')],
-    ['ZeroCopySender io_uring', () => viaSender(port, 'io_uring')],
-  ]
+// The C library's figure from the same run: examples/c/zc_bench (the binary scripts/zc_bench.sh
+// runs), one run of `mode` to the same destination, its "app" loop (poll only after EAGAIN).
+function viaC(cbin, dst, port, mode, size) {
+  const args = [dst.includes(':') ? '-6' : '-4', '-t', 'udp', '-p', String(port), '-T', String(SECONDS),
+    '-D', dst, '-s', String(size), '-m', mode, '-L', 'tx-only', '-P']
+  const out = execFileSync(cbin, args, { encoding: 'utf8' })
+  const kv = Object.fromEntries(out.split(/\s+/).filter((w) => w.includes('=')).map((w) => w.split('=')))
+  if (kv.ok !== '1') throw new Error(`zc_bench ${mode}: check failed: ${out}`)
+  const compl = Number(kv.completions)
+  return {
+    bytes: Number(kv.bytes),
+    secs: Number(kv.secs),
+    cpu: Number(kv.cpu_user) + Number(kv.cpu_sys),
+    copied: compl > 0 ? `${Math.round((100 * Number(kv.copied)) / compl)}%` : '-',
+  }
+}
+
+// Runs `rows` ([name, async () => run]) REPEAT times, interleaved (drift on the machine hits all
+// alike), and prints one line per row: the median run by MB per CPU-second; "x first" is the
+// median of per-round ratios against the first row (run seconds apart, so other load on the
+// machine disturbs it less than a ratio of medians); spread is (max - min) / median of MB/CPU-s.
+async function throughputRows(title, rows) {
   const results = {}
   for (let r = 0; r < REPEAT; r++) {
-    for (const [name, run] of rows) { // interleaved: drift on the machine hits all alike
-      (results[name] ||= []).push(await run())
-    }
+    for (const [name, run] of rows) (results[name] ||= []).push(await run())
   }
-  child.kill()
-  console.log(`\nThroughput: TCP over loopback, ${CHUNK / 1024} KiB sends for ${SECONDS} s to a reading child process (median of ${REPEAT} by Gbit/s)`)
-  const hdr = `${'mode'.padEnd(24)} | ${'Gbit/s'.padStart(7)} | ${'CPU s/GB'.padStart(8)} | ${'x write'.padStart(7)} | ${'CPU x'.padStart(6)} | copied`
+  console.log(`\n${title} (${SECONDS} s per run, median of ${REPEAT} by MB per CPU-second)`)
+  const hdr = `${'mode'.padEnd(32)} | ${'MB/s'.padStart(7)} | ${'MB/CPU-s'.padStart(8)} | ${'CPU s/GB'.padStart(8)} | ${'x first'.padStart(7)} | ${'spread'.padStart(6)} | copied`
   console.log(hdr)
   console.log('-'.repeat(hdr.length))
-  let base = null
+  const eff = (x) => x.bytes / 1e6 / x.cpu
+  const base = results[rows[0][0]]
   for (const [name] of rows) {
-    const runs = results[name].map((x) => ({ ...x, gbps: (x.bytes * 8) / x.secs / 1e9, cpuGb: x.cpu / (x.bytes / 1e9) }))
-    runs.sort((a, b) => a.gbps - b.gbps)
-    const m = runs[runs.length >> 1]
-    base ||= m
-    console.log(`${name.padEnd(24)} | ${m.gbps.toFixed(2).padStart(7)} | ${m.cpuGb.toFixed(3).padStart(8)} | ${(m.gbps / base.gbps).toFixed(2).padStart(7)} | ${(m.cpuGb / base.cpuGb).toFixed(2).padStart(6)} | ${m.copied}`)
+    const runs = results[name]
+    const sorted = [...runs].sort((a, b) => eff(a) - eff(b))
+    const m = sorted[sorted.length >> 1]
+    const ratios = runs.map((x, i) => eff(x) / eff(base[i]))
+    const spread = (eff(sorted[sorted.length - 1]) - eff(sorted[0])) / eff(m)
+    console.log(`${name.padEnd(32)} | ${(m.bytes / 1e6 / m.secs).toFixed(0).padStart(7)} | ${eff(m).toFixed(0).padStart(8)} | ${(m.cpu / (m.bytes / 1e9)).toFixed(3).padStart(8)} | ${median(ratios).toFixed(2).padStart(7)} | ${`${(100 * spread).toFixed(0)}%`.padStart(6)} | ${m.copied}`)
+  }
+}
+
+async function loopbackTable() {
+  const { child, port } = await sink()
+  const size = 65536
+  try {
+    await throughputRows(`Throughput: TCP over loopback, ${size / 1024} KiB sends to a reading child process; the kernel copies every "zerocopy" send here`, [
+      ['socket.write', () => viaSocketWrite(port, size)],
+      ['ZeroCopySender copy', () => viaSender(testing.connectPort(port), 'copy', size)],
+      ['ZeroCopySender errqueue', () => viaSender(testing.connectPort(port), 'errqueue', size)],
+      ['ZeroCopySender io_uring', () => viaSender(testing.connectPort(port), 'io_uring', size)],
+    ])
+  } finally {
+    child.kill()
+  }
+}
+
+// The tx-only table, inside the sender's namespace of scripts/zc_bench.sh (which set
+// ZC_TXONLY_DST4 and ZC_BENCH_BIN): UDP datagrams routed out of an ifb device that drops them,
+// so the kernel really sends from the pinned pages (completions not COPIED), beside the C
+// library's figures from the same run.
+async function txonlyTable() {
+  const dst = process.env.ZC_TXONLY_DST4
+  const cbin = process.env.ZC_BENCH_BIN
+  if (!dst || !cbin) throw new Error('--txonly runs inside scripts/zc_bench.sh (ZC_BENCH_TXONLY_CMD)')
+  const size = 65435 // the C zc_bench's payload (and the kernel selftest's)
+  const port = 20000
+  const fd = () => testing.udpConnect(dst, port, 1 << 21)
+  await throughputRows(`Throughput: UDP tx-only (routed out of a dropping ifb device: true zerocopy), ${size}-byte datagrams to ${dst}`, [
+    ['dgram socket.send', () => viaDgram(dst, port, size)],
+    ['ZeroCopySender copy', () => viaSender(fd(), 'copy', size)],
+    ['ZeroCopySender errqueue', () => viaSender(fd(), 'errqueue', size)],
+    ['ZeroCopySender io_uring', () => viaSender(fd(), 'io_uring', size)],
+    ['C zc_bench copy (sendmsg)', () => viaC(cbin, dst, port, 'copy', size)],
+    ['C lowcopy errqueue (lc-errq)', () => viaC(cbin, dst, port, 'lc-errq', size)],
+    ['C lowcopy io_uring (lc-uring)', () => viaC(cbin, dst, port, 'lc-uring', size)],
+  ])
+}
+
+// Runs the tx-only table in network namespaces made (and removed, even on failure) by
+// scripts/zc_bench.sh, which needs root, ip(8) and an ifb device.
+function txonlyViaScript() {
+  const script = path.join(__dirname, '..', '..', 'scripts', 'zc_bench.sh')
+  const cmd = `exec ${JSON.stringify(process.execPath)} ${JSON.stringify(__filename)} --txonly`
+  const r = spawnSync(script, [], {
+    stdio: ['ignore', 'inherit', 'inherit'],
+    env: { ...process.env, ZC_BENCH_TXONLY_CMD: cmd },
+  })
+  if (r.status === 3) console.log('\nThroughput tx-only: skipped (no ifb device)')
+  else if (r.status !== 0) throw new Error(`tx-only table: ${script} exited with ${r.status ?? r.signal}`)
+}
+
+async function main() {
+  const tables = (process.env.TABLES || 'peek loopback txonly').split(/\s+/)
+  if (process.argv[2] === '--txonly') return txonlyTable()
+  const cbin = process.argv[2] || path.join(__dirname, '..', '..', 'build', 'bin', 'node_peek_bench')
+  if (tables.includes('peek')) peekTable(cbin)
+  if (tables.includes('loopback')) await loopbackTable()
+  if (tables.includes('txonly')) {
+    if (process.getuid() !== 0) console.log('\nThroughput tx-only: skipped (needs root: network namespaces)')
+    else txonlyViaScript()
   }
 }
 
@@ -190,9 +375,7 @@ if (process.argv[2] === '--sink') {
   })
   srv.listen(0, '127.0.0.1', () => process.send(srv.address().port))
 } else {
-  const cbin = process.argv[2] || path.join(__dirname, '..', '..', 'build', 'bin', 'node_peek_bench')
-  peekTable(cbin)
-  throughputTable().catch((e) => {
+  main().catch((e) => {
     console.error(e)
     process.exit(1)
   })

@@ -2,7 +2,8 @@
 # The Node part of `make demo` (after `make examples` built liblowcopy): installs the package
 # into examples/node the way a user would (npm install: builds the addon with cargo), runs the
 # protocol sniffer against an HTTP request and two TLS ClientHellos, then the benchmark tables
-# (Peeker.peekInto vs the C library; ZeroCopySender vs socket.write).
+# (Peeker.peekInto vs the C library; ZeroCopySender vs socket.write on loopback, and vs dgram
+# send and the C library tx-only, in the namespaces scripts/zc_bench.sh makes).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$ROOT/build

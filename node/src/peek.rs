@@ -11,7 +11,7 @@ use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
 
-use crate::args::{self, alloc, alloc_len, bool_opt, size, with_fd};
+use crate::args::{self, alloc, alloc_len, bool_opt, size, size_arg, with_fd};
 use crate::error::{sys_error, type_error, value_error, Fail, OrThrow};
 use crate::sys;
 
@@ -538,6 +538,250 @@ impl Peeker {
             g.take();
         }
     }
+}
+
+// The per-call hot paths of a `Peeker` (`peekInto(buf)` without options, `seek(offset)`) as
+// plain native functions bound to one peeker: the package's JS entry point (lowcopy.js) calls
+// them in place of the class methods, which pay napi-rs's per-call work (a type-tag check and
+// an unwrap of `this`, each a V8 private-property lookup, and a native-borrow registration in
+// a hash map) before any of ours. Here the peeker comes in as the function's own data pointer
+// (an `Arc<Shared>`, dropped by the function's finalizer), the arguments as raw `napi_value`s
+// (the buffer read with one `napi_get_buffer_info`), and the result is a Smi or `undefined`:
+// no Rust wrapper objects, no allocation on success. Behaviour and errors are the class
+// methods'.
+/// The hot methods of `peeker` (`peekInto` without options, `seek`) as functions bound to it
+/// (done by `lowcopy.js`: the same calls without napi-rs's per-call class-method work).
+/// Internal.
+#[napi(
+    js_name = "_peekerBind",
+    catch_unwind,
+    ts_return_type = "{ peekInto(buf: ArrayBufferView): number; seek(offset: number): void }"
+)]
+pub fn peeker_bind<'a>(env: &'a Env, peeker: &Peeker) -> Result<Object<'a>> {
+    let mut obj = Object::new(env)?;
+    for (name, cb) in [
+        ("peekInto", peek_into_cb as RawCallback),
+        ("seek", seek_cb as RawCallback),
+    ] {
+        let f = bound_fn(env, &peeker.shared, name, cb)?;
+        // SAFETY: a live value of this call.
+        obj.set_named_property(name, unsafe { Unknown::from_raw_unchecked(env.raw(), f) })?;
+    }
+    Ok(obj)
+}
+
+type RawCallback = unsafe extern "C" fn(
+    napi::sys::napi_env,
+    napi::sys::napi_callback_info,
+) -> napi::sys::napi_value;
+
+/// A JS function named `name` calling `cb` with a reference to `shared` as its data.
+fn bound_fn(
+    env: &Env,
+    shared: &Arc<Shared>,
+    name: &str,
+    cb: RawCallback,
+) -> Result<napi::sys::napi_value> {
+    use napi::sys::{self as ns, Status as St};
+    let data = Arc::into_raw(shared.clone())
+        .cast_mut()
+        .cast::<std::ffi::c_void>();
+    let mut f = std::ptr::null_mut();
+    // SAFETY: N-API calls on this call's env; `data` is an `Arc<Shared>` leaked above, handed
+    // to the finalizer (which drops it) once the function is collected, or dropped here if the
+    // finalizer cannot be attached (the function is then unreachable and never called).
+    unsafe {
+        let mut st = ns::napi_create_function(
+            env.raw(),
+            name.as_ptr().cast(),
+            name.len() as isize,
+            Some(cb),
+            data,
+            &mut f,
+        );
+        if st == St::napi_ok {
+            st = ns::napi_add_finalizer(
+                env.raw(),
+                f,
+                data,
+                Some(drop_shared),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            );
+        }
+        if st != St::napi_ok {
+            drop(Arc::from_raw(data.cast::<Shared>()));
+            return Err(Error::new(
+                Status::GenericFailure,
+                format!("{name}: napi_create_function"),
+            ));
+        }
+    }
+    Ok(f)
+}
+
+/// Finalizer of a bound function: drops its reference to the peeker.
+unsafe extern "C" fn drop_shared(
+    _env: napi::sys::napi_env,
+    data: *mut std::ffi::c_void,
+    _hint: *mut std::ffi::c_void,
+) {
+    // SAFETY: `data` is the `Arc<Shared>` leaked by `bound_fn` for this function, dropped once
+    // (N-API calls a finalizer once).
+    drop(unsafe { Arc::from_raw(data.cast::<Shared>()) });
+}
+
+/// The body of a bound function: its peeker and first argument in, its result out; an `Err`
+/// (or a panic, as an `Error`) is thrown.
+///
+/// # Safety
+/// `env` and `info` are those of a call of a function made by `bound_fn`.
+unsafe fn bound_call(
+    env: napi::sys::napi_env,
+    info: napi::sys::napi_callback_info,
+    what: &str,
+    body: fn(napi::sys::napi_env, &Shared, napi::sys::napi_value) -> Result<napi::sys::napi_value>,
+) -> napi::sys::napi_value {
+    let run = || -> Result<napi::sys::napi_value> {
+        let mut argc = 1usize;
+        let mut argv = [std::ptr::null_mut(); 1];
+        let mut data = std::ptr::null_mut();
+        // SAFETY: N-API reads at most `argc` (1) arguments into `argv` (missing ones are
+        // `undefined`) from the live `info` of this call.
+        let st = unsafe {
+            napi::sys::napi_get_cb_info(
+                env,
+                info,
+                &mut argc,
+                argv.as_mut_ptr(),
+                std::ptr::null_mut(),
+                &mut data,
+            )
+        };
+        if st != napi::sys::Status::napi_ok || data.is_null() {
+            return Err(Error::new(
+                Status::GenericFailure,
+                format!("{what}: napi_get_cb_info"),
+            ));
+        }
+        // SAFETY: `data` is the function's `Arc<Shared>`, kept by the function (its finalizer
+        // drops it), which is alive while it is being called.
+        let shared = unsafe { &*data.cast::<Shared>() };
+        body(env, shared, argv[0])
+    };
+    let e = match std::panic::catch_unwind(run) {
+        Ok(Ok(v)) => return v,
+        Ok(Err(e)) => e,
+        Err(_) => Error::new(Status::GenericFailure, format!("panic in {what}")),
+    };
+    // SAFETY: `env` is live (inside the callback).
+    unsafe { napi::JsError::from(e).throw_into(env) };
+    std::ptr::null_mut()
+}
+
+/// Runs `f` on the core peeker, as `Peeker::with`: `EBUSY` while a `peekAsync` holds it,
+/// `EBADF` once closed; other errors are the core's errno, all thrown as system errors of
+/// `what`.
+fn bound_core<T>(
+    env: napi::sys::napi_env,
+    shared: &Shared,
+    what: &str,
+    f: impl FnOnce(&mut Core) -> std::io::Result<T>,
+) -> Result<T> {
+    let r = match shared.peeker.try_lock() {
+        Ok(mut g) => g.as_mut().map_or(Err(libc::EBADF), |p| {
+            f(p).map_err(|e| crate::error::errno_of(&e))
+        }),
+        Err(TryLockError::Poisoned(p)) => p.into_inner().as_mut().map_or(Err(libc::EBADF), |p| {
+            f(p).map_err(|e| crate::error::errno_of(&e))
+        }),
+        Err(TryLockError::WouldBlock) => Err(libc::EBUSY),
+    };
+    r.map_err(|errno| sys_error(&Env::from_raw(env), errno, what))
+}
+
+unsafe extern "C" fn peek_into_cb(
+    env: napi::sys::napi_env,
+    info: napi::sys::napi_callback_info,
+) -> napi::sys::napi_value {
+    // SAFETY: called by N-API as the callback of a function made by `bound_fn`.
+    unsafe { bound_call(env, info, "peekInto", peek_into_body) }
+}
+
+fn peek_into_body(
+    env: napi::sys::napi_env,
+    shared: &Shared,
+    buf: napi::sys::napi_value,
+) -> Result<napi::sys::napi_value> {
+    let mut ptr = std::ptr::null_mut();
+    let mut len = 0usize;
+    // SAFETY: plain N-API query of a live argument into locals. The memory stays valid for
+    // the call: the argument keeps its ArrayBuffer alive, and no JS runs until we return (no
+    // transfer, detach or resize can come in between).
+    if unsafe { napi::sys::napi_get_buffer_info(env, buf, &mut ptr, &mut len) }
+        != napi::sys::Status::napi_ok
+    {
+        let env = Env::from_raw(env);
+        // SAFETY: a live value of this call.
+        let v = unsafe { Unknown::from_raw_unchecked(env.raw(), buf) };
+        return Err(bytes_arg(&env, &v, "buf").err().unwrap_or_else(|| {
+            Error::new(Status::InvalidArg, "peekInto: not a buffer".to_string())
+        }));
+    }
+    let iov = [libc::iovec {
+        // Empty (or detached): the core refuses it (EINVAL) before using the pointer.
+        iov_base: if len == 0 {
+            std::ptr::NonNull::<u8>::dangling().as_ptr().cast()
+        } else {
+            ptr
+        },
+        iov_len: len,
+    }];
+    // SAFETY: the iovec covers the caller's view, writable and alive for this call.
+    let n = bound_core(env, shared, "peekInto", |p| unsafe {
+        p.peek_raw(&iov, Flags::NONE)
+    })?;
+    let mut out = std::ptr::null_mut();
+    // SAFETY: plain N-API constructor into a local.
+    if unsafe { napi::sys::napi_create_uint32(env, n as u32, &mut out) }
+        != napi::sys::Status::napi_ok
+    {
+        return Err(Error::new(
+            Status::GenericFailure,
+            "peekInto: napi_create_uint32",
+        ));
+    }
+    Ok(out)
+}
+
+unsafe extern "C" fn seek_cb(
+    env: napi::sys::napi_env,
+    info: napi::sys::napi_callback_info,
+) -> napi::sys::napi_value {
+    // SAFETY: called by N-API as the callback of a function made by `bound_fn`.
+    unsafe { bound_call(env, info, "seek", seek_body) }
+}
+
+fn seek_body(
+    env: napi::sys::napi_env,
+    shared: &Shared,
+    offset: napi::sys::napi_value,
+) -> Result<napi::sys::napi_value> {
+    let mut n = 0f64;
+    // SAFETY: plain N-API read of a live argument into a local; fails for a non-number.
+    let off = if unsafe { napi::sys::napi_get_value_double(env, offset, &mut n) }
+        == napi::sys::Status::napi_ok
+    {
+        size_arg(&Env::from_raw(env), n, "offset")?
+    } else {
+        let env = Env::from_raw(env);
+        // SAFETY: a live value of this call.
+        let v = unsafe { Unknown::from_raw_unchecked(env.raw(), offset) };
+        size(&env, &v, "offset")?
+    };
+    bound_core(env, shared, "seek", |p| p.seek(off))?;
+    // NULL: the call returns `undefined`.
+    Ok(std::ptr::null_mut())
 }
 
 /// What an async peek reads from.

@@ -7,7 +7,7 @@
 
 use std::io::{Read, Write};
 use std::mem::size_of;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::sync::Mutex;
 use std::thread::JoinHandle;
@@ -42,24 +42,38 @@ fn raw_socket(family: i32, ty: i32, proto: i32) -> std::io::Result<OwnedFd> {
 
 /// A sockaddr_storage for loopback of the family, port 0 (or `port`).
 fn loopback(v6: bool, port: u16) -> (libc::sockaddr_storage, libc::socklen_t) {
+    let ip = if v6 {
+        IpAddr::V6(Ipv6Addr::LOCALHOST)
+    } else {
+        IpAddr::V4(Ipv4Addr::LOCALHOST)
+    };
+    sockaddr(ip, port)
+}
+
+fn sockaddr(ip: IpAddr, port: u16) -> (libc::sockaddr_storage, libc::socklen_t) {
     // SAFETY: all-zero is a valid sockaddr_storage.
     let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let len = if v6 {
-        // SAFETY: sockaddr_storage is large and aligned enough for a sockaddr_in6.
-        let a =
-            unsafe { &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
-        a.sin6_family = libc::AF_INET6 as _;
-        a.sin6_addr.s6_addr = Ipv6Addr::LOCALHOST.octets();
-        a.sin6_port = port.to_be();
-        size_of::<libc::sockaddr_in6>()
-    } else {
-        // SAFETY: sockaddr_storage is large and aligned enough for a sockaddr_in.
-        let a =
-            unsafe { &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
-        a.sin_family = libc::AF_INET as _;
-        a.sin_addr.s_addr = u32::from(Ipv4Addr::LOCALHOST).to_be();
-        a.sin_port = port.to_be();
-        size_of::<libc::sockaddr_in>()
+    let len = match ip {
+        IpAddr::V6(ip) => {
+            // SAFETY: sockaddr_storage is large and aligned enough for a sockaddr_in6.
+            let a = unsafe {
+                &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>()
+            };
+            a.sin6_family = libc::AF_INET6 as _;
+            a.sin6_addr.s6_addr = ip.octets();
+            a.sin6_port = port.to_be();
+            size_of::<libc::sockaddr_in6>()
+        }
+        IpAddr::V4(ip) => {
+            // SAFETY: sockaddr_storage is large and aligned enough for a sockaddr_in.
+            let a = unsafe {
+                &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>()
+            };
+            a.sin_family = libc::AF_INET as _;
+            a.sin_addr.s_addr = u32::from(ip).to_be();
+            a.sin_port = port.to_be();
+            size_of::<libc::sockaddr_in>()
+        }
     };
     (ss, len as libc::socklen_t)
 }
@@ -944,4 +958,111 @@ pub fn connect_port(env: Env, port: u32) -> Result<i32> {
         Ok(c.into_raw_fd())
     })();
     r.or_throw(&env, "testing.connectPort")
+}
+
+fn thread_cpu() -> std::io::Result<f64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes one timespec we own.
+    check(unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) })?;
+    Ok(ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64)
+}
+
+/// This thread's CPU time in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`), for benchmarks that
+/// price a call by the CPU it takes rather than by wall time (which, on a shared machine,
+/// counts the time other processes ran).
+#[napi(catch_unwind, namespace = "testing")]
+pub fn thread_cpu_ns(env: Env) -> Result<f64> {
+    thread_cpu().or_throw(&env, "testing.threadCpuNs")
+}
+
+/// Per-iteration cost of a native loop.
+#[napi(object, namespace = "testing")]
+pub struct LoopCost {
+    /// Wall time, ns.
+    pub wall: f64,
+    /// This thread's CPU time, ns.
+    pub cpu: f64,
+}
+
+/// examples/node/peek_bench.c's loop, run natively inside this Node process: a core `Peeker`
+/// (auto) over a duplicate of `fd`, `iters` x (seek to 0, peek `size` bytes) less the same loop
+/// with the seeks alone. Against the C program it shows what being inside Node's process costs
+/// a peek (a multi-threaded process, V8's cache footprint) apart from the call from JS.
+#[napi(catch_unwind, namespace = "testing")]
+pub fn peek_loop(env: Env, fd: i32, size: u32, iters: u32) -> Result<LoopCost> {
+    let r = (|| -> std::io::Result<LoopCost> {
+        let mut p =
+            lowcopy::Peeker::new(borrow(fd).try_clone_to_owned()?, lowcopy::PeekMode::Auto)?;
+        let mut buf = vec![0u8; size as usize];
+        for _ in 0..1000 {
+            p.seek(0)?;
+            p.peek(
+                &mut [std::io::IoSliceMut::new(&mut buf)],
+                lowcopy::Flags::NONE,
+            )?;
+        }
+        let mut wall = [0f64; 2];
+        let mut cpu = [0f64; 2];
+        for (k, seek_only) in [false, true].into_iter().enumerate() {
+            let w0 = Instant::now();
+            let c0 = thread_cpu()?;
+            for _ in 0..iters {
+                p.seek(0)?;
+                if !seek_only {
+                    let n = p.peek(
+                        &mut [std::io::IoSliceMut::new(&mut buf)],
+                        lowcopy::Flags::NONE,
+                    )?;
+                    if n != size as usize {
+                        return Err(std::io::Error::from_raw_os_error(libc::EIO));
+                    }
+                }
+            }
+            cpu[k] = thread_cpu()? - c0;
+            wall[k] = w0.elapsed().as_nanos() as f64;
+        }
+        Ok(LoopCost {
+            wall: (wall[0] - wall[1]) / iters as f64,
+            cpu: (cpu[0] - cpu[1]) / iters as f64,
+        })
+    })();
+    r.or_throw(&env, "testing.peekLoop")
+}
+
+/// A blocking UDP socket connected to `host` (an IPv4 or IPv6 literal) port `port`, with
+/// `SO_SNDBUF` `sndbuf` bytes if given (the C zc_bench sets 2 MiB), for the tx-only benchmark
+/// (examples/node/bench.js, inside the network namespaces scripts/zc_bench.sh makes).
+#[napi(catch_unwind, namespace = "testing")]
+pub fn udp_connect(env: Env, host: String, port: u32, sndbuf: Option<u32>) -> Result<i32> {
+    let ip: IpAddr = host.parse().map_err(|_| {
+        value_error(
+            &env,
+            format!("testing.udpConnect: not an IP literal: {host}"),
+        )
+    })?;
+    let r = (|| {
+        let fam = if ip.is_ipv6() {
+            libc::AF_INET6
+        } else {
+            libc::AF_INET
+        };
+        let s = raw_socket(fam, libc::SOCK_DGRAM, 0)?;
+        if let Some(b) = sndbuf {
+            sys::setsockopt_int(s.as_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, b as i32)?;
+        }
+        let (ss, len) = sockaddr(ip, port as u16);
+        // SAFETY: `ss` holds `len` meaningful bytes.
+        check(unsafe {
+            libc::connect(
+                s.as_raw_fd(),
+                (&ss as *const libc::sockaddr_storage).cast(),
+                len,
+            )
+        })?;
+        Ok(s.into_raw_fd())
+    })();
+    r.or_throw(&env, "testing.udpConnect")
 }

@@ -37,6 +37,19 @@ thread_local! {
     /// The transfer guard the package entry installed on this JS thread (a function taking an
     /// ArrayBuffer; it throws where transfers cannot be stopped).
     static GUARD: RefCell<Option<ObjectRef<false>>> = const { RefCell::new(None) };
+    /// Bumped by each `_setTransferGuard`: part of the type tag that marks an ArrayBuffer as
+    /// passed through this guard.
+    static GUARD_GEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// The type tag put on an ArrayBuffer once the current guard accepted it. The guard's effect
+/// (`markAsUntransferable`) lasts for the ArrayBuffer's life, so later sends of the same memory
+/// check the tag (one V8 private-property lookup) instead of calling into JS again.
+fn guarded_tag() -> napi::sys::napi_type_tag {
+    napi::sys::napi_type_tag {
+        lower: 0x6c6f_7763_6f70_7947, // "lowcopyG"
+        upper: GUARD_GEN.with(|g| g.get()),
+    }
 }
 
 /// Installs the function called with each ArrayBuffer before a zerocopy-capable send (done by
@@ -61,6 +74,7 @@ pub fn set_transfer_guard(env: Env, guard: Unknown) -> Result<()> {
             let _ = old.unref(&env);
         }
     });
+    GUARD_GEN.with(|g| g.set(g.get() + 1));
     Ok(())
 }
 
@@ -314,6 +328,15 @@ impl Inner {
                 if ab.is_null() {
                     continue;
                 }
+                let tag = guarded_tag();
+                let mut tagged = false;
+                // SAFETY: plain N-API query on a live object of this call into a local.
+                let st = unsafe {
+                    napi::sys::napi_check_object_type_tag(env.raw(), ab, &tag, &mut tagged)
+                };
+                if st == napi::sys::Status::napi_ok && tagged {
+                    continue; // this guard marked it untransferable before: for good
+                }
                 let mut ret = std::ptr::null_mut();
                 let mut undef = std::ptr::null_mut();
                 // SAFETY: calling a JS function of this env with one live argument.
@@ -327,6 +350,10 @@ impl Inner {
                         "transfer guard threw".to_string(),
                     ));
                 }
+                // Remember it (fails harmlessly when another tag is on it already: the guard
+                // then runs on each send of it, as before).
+                // SAFETY: N-API call on a live object of this call.
+                unsafe { napi::sys::napi_type_tag_object(env.raw(), ab, &tag) };
             }
             Ok(())
         })

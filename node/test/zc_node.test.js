@@ -119,6 +119,57 @@ test('a transfer cannot detach a buffer with a zerocopy send in flight: it copie
   }
 })
 
+test('the transfer guard runs once per ArrayBuffer (its mark lasts), again under a new guard; a second send is still guarded', () => {
+  const { markAsUntransferable } = require('node:worker_threads')
+  const native = require('../index.js')
+  const calls = []
+  const counting = (tag) => (ab) => {
+    calls.push([tag, ab])
+    markAsUntransferable(ab)
+  }
+  const p = testing.pair('tcp4')
+  const z = new lc.ZeroCopySender(p.sock, { backend: 'io_uring' })
+  try {
+    native._setTransferGuard(counting('first'))
+    const a = Buffer.from(pattern(0, 5000)) // each its own ArrayBuffer (not the 8 KiB pool)
+    const b = Buffer.from(pattern(5000, 5000))
+    z.send(a, 1)
+    z.send(a, 2)
+    z.send(a.subarray(10, 20), 3) // another view of the same ArrayBuffer
+    z.send(b, 4)
+    assert.deepEqual(calls.map(([t, ab]) => [t, ab === a.buffer ? 'a' : ab === b.buffer ? 'b' : '?']), [['first', 'a'], ['first', 'b']])
+    // A new guard is asked again: once per fresh ArrayBuffer, on every send of one the old
+    // guard marked (its tag cannot be replaced).
+    native._setTransferGuard(counting('second'))
+    const c = Buffer.from(pattern(10010, 5000))
+    z.send(a, 5)
+    z.send(a, 6)
+    z.send(c, 7)
+    z.send(c, 8)
+    assert.deepEqual(calls.slice(2).map(([t, ab]) => [t, ab === a.buffer ? 'a' : ab === c.buffer ? 'c' : '?']), [['second', 'a'], ['second', 'a'], ['second', 'c']])
+    // Marked for good: a transfer still copies rather than detaching the memory in flight.
+    structuredClone(a.buffer, { transfer: [a.buffer] })
+    assert.equal(a.length, 5000, 'still attached')
+    // A guard that refuses: never remembered, every send asks it again.
+    let refusals = 0
+    native._setTransferGuard(() => {
+      refusals++
+      throw new TypeError('refused')
+    })
+    assert.throws(() => z.send(b, 7), { message: 'refused' })
+    assert.throws(() => z.send(b, 8), { message: 'refused' })
+    assert.equal(refusals, 2)
+    const want = 5000 * 2 + 10 + 5000 + 5000 * 4
+    testing.waitQueued(p.peer, want)
+    assert.equal(testing.read(p.peer, want + 1).length, want)
+  } finally {
+    native._setTransferGuard(testing.transferGuard) // lowcopy.js's own
+    z.close()
+    testing.close(p.sock)
+    testing.close(p.peer)
+  }
+})
+
 test('the copy backend needs no guard: a transfer after the send detaches, the bytes were copied already', () => {
   const p = testing.pair('tcp4')
   const z = new lc.ZeroCopySender(p.sock, { backend: 'copy' })
