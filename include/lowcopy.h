@@ -294,7 +294,9 @@ typedef struct lowcopy_caps {
  */
 typedef struct lowcopy_peek_stats {
   /**
-   * Syscalls the peeker made, failed ones included.
+   * Syscalls the peeker made, failed ones included, its constructor's too: 1 or 2 after
+   * [`Peeker::with_kind`]; after [`Peeker::new`] 2 more on AF_UNIX and 3 more on TCP and
+   * MPTCP, the `getsockopt` that learn what the socket is.
    */
   uint64_t syscalls;
   /**
