@@ -115,7 +115,7 @@ fn peek_supported(sock: &Bound<'_, PyAny>) -> PyResult<bool> {
 record! {
     /// Counters of a `Peeker`. All byte counts are in bytes.
     PeekStats from lowcopy::PeekStats {
-        /// Syscalls the peeker made (including failed ones).
+        /// Syscalls the peeker made (including failed ones; the constructor's too).
         syscalls,
         /// Peeks that returned data.
         peeks,
