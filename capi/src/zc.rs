@@ -80,7 +80,14 @@ const _: () = {
 /// Creates a zerocopy sender on the socket `fd` and writes it to `*out`.
 ///
 /// `backend`: `LOWCOPY_ZC_AUTO`, `_ERRQUEUE`, `_IO_URING` or `_COPY`; `flags`: 0 or
-/// `LOWCOPY_ZC_ADAPTIVE`. Allocates everything the data path needs (no allocation after).
+/// `LOWCOPY_ZC_ADAPTIVE`. Allocates everything the data path needs, here and never after:
+/// the handle (about 360 bytes) and the request tracking for 4096 requests and 8192 ids in
+/// flight (282,624 bytes in four blocks) on the heap; the error-queue backend 5120 bytes of
+/// heap more (buffers to read 16 notifications per `recvmmsg`); the io_uring backend a
+/// 296-byte ring handle on the heap and the kernel's ring memory mapped into the process
+/// (8192 completion and 8 submission entries: 139,264 bytes on Linux 6.18). `lowcopy_zc_free`
+/// releases it all.
+///
 /// The error-queue backend sets `SO_ZEROCOPY` on the socket (left set). The kernel's zerocopy
 /// id counter cannot be read back: make one sender per socket, before any other
 /// `MSG_ZEROCOPY` send on it. The fd stays the caller's and must stay open until

@@ -117,6 +117,15 @@ impl Tracker {
         }
     }
 
+    /// Bytes of heap the tracker holds (all of it allocated in [`Tracker::new`]).
+    #[cfg(test)]
+    pub fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.slots.capacity() * size_of::<Slot>()
+            + (self.free.capacity() + self.ready.capacity()) * size_of::<SlotId>()
+            + self.ids.capacity() * size_of::<IdEntry>()
+    }
+
     /// The id the kernel will give the next successful `MSG_ZEROCOPY` send.
     pub fn next_id(&self) -> u32 {
         self.base.wrapping_add(self.n_ids as u32)
