@@ -1411,7 +1411,6 @@ mod tests {
     use std::net::{Ipv4Addr, Ipv6Addr, TcpListener, TcpStream, UdpSocket};
     use std::os::fd::{AsRawFd, OwnedFd};
 
-
     const BACKENDS: [ZcBackend; 3] = [ZcBackend::Copy, ZcBackend::ErrQueue, ZcBackend::IoUring];
 
     fn drain(zc: &mut ZeroCopySender<impl AsFd>) -> Vec<Completion> {
