@@ -163,7 +163,9 @@ $(BUILD)/bin/fault_panic: tests/c/fault_panic.c include/lowcopy.h tests/c/check.
 	  -Wl,-rpath,$(BUILD)/fault
 
 # The main job: iperf3 through the relay in every mode, then every benchmark table (the
-# zerocopy tables as medians of 3 runs: single TCP runs swing 2x on a shared machine).
+# zerocopy tables as medians of 3 runs: single TCP runs swing 2x on a shared machine; the
+# scale table: memory and descriptors per sender at 1 to 10,000 connections, and tx-only
+# throughput with 1 and 1,000 senders on one thread, medians of 5).
 demo:
 	scripts/deps.sh demo
 	$(MAKE) examples
@@ -171,6 +173,7 @@ demo:
 	scripts/demo.sh
 	$(BUILD)/bin/peek_sweep -n 9
 	ZC_BENCH_REPEAT=$${ZC_BENCH_REPEAT:-3} scripts/zc_bench.sh
+	scripts/zc_scale.sh
 	$(BUILD)/bin/rx_bench
 	node/scripts/demo.sh
 

@@ -149,10 +149,14 @@
 
 /**
  * Backend: io_uring `IORING_OP_SEND_ZC` (Linux 6.0) / `SENDMSG_ZC` (6.1); user_data comes back
- * in the notification CQE. The ring is set up with `IORING_SETUP_DEFER_TASKRUN` (6.1) so that
- * notifications never interrupt the sending thread's other syscalls with `EINTR`; they are
- * posted during the next send (no syscall of their own). Its price, `SINGLE_ISSUER`: the
- * first thread that sends owns the ring, and calls from any other thread fail with `-EEXIST`.
+ * in the notification CQE. One ring per thread serves every sender used on that thread
+ * (`LOWCOPY_ZC_RING_CQ_ENTRIES` completion entries, made with the thread's first sender,
+ * kept until the thread exits): a sender owns no descriptor. The ring is set up with
+ * `IORING_SETUP_DEFER_TASKRUN` (6.1) so that notifications never interrupt the thread's other
+ * syscalls with `EINTR`; they are posted during the next send (no syscall of their own). Its
+ * price, `SINGLE_ISSUER`: a sender belongs to the first thread that sends on it, waits on it
+ * or asks for its `lowcopy_zc_pollfd` (it joins that thread's ring), and calls from any other
+ * thread fail with `-EEXIST`.
  */
 #define LOWCOPY_ZC_IO_URING 2
 
@@ -192,10 +196,26 @@
 #define LOWCOPY_ZC_REAP_EVERY 32
 
 /**
- * Requests a sender holds at once, in flight or ready but not reaped. Past that, sends
- * return `-EBUSY` until completions are reaped.
+ * Requests a sender holds at once by default (`lowcopy_zc_options.max_pending`), in flight or
+ * ready but not reaped. Past that, sends return `-EBUSY` until completions are reaped.
  */
 #define LOWCOPY_ZC_MAX_PENDING 4096
+
+/**
+ * Requests a sender keeps room for when idle by default (`lowcopy_zc_options.reserve`).
+ */
+#define LOWCOPY_ZC_DEFAULT_RESERVE 16
+
+/**
+ * The largest `lowcopy_zc_options.max_pending`.
+ */
+#define LOWCOPY_ZC_PENDING_LIMIT (1 << 20)
+
+/**
+ * Completion-queue entries of each thread's io_uring ring (16 bytes each), shared by the
+ * thread's senders.
+ */
+#define LOWCOPY_ZC_RING_CQ_ENTRIES 8192
 
 /**
  * Per-call flags of peeks, consumes, zerocopy sends and zero-copy receives.
@@ -294,7 +314,9 @@ typedef struct lowcopy_caps {
  */
 typedef struct lowcopy_peek_stats {
   /**
-   * Syscalls the peeker made, failed ones included.
+   * Syscalls the peeker made, failed ones included, its constructor's too: 1 or 2 after
+   * [`Peeker::with_kind`]; after [`Peeker::new`] 2 more on AF_UNIX and 3 more on TCP and
+   * MPTCP, the `getsockopt` that learn what the socket is.
    */
   uint64_t syscalls;
   /**
@@ -469,6 +491,36 @@ typedef struct lowcopy_zcrx_recv_stats {
 } lowcopy_zcrx_recv_stats;
 
 /**
+ * How `lowcopy_zc_new_opts` sets up a sender. Start from `lowcopy_zc_options_default` and
+ * change what you need: a zeroed struct has `max_pending` 0, which is `-EINVAL`. Passed
+ * with its `sizeof` (the growth rule): fields past the caller's size take their defaults.
+ */
+typedef struct lowcopy_zc_options {
+  /**
+   * `LOWCOPY_ZC_AUTO`, `_ERRQUEUE`, `_IO_URING` or `_COPY`.
+   */
+  uint32_t backend;
+  /**
+   * 0 or `LOWCOPY_ZC_ADAPTIVE`.
+   */
+  uint32_t flags;
+  /**
+   * Requests whose tracking is allocated at creation and kept (32 bytes each plus a
+   * quarter, 8 more each for the error queue); nothing is allocated or freed while the
+   * sender holds no more. Beyond, the
+   * tables grow, and shrink back to this once the sender holds nothing. 0 to
+   * `max_pending`; default `LOWCOPY_ZC_DEFAULT_RESERVE`. Equal to `max_pending`: nothing
+   * is allocated after `lowcopy_zc_new_opts`.
+   */
+  uint64_t reserve;
+  /**
+   * Requests held at once at most (past it, sends are `-EBUSY`): 1 to
+   * `LOWCOPY_ZC_PENDING_LIMIT`; default `LOWCOPY_ZC_MAX_PENDING`.
+   */
+  uint64_t max_pending;
+} lowcopy_zc_options;
+
+/**
  * One completed send, as the sender's reap calls hand it back: the kernel no longer needs
  * the buffers that send used, which may be reused.
  *
@@ -527,8 +579,8 @@ typedef struct lowcopy_zc_send_stats {
    */
   uint64_t enobufs;
   /**
-   * Sends that fell back to a copy because the id window was full
-   * ([`MAX_IDS`] = 8192 ids in flight).
+   * Sends that fell back to a copy because the id window was full (twice the sender's
+   * limit of requests held in flight: 8192 ids by default).
    */
   uint64_t window_full;
   /**
@@ -1122,11 +1174,17 @@ void lowcopy_receiver_free(struct lowcopy_receiver *r);
  * Creates a zero-copy receiver over the connected TCP socket `fd` and writes it to `*out`.
  *
  * Maps a `window`-byte read-only window of the socket (`window` rounded up to a multiple of
- * the page size; 1 byte to 1 GiB) and allocates the copy buffer (the window's size, between
- * 64 KiB and 1 MiB); nothing is allocated after this. Set `SO_RCVLOWAT` to about the window
- * (`lowcopy_set_rcvlowat`) so that each wakeup brings a window's worth. Pages map only where
- * the kernel holds whole, page-aligned payload pages (a header-splitting NIC; on loopback, a
- * page-aligned `MSG_ZEROCOPY` sender); every other byte arrives by copy.
+ * the page size, W; 1 byte to 1 GiB) and allocates, on the heap, the handle (about 210
+ * bytes) and the copy buffer: W bytes, at least 64 KiB and at most 1 MiB (256 KiB for a
+ * 256 KiB window), left unwritten so that only the pages the kernel copies into become
+ * resident. The window is address space only: the pages it shows are the socket's receive
+ * buffer. Nothing is allocated after this; the first wait that meets a busy error queue
+ * makes an epoll instance (a descriptor) kept until `lowcopy_zcrx_free`.
+ *
+ * Set `SO_RCVLOWAT` to about the window (`lowcopy_set_rcvlowat`) so that each wakeup brings
+ * a window's worth. Pages map only where the kernel holds whole, page-aligned payload pages
+ * (a header-splitting NIC; on loopback, a page-aligned `MSG_ZEROCOPY` sender); every other
+ * byte arrives by copy.
  *
  * The first receiver of the process finds which size of `struct tcp_zerocopy_receive` the
  * kernel accepts (64 bytes since 5.12; exactly 16 on 4.18-5.6) with a zero-length request on
@@ -1261,16 +1319,19 @@ void lowcopy_zcrx_free(struct lowcopy_zcrx *r);
  * Creates a zerocopy sender on the socket `fd` and writes it to `*out`.
  *
  * `backend`: `LOWCOPY_ZC_AUTO`, `_ERRQUEUE`, `_IO_URING` or `_COPY`; `flags`: 0 or
- * `LOWCOPY_ZC_ADAPTIVE`. Allocates everything the data path needs (no allocation after).
- * The error-queue backend sets `SO_ZEROCOPY` on the socket (left set). The kernel's zerocopy
- * id counter cannot be read back: make one sender per socket, before any other
- * `MSG_ZEROCOPY` send on it. The fd stays the caller's and must stay open until
- * `lowcopy_zc_free`.
+ * `LOWCOPY_ZC_ADAPTIVE`; the default reserve and limit (`lowcopy_zc_new_opts` chooses them).
+ * Allocates the handle and tables for `LOWCOPY_ZC_DEFAULT_RESERVE` requests (about 1 KiB in
+ * all); they grow while more requests are held and shrink back when none is. An io_uring
+ * sender makes sure the calling thread has its ring (the thread's first sender makes it) and
+ * joins a ring at its first use. The error-queue backend sets `SO_ZEROCOPY` on the socket
+ * (left set). The kernel's zerocopy id counter cannot be read back: make one sender per
+ * socket, before any other `MSG_ZEROCOPY` send on it. The fd stays the caller's and must
+ * stay open until `lowcopy_zc_free`.
  *
  * Errors: `-EINVAL` (`out` NULL, unknown backend or flags), `-EBADF`, `-ENOTSOCK`,
  * `-EOPNOTSUPP` (an explicit zerocopy backend on a socket without zerocopy: AF_UNIX, MPTCP;
- * or io_uring without SEND_ZC), io_uring setup errors (`-EPERM` when
- * `kernel.io_uring_disabled` forbids it, `-ENOMEM`).
+ * or io_uring without SEND_ZC), io_uring setup errors when the thread has no ring yet
+ * (`-EPERM` when `kernel.io_uring_disabled` forbids it, `-ENOMEM`, `-EMFILE`).
  *
  * Syscalls: getsockopt, setsockopt, io_uring_setup, io_uring_register, mmap, munmap, close, brk,
  * mremap, mprotect, madvise, getrandom, futex.
@@ -1279,6 +1340,40 @@ void lowcopy_zcrx_free(struct lowcopy_zcrx *r);
  * `out` must be NULL or writable for one pointer.
  */
 int lowcopy_zc_new(int fd, uint32_t backend, uint32_t flags, struct lowcopy_zc **out);
+
+/**
+ * Writes the default options to `*out` (`size` = `sizeof(lowcopy_zc_options)`, the growth
+ * rule): `LOWCOPY_ZC_AUTO`, no flags, `LOWCOPY_ZC_DEFAULT_RESERVE`,
+ * `LOWCOPY_ZC_MAX_PENDING`. Returns 0; `-EINVAL` for NULL `out` or `size` out of range.
+ *
+ * Syscalls: none.
+ *
+ * # Safety
+ * `out` must be NULL or writable for `size` bytes.
+ */
+int lowcopy_zc_options_default(struct lowcopy_zc_options *out, size_t size);
+
+/**
+ * `lowcopy_zc_new` with every option (`opts`, `size` = `sizeof(lowcopy_zc_options)`, the
+ * growth rule: fields past the caller's size take their defaults): the backend and flags,
+ * and the requests whose tables are allocated now and kept (`reserve`) and held at most
+ * (`max_pending`). With `reserve` equal to `max_pending` nothing is allocated after this
+ * call, once an io_uring sender joined its ring (its first send, wait or
+ * `lowcopy_zc_pollfd`: call that during setup; the thread's first sender makes the ring). Errors as `lowcopy_zc_new`, plus `-EINVAL` for NULL `opts`, `size` out of range,
+ * `max_pending` 0 or above `LOWCOPY_ZC_PENDING_LIMIT`, or `reserve` above `max_pending`,
+ * `-E2BIG` for a non-zero byte past this library's `sizeof(lowcopy_zc_options)` (a field of
+ * a newer library, which this one cannot honour), and `-ENOMEM` for the tables.
+ *
+ * Syscalls: getsockopt, setsockopt, io_uring_setup, io_uring_register, mmap, munmap, close, brk,
+ * mremap, mprotect, madvise, getrandom, futex.
+ *
+ * # Safety
+ * `opts` must be NULL or readable for `size` bytes; `out` NULL or writable for one pointer.
+ */
+int lowcopy_zc_new_opts(int fd,
+                        const struct lowcopy_zc_options *opts,
+                        size_t size,
+                        struct lowcopy_zc **out);
 
 /**
  * Sends `len` bytes from `buf`; returns bytes accepted. Exactly one completion carrying
@@ -1296,13 +1391,19 @@ int lowcopy_zc_new(int fd, uint32_t backend, uint32_t flags, struct lowcopy_zc *
  * posts a notification, which the kernel may hold until the peer acks earlier data), so
  * retrying a full socket costs a poll and no request slot.
  *
- * Errors: `-EINVAL` (`z` or `buf` NULL, flags, `len` above `SSIZE_MAX`), `-EBUSY` (`LOWCOPY_ZC_MAX_PENDING` requests
- * not reaped: reap first), `-EEXIST` (io_uring backend called from a thread other than the
- * first that sent), `-EIO` (io_uring ring retired after it failed to take a request), the
- * socket's send errors (`-EAGAIN`, `-EINTR`, `-EPIPE`, `-ECONNRESET`, `-EMSGSIZE`,
- * `-EDESTADDRREQ`, ...).
+ * Errors: `-EINVAL` (`z` or `buf` NULL, flags, `len` above `SSIZE_MAX`), `-EBUSY`
+ * (`max_pending` requests not reaped: reap first), `-ENOMEM` (the tables could not grow),
+ * `-EEXIST` (io_uring backend called from a thread other than the one the sender belongs
+ * to), `-EIO` (the thread's ring was retired after it failed to take a request), the ring's
+ * setup errors at an io_uring sender's first send on a thread without a ring (`-EMFILE`,
+ * `-ENOMEM`; AUTO falls back to the error queue instead), the socket's send errors
+ * (`-EAGAIN`, `-EINTR`, `-EPIPE`, `-ECONNRESET`, `-EMSGSIZE`, `-EDESTADDRREQ`, ...).
  *
- * Syscalls: sendmsg, io_uring_enter, io_uring_register, recvmmsg, getsockopt.
+ * Syscalls: sendmsg, io_uring_enter, recvmmsg, getsockopt, setsockopt, poll, epoll_create1,
+ * epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. setsockopt:
+ * an AUTO sender falling back to the error queue; io_uring_setup and io_uring_register: the
+ * first io_uring use on a thread, which makes its ring; the memory calls: tables growing past
+ * the reserve, and joining a ring.
  *
  * # Safety
  * `z` must be NULL or a live sender; `buf` NULL or readable for `len` bytes until the
@@ -1318,7 +1419,11 @@ ssize_t lowcopy_zc_send(struct lowcopy_zc *z,
  * `lowcopy_zc_send` from `iovcnt` iovecs (1 to 1024). Errors as `lowcopy_zc_send`, plus
  * `-EINVAL` for NULL `iov` or `iovcnt <= 0` and `-EMSGSIZE` for `iovcnt > 1024`.
  *
- * Syscalls: sendmsg, io_uring_enter, io_uring_register, recvmmsg, getsockopt.
+ * Syscalls: sendmsg, io_uring_enter, recvmmsg, getsockopt, setsockopt, poll, epoll_create1,
+ * epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. setsockopt:
+ * an AUTO sender falling back to the error queue; io_uring_setup and io_uring_register: the
+ * first io_uring use on a thread, which makes its ring; the memory calls: tables growing past
+ * the reserve, and joining a ring.
  *
  * # Safety
  * `z` must be NULL or a live sender; `iov` NULL or `iovcnt` iovecs over readable memory that
@@ -1337,7 +1442,11 @@ ssize_t lowcopy_zc_sendv(struct lowcopy_zc *z,
  * `msg_control` with a non-zero length (as `sendmsg(2)`, whatever the backend), and the
  * kernel's address errors (`-EINVAL` for a bad `msg_namelen`, `-EAFNOSUPPORT`).
  *
- * Syscalls: sendmsg, io_uring_enter, io_uring_register, recvmmsg, getsockopt.
+ * Syscalls: sendmsg, io_uring_enter, recvmmsg, getsockopt, setsockopt, poll, epoll_create1,
+ * epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. setsockopt:
+ * an AUTO sender falling back to the error queue; io_uring_setup and io_uring_register: the
+ * first io_uring use on a thread, which makes its ring; the memory calls: tables growing past
+ * the reserve, and joining a ring.
  *
  * # Safety
  * `z` must be NULL or a live sender; `msg` NULL or a valid msghdr whose iovecs stay readable
@@ -1364,7 +1473,11 @@ ssize_t lowcopy_zc_sendmsg(struct lowcopy_zc *z,
  * reading completions after it is not reported here (`*n_out` counts what was ready) but by
  * the next `lowcopy_zc_reap` or `lowcopy_zc_wait`.
  *
- * Syscalls: sendmsg, io_uring_enter, io_uring_register, recvmmsg, getsockopt.
+ * Syscalls: sendmsg, io_uring_enter, recvmmsg, getsockopt, setsockopt, poll, epoll_create1,
+ * epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. setsockopt:
+ * an AUTO sender falling back to the error queue; io_uring_setup and io_uring_register: the
+ * first io_uring use on a thread, which makes its ring; the memory calls: tables growing past
+ * the reserve, and joining a ring.
  *
  * # Safety
  * As `lowcopy_zc_sendv`; `out` NULL or writable for `cap` entries of `size` bytes; `n_out`
@@ -1386,10 +1499,15 @@ ssize_t lowcopy_zc_send_reap(struct lowcopy_zc *z,
  * than `cap` means none is left). Never blocks: collects what the kernel has reported (one
  * error-queue read while sends are in flight; no syscall for io_uring and copy).
  *
- * Errors: `-EINVAL` (`z` NULL, `out` NULL with `cap > 0`, `size` out of range), `-EEXIST`
- * (io_uring backend from another thread than the first that sent), error-queue read errors.
+ * On io_uring this also takes in the other senders' notifications that have arrived on the
+ * thread's ring, keeping them for those senders.
  *
- * Syscalls: recvmmsg, io_uring_enter, getsockopt.
+ * Errors: `-EINVAL` (`z` NULL, `out` NULL with `cap > 0`, `size` out of range), `-EEXIST`
+ * (io_uring backend from another thread than the one the sender belongs to), `-EIO` (its
+ * ring was retired), error-queue read errors.
+ *
+ * Syscalls: recvmmsg, io_uring_enter, getsockopt, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. The memory calls:
+ * tables going back to the reserve.
  *
  * # Safety
  * `z` must be NULL or a live sender; `out` NULL or writable for `cap` entries of `size`
@@ -1407,12 +1525,14 @@ ssize_t lowcopy_zc_reap(struct lowcopy_zc *z,
  *
  * Errors: `-EINVAL` (`z` NULL, `timeout_ms` below -1), `-EINTR` (a signal; the wait is a
  * poll or io_uring_enter, which the kernel never restarts), `-EEXIST` (io_uring backend from
- * another thread than the first that sent), `-ETIMEDOUT` (sends in flight, none completed in time: TCP
+ * another thread than the one the sender belongs to), `-ETIMEDOUT` (sends in flight, none
+ * completed in time: TCP
  * notifies only once the peer acknowledged, so a peer that stops reading delays completions
  * without bound), a pending socket error (`-ECONNRESET`, ...) reported instead of a completion.
  *
- * Syscalls: io_uring_enter, io_uring_register, recvmmsg, getsockopt, poll, epoll_create1,
- * epoll_ctl, epoll_wait, close, clock_gettime.
+ * Syscalls: io_uring_enter, recvmmsg, getsockopt, poll, epoll_create1, epoll_ctl, epoll_wait,
+ * close, clock_gettime, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. The memory calls: tables going back to the
+ * reserve.
  *
  * # Safety
  * `z` must be NULL or a live sender.
@@ -1436,15 +1556,42 @@ size_t lowcopy_zc_inflight(const struct lowcopy_zc *z);
  * The fd to put in epoll for completions: the socket for the error queue (`EPOLLERR` is
  * always reported), the ring for io_uring (`EPOLLIN`); for the copy backend the socket, which
  * never needs watching (copy completions are ready when the send returns). `-EINVAL` for
- * NULL. The ring fd belongs to the sender: `lowcopy_zc_free` closes it, so remove it from
- * epoll first; never close it yourself.
+ * NULL.
  *
- * Syscalls: none.
+ * The io_uring ring is the calling thread's, shared by every sender used on that thread:
+ * asking for it joins the sender to this thread's ring if it joined none yet (the sender then
+ * belongs to this thread). It is readable while a completion of any of those senders waits in
+ * it; any call on one of them that enters or drains the ring (send, reap, wait) takes them
+ * all in and keeps the others' for them, where the ring no longer shows them. So an event
+ * loop reaps every sender of the thread with sends in flight (`lowcopy_zc_inflight`) after a
+ * wakeup and before it sleeps again, not only the one it was woken for (a reap with nothing
+ * to collect makes no syscall). Add it to epoll once per thread. lowcopy closes it when the thread has exited and no sender joined to it is
+ * left: never close it yourself. If the thread cannot have a ring (`-EMFILE`, `-ENOMEM` at
+ * its setup), this is the socket and the sender never uses a ring (AUTO falls back to the
+ * error queue; `LOWCOPY_ZC_IO_URING` fails each send with that error).
+ *
+ * Syscalls: io_uring_setup, io_uring_register, close, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. Only an
+ * io_uring sender that joins a ring here makes any (the thread's first io_uring use makes its
+ * ring).
  *
  * # Safety
  * `z` must be NULL or a live sender.
  */
 int lowcopy_zc_pollfd(const struct lowcopy_zc *z);
+
+/**
+ * Closes the calling thread's io_uring ring now rather than when the thread exits, if no
+ * sender is joined to it (every sender that sent, waited or gave its `lowcopy_zc_pollfd` on
+ * this thread was freed). Returns 1 when it closed it, 0 when the thread had none; the
+ * thread's next io_uring sender makes a new one. Senders freed with sends in flight do not
+ * count: the kernel finishes those on its own. Closing a ring makes the kernel run task work
+ * on this thread, so its next blocking syscall may return `-EINTR` once.
+ *
+ * Errors: `-EBUSY` while a sender is joined to the ring.
+ *
+ * Syscalls: munmap, close, brk, madvise, futex.
+ */
+int lowcopy_zc_ring_close(void);
 
 /**
  * The backend in use (`LOWCOPY_ZC_ERRQUEUE`, `_IO_URING` or `_COPY`, never AUTO);
@@ -1472,9 +1619,9 @@ int lowcopy_zc_stats(const struct lowcopy_zc *z, struct lowcopy_zc_send_stats *o
 
 /**
  * Releases a sender after collecting, without blocking, the completions already reported.
- * Closing an io_uring backend's ring makes the kernel run task work on the calling thread
- * (io_uring/io_uring.c `io_ring_exit_work`), so that thread's next blocking syscall may
- * return `EINTR` once.
+ * An io_uring sender leaves its thread's ring open for the others; the notifications still
+ * to come for it are counted off there and delivered to nobody (freed on another thread than
+ * its own, it collects nothing, and the ring's thread does that counting at its next use).
  * Returns the number of sends whose completion had not arrived: the kernel still holds their
  * pages (pinned, so freeing the memory is safe), but the caller is no longer told when they
  * are sent; keep such buffers unmodified until the socket is closed if the bytes on the wire

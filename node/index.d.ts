@@ -24,8 +24,9 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 export declare class Peeker {
   /**
    * Creates a peeker over (a duplicate of) `fd`, cursor at 0 (the head of the receive
-   * queue). Errors: `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream;
-   * `'offset'` without `SO_PEEK_OFF`), `EMFILE`; `TypeError` for a bad `mode`.
+   * queue); `options.kind` states what the socket is, sparing the 2-3 `getsockopt` that ask
+   * it. Errors: `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream;
+   * `'offset'` without `SO_PEEK_OFF`), `EMFILE`; `TypeError` for a bad `mode` or `kind`.
    */
   constructor(fd: number | import('node:net').Socket | { fd: number }, options?: PeekerOptions)
   /** The peeker's own descriptor (its duplicate), e.g. to watch it with epoll; -1 once closed. */
@@ -55,6 +56,20 @@ export declare class Peeker {
    * at most `IOV_MAX` = 1024 buffers, else `EMSGSIZE`); returns the bytes written.
    */
   peekv(buffers: ArrayBufferView[], options?: PeekOptions): number
+  /**
+   * Peeks into `buf` (its own `byteLength` bytes at its `byteOffset`) at `offset` bytes
+   * after the head of the receive queue: your own stream arithmetic, with no `seek` to keep
+   * in step; the cursor ends at `offset` + the bytes peeked. Returns what was peeked from
+   * where (`len` 0 at end of stream after `offset`). With `SO_PEEK_OFF` it costs one
+   * `recv` when the kernel's offset already is at `offset` (where the last peek ended, kept
+   * right by `consume`), a `setsockopt` more when it must move (`moved`); `'auto'` peeks an
+   * `offset` of at most 4096 the kernel's offset is not at through a discard prefix
+   * (`prefixed`). Errors as `peekInto`; `EOVERFLOW` (cursor unchanged) for an `offset`
+   * beyond what the mechanism represents.
+   */
+  peekAtInto(offset: number, buf: ArrayBufferView, options?: PeekOptions): PeekResult
+  /** `peekAtInto` scattering into `buffers` in order (as `peekv`; at most `IOV_MAX` = 1024). */
+  peekvAt(offset: number, buffers: ArrayBufferView[], options?: PeekOptions): PeekResult
   /**
    * `peek` that waits off the JS thread (on libuv's thread pool) until a byte beyond the
    * cursor arrives, the stream ends (resolves with an empty `Buffer`), `timeoutMs` passes
@@ -93,10 +108,11 @@ export declare class Peeker {
   stats(): PeekStats
   /**
    * Restores the socket (`SO_RCVLOWAT` if armed, `SO_PEEK_OFF` disabled) and closes the
-   * peeker's duplicate; queued bytes stay queued for the next reader. A pending `peekAsync`
-   * rejects with an `AbortError`. Calling it again does nothing.
+   * peeker's duplicate; queued bytes stay queued for the next reader. `{ restore: false }`
+   * for a socket closed next: nothing is restored. A pending `peekAsync` rejects with an
+   * `AbortError` (and the socket is restored when it ends). Calling it again does nothing.
    */
-  close(): void
+  close(options?: PeekerCloseOptions): void
 }
 
 /**
@@ -328,6 +344,15 @@ export declare function peekAt(fd: number | import('node:net').Socket | { fd: nu
  */
 export declare function peekAtAsync(fd: number | import('node:net').Socket | { fd: number }, offset: number, length: number, options?: PeekAsyncOptions): Promise<Buffer>
 
+/** Options of `Peeker.close`. */
+export interface PeekerCloseOptions {
+  /**
+   * `false` for a socket closed next: `SO_PEEK_OFF` and an armed `SO_RCVLOWAT` stay as the
+   * peeker left them (no syscall but the duplicate's `close`). Default `true`: restored.
+   */
+  restore?: boolean
+}
+
 /** Options of `new Peeker`. */
 export interface PeekerOptions {
   /**
@@ -335,6 +360,14 @@ export interface PeekerOptions {
    * prefix), `'offset'` (`SO_PEEK_OFF`; `EOPNOTSUPP` where missing) or `'discard'`.
    */
   mode?: string
+  /**
+   * What the socket is, as the code that made it knows: `'tcp4'`, `'tcp6'` (TCP over
+   * IPv4/IPv6; every `net.Socket` of a TCP server), `'mptcp4'`, `'mptcp6'` or `'unix'` (a
+   * stream socket). The peeker then asks the socket nothing (no `getsockopt` for its family,
+   * type and protocol): one syscall in all. Stating it wrong is never unsafe: calls then
+   * fail as the real socket answers. Default: ask the socket.
+   */
+  kind?: 'tcp4' | 'tcp6' | 'mptcp4' | 'mptcp6' | 'unix'
 }
 
 /**
@@ -358,9 +391,31 @@ export interface PeekOptions {
   flags?: number
 }
 
+/**
+ * What one `Peeker.peekAtInto`/`peekvAt` peeked, and from where (the core's `PeekResult`):
+ * compare `streamPos` with your own position of `offset` to catch an offset that went wrong.
+ */
+export interface PeekResult {
+  /** Bytes written to the buffer(s); 0 at end of stream after `offset`. */
+  len: number
+  /** The offset peeked at: bytes after the head of the receive queue. */
+  offset: number
+  /** The same place in the stream: the bytes this peeker consumed plus `offset`. */
+  streamPos: number
+  /**
+   * Syscalls the call made: 1 when the kernel's `SO_PEEK_OFF` already was at `offset` (or
+   * a discard prefix was used), 2 when it had to be moved first.
+   */
+  syscalls: number
+  /** `SO_PEEK_OFF` was written before the peek (the kernel's offset was elsewhere). */
+  moved: boolean
+  /** The peek went through a discard prefix (the kernel copied `offset` bytes to skip them). */
+  prefixed: boolean
+}
+
 /** Counters of a `Peeker` (bytes in bytes); see the core's `PeekStats`. */
 export interface PeekStats {
-  /** Syscalls made (failed ones included). */
+  /** Syscalls made (failed ones included; the constructor's too). */
   syscalls: number
   /** Peeks that returned data. */
   peeks: number

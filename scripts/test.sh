@@ -103,6 +103,11 @@ for r in tests/c/*scenarios.c; do
 	suite "C behaviour table ${table:-peek}.json, each call under its documented seccomp allowlist" \
 		"build/bin/seccomp_$r" "tests/scenarios/${table:-peek}.json"
 done
+# The zerocopy runner also runs the scale table (issue 13: sender options, many senders on one
+# thread's io_uring ring), whose ops only the Rust and C APIs have.
+suite "C behaviour table zc_scale.json, ASan" build/bin/c_zc_scenarios tests/scenarios/zc_scale.json
+suite "C behaviour table zc_scale.json, each call under its documented seccomp allowlist" \
+	build/bin/seccomp_zc_scenarios tests/scenarios/zc_scale.json
 # The ABI's own rules (tests/c/README.md): the growth rule from both sides, a program linked
 # against ABI 0.1, and a panic inside the library (a test-only build).
 suite "C growth rule, header with shorter structs, ASan" build/bin/layout_older

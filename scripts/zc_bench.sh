@@ -25,6 +25,13 @@
 #   ZC_BENCH_LOOP=selftest  the selftest's send loop, poll(POLLOUT) after
 #                         every send; "app": poll only after EAGAIN, as an
 #                         application would (zc_bench -P), for every mode
+#   ZC_BENCH_SENDERS="1"  sender counts: with n > 1 (UDP only) one thread sends
+#                         round-robin over n sockets, each
+#                         with a sender of its own (zc_bench -N n; with io_uring
+#                         they share the thread's one ring); rows "MODE xN"
+#   ZC_BENCH_BEFORE_LIB=DIR  also run the lowcopy modes against the liblowcopy.so.0
+#                         in DIR (an older build), interleaved with this one:
+#                         rows "MODE before", and their ratio to this build
 #   ZC_BENCH_CPUS="S R"   pin the sender to CPU S and the receiver to CPU R
 #   ZC_BENCH_RAW=FILE     also keep every run's raw key=value line in FILE
 #   BIN=build/bin/zc_bench
@@ -57,6 +64,12 @@ PATHS=${ZC_BENCH_PATHS:-"loopback veth tx-only"}
 FAMILIES=${ZC_BENCH_FAMILIES:-"4 6"}
 PROTOS=${ZC_BENCH_PROTOS:-"tcp udp"}
 MODES=${ZC_BENCH_MODES:-"copy zc-l1 zc-l8 zc-l32 lc-errq lc-uring lc-auto"}
+SENDERS=${ZC_BENCH_SENDERS:-1}
+BEFORE_LIB=${ZC_BENCH_BEFORE_LIB:-}
+if [[ -n $BEFORE_LIB && ! -e $BEFORE_LIB/liblowcopy.so.0 ]]; then
+    echo "zc_bench.sh: no liblowcopy.so.0 in $BEFORE_LIB" >&2
+    exit 1
+fi
 read -r CPU_TX CPU_RX <<<"${ZC_BENCH_CPUS:-} "
 case ${ZC_BENCH_LOOP:-selftest} in
 selftest) LOOP_FLAG= ;;
@@ -163,11 +176,22 @@ wait_bound() {
     die "receiver in $1 did not bind port $3"
 }
 
-# run_one PATH PROTO FAMILY MODE: one sender run (and its receiver); appends
-# the sender's line plus rx_mb= and rc= to $RESULTS.
+# The table row of a run: MODE, " xN" for N senders, " before" for the older
+# library.
+row_name() {  # MODE SENDERS LIB
+    local r=$1
+    [[ $2 -gt 1 ]] && r+=" x$2"
+    [[ $3 == before ]] && r+=" before"
+    echo "$r"
+}
+
+# run_one PATH PROTO FAMILY MODE [SENDERS [LIB]]: one sender run (and its
+# receiver); appends the sender's line plus row=, rx_mb= and rc= to $RESULTS.
 run_one() {
-    local path=$1 proto=$2 fam=$3 mode=$4
+    local path=$1 proto=$2 fam=$3 mode=$4 senders=${5:-1} lib=${6:-now}
     local ns_tx ns_rx dst rx_mb=- rc=0 line
+    local env_lib=()
+    [[ $lib == before ]] && env_lib=(env "LD_LIBRARY_PATH=$BEFORE_LIB")
     case $path/$fam in
     loopback/4) ns_tx=$NS_LO ns_rx=$NS_LO dst=127.0.0.1 ;;
     loopback/6) ns_tx=$NS_LO ns_rx=$NS_LO dst=::1 ;;
@@ -184,8 +208,8 @@ run_one() {
         RX_PID=$!
         wait_bound "$ns_rx" "$proto" "$PORT"
     fi
-    ip netns exec "$ns_tx" "$BIN" "${common[@]}" -D "$dst" -m "$mode" -L "$path" \
-        ${CPU_TX:+-C "$CPU_TX"} $LOOP_FLAG >"$TMP/tx" 2>"$TMP/tx.err" || rc=$?
+    ip netns exec "$ns_tx" "${env_lib[@]}" "$BIN" "${common[@]}" -D "$dst" -m "$mode" -L "$path" \
+        -N "$senders" ${CPU_TX:+-C "$CPU_TX"} $LOOP_FLAG >"$TMP/tx" 2>"$TMP/tx.err" || rc=$?
     if [[ -n $ns_rx ]]; then
         # TCP ends at EOF; a UDP receiver cannot tell the end, so it is told.
         if [[ $proto == udp ]]; then
@@ -196,13 +220,16 @@ run_one() {
         rx_mb=$(sed -n 's/.* mb=\([0-9.]*\).*/\1/p' "$TMP/rx")
     fi
     line=$(grep '^zc_bench tx ' "$TMP/tx" || true)
+    local row
+    row=$(row_name "$mode" "$senders" "$lib")
+    line="${line:+$line row=${row// /_}}"
     if [[ -z $line ]]; then
-        echo "zc_bench.sh: $path $proto v$fam $mode: no result (rc=$rc)" >&2
+        echo "zc_bench.sh: $path $proto v$fam $row: no result (rc=$rc)" >&2
         cat "$TMP/tx.err" >&2
         return 0
     fi
     if [[ -s $TMP/tx.err ]]; then
-        sed "s/^/  [$path $proto v$fam $mode] /" "$TMP/tx.err" >&2
+        sed "s/^/  [$path $proto v$fam $row] /" "$TMP/tx.err" >&2
     fi
     echo "$line rx_mb=${rx_mb:--} rc=$rc" >>"$RESULTS"
     if [[ -n $RAW ]]; then
@@ -219,7 +246,7 @@ run_one() {
 # copy, run seconds apart), which other load on the machine disturbs less
 # than a ratio of medians.  Then the issue's expected figures, checked.
 print_tables() {
-    awk -v modes="$MODES" -v repeat="$REPEAT" -v secs="$SECS" -v loop="${ZC_BENCH_LOOP:-selftest}" '
+    awk -v modes="$ROWS" -v repeat="$REPEAT" -v secs="$SECS" -v loop="${ZC_BENCH_LOOP:-selftest}" '
     function kv(line, key,    re) {
         re = " " key "=[^ ]*"
         if (match(line, re))
@@ -228,7 +255,8 @@ print_tables() {
     }
     {
         cell = kv($0, "path") " " kv($0, "proto") " " kv($0, "family")
-        mode = kv($0, "mode")
+        mode = kv($0, "row")
+        gsub(/_/, " ", mode)
         if (!(cell in seen)) { seen[cell] = 1; cells[++ncells] = cell }
         k = cell SUBSEP mode
         n = ++runs[k]
@@ -262,16 +290,47 @@ print_tables() {
         sort_(r, c)
         return c % 2 ? r[(c + 1) / 2] : (r[c / 2] + r[c / 2 + 1]) / 2
     }
+    # Median over rounds of (a / b) / (c / d), MB per CPU-second; 0 if any is absent.
+    function pratio2(cell, a, b, c, d,    n, i, k, x, r, j) {
+        n = 1e9
+        split(a SUBSEP b SUBSEP c SUBSEP d, x, SUBSEP)
+        for (j = 1; j <= 4; j++) {
+            if (!((cell SUBSEP x[j]) in runs)) return 0
+            if (runs[cell SUBSEP x[j]] < n) n = runs[cell SUBSEP x[j]]
+        }
+        k = 0
+        for (i = 1; i <= n; i++) {
+            if (val[cell SUBSEP b, i] > 0 && val[cell SUBSEP c, i] > 0 && val[cell SUBSEP d, i] > 0)
+                r[++k] = (val[cell SUBSEP a, i] / val[cell SUBSEP b, i]) / (val[cell SUBSEP c, i] / val[cell SUBSEP d, i])
+        }
+        if (!k) return 0
+        sort_(r, k)
+        return k % 2 ? r[(k + 1) / 2] : (r[k / 2] + r[k / 2 + 1]) / 2
+    }
+    # As pratio, for MB/s (kept per run as the mb_s key).
+    function pratio_s(cell, a, b,    ka, kb, n, i, c, r, x, y) {
+        ka = cell SUBSEP a; kb = cell SUBSEP b
+        if (!(ka in runs) || !(kb in runs)) return 0
+        n = runs[ka] < runs[kb] ? runs[ka] : runs[kb]
+        c = 0
+        for (i = 1; i <= n; i++) {
+            x = kv(line[ka, i], "mb_s") + 0; y = kv(line[kb, i], "mb_s") + 0
+            if (y > 0) r[++c] = x / y
+        }
+        if (!c) return 0
+        sort_(r, c)
+        return c % 2 ? r[(c + 1) / 2] : (r[c / 2] + r[c / 2 + 1]) / 2
+    }
     function verdict(ok) { if (!ok) failed++; return ok ? "yes" : "NO" }
     END {
-        nm = split(modes, M, " ")
+        nm = split(modes, M, ",")
         for (c = 1; c <= ncells; c++) {
             cell = cells[c]
             split(cell, p, " ")
             printf "\n%s %s IPv%s (%s loop, %s s per run", p[1], toupper(p[2]), p[3], loop, secs
             if (repeat > 1) printf ", median of %d", repeat
             printf ")\n"
-            printf "%-9s %-12s %8s %7s %8s %8s %7s %6s %6s %8s %7s %6s %6s %s\n",
+            printf "%-21s %-12s %8s %7s %8s %8s %7s %6s %6s %8s %7s %6s %6s %s\n",
                 "mode", "backend", "MB", "MB/s", "sends", "compl", "copied", "sys/s",
                 "reap/s", "MB/CPUs", "CPUs/GB", "xcopy", "spread", "check"
             for (m = 1; m <= nm; m++) {
@@ -287,7 +346,7 @@ print_tables() {
                 check = "ok"
                 for (i = 1; i <= runs[k]; i++) {
                     if (kv(line[k, i], "ok") != "1") { bad[k]++; failed_runs++ }
-                    if (kv(line[k, i], "copied") + 0 > 0 && p[1] == "tx-only" && M[m] != "copy")
+                    if (kv(line[k, i], "copied") + 0 > 0 && p[1] == "tx-only" && M[m] !~ /^copy/)
                         copied_txonly++
                 }
                 if (bad[k]) check = sprintf("FAIL in %d of %d runs:", bad[k], runs[k])
@@ -305,7 +364,7 @@ print_tables() {
                 reap_send = sends ? (kv(L, "reap_loop") - kv(L, "reap_wait")) / sends : 0
                 x = pratio(cell, M[m], "copy")
                 xcopy = x > 0 ? sprintf("%.2f", x) : "-"
-                printf "%-9s %-12s %8.0f %7.0f %8d %8s %7s %6.2f %6.3f %8.0f %7.4f %6s %6s %s\n", \
+                printf "%-21s %-12s %8.0f %7.0f %8d %8s %7s %6.2f %6.3f %8.0f %7.4f %6s %6s %s\n", \
                     M[m], kv(L, "backend"), kv(L, "mb"), kv(L, "mb_s"), sends, comp_s, copied_s, \
                     per_send, reap_send, val[k, r], kv(L, "cpu_s_per_gb"), xcopy, spread, check
                 if (M[m] == "lc-errq") { eq_reap[cell] = reap_send }
@@ -334,6 +393,29 @@ print_tables() {
                 printf "  %s  lc-errq error-queue syscalls/send = %.3f (want <= 0.125: %s)\n", name, eq_reap[cell], verdict(eq_reap[cell] <= 0.125 + 1e-9)
             if (cell in ur_reap)
                 printf "  %s  lc-uring reap syscalls in the send loop = %d (want 0: %s)\n", name, ur_reap[cell], verdict(ur_reap[cell] == 0)
+            # Many senders on one thread against one sender, and this build against an
+            # older one: MB per CPU-second and MB/s, medians of per-round ratios.
+            for (m = 1; m <= nm; m++) {
+                if (!((cell SUBSEP M[m]) in runs)) continue
+                split(M[m], part, " ")
+                base = part[1]
+                if (M[m] ~ / before$/) {
+                    now = substr(M[m], 1, length(M[m]) - 7)
+                    a = pratio(cell, now, M[m]); b = pratio_s(cell, now, M[m])
+                    if (a > 0) printf "  %s  %s / %s: %.3fx MB/CPUs, %.3fx MB/s\n", name, now, M[m], a, b
+                } else if (M[m] ~ / x[0-9]+$/ && ((cell SUBSEP base) in runs)) {
+                    a = pratio(cell, M[m], base); b = pratio_s(cell, M[m], base)
+                    printf "  %s  %s = %.3fx %s MB/CPUs, %.3fx MB/s", name, M[m], a, base, b
+                    # Against what the kernel itself loses spreading plain copies over as many
+                    # sockets (copy xN / copy in the same rounds), when that row was run.
+                    nx = substr(M[m], length(base) + 2)
+                    nc = base == "copy" ? 0 : pratio2(cell, M[m], base, "copy " nx, "copy")
+                    if (nc > 0)
+                        printf "; over copy %s / copy: %.3fx (want >= 0.95: %s)\n", nx, nc, verdict(nc >= 0.95)
+                    else
+                        printf "\n"
+                }
+            }
         }
         printf "  every send got exactly one completion: %s", verdict(!failed_runs)
         if (failed_runs) printf " (%d runs failed)", failed_runs
@@ -361,17 +443,36 @@ if [[ -n ${ZC_BENCH_TXONLY_CMD:-} ]]; then
     exit "$rc"
 fi
 : >"$RESULTS"
+# The runs of one cell, in table order: each mode with each sender count (more
+# than one: UDP only), and against the older library too.
+cell_runs() {  # PROTO: lines "MODE SENDERS LIB"
+    local mode n
+    for mode in $MODES; do
+        for n in $SENDERS; do
+            if [[ $n -gt 1 && $1 == tcp ]]; then
+                continue
+            fi
+            echo "$mode $n now"
+            [[ -n $BEFORE_LIB && $mode == lc-* ]] && echo "$mode $n before"
+        done
+    done
+}
+
+ROWS=
+while read -r mode n lib; do
+    ROWS+="${ROWS:+,}$(row_name "$mode" "$n" "$lib")"
+done < <(cell_runs udp)
 echo "zc_bench: ${SECS} s per run, ${REPEAT} run(s) per cell, ${ZC_BENCH_LOOP:-selftest} loop;" \
-    "modes: $MODES" >&2
+    "modes: $MODES; senders: $SENDERS${BEFORE_LIB:+; before: $BEFORE_LIB}" >&2
 for ((rep = 1; rep <= REPEAT; rep++)); do
     for path in $PATHS; do
         [[ $path == tx-only && $TXONLY_OK == 0 ]] && continue
         for fam in $FAMILIES; do
             for proto in $PROTOS; do
                 [[ $path == tx-only && $proto == tcp ]] && continue
-                for mode in $MODES; do
-                    run_one "$path" "$proto" "$fam" "$mode"
-                done
+                while read -r mode n lib; do
+                    run_one "$path" "$proto" "$fam" "$mode" "$n" "$lib"
+                done < <(cell_runs "$proto")
             done
         done
     done

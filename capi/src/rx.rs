@@ -293,11 +293,17 @@ pub struct lowcopy_zcrx_chunk {
 /// Creates a zero-copy receiver over the connected TCP socket `fd` and writes it to `*out`.
 ///
 /// Maps a `window`-byte read-only window of the socket (`window` rounded up to a multiple of
-/// the page size; 1 byte to 1 GiB) and allocates the copy buffer (the window's size, between
-/// 64 KiB and 1 MiB); nothing is allocated after this. Set `SO_RCVLOWAT` to about the window
-/// (`lowcopy_set_rcvlowat`) so that each wakeup brings a window's worth. Pages map only where
-/// the kernel holds whole, page-aligned payload pages (a header-splitting NIC; on loopback, a
-/// page-aligned `MSG_ZEROCOPY` sender); every other byte arrives by copy.
+/// the page size, W; 1 byte to 1 GiB) and allocates, on the heap, the handle (about 210
+/// bytes) and the copy buffer: W bytes, at least 64 KiB and at most 1 MiB (256 KiB for a
+/// 256 KiB window), left unwritten so that only the pages the kernel copies into become
+/// resident. The window is address space only: the pages it shows are the socket's receive
+/// buffer. Nothing is allocated after this; the first wait that meets a busy error queue
+/// makes an epoll instance (a descriptor) kept until `lowcopy_zcrx_free`.
+///
+/// Set `SO_RCVLOWAT` to about the window (`lowcopy_set_rcvlowat`) so that each wakeup brings
+/// a window's worth. Pages map only where the kernel holds whole, page-aligned payload pages
+/// (a header-splitting NIC; on loopback, a page-aligned `MSG_ZEROCOPY` sender); every other
+/// byte arrives by copy.
 ///
 /// The first receiver of the process finds which size of `struct tcp_zerocopy_receive` the
 /// kernel accepts (64 bytes since 5.12; exactly 16 on 4.18-5.6) with a zero-length request on

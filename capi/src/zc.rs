@@ -9,8 +9,8 @@ use lowcopy::zc::{self, Completion, ZcBackend, ZcOptions, ZcStats, ZeroCopySende
 use lowcopy::Flags;
 
 use crate::{
-    check_size, free_handle, iov_slice, neg, new_handle, out_sized, ret_size, with_handle,
-    with_handle_ref, write_sized, Guarded,
+    check_size, free_handle, guard, iov_slice, neg, new_handle, out_sized, read_sized, ret_size,
+    with_handle, with_handle_ref, write_sized, Guarded,
 };
 
 /// Backend: io_uring `SEND_ZC` where it works on this socket, else `MSG_ZEROCOPY` with the
@@ -28,10 +28,14 @@ pub const LOWCOPY_ZC_AUTO: u32 = 0;
 /// `LOWCOPY_ZC_IO_URING`, whose notifications do not go through the error queue.
 pub const LOWCOPY_ZC_ERRQUEUE: u32 = 1;
 /// Backend: io_uring `IORING_OP_SEND_ZC` (Linux 6.0) / `SENDMSG_ZC` (6.1); user_data comes back
-/// in the notification CQE. The ring is set up with `IORING_SETUP_DEFER_TASKRUN` (6.1) so that
-/// notifications never interrupt the sending thread's other syscalls with `EINTR`; they are
-/// posted during the next send (no syscall of their own). Its price, `SINGLE_ISSUER`: the
-/// first thread that sends owns the ring, and calls from any other thread fail with `-EEXIST`.
+/// in the notification CQE. One ring per thread serves every sender used on that thread
+/// (`LOWCOPY_ZC_RING_CQ_ENTRIES` completion entries, made with the thread's first sender,
+/// kept until the thread exits): a sender owns no descriptor. The ring is set up with
+/// `IORING_SETUP_DEFER_TASKRUN` (6.1) so that notifications never interrupt the thread's other
+/// syscalls with `EINTR`; they are posted during the next send (no syscall of their own). Its
+/// price, `SINGLE_ISSUER`: a sender belongs to the first thread that sends on it, waits on it
+/// or asks for its `lowcopy_zc_pollfd` (it joins that thread's ring), and calls from any other
+/// thread fail with `-EEXIST`.
 pub const LOWCOPY_ZC_IO_URING: u32 = 2;
 /// Backend: plain copying `sendmsg`; the completion is ready when the send returns.
 pub const LOWCOPY_ZC_COPY: u32 = 3;
@@ -51,9 +55,50 @@ pub const LOWCOPY_ZC_FALLBACK: u32 = 2;
 /// `lowcopy_zc_send_reap` reads the error queue at most once per this many sends, as the
 /// kernel's msg_zerocopy selftest does at its best setting (-l 32).
 pub const LOWCOPY_ZC_REAP_EVERY: u32 = 32;
-/// Requests a sender holds at once, in flight or ready but not reaped. Past that, sends
-/// return `-EBUSY` until completions are reaped.
+/// Requests a sender holds at once by default (`lowcopy_zc_options.max_pending`), in flight or
+/// ready but not reaped. Past that, sends return `-EBUSY` until completions are reaped.
 pub const LOWCOPY_ZC_MAX_PENDING: u32 = 4096;
+/// Requests a sender keeps room for when idle by default (`lowcopy_zc_options.reserve`).
+pub const LOWCOPY_ZC_DEFAULT_RESERVE: u32 = 16;
+/// The largest `lowcopy_zc_options.max_pending`.
+pub const LOWCOPY_ZC_PENDING_LIMIT: u32 = 1 << 20;
+/// Completion-queue entries of each thread's io_uring ring (16 bytes each), shared by the
+/// thread's senders.
+pub const LOWCOPY_ZC_RING_CQ_ENTRIES: u32 = 8192;
+
+/// How `lowcopy_zc_new_opts` sets up a sender. Start from `lowcopy_zc_options_default` and
+/// change what you need: a zeroed struct has `max_pending` 0, which is `-EINVAL`. Passed
+/// with its `sizeof` (the growth rule): fields past the caller's size take their defaults.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct lowcopy_zc_options {
+    /// `LOWCOPY_ZC_AUTO`, `_ERRQUEUE`, `_IO_URING` or `_COPY`.
+    pub backend: u32,
+    /// 0 or `LOWCOPY_ZC_ADAPTIVE`.
+    pub flags: u32,
+    /// Requests whose tracking is allocated at creation and kept (32 bytes each plus a
+    /// quarter, 8 more each for the error queue); nothing is allocated or freed while the
+    /// sender holds no more. Beyond, the
+    /// tables grow, and shrink back to this once the sender holds nothing. 0 to
+    /// `max_pending`; default `LOWCOPY_ZC_DEFAULT_RESERVE`. Equal to `max_pending`: nothing
+    /// is allocated after `lowcopy_zc_new_opts`.
+    pub reserve: u64,
+    /// Requests held at once at most (past it, sends are `-EBUSY`): 1 to
+    /// `LOWCOPY_ZC_PENDING_LIMIT`; default `LOWCOPY_ZC_MAX_PENDING`.
+    pub max_pending: u64,
+}
+
+impl Default for lowcopy_zc_options {
+    fn default() -> Self {
+        let o = ZcOptions::new();
+        lowcopy_zc_options {
+            backend: o.backend as u32,
+            flags: 0,
+            reserve: o.reserve as u64,
+            max_pending: o.max_pending as u64,
+        }
+    }
+}
 
 /// Zerocopy sends over one socket with per-send user_data completions (opaque). Created by
 /// `lowcopy_zc_new`, released by `lowcopy_zc_free`.
@@ -70,6 +115,9 @@ const _: () = {
     assert!(LOWCOPY_ZC_COPIED == zc::COPIED);
     assert!(LOWCOPY_ZC_FALLBACK == zc::FALLBACK);
     assert!(LOWCOPY_ZC_MAX_PENDING as usize == zc::MAX_PENDING);
+    assert!(LOWCOPY_ZC_DEFAULT_RESERVE as usize == zc::DEFAULT_RESERVE);
+    assert!(LOWCOPY_ZC_PENDING_LIMIT as usize == zc::PENDING_LIMIT);
+    assert!(LOWCOPY_ZC_RING_CQ_ENTRIES == zc::RING_CQ_ENTRIES);
     assert!(LOWCOPY_ZC_REAP_EVERY == zc::REAP_EVERY);
     assert!(LOWCOPY_ZC_AUTO == ZcBackend::Auto as u32);
     assert!(LOWCOPY_ZC_ERRQUEUE == ZcBackend::ErrQueue as u32);
@@ -80,16 +128,19 @@ const _: () = {
 /// Creates a zerocopy sender on the socket `fd` and writes it to `*out`.
 ///
 /// `backend`: `LOWCOPY_ZC_AUTO`, `_ERRQUEUE`, `_IO_URING` or `_COPY`; `flags`: 0 or
-/// `LOWCOPY_ZC_ADAPTIVE`. Allocates everything the data path needs (no allocation after).
-/// The error-queue backend sets `SO_ZEROCOPY` on the socket (left set). The kernel's zerocopy
-/// id counter cannot be read back: make one sender per socket, before any other
-/// `MSG_ZEROCOPY` send on it. The fd stays the caller's and must stay open until
-/// `lowcopy_zc_free`.
+/// `LOWCOPY_ZC_ADAPTIVE`; the default reserve and limit (`lowcopy_zc_new_opts` chooses them).
+/// Allocates the handle and tables for `LOWCOPY_ZC_DEFAULT_RESERVE` requests (about 1 KiB in
+/// all); they grow while more requests are held and shrink back when none is. An io_uring
+/// sender makes sure the calling thread has its ring (the thread's first sender makes it) and
+/// joins a ring at its first use. The error-queue backend sets `SO_ZEROCOPY` on the socket
+/// (left set). The kernel's zerocopy id counter cannot be read back: make one sender per
+/// socket, before any other `MSG_ZEROCOPY` send on it. The fd stays the caller's and must
+/// stay open until `lowcopy_zc_free`.
 ///
 /// Errors: `-EINVAL` (`out` NULL, unknown backend or flags), `-EBADF`, `-ENOTSOCK`,
 /// `-EOPNOTSUPP` (an explicit zerocopy backend on a socket without zerocopy: AF_UNIX, MPTCP;
-/// or io_uring without SEND_ZC), io_uring setup errors (`-EPERM` when
-/// `kernel.io_uring_disabled` forbids it, `-ENOMEM`).
+/// or io_uring without SEND_ZC), io_uring setup errors when the thread has no ring yet
+/// (`-EPERM` when `kernel.io_uring_disabled` forbids it, `-ENOMEM`, `-EMFILE`).
 ///
 /// Syscalls: getsockopt, setsockopt, io_uring_setup, io_uring_register, mmap, munmap, close, brk,
 /// mremap, mprotect, madvise, getrandom, futex.
@@ -109,6 +160,91 @@ pub unsafe extern "C" fn lowcopy_zc_new(
     unsafe { new_handle(fd, out, lowcopy_zc, make) }
 }
 
+/// Writes the default options to `*out` (`size` = `sizeof(lowcopy_zc_options)`, the growth
+/// rule): `LOWCOPY_ZC_AUTO`, no flags, `LOWCOPY_ZC_DEFAULT_RESERVE`,
+/// `LOWCOPY_ZC_MAX_PENDING`. Returns 0; `-EINVAL` for NULL `out` or `size` out of range.
+///
+/// Syscalls: none.
+///
+/// # Safety
+/// `out` must be NULL or writable for `size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_zc_options_default(
+    out: *mut lowcopy_zc_options,
+    size: size_t,
+) -> c_int {
+    // SAFETY: `out` is NULL or writable for `size` bytes per the caller's contract.
+    guard(-ENOTRECOVERABLE, || unsafe {
+        out_sized(out, size, lowcopy_zc_options::default)
+    })
+}
+crate::versions::default_version!("lowcopy_zc_options_default", "LOWCOPY_0.3");
+
+/// `lowcopy_zc_new` with every option (`opts`, `size` = `sizeof(lowcopy_zc_options)`, the
+/// growth rule: fields past the caller's size take their defaults): the backend and flags,
+/// and the requests whose tables are allocated now and kept (`reserve`) and held at most
+/// (`max_pending`). With `reserve` equal to `max_pending` nothing is allocated after this
+/// call, once an io_uring sender joined its ring (its first send, wait or
+/// `lowcopy_zc_pollfd`: call that during setup; the thread's first sender makes the ring). Errors as `lowcopy_zc_new`, plus `-EINVAL` for NULL `opts`, `size` out of range,
+/// `max_pending` 0 or above `LOWCOPY_ZC_PENDING_LIMIT`, or `reserve` above `max_pending`,
+/// `-E2BIG` for a non-zero byte past this library's `sizeof(lowcopy_zc_options)` (a field of
+/// a newer library, which this one cannot honour), and `-ENOMEM` for the tables.
+///
+/// Syscalls: getsockopt, setsockopt, io_uring_setup, io_uring_register, mmap, munmap, close, brk,
+/// mremap, mprotect, madvise, getrandom, futex.
+///
+/// # Safety
+/// `opts` must be NULL or readable for `size` bytes; `out` NULL or writable for one pointer.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_zc_new_opts(
+    fd: c_int,
+    opts: *const lowcopy_zc_options,
+    size: size_t,
+    out: *mut *mut lowcopy_zc,
+) -> c_int {
+    let make = |fd| {
+        // SAFETY: `opts` is NULL or readable for `size` bytes per the caller's contract.
+        let o = unsafe { read_options(opts, size) }?;
+        ZeroCopySender::with_options(fd, o)
+    };
+    // SAFETY: `out` is NULL or writable for one pointer per the caller's contract.
+    unsafe { new_handle(fd, out, lowcopy_zc, make) }
+}
+
+/// The caller's `lowcopy_zc_options` (`size` bytes, the growth rule) as the core's options:
+/// `EINVAL` for NULL or a size out of range, `E2BIG` for a non-zero byte past ours.
+///
+/// # Safety
+/// `opts` must be NULL or readable for `size` bytes.
+unsafe fn read_options(
+    opts: *const lowcopy_zc_options,
+    size: size_t,
+) -> std::io::Result<ZcOptions> {
+    let einval = || std::io::Error::from_raw_os_error(EINVAL);
+    if opts.is_null() || check_size(size).is_err() {
+        return Err(einval());
+    }
+    // A newer program's fields this library does not know must be 0 (unset): else it asks
+    // for something this library cannot do (openat2's rule).
+    for i in size_of::<lowcopy_zc_options>()..size {
+        // SAFETY: byte i < size of the caller's struct, readable per the contract.
+        if unsafe { opts.cast::<u8>().add(i).read() } != 0 {
+            return Err(std::io::Error::from_raw_os_error(libc::E2BIG));
+        }
+    }
+    // SAFETY: readable for `size` bytes per the caller's contract; plain integers.
+    let o: lowcopy_zc_options = unsafe { read_sized(opts.cast(), size) };
+    let (Ok(reserve), Ok(max_pending)) =
+        (usize::try_from(o.reserve), usize::try_from(o.max_pending))
+    else {
+        return Err(einval());
+    };
+    Ok(ZcOptions::from_raw(o.backend, o.flags)?
+        .reserve(reserve)
+        .max_pending(max_pending))
+}
+crate::versions::default_version!("lowcopy_zc_new_opts", "LOWCOPY_0.3");
+
 /// Sends `len` bytes from `buf`; returns bytes accepted. Exactly one completion carrying
 /// `user_data` follows every send that returned > 0 (none for a failed or zero-byte send).
 /// The caller must not modify `buf` until that completion is reaped.
@@ -124,13 +260,19 @@ pub unsafe extern "C" fn lowcopy_zc_new(
 /// posts a notification, which the kernel may hold until the peer acks earlier data), so
 /// retrying a full socket costs a poll and no request slot.
 ///
-/// Errors: `-EINVAL` (`z` or `buf` NULL, flags, `len` above `SSIZE_MAX`), `-EBUSY` (`LOWCOPY_ZC_MAX_PENDING` requests
-/// not reaped: reap first), `-EEXIST` (io_uring backend called from a thread other than the
-/// first that sent), `-EIO` (io_uring ring retired after it failed to take a request), the
-/// socket's send errors (`-EAGAIN`, `-EINTR`, `-EPIPE`, `-ECONNRESET`, `-EMSGSIZE`,
-/// `-EDESTADDRREQ`, ...).
+/// Errors: `-EINVAL` (`z` or `buf` NULL, flags, `len` above `SSIZE_MAX`), `-EBUSY`
+/// (`max_pending` requests not reaped: reap first), `-ENOMEM` (the tables could not grow),
+/// `-EEXIST` (io_uring backend called from a thread other than the one the sender belongs
+/// to), `-EIO` (the thread's ring was retired after it failed to take a request), the ring's
+/// setup errors at an io_uring sender's first send on a thread without a ring (`-EMFILE`,
+/// `-ENOMEM`; AUTO falls back to the error queue instead), the socket's send errors
+/// (`-EAGAIN`, `-EINTR`, `-EPIPE`, `-ECONNRESET`, `-EMSGSIZE`, `-EDESTADDRREQ`, ...).
 ///
-/// Syscalls: sendmsg, io_uring_enter, io_uring_register, recvmmsg, getsockopt.
+/// Syscalls: sendmsg, io_uring_enter, recvmmsg, getsockopt, setsockopt, poll, epoll_create1,
+/// epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. setsockopt:
+/// an AUTO sender falling back to the error queue; io_uring_setup and io_uring_register: the
+/// first io_uring use on a thread, which makes its ring; the memory calls: tables growing past
+/// the reserve, and joining a ring.
 ///
 /// # Safety
 /// `z` must be NULL or a live sender; `buf` NULL or readable for `len` bytes until the
@@ -157,7 +299,11 @@ pub unsafe extern "C" fn lowcopy_zc_send(
 /// `lowcopy_zc_send` from `iovcnt` iovecs (1 to 1024). Errors as `lowcopy_zc_send`, plus
 /// `-EINVAL` for NULL `iov` or `iovcnt <= 0` and `-EMSGSIZE` for `iovcnt > 1024`.
 ///
-/// Syscalls: sendmsg, io_uring_enter, io_uring_register, recvmmsg, getsockopt.
+/// Syscalls: sendmsg, io_uring_enter, recvmmsg, getsockopt, setsockopt, poll, epoll_create1,
+/// epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. setsockopt:
+/// an AUTO sender falling back to the error queue; io_uring_setup and io_uring_register: the
+/// first io_uring use on a thread, which makes its ring; the memory calls: tables growing past
+/// the reserve, and joining a ring.
 ///
 /// # Safety
 /// `z` must be NULL or a live sender; `iov` NULL or `iovcnt` iovecs over readable memory that
@@ -193,7 +339,11 @@ pub unsafe extern "C" fn lowcopy_zc_sendv(
 /// `msg_control` with a non-zero length (as `sendmsg(2)`, whatever the backend), and the
 /// kernel's address errors (`-EINVAL` for a bad `msg_namelen`, `-EAFNOSUPPORT`).
 ///
-/// Syscalls: sendmsg, io_uring_enter, io_uring_register, recvmmsg, getsockopt.
+/// Syscalls: sendmsg, io_uring_enter, recvmmsg, getsockopt, setsockopt, poll, epoll_create1,
+/// epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. setsockopt:
+/// an AUTO sender falling back to the error queue; io_uring_setup and io_uring_register: the
+/// first io_uring use on a thread, which makes its ring; the memory calls: tables growing past
+/// the reserve, and joining a ring.
 ///
 /// # Safety
 /// `z` must be NULL or a live sender; `msg` NULL or a valid msghdr whose iovecs stay readable
@@ -244,7 +394,11 @@ pub unsafe extern "C" fn lowcopy_zc_sendmsg(
 /// reading completions after it is not reported here (`*n_out` counts what was ready) but by
 /// the next `lowcopy_zc_reap` or `lowcopy_zc_wait`.
 ///
-/// Syscalls: sendmsg, io_uring_enter, io_uring_register, recvmmsg, getsockopt.
+/// Syscalls: sendmsg, io_uring_enter, recvmmsg, getsockopt, setsockopt, poll, epoll_create1,
+/// epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. setsockopt:
+/// an AUTO sender falling back to the error queue; io_uring_setup and io_uring_register: the
+/// first io_uring use on a thread, which makes its ring; the memory calls: tables growing past
+/// the reserve, and joining a ring.
 ///
 /// # Safety
 /// As `lowcopy_zc_sendv`; `out` NULL or writable for `cap` entries of `size` bytes; `n_out`
@@ -406,10 +560,15 @@ impl CompletionOut {
 /// than `cap` means none is left). Never blocks: collects what the kernel has reported (one
 /// error-queue read while sends are in flight; no syscall for io_uring and copy).
 ///
-/// Errors: `-EINVAL` (`z` NULL, `out` NULL with `cap > 0`, `size` out of range), `-EEXIST`
-/// (io_uring backend from another thread than the first that sent), error-queue read errors.
+/// On io_uring this also takes in the other senders' notifications that have arrived on the
+/// thread's ring, keeping them for those senders.
 ///
-/// Syscalls: recvmmsg, io_uring_enter, getsockopt.
+/// Errors: `-EINVAL` (`z` NULL, `out` NULL with `cap > 0`, `size` out of range), `-EEXIST`
+/// (io_uring backend from another thread than the one the sender belongs to), `-EIO` (its
+/// ring was retired), error-queue read errors.
+///
+/// Syscalls: recvmmsg, io_uring_enter, getsockopt, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. The memory calls:
+/// tables going back to the reserve.
 ///
 /// # Safety
 /// `z` must be NULL or a live sender; `out` NULL or writable for `cap` entries of `size`
@@ -440,12 +599,14 @@ crate::versions::default_version!("lowcopy_zc_reap", "LOWCOPY_0.2");
 ///
 /// Errors: `-EINVAL` (`z` NULL, `timeout_ms` below -1), `-EINTR` (a signal; the wait is a
 /// poll or io_uring_enter, which the kernel never restarts), `-EEXIST` (io_uring backend from
-/// another thread than the first that sent), `-ETIMEDOUT` (sends in flight, none completed in time: TCP
+/// another thread than the one the sender belongs to), `-ETIMEDOUT` (sends in flight, none
+/// completed in time: TCP
 /// notifies only once the peer acknowledged, so a peer that stops reading delays completions
 /// without bound), a pending socket error (`-ECONNRESET`, ...) reported instead of a completion.
 ///
-/// Syscalls: io_uring_enter, io_uring_register, recvmmsg, getsockopt, poll, epoll_create1,
-/// epoll_ctl, epoll_wait, close, clock_gettime.
+/// Syscalls: io_uring_enter, recvmmsg, getsockopt, poll, epoll_create1, epoll_ctl, epoll_wait,
+/// close, clock_gettime, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. The memory calls: tables going back to the
+/// reserve.
 ///
 /// # Safety
 /// `z` must be NULL or a live sender.
@@ -485,10 +646,23 @@ pub unsafe extern "C" fn lowcopy_zc_inflight(z: *const lowcopy_zc) -> size_t {
 /// The fd to put in epoll for completions: the socket for the error queue (`EPOLLERR` is
 /// always reported), the ring for io_uring (`EPOLLIN`); for the copy backend the socket, which
 /// never needs watching (copy completions are ready when the send returns). `-EINVAL` for
-/// NULL. The ring fd belongs to the sender: `lowcopy_zc_free` closes it, so remove it from
-/// epoll first; never close it yourself.
+/// NULL.
 ///
-/// Syscalls: none.
+/// The io_uring ring is the calling thread's, shared by every sender used on that thread:
+/// asking for it joins the sender to this thread's ring if it joined none yet (the sender then
+/// belongs to this thread). It is readable while a completion of any of those senders waits in
+/// it; any call on one of them that enters or drains the ring (send, reap, wait) takes them
+/// all in and keeps the others' for them, where the ring no longer shows them. So an event
+/// loop reaps every sender of the thread with sends in flight (`lowcopy_zc_inflight`) after a
+/// wakeup and before it sleeps again, not only the one it was woken for (a reap with nothing
+/// to collect makes no syscall). Add it to epoll once per thread. lowcopy closes it when the thread has exited and no sender joined to it is
+/// left: never close it yourself. If the thread cannot have a ring (`-EMFILE`, `-ENOMEM` at
+/// its setup), this is the socket and the sender never uses a ring (AUTO falls back to the
+/// error queue; `LOWCOPY_ZC_IO_URING` fails each send with that error).
+///
+/// Syscalls: io_uring_setup, io_uring_register, close, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. Only an
+/// io_uring sender that joins a ring here makes any (the thread's first io_uring use makes its
+/// ring).
 ///
 /// # Safety
 /// `z` must be NULL or a live sender.
@@ -498,6 +672,25 @@ pub unsafe extern "C" fn lowcopy_zc_pollfd(z: *const lowcopy_zc) -> c_int {
     // SAFETY: NULL or a live sender per the caller's contract.
     unsafe { with_handle_ref(z, -EINVAL, -ENOTRECOVERABLE, fd) }
 }
+
+/// Closes the calling thread's io_uring ring now rather than when the thread exits, if no
+/// sender is joined to it (every sender that sent, waited or gave its `lowcopy_zc_pollfd` on
+/// this thread was freed). Returns 1 when it closed it, 0 when the thread had none; the
+/// thread's next io_uring sender makes a new one. Senders freed with sends in flight do not
+/// count: the kernel finishes those on its own. Closing a ring makes the kernel run task work
+/// on this thread, so its next blocking syscall may return `-EINTR` once.
+///
+/// Errors: `-EBUSY` while a sender is joined to the ring.
+///
+/// Syscalls: munmap, close, brk, madvise, futex.
+#[no_mangle]
+pub extern "C" fn lowcopy_zc_ring_close() -> c_int {
+    guard(-ENOTRECOVERABLE, || match zc::close_thread_ring() {
+        Ok(closed) => closed as c_int,
+        Err(e) => neg(e),
+    })
+}
+crate::versions::default_version!("lowcopy_zc_ring_close", "LOWCOPY_0.3");
 
 /// The backend in use (`LOWCOPY_ZC_ERRQUEUE`, `_IO_URING` or `_COPY`, never AUTO);
 /// `LOWCOPY_ZC_AUTO` (0) for NULL and for a sender on which a call panicked.
@@ -535,9 +728,9 @@ pub unsafe extern "C" fn lowcopy_zc_stats(
 crate::versions::default_version!("lowcopy_zc_stats", "LOWCOPY_0.2");
 
 /// Releases a sender after collecting, without blocking, the completions already reported.
-/// Closing an io_uring backend's ring makes the kernel run task work on the calling thread
-/// (io_uring/io_uring.c `io_ring_exit_work`), so that thread's next blocking syscall may
-/// return `EINTR` once.
+/// An io_uring sender leaves its thread's ring open for the others; the notifications still
+/// to come for it are counted off there and delivered to nobody (freed on another thread than
+/// its own, it collects nothing, and the ring's thread does that counting at its next use).
 /// Returns the number of sends whose completion had not arrived: the kernel still holds their
 /// pages (pinned, so freeing the memory is safe), but the caller is no longer told when they
 /// are sent; keep such buffers unmodified until the socket is closed if the bytes on the wire

@@ -37,7 +37,8 @@
 //!   `# Errors` section says which and when.
 //! - **Threads.** Handles are `Send` (and `Sync`) when `F` is; their methods that change
 //!   state take `&mut self`. A [`ZeroCopySender`] on io_uring belongs to the first thread that
-//!   sends.
+//!   sends, waits or asks for its completion fd, and shares that thread's one ring with the
+//!   thread's other senders ([`zc`] module: "The shared ring").
 //! - **`unsafe`.** The only `unsafe fn`s are the `*_raw` entry points that take raw memory
 //!   (iovecs, a `msghdr`, a pointer and length) for the C ABI; their `# Safety` sections are
 //!   about memory only.

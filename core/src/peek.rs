@@ -61,7 +61,9 @@ impl TryFrom<u32> for PeekMode {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PeekStats {
-    /// Syscalls the peeker made, failed ones included.
+    /// Syscalls the peeker made, failed ones included, its constructor's too: 1 or 2 after
+    /// [`Peeker::with_kind`]; after [`Peeker::new`] 2 more on AF_UNIX and 3 more on TCP and
+    /// MPTCP, the `getsockopt` that learn what the socket is.
     pub syscalls: u64,
     /// Peeks that returned data.
     pub peeks: u64,
@@ -186,9 +188,13 @@ struct SockInfo {
 /// Index: tcp4, tcp6, mptcp4, mptcp6, unix.
 static PEEK_OFF_CACHE: [AtomicU8; 5] = [const { AtomicU8::new(0) }; 5];
 
-fn classify(fd: BorrowedFd<'_>) -> io::Result<SockInfo> {
+/// The socket's kind, from 2 `getsockopt` (AF_UNIX) or 3; `calls` counts them, failed ones
+/// included.
+fn classify(fd: BorrowedFd<'_>, calls: &mut u64) -> io::Result<SockInfo> {
     // SO_DOMAIN first: it is what turns a closed fd into EBADF and a file into ENOTSOCK.
+    *calls += 1;
     let domain = sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_DOMAIN)?;
+    *calls += 1;
     let ty = sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TYPE)?;
     if ty != libc::SOCK_STREAM {
         // Datagram peeks have per-datagram semantics that an offset cursor does not model.
@@ -205,6 +211,7 @@ fn classify(fd: BorrowedFd<'_>) -> io::Result<SockInfo> {
         libc::AF_INET6 => 1,
         _ => return Err(errno(libc::EOPNOTSUPP)),
     };
+    *calls += 1;
     match sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL)? {
         libc::IPPROTO_TCP => Ok(SockInfo {
             transport: Transport::Tcp,
@@ -231,7 +238,7 @@ fn is_eopnotsupp(e: &io::Error) -> bool {
 /// socket: lowcopy's peek does not apply).
 pub fn peek_supported(fd: impl AsFd) -> io::Result<bool> {
     let fd = fd.as_fd();
-    let info = classify(fd)?;
+    let info = classify(fd, &mut 0)?;
     let cur = match sys::getsockopt_int(fd, libc::SOL_SOCKET, SO_PEEK_OFF) {
         Ok(v) => v,
         Err(e) if is_eopnotsupp(&e) => return Ok(false),
@@ -285,7 +292,7 @@ pub fn peek_at(
     flags: Flags,
 ) -> io::Result<usize> {
     let fd = fd.as_fd();
-    let info = classify(fd)?;
+    let info = classify(fd, &mut 0)?;
     let mode = if offset == 0 {
         // A prefix of nothing: a plain MSG_PEEK, no SO_PEEK_OFF round trip.
         Mechanism::Discard
@@ -313,7 +320,7 @@ pub fn peek_at(
 pub fn consume(fd: impl AsFd, n: usize, flags: Flags) -> io::Result<usize> {
     let flags = peek_flags(flags)?;
     let fd = fd.as_fd();
-    let info = classify(fd)?;
+    let info = classify(fd, &mut 0)?;
     let mut syscalls = 0;
     let mut copied = 0;
     consume_raw(fd, info.transport, n, flags, &mut syscalls, &mut copied)
@@ -524,7 +531,8 @@ impl<F: AsFd> Peeker<F> {
     ///
     /// Cost: 2-3 `getsockopt` to learn the socket's family, type and protocol
     /// ([`Peeker::with_kind`] skips them), then one `setsockopt` (`Offset`, `Auto`) or one
-    /// `getsockopt` (`Discard`; a `setsockopt` more if `SO_PEEK_OFF` was on). Allocates
+    /// `getsockopt` (`Discard`; a `setsockopt` more if `SO_PEEK_OFF` was on); all of them
+    /// counted in [`PeekStats::syscalls`]. Allocates
     /// nothing: the peeker is a plain value (about 150 bytes) wherever the caller puts it; the
     /// discard mechanism's 64 KiB scratch buffer is one static buffer shared by the process.
     ///
@@ -533,8 +541,11 @@ impl<F: AsFd> Peeker<F> {
     /// `Offset` on a socket without `SO_PEEK_OFF`), and `setsockopt`/`getsockopt` errors.
     /// `fd` is dropped on error.
     pub fn new(fd: F, mode: PeekMode) -> io::Result<Self> {
-        let info = classify(fd.as_fd())?;
-        Self::build(fd, info, mode)
+        let mut calls = 0;
+        let info = classify(fd.as_fd(), &mut calls)?;
+        let mut p = Self::build(fd, info, mode)?;
+        p.stats.syscalls += calls;
+        Ok(p)
     }
 
     /// [`Peeker::new`] for a socket whose kind the caller states: no classification syscall,

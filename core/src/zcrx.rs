@@ -218,8 +218,15 @@ impl<F: AsFd> ZeroCopyReceiver<F> {
     /// Maps a `window`-byte receive window of the TCP socket `fd` and allocates the copy
     /// buffer (the window's size, between 64 KiB and 1 MiB).
     ///
-    /// `window` is rounded up to a multiple of the page size; it must be 1 to
-    /// [`WINDOW_MAX`] bytes. Use the receive low-water mark ([`crate::set_rcvlowat`]) at about
+    /// `window` is rounded up to a multiple of the page size (W); it must be 1 to
+    /// [`WINDOW_MAX`] bytes. Memory, all of it here: the copy buffer, one heap block of
+    /// W bytes clamped to 64 KiB ..= 1 MiB (256 KiB for a 256 KiB window), never written by
+    /// lowcopy, so that only the pages the kernel copies into become resident; and W bytes of
+    /// address space for the window (a read-only mapping of the socket: the pages it shows
+    /// are the socket's receive buffer, not memory of its own). The receiver itself is a value
+    /// of about 200 bytes wherever the caller keeps it. Nothing is allocated afterwards; the
+    /// first wait that meets a busy error queue makes an epoll instance (a descriptor) kept
+    /// until the receiver is dropped. Use the receive low-water mark ([`crate::set_rcvlowat`]) at about
     /// the window's size so that each wakeup finds a window's worth of bytes.
     ///
     /// The first receiver of the process probes which size of `struct tcp_zerocopy_receive`
@@ -796,4 +803,30 @@ fn check_tcp(fd: BorrowedFd<'_>) -> io::Result<()> {
     // ENOTCONN for a listener (the kernel's own answer for TCP_ZEROCOPY_RECEIVE there) and
     // for a socket not connected yet, which TCP_ZEROCOPY_RECEIVE would let through.
     sys::check_connected(fd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{TcpListener, TcpStream};
+
+    /// The amounts `ZeroCopyReceiver::new` (and `lowcopy_zcrx_new` in capi/src/rx.rs) state.
+    #[test]
+    fn allocations_are_the_documented_amounts() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let _c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        let page = sys::page_size();
+        for (window, copy) in [
+            (1, 64 << 10),
+            (256 << 10, 256 << 10),
+            ((256 << 10) + 1, (256 << 10) + page),
+            (4 << 20, 1 << 20),
+        ] {
+            let r = ZeroCopyReceiver::new(&s, window).unwrap();
+            assert_eq!(r.window(), window.next_multiple_of(page));
+            assert_eq!(r.buf.len(), copy, "copy buffer for a {window}-byte window");
+        }
+        assert!(std::mem::size_of::<ZeroCopyReceiver<BorrowedFd<'_>>>() <= 208);
+    }
 }

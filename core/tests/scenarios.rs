@@ -8,7 +8,8 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use common::*;
-use lowcopy::{Flags, PeekMode, Peeker};
+use lowcopy::peek::{PEEK_MOVED, PEEK_PREFIXED};
+use lowcopy::{Flags, PeekMode, PeekResult, Peeker, StreamKind};
 use serde_json::Value;
 
 fn mode_of(s: &str) -> PeekMode {
@@ -17,6 +18,40 @@ fn mode_of(s: &str) -> PeekMode {
         "offset" => PeekMode::Offset,
         "discard" => PeekMode::Discard,
         m => panic!("unknown mode {m}"),
+    }
+}
+
+/// `init`'s stated kind: the step's `kind`, else the transport's own.
+fn kind_of(step: &Value, transport: &str) -> StreamKind {
+    match step
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or(transport)
+    {
+        "tcp4" => StreamKind::Tcp4,
+        "tcp6" => StreamKind::Tcp6,
+        "mptcp4" => StreamKind::Mptcp4,
+        "unix" => StreamKind::Unix,
+        k => panic!("no kind for {k}: the step must state one"),
+    }
+}
+
+/// The `result` a step names: each of its fields must match the call's.
+fn expect_peek_result(step: &Value, r: &PeekResult, ctx: &str) {
+    let Some(want) = step.get("result") else {
+        return;
+    };
+    for (k, v) in want.as_object().expect("result is an object") {
+        let got = match k.as_str() {
+            "len" => Value::from(r.len),
+            "offset" => Value::from(r.offset),
+            "stream_pos" => Value::from(r.stream_pos),
+            "syscalls" => Value::from(r.syscalls),
+            "moved" => Value::from(r.flags & PEEK_MOVED != 0),
+            "prefixed" => Value::from(r.flags & PEEK_PREFIXED != 0),
+            f => panic!("{ctx}: unknown result field {f}"),
+        };
+        assert_eq!(&got, v, "{ctx}: result.{k} of {r:?}");
     }
 }
 
@@ -31,6 +66,7 @@ fn mode_name(m: PeekMode) -> &'static str {
 /// One scenario run: the fds and the live peeker.
 struct Run<'a> {
     fd: BorrowedFd<'a>,
+    transport: &'a str,
     peer: Option<OwnedFd>,
     mode: PeekMode,
     peeker: Option<Peeker<BorrowedFd<'a>>>,
@@ -115,7 +151,36 @@ impl<'a> Run<'a> {
                 }
                 self.peeker = Some(p);
             }
+            "init" => {
+                // The peeker is a value in the runner's own memory (Rust has no other kind).
+                self.peeker = None;
+                let mode = step
+                    .get("mode")
+                    .and_then(Value::as_str)
+                    .map_or(self.mode, mode_of);
+                let r = Peeker::with_kind(self.fd, mode, kind_of(step, self.transport));
+                if step.get("expect_err").is_some() {
+                    expect_result(step, r.map(|_| 0), &[], ctx);
+                    return;
+                }
+                let p = r.unwrap_or_else(|e| panic!("{ctx}: init: {e}"));
+                if let Some(m) = step.get("expect_mode") {
+                    assert_eq!(mode_name(p.mode()), m.as_str().unwrap(), "{ctx}: mode");
+                }
+                self.peeker = Some(p);
+            }
             "free" => self.peeker = None,
+            "release" => {
+                let p = self
+                    .peeker
+                    .take()
+                    .expect("scenario uses a peeker before `new`");
+                if step.get("closing").and_then(Value::as_bool) == Some(true) {
+                    p.into_inner_unrestored();
+                } else {
+                    p.into_inner();
+                }
+            }
             "send" => {
                 let d = step["data"].as_str().unwrap().as_bytes();
                 write_all(self.peer(), d);
@@ -182,6 +247,26 @@ impl<'a> Run<'a> {
                 });
                 expect_result(step, r, &buf, ctx);
             }
+            "peeker_peek_at" | "peeker_peekv_at" => {
+                // peekv: `len` iovecs of one byte each.
+                let mut buf = vec![0u8; u("len")];
+                let chunk = if op == "peeker_peekv_at" {
+                    1
+                } else {
+                    buf.len().max(1)
+                };
+                let mut iov: Vec<IoSliceMut> = buf.chunks_mut(chunk).map(IoSliceMut::new).collect();
+                if iov.is_empty() {
+                    iov.push(IoSliceMut::new(&mut []));
+                }
+                let off = u("offset");
+                let r = flags().and_then(|f| self.peeker().peek_at(off, &mut iov, f));
+                drop(iov);
+                if let Ok(ref res) = r {
+                    expect_peek_result(step, res, ctx);
+                }
+                expect_result(step, r.map(|res| res.len as usize), &buf, ctx);
+            }
             "consume" => {
                 let r = self.peeker().consume(u("n"));
                 expect_result(step, r, &[], ctx);
@@ -240,6 +325,7 @@ impl<'a> Run<'a> {
                     "bytes_peeked" => s.bytes_peeked,
                     "bytes_consumed" => s.bytes_consumed,
                     "peeks" => s.peeks,
+                    "syscalls" => s.syscalls,
                     f => panic!("unknown stat {f}"),
                 };
                 assert_eq!(got, want, "{ctx}: stat {}", step["field"]);
@@ -351,10 +437,18 @@ fn run_one(table: &Value, sc: &Value, transport: &str, mode: &str) {
         .iter()
         .any(|t| t == transport);
     if no_peek_off && mode == "offset" {
-        // The peeker cannot exist: its `new` must fail, and the run ends there.
-        if let Some(i) = steps.iter().position(|s| s["op"] == "new") {
+        // The peeker cannot exist: its `new` (or `init`) must fail, and the run ends there.
+        if let Some(i) = steps
+            .iter()
+            .position(|s| s["op"] == "new" || s["op"] == "init")
+        {
             steps.truncate(i + 1);
-            steps[i] = serde_json::json!({"op": "new", "expect_err": rule["errno"]});
+            let mut refused =
+                serde_json::json!({"op": steps[i]["op"], "expect_err": rule["errno"]});
+            if let Some(k) = steps[i].get("kind") {
+                refused["kind"] = k.clone();
+            }
+            steps[i] = refused;
         }
     }
     let odd = matches!(transport, "closed" | "file" | "udp4");
@@ -391,6 +485,7 @@ fn run_one(table: &Value, sc: &Value, transport: &str, mode: &str) {
     };
     let mut run = Run {
         fd,
+        transport,
         peer,
         mode: mode_of(mode),
         peeker: None,

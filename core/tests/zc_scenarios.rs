@@ -1,5 +1,6 @@
 //! Runs tests/scenarios/zc.json against the Rust core (the C, Python and Node runners run the
-//! same table against their bindings).
+//! same table against their bindings), and tests/scenarios/zc_scale.json (the C runner runs it
+//! too: its options and ops are the Rust and C APIs').
 
 mod common;
 
@@ -83,6 +84,7 @@ fn fds(transport: &str) -> Fds {
 
 struct Run<'a> {
     fd: BorrowedFd<'a>,
+    transport: String,
     fds: Option<Fds>,
     backend: ZcBackend,
     zc: Option<ZeroCopySender<BorrowedFd<'a>>>,
@@ -253,7 +255,13 @@ impl<'a> Run<'a> {
                     .and_then(Value::as_str)
                     .map_or(self.backend, backend_of);
                 let adaptive = step.get("adaptive").and_then(Value::as_bool) == Some(true);
-                let opts = ZcOptions::new().backend(backend).adaptive(adaptive);
+                let mut opts = ZcOptions::new().backend(backend).adaptive(adaptive);
+                if let Some(n) = step.get("reserve").and_then(Value::as_u64) {
+                    opts = opts.reserve(n as usize);
+                }
+                if let Some(n) = step.get("max_pending").and_then(Value::as_u64) {
+                    opts = opts.max_pending(n as usize);
+                }
                 let r = ZeroCopySender::with_options(self.fd, opts);
                 if step.get("expect_err").is_some() {
                     self.check(step, r.map(|_| 0), ctx);
@@ -328,6 +336,10 @@ impl<'a> Run<'a> {
                 self.timestamping = true;
             }
             "request_response" => self.request_response(step, ctx),
+            "crowd" => {
+                let drain = step.get("drain_peer").and_then(Value::as_bool) == Some(true);
+                self.crowd(u("count") as usize, u("len") as usize, drain, ctx)
+            }
             "drain_peer_later" => {
                 // The peer reads everything sent so far plus `plus` more bytes, starting after
                 // `ms`, from a thread; `completions` joins it.
@@ -481,6 +493,63 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// `count` more connections of the run's transport, each with a sender of the run's
+    /// backend made on this thread, each sending one `len`-byte send (user_data 3_000_000 +
+    /// i). With `drain_peer`, the run's peer then reads everything sent so far. The run's
+    /// sender (if any) reaps first: on io_uring it takes the crowd's notifications in from
+    /// the thread's ring. Then each crowd sender must collect exactly its own completion;
+    /// 20 ms later each sends once more (user_data + 100_000), which makes the ring post
+    /// whatever the kernel still held, and must collect exactly that one, with no unexpected
+    /// notification; io_uring senders all give the same completion fd (the thread's ring).
+    fn crowd(&mut self, count: usize, len: usize, drain_peer: bool, ctx: &str) {
+        let buf = pattern(0, len);
+        let mut crowd = Vec::new();
+        for i in 0..count {
+            let f = fds(&self.transport);
+            let opts = ZcOptions::new().backend(self.backend);
+            let mut z = ZeroCopySender::with_options(f.sock.try_clone().unwrap(), opts)
+                .unwrap_or_else(|e| panic!("{ctx}: crowd sender {i}: {e}"));
+            let ud = 3_000_000 + i as u64;
+            let n = z.send(&[IoSlice::new(&buf)], Flags::NONE, ud);
+            assert_eq!(n.unwrap(), len, "{ctx}: crowd send {i}");
+            crowd.push((z, f, ud));
+        }
+        if drain_peer {
+            self.drain_peer(ctx);
+        }
+        if self.zc.is_some() {
+            self.reap();
+        }
+        let ring = self
+            .zc
+            .as_ref()
+            .filter(|z| z.backend() == ZcBackend::IoUring)
+            .map(|z| z.completion_fd().as_raw_fd());
+        for (i, (z, _f, ud)) in crowd.iter_mut().enumerate() {
+            if z.backend() == ZcBackend::IoUring {
+                let fd = z.completion_fd().as_raw_fd();
+                assert_ne!(fd, z.as_fd().as_raw_fd(), "{ctx}: crowd {i} has a ring");
+                if let Some(r) = ring {
+                    assert_eq!(fd, r, "{ctx}: crowd {i} shares the thread's ring");
+                }
+            }
+            crowd_collect(z, *ud, len, &format!("{ctx}: crowd {i}"));
+        }
+        // Then a second send each, which makes the ring post whatever the kernel still had:
+        // a notification meant for another sender (an earlier one's, on a reused route)
+        // would show as a completion or an unexpected id.
+        std::thread::sleep(Duration::from_millis(20));
+        for (i, (z, _f, ud)) in crowd.iter_mut().enumerate() {
+            let n = z.send(&[IoSlice::new(&buf)], Flags::NONE, *ud + 100_000);
+            assert_eq!(n.unwrap(), len, "{ctx}: crowd {i}'s second send");
+        }
+        for (i, (z, _f, ud)) in crowd.iter_mut().enumerate() {
+            let ctx = format!("{ctx}: crowd {i}");
+            crowd_collect(z, *ud + 100_000, len, &ctx);
+            assert_eq!(z.stats().unexpected_ids, 0, "{ctx}");
+        }
+    }
+
     /// The peer reads everything sent so far and checks it against the pattern.
     fn drain_peer(&mut self, ctx: &str) {
         let f = self.fds.as_ref().unwrap();
@@ -596,6 +665,23 @@ impl<'a> Run<'a> {
     }
 }
 
+/// A crowd sender's completions until nothing is in flight (3 s at most): exactly `ud` with
+/// `len` bytes.
+fn crowd_collect(z: &mut ZeroCopySender<OwnedFd>, ud: u64, len: usize, ctx: &str) {
+    let mut out = [Completion::default(); 4];
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while z.inflight() > 0 || got.is_empty() {
+        assert!(Instant::now() < deadline, "{ctx}: never completed");
+        let _ = z.wait(Some(Duration::from_millis(50)));
+        let k = z.reap(&mut out).unwrap();
+        got.extend(out[..k].iter().map(|c| (c.user_data, c.result)));
+    }
+    let k = z.reap(&mut out).unwrap();
+    got.extend(out[..k].iter().map(|c| (c.user_data, c.result)));
+    assert_eq!(got, [(ud, len as i64)], "{ctx}: completions");
+}
+
 /// A sockaddr for `addr`, as bytes and length.
 fn run_one(table: &Value, sc: &Value, transport: &str, backend: &str) {
     let ctx = format!(
@@ -647,6 +733,7 @@ fn run_one(table: &Value, sc: &Value, transport: &str, backend: &str) {
     let fd = unsafe { BorrowedFd::borrow_raw(raw) };
     let mut run = Run {
         fd,
+        transport: transport.to_string(),
         fds,
         backend: backend_of(backend),
         zc: None,
@@ -669,4 +756,10 @@ fn run_one(table: &Value, sc: &Value, transport: &str, backend: &str) {
 #[test]
 fn zc_scenarios() {
     run_table("zc.json", Some("backends"), 51, run_one);
+}
+
+/// The scale table (issue 13): sender options and many senders sharing a thread's ring.
+#[test]
+fn zc_scale_scenarios() {
+    run_table("zc_scale.json", Some("backends"), 51, run_one);
 }

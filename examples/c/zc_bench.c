@@ -15,6 +15,13 @@
  *
  * With -P ("app" loop) every mode polls only after a send that sent nothing
  * (EAGAIN), as an application would: one syscall less per send for all.
+ *
+ * With -N n (UDP) the sender opens n sockets, each
+ * connected to the destination from a port of its own and (lowcopy) with a
+ * sender of its own, all on this one thread, and sends round-robin: send i
+ * goes out on socket i % n, and the loop above runs on that socket. With
+ * io_uring the n senders share the thread's one ring; the figures are those
+ * of the whole thread. Every send must still get exactly one completion.
  * Payload (-s) as the selftest's default: IP_MAXPACKET less IPv6, TCP and
  * TCP option headers (65435 bytes), for TCP writes and UDP datagrams alike.
  *
@@ -44,7 +51,8 @@
  *           zc_bench.c $(pkg-config --libs lowcopy)
  * Usage: zc_bench -r [-4|-6] [-t tcp|udp] [-D addr] [-p port] [-T secs]
  *        zc_bench    [-4|-6] [-t tcp|udp] -D addr [-p port] [-s size]
- *                    [-T secs] [-m mode] [-w wait_ms] [-C cpu] [-L label] [-P] [-v]
+ *                    [-T secs] [-m mode] [-w wait_ms] [-C cpu] [-L label] [-P]
+ *                    [-N senders] [-v]
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -109,6 +117,7 @@ static int cfg_wait_ms = 500;
 static int cfg_cpu = -1;
 static bool cfg_rx;
 static bool cfg_app_loop;       /* -P: poll only after EAGAIN, not after every send */
+static int cfg_senders = 1;     /* -N: sockets (and senders) sending round-robin */
 static int cfg_verbose;
 static const char *cfg_label = "-";
 
@@ -313,11 +322,23 @@ static int do_rx(void)
 
 /* ---------------------------------------------------------------- sender state */
 
-struct tx {
+/* One socket of the sender and its lowcopy sender; for raw zerocopy, the global send index
+ * of each of the socket's zerocopy ids (the kernel numbers each socket's sends apart). */
+struct conn {
     int fd;
+    lowcopy_zc *z;
+    uint32_t sends_since_notify;
+    long long *idx;
+    size_t nidx, capidx;
+};
+
+struct tx {
+    int fd;                     /* the connection in use: conns[cur] */
+    lowcopy_zc *z;
+    struct conn *conns;         /* -N of them */
+    int nconns, cur;
     enum mode mode;
     int limit;                  /* zc-lN: read the error queue every N sends */
-    lowcopy_zc *z;
     /* counts */
     long long sends, bytes, eagain, enobufs, ebusy;
     long long sys_send, sys_reap, sys_poll;
@@ -329,7 +350,6 @@ struct tx {
     uint8_t *seen;
     size_t cap;
     long long dup, stray, wrong_len;
-    uint32_t sends_since_notify;
 };
 
 static void tx_grow(struct tx *t)
@@ -409,7 +429,11 @@ static bool raw_recv_completion(struct tx *t)
         uint32_t lo = ee.ee_info, hi = ee.ee_data;
         bool copied = ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED;
         for (uint32_t id = lo;; id++) {
-            complete_one(t, id, 0, copied, false);
+            struct conn *c = &t->conns[t->cur];
+            if (id < c->nidx)
+                complete_one(t, (uint64_t)c->idx[id], 0, copied, false);
+            else
+                t->stray++;
             if (id == hi)
                 break;
         }
@@ -423,7 +447,7 @@ static void raw_recv_completions(struct tx *t)
 {
     while (raw_recv_completion(t))
         ;
-    t->sends_since_notify = 0;
+    t->conns[t->cur].sends_since_notify = 0;
 }
 
 /* ---------------------------------------------------------------- lowcopy */
@@ -469,15 +493,47 @@ static bool do_poll(struct tx *t, short events)
     return r > 0 && (p.revents & events);
 }
 
+/* Makes connection k the one in use. */
+static void use_conn(struct tx *t, int k)
+{
+    t->cur = k;
+    t->fd = t->conns[k].fd;
+    t->z = t->conns[k].z;
+}
+
+/* The lowcopy counters of every sender, summed. */
+static lowcopy_zc_send_stats lc_stats(const struct tx *t)
+{
+    lowcopy_zc_send_stats sum = { 0 }, st;
+    for (int k = 0; k < t->nconns; k++) {
+        if (lowcopy_zc_stats(t->conns[k].z, &st, sizeof(lowcopy_zc_send_stats)) < 0)
+            die("lowcopy_zc_stats");
+        sum.sends += st.sends;
+        sum.completions += st.completions;
+        sum.zerocopy_sends += st.zerocopy_sends;
+        sum.copy_sends += st.copy_sends;
+        sum.enobufs += st.enobufs;
+        sum.window_full += st.window_full;
+        sum.syscalls_send += st.syscalls_send;
+        sum.syscalls_reap += st.syscalls_reap;
+        sum.unexpected_ids += st.unexpected_ids;
+        sum.zerocopy_off |= st.zerocopy_off;
+    }
+    return sum;
+}
+
 /* Reap syscalls so far (lowcopy counts its own). */
 static long long reap_syscalls(const struct tx *t)
 {
-    lowcopy_zc_send_stats st;
     if (!is_lc(t->mode))
         return t->sys_reap;
-    if (lowcopy_zc_stats(t->z, &st, sizeof(lowcopy_zc_send_stats)) < 0)
-        die("lowcopy_zc_stats");
-    return (long long)st.syscalls_reap;
+    if (t->nconns == 1) { /* (one stats call, as before -N) */
+        lowcopy_zc_send_stats st;
+        if (lowcopy_zc_stats(t->z, &st, sizeof(lowcopy_zc_send_stats)) < 0)
+            die("lowcopy_zc_stats");
+        return (long long)st.syscalls_reap;
+    }
+    return (long long)lc_stats(t).syscalls_reap;
 }
 
 /* Completions collected while the socket is not writable (the selftest's
@@ -542,16 +598,48 @@ static bool send_one(struct tx *t)
     }
     if (r > 0) {
         record_send(t, r);
-        t->sends_since_notify++;
+        struct conn *c = &t->conns[t->cur];
+        c->sends_since_notify++;
+        if (is_raw_zc(t->mode)) { /* this socket's next zerocopy id is this send */
+            if (c->nidx == c->capidx) {
+                c->capidx = c->capidx ? 2 * c->capidx : 1024;
+                c->idx = realloc(c->idx, c->capidx * sizeof(*c->idx));
+                if (!c->idx)
+                    die("out of memory");
+            }
+            c->idx[c->nidx++] = t->sends - 1;
+        }
     }
     return r > 0;
 }
 
-/* After the loop: up to cfg_wait_ms for the completions still missing. */
+/* After the loop: up to cfg_wait_ms for the completions still missing, on every socket. */
+static void wait_rest_one(struct tx *t, double stop);
+
 static void wait_rest(struct tx *t)
 {
     double stop = now_s() + cfg_wait_ms / 1000.0;
 
+    if (is_raw_zc(t->mode) && t->nconns > 1) {
+        /* Every socket's error queue in turn (reads never block) until all came. */
+        while (t->completions < t->sends && now_s() < stop) {
+            for (int k = 0; k < t->nconns; k++) {
+                use_conn(t, k);
+                raw_recv_completions(t);
+            }
+            if (t->completions < t->sends)
+                usleep(1000);
+        }
+        return;
+    }
+    for (int k = 0; k < t->nconns; k++) {
+        use_conn(t, k);
+        wait_rest_one(t, stop);
+    }
+}
+
+static void wait_rest_one(struct tx *t, double stop)
+{
     if (is_raw_zc(t->mode)) {
         while (t->completions < t->sends && now_s() < stop)
             if (do_poll(t, POLLERR))
@@ -617,19 +705,27 @@ static int do_tx(void)
     if (!cfg_dst)
         die("sender needs -D address");
     alen = make_addr(cfg_dst, &ss);
-    t.fd = connect_retry(&ss, alen);
-    t.limit = cfg_mode == M_ZC_L1 ? 1 : cfg_mode == M_ZC_L8 ? 8 : 32;
-    if (is_raw_zc(cfg_mode))
-        setsockopt_int(t.fd, SOL_SOCKET, SO_ZEROCOPY, 1, "SO_ZEROCOPY");
-    if (is_lc(cfg_mode)) {
-        uint32_t backend_id = cfg_mode == M_LC_ERRQ    ? LOWCOPY_ZC_ERRQUEUE
-                              : cfg_mode == M_LC_URING ? LOWCOPY_ZC_IO_URING
-                                                       : LOWCOPY_ZC_AUTO;
-        uint32_t flags = cfg_mode == M_LC_AUTO ? LOWCOPY_ZC_ADAPTIVE : 0;
-        int r = lowcopy_zc_new(t.fd, backend_id, flags, &t.z);
-        if (r < 0)
-            die("lowcopy_zc_new: %s", strerror(-r));
+    t.nconns = cfg_senders;
+    t.conns = calloc(cfg_senders, sizeof(*t.conns));
+    if (!t.conns)
+        die("out of memory");
+    for (int k = 0; k < cfg_senders; k++) {
+        struct conn *c = &t.conns[k];
+        c->fd = connect_retry(&ss, alen);
+        if (is_raw_zc(cfg_mode))
+            setsockopt_int(c->fd, SOL_SOCKET, SO_ZEROCOPY, 1, "SO_ZEROCOPY");
+        if (is_lc(cfg_mode)) {
+            uint32_t backend_id = cfg_mode == M_LC_ERRQ    ? LOWCOPY_ZC_ERRQUEUE
+                                  : cfg_mode == M_LC_URING ? LOWCOPY_ZC_IO_URING
+                                                           : LOWCOPY_ZC_AUTO;
+            uint32_t flags = cfg_mode == M_LC_AUTO ? LOWCOPY_ZC_ADAPTIVE : 0;
+            int r = lowcopy_zc_new(c->fd, backend_id, flags, &c->z);
+            if (r < 0)
+                die("lowcopy_zc_new on socket %d: %s", k, strerror(-r));
+        }
     }
+    use_conn(&t, 0);
+    t.limit = cfg_mode == M_ZC_L1 ? 1 : cfg_mode == M_ZC_L8 ? 8 : 32;
     tx_grow(&t);
     backend = backend_name(&t);
 
@@ -637,8 +733,10 @@ static int do_tx(void)
     double t0 = now_s(), tstop = t0 + cfg_secs;
     double t_loop;
     do {
+        if (t.nconns > 1)
+            use_conn(&t, t.cur + 1 == t.nconns ? 0 : t.cur + 1);
         bool sent = send_one(&t);
-        if (is_raw_zc(t.mode) && t.sends_since_notify >= (uint32_t)t.limit)
+        if (is_raw_zc(t.mode) && t.conns[t.cur].sends_since_notify >= (uint32_t)t.limit)
             raw_recv_completions(&t);
         if (!cfg_app_loop || !sent)
             while (!do_poll(&t, POLLOUT))
@@ -650,16 +748,21 @@ static int do_tx(void)
     struct cpu c1 = cpu_now();
 
     if (is_lc(cfg_mode)) {
-        if (lowcopy_zc_stats(t.z, &st, sizeof(lowcopy_zc_send_stats)) < 0)
-            die("lowcopy_zc_stats");
+        st = lc_stats(&t);
         t.sys_send = (long long)st.syscalls_send;
         t.sys_reap = (long long)st.syscalls_reap;
         t.enobufs = (long long)st.enobufs;
-        int left = lowcopy_zc_free(t.z);
-        if (left != 0)
-            warnx("lowcopy_zc_free: %d sends still in flight", left);
     }
-    close(t.fd);
+    for (int k = 0; k < t.nconns; k++) {
+        if (is_lc(cfg_mode)) {
+            int left = lowcopy_zc_free(t.conns[k].z);
+            if (left != 0)
+                warnx("lowcopy_zc_free: %d sends still in flight", left);
+        }
+        close(t.conns[k].fd);
+        free(t.conns[k].idx);
+    }
+    free(t.conns);
 
     long long missing = 0;
     bool want_compl = t.mode != M_COPY;
@@ -678,7 +781,7 @@ static int do_tx(void)
 
     double cpu = (c1.user - c0.user) + (c1.sys - c0.sys);
     double mb = t.bytes / 1e6;
-    printf("zc_bench tx path=%s proto=%s family=%d mode=%s backend=%s loop=%s size=%d secs=%.3f "
+    printf("zc_bench tx path=%s proto=%s family=%d mode=%s senders=%d backend=%s loop=%s size=%d secs=%.3f "
            "bytes=%lld sends=%lld eagain=%lld ebusy=%lld enobufs=%lld completions=%lld copied=%lld "
            "missing=%lld dup=%lld stray=%lld wrong_len=%lld errq_other=%lld "
            "sys_send=%lld sys_reap=%lld reap_loop=%lld reap_wait=%lld sys_poll=%lld "
@@ -686,7 +789,7 @@ static int do_tx(void)
            "cpu_user=%.4f cpu_sys=%.4f csw=%ld mb=%.1f mb_s=%.1f mb_per_cpu_s=%.1f "
            "cpu_s_per_gb=%.4f ok=%d\n",
            cfg_label, cfg_type == SOCK_STREAM ? "tcp" : "udp", cfg_family == AF_INET ? 4 : 6,
-           mode_names[t.mode], backend, cfg_app_loop ? "app" : "selftest", cfg_size, t_loop, t.bytes, t.sends, t.eagain, t.ebusy,
+           mode_names[t.mode], t.nconns, backend, cfg_app_loop ? "app" : "selftest", cfg_size, t_loop, t.bytes, t.sends, t.eagain, t.ebusy,
            t.enobufs, want_compl ? t.completions : -1, want_compl ? t.copied : -1, missing,
            t.dup, t.stray, t.wrong_len, t.errq_other, t.sys_send, t.sys_reap, t.reap_loop, t.reap_wait, t.sys_poll,
            (unsigned long long)st.zerocopy_sends, (unsigned long long)st.copy_sends,
@@ -707,7 +810,7 @@ static void usage(void)
             "usage: zc_bench -r [-4|-6] [-t tcp|udp] [-D addr] [-p port] [-T secs]\n"
             "       zc_bench [-4|-6] [-t tcp|udp] -D addr [-p port] [-s size] [-T secs]\n"
             "                [-m copy|zc-l1|zc-l8|zc-l32|lc-errq|lc-uring|lc-auto]\n"
-            "                [-w wait_ms] [-C cpu] [-L label] [-P] [-v]\n");
+            "                [-w wait_ms] [-C cpu] [-L label] [-P] [-N senders] [-v]\n");
     exit(2);
 }
 
@@ -715,7 +818,7 @@ int main(int argc, char **argv)
 {
     int c;
 
-    while ((c = getopt(argc, argv, "46rt:D:p:s:T:m:w:C:L:Pv")) != -1) {
+    while ((c = getopt(argc, argv, "46rt:D:p:s:T:m:w:C:L:PN:v")) != -1) {
         switch (c) {
         case '4': cfg_family = AF_INET; break;
         case '6': cfg_family = AF_INET6; break;
@@ -745,12 +848,16 @@ int main(int argc, char **argv)
         case 'C': cfg_cpu = atoi(optarg); break;
         case 'L': cfg_label = optarg; break;
         case 'P': cfg_app_loop = true; break;
+        case 'N': cfg_senders = atoi(optarg); break;
         case 'v': cfg_verbose++; break;
         default: usage();
         }
     }
-    if (optind != argc || cfg_size <= 0 || cfg_size > MAX_PAYLOAD || cfg_secs <= 0)
+    if (optind != argc || cfg_size <= 0 || cfg_size > MAX_PAYLOAD || cfg_secs <= 0 ||
+        cfg_senders < 1)
         usage();
+    if (cfg_senders > 1 && !cfg_rx && cfg_type != SOCK_DGRAM)
+        die("-N above 1 is for UDP");
     for (int i = 0; i < IP_MAXPACKET; i++)
         payload[i] = 'a' + (i % 26);
     pin_cpu();

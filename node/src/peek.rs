@@ -223,7 +223,7 @@ fn mode_name(m: PeekMode) -> &'static str {
 /// Counters of a `Peeker` (bytes in bytes); see the core's `PeekStats`.
 #[napi(object)]
 pub struct PeekStats {
-    /// Syscalls made (failed ones included).
+    /// Syscalls made (failed ones included; the constructor's too).
     pub syscalls: f64,
     /// Peeks that returned data.
     pub peeks: f64,
@@ -246,6 +246,79 @@ pub struct PeekerOptions {
     /// `'auto'` (default: `SO_PEEK_OFF` where the socket family has it, else the discard
     /// prefix), `'offset'` (`SO_PEEK_OFF`; `EOPNOTSUPP` where missing) or `'discard'`.
     pub mode: Option<String>,
+    /// What the socket is, as the code that made it knows: `'tcp4'`, `'tcp6'` (TCP over
+    /// IPv4/IPv6; every `net.Socket` of a TCP server), `'mptcp4'`, `'mptcp6'` or `'unix'` (a
+    /// stream socket). The peeker then asks the socket nothing (no `getsockopt` for its family,
+    /// type and protocol): one syscall in all. Stating it wrong is never unsafe: calls then
+    /// fail as the real socket answers. Default: ask the socket.
+    #[napi(ts_type = "'tcp4' | 'tcp6' | 'mptcp4' | 'mptcp6' | 'unix'")]
+    pub kind: Option<String>,
+}
+
+/// Options of `Peeker.close`.
+// Read field by field by the call (for its TypeErrors); here for the types.
+#[allow(dead_code)]
+#[napi(object)]
+pub struct PeekerCloseOptions {
+    /// `false` for a socket closed next: `SO_PEEK_OFF` and an armed `SO_RCVLOWAT` stay as the
+    /// peeker left them (no syscall but the duplicate's `close`). Default `true`: restored.
+    pub restore: Option<bool>,
+}
+
+/// What one `Peeker.peekAtInto`/`peekvAt` peeked, and from where (the core's `PeekResult`):
+/// compare `streamPos` with your own position of `offset` to catch an offset that went wrong.
+#[napi(object)]
+pub struct PeekResult {
+    /// Bytes written to the buffer(s); 0 at end of stream after `offset`.
+    pub len: u32,
+    /// The offset peeked at: bytes after the head of the receive queue.
+    pub offset: f64,
+    /// The same place in the stream: the bytes this peeker consumed plus `offset`.
+    pub stream_pos: f64,
+    /// Syscalls the call made: 1 when the kernel's `SO_PEEK_OFF` already was at `offset` (or
+    /// a discard prefix was used), 2 when it had to be moved first.
+    pub syscalls: u32,
+    /// `SO_PEEK_OFF` was written before the peek (the kernel's offset was elsewhere).
+    pub moved: bool,
+    /// The peek went through a discard prefix (the kernel copied `offset` bytes to skip them).
+    pub prefixed: bool,
+}
+
+impl From<lowcopy::PeekResult> for PeekResult {
+    fn from(r: lowcopy::PeekResult) -> Self {
+        PeekResult {
+            len: r.len as u32,
+            offset: r.offset as f64,
+            stream_pos: r.stream_pos as f64,
+            syscalls: r.syscalls,
+            moved: r.flags & lowcopy::peek::PEEK_MOVED != 0,
+            prefixed: r.flags & lowcopy::peek::PEEK_PREFIXED != 0,
+        }
+    }
+}
+
+/// The `kind` option of `new Peeker`: `None` when absent (ask the socket).
+fn kind_opt(env: &Env, o: &Object) -> Result<Option<lowcopy::StreamKind>> {
+    use lowcopy::StreamKind as K;
+    Ok(Some(
+        match o.get_named_property::<Option<String>>("kind")?.as_deref() {
+            None => return Ok(None),
+            Some("tcp4") => K::Tcp4,
+            Some("tcp6") => K::Tcp6,
+            Some("mptcp4") => K::Mptcp4,
+            Some("mptcp6") => K::Mptcp6,
+            Some("unix") => K::Unix,
+            Some(k) => {
+                return Err(value_error(
+                    env,
+                    format!(
+                        "The property 'options.kind' must be one of: 'tcp4', 'tcp6', 'mptcp4', \
+                         'mptcp6', 'unix'. Received '{k}'"
+                    ),
+                ))
+            }
+        },
+    ))
 }
 
 /// Options of `peekAsync`.
@@ -291,15 +364,21 @@ impl Peeker {
 #[napi]
 impl Peeker {
     /// Creates a peeker over (a duplicate of) `fd`, cursor at 0 (the head of the receive
-    /// queue). Errors: `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream;
-    /// `'offset'` without `SO_PEEK_OFF`), `EMFILE`; `TypeError` for a bad `mode`.
+    /// queue); `options.kind` states what the socket is, sparing the 2-3 `getsockopt` that ask
+    /// it. Errors: `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream;
+    /// `'offset'` without `SO_PEEK_OFF`), `EMFILE`; `TypeError` for a bad `mode` or `kind`.
     #[napi(
         constructor,
         catch_unwind,
         ts_args_type = "fd: number | import('node:net').Socket | { fd: number }, options?: PeekerOptions"
     )]
     pub fn new(env: Env, fd: Unknown, options: Option<Unknown>) -> Result<Self> {
-        let mode = match args::options_object(&env, options.as_ref())? {
+        let opts = args::options_object(&env, options.as_ref())?;
+        let kind = match &opts {
+            None => None,
+            Some(o) => kind_opt(&env, o)?,
+        };
+        let mode = match opts {
             None => PeekMode::Auto,
             Some(o) => match o.get_named_property::<Option<String>>("mode")?.as_deref() {
                 None | Some("auto") => PeekMode::Auto,
@@ -318,7 +397,11 @@ impl Peeker {
         };
         let dup = args::dup_fd(&env, &fd, "Peeker")?;
         let raw = dup.as_raw_fd();
-        let p = Core::new(dup, mode).or_throw(&env, "Peeker")?;
+        let p = match kind {
+            Some(k) => Core::with_kind(dup, mode, k),
+            None => Core::new(dup, mode),
+        }
+        .or_throw(&env, "Peeker")?;
         Ok(Peeker {
             shared: Arc::new(Shared {
                 peeker: Mutex::new(Some(p)),
@@ -425,6 +508,65 @@ impl Peeker {
         Ok(n as u32)
     }
 
+    /// Peeks into `buf` (its own `byteLength` bytes at its `byteOffset`) at `offset` bytes
+    /// after the head of the receive queue: your own stream arithmetic, with no `seek` to keep
+    /// in step; the cursor ends at `offset` + the bytes peeked. Returns what was peeked from
+    /// where (`len` 0 at end of stream after `offset`). With `SO_PEEK_OFF` it costs one
+    /// `recv` when the kernel's offset already is at `offset` (where the last peek ended, kept
+    /// right by `consume`), a `setsockopt` more when it must move (`moved`); `'auto'` peeks an
+    /// `offset` of at most 4096 the kernel's offset is not at through a discard prefix
+    /// (`prefixed`). Errors as `peekInto`; `EOVERFLOW` (cursor unchanged) for an `offset`
+    /// beyond what the mechanism represents.
+    #[napi(
+        catch_unwind,
+        ts_args_type = "offset: number, buf: ArrayBufferView, options?: PeekOptions"
+    )]
+    pub fn peek_at_into(
+        &self,
+        env: Env,
+        offset: Unknown,
+        buf: Unknown,
+        options: Option<Unknown>,
+    ) -> Result<PeekResult> {
+        let off = size(&env, &offset, "offset")?;
+        let b = bytes_arg(&env, &buf, "buf")?;
+        let f = flags(&env, options.as_ref(), "peekAtInto")?;
+        let iov = [b.iovec()];
+        self.with(&env, "peekAtInto", |p| {
+            // SAFETY: the iovec covers the caller's view, writable and alive for this call.
+            unsafe { p.peek_at_raw(off, &iov, f) }
+                .map(PeekResult::from)
+                .or_throw(&env, "peekAtInto")
+        })
+    }
+
+    /// `peekAtInto` scattering into `buffers` in order (as `peekv`; at most `IOV_MAX` = 1024).
+    #[napi(
+        catch_unwind,
+        ts_args_type = "offset: number, buffers: ArrayBufferView[], options?: PeekOptions"
+    )]
+    pub fn peekv_at(
+        &self,
+        env: Env,
+        offset: Unknown,
+        buffers: Vec<Unknown>,
+        options: Option<Unknown>,
+    ) -> Result<PeekResult> {
+        let off = size(&env, &offset, "offset")?;
+        let mut views: Vec<View> = Vec::with_capacity(buffers.len());
+        for (i, b) in buffers.iter().enumerate() {
+            views.push(bytes_arg(&env, b, &format!("buffers[{i}]"))?);
+        }
+        let f = flags(&env, options.as_ref(), "peekvAt")?;
+        let iov: Vec<libc::iovec> = views.iter().map(View::iovec).collect();
+        self.with(&env, "peekvAt", |p| {
+            // SAFETY: the iovecs cover the caller's views, writable and alive for this call.
+            unsafe { p.peek_at_raw(off, &iov, f) }
+                .map(PeekResult::from)
+                .or_throw(&env, "peekvAt")
+        })
+    }
+
     /// `peek` that waits off the JS thread (on libuv's thread pool) until a byte beyond the
     /// cursor arrives, the stream ends (resolves with an empty `Buffer`), `timeoutMs` passes
     /// (rejects `ETIMEDOUT`) or `close()` is called (rejects with an `AbortError`). Works on
@@ -519,10 +661,31 @@ impl Peeker {
     }
 
     /// Restores the socket (`SO_RCVLOWAT` if armed, `SO_PEEK_OFF` disabled) and closes the
-    /// peeker's duplicate; queued bytes stay queued for the next reader. A pending `peekAsync`
-    /// rejects with an `AbortError`. Calling it again does nothing.
-    #[napi(catch_unwind)]
-    pub fn close(&self) {
+    /// peeker's duplicate; queued bytes stay queued for the next reader. `{ restore: false }`
+    /// for a socket closed next: nothing is restored. A pending `peekAsync` rejects with an
+    /// `AbortError` (and the socket is restored when it ends). Calling it again does nothing.
+    #[napi(catch_unwind, ts_args_type = "options?: PeekerCloseOptions")]
+    pub fn close(&self, env: Env, options: Option<Unknown>) -> Result<()> {
+        let restore = match args::options_object(&env, options.as_ref())? {
+            None => true,
+            Some(o) => {
+                let v: Unknown = o.get_named_property("restore")?;
+                match v.get_type()? {
+                    napi::ValueType::Undefined => true,
+                    napi::ValueType::Boolean => v.coerce_to_bool()?,
+                    _ => {
+                        return Err(type_error(
+                            &env,
+                            format!(
+                                "The \"options.restore\" property must be of type boolean. \
+                                 Received {}",
+                                crate::error::describe_value(&v)
+                            ),
+                        ))
+                    }
+                }
+            }
+        };
         self.shared.close_requested.store(true, Ordering::Release);
         for w in self
             .shared
@@ -535,8 +698,12 @@ impl Peeker {
         }
         // An async peek holding the peeker drops it when it ends.
         if let Ok(mut g) = self.shared.peeker.try_lock() {
-            g.take();
+            match g.take() {
+                Some(p) if !restore => drop(p.into_inner_unrestored()),
+                p => drop(p),
+            }
         }
+        Ok(())
     }
 }
 

@@ -115,7 +115,7 @@ fn peek_supported(sock: &Bound<'_, PyAny>) -> PyResult<bool> {
 record! {
     /// Counters of a `Peeker`. All byte counts are in bytes.
     PeekStats from lowcopy::PeekStats {
-        /// Syscalls the peeker made (including failed ones).
+        /// Syscalls the peeker made (including failed ones; the constructor's too).
         syscalls,
         /// Peeks that returned data.
         peeks,
@@ -144,7 +144,89 @@ pub struct Peeker {
     h: Handle<lowcopy::Peeker<OwnedFd>>,
 }
 
+/// What one `Peeker.peek_at_into` or `Peeker.peekv_at` peeked, and from where: compare
+/// `stream_pos` with your own position of `offset` to catch an offset that went wrong.
+#[pyclass(frozen, eq, module = "lowcopy._lowcopy")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeekResult {
+    /// Bytes written to the buffer(s); 0 at end of stream after `offset`.
+    #[pyo3(get)]
+    pub len: u64,
+    /// The offset peeked at: bytes after the head of the receive queue.
+    #[pyo3(get)]
+    pub offset: u64,
+    /// The same place in the stream: bytes this peeker consumed (`consume`,
+    /// `note_consumed`) plus `offset`.
+    #[pyo3(get)]
+    pub stream_pos: u64,
+    /// Syscalls the call made: 1 when the kernel's `SO_PEEK_OFF` already was at `offset` (or
+    /// a discard prefix was used), 2 when it had to be moved first.
+    #[pyo3(get)]
+    pub syscalls: u32,
+    /// `SO_PEEK_OFF` was written before the peek (the kernel's offset was elsewhere).
+    #[pyo3(get)]
+    pub moved: bool,
+    /// The peek went through a discard prefix (the kernel copied `offset` bytes to skip them).
+    #[pyo3(get)]
+    pub prefixed: bool,
+}
+
+impl From<lowcopy::PeekResult> for PeekResult {
+    fn from(r: lowcopy::PeekResult) -> Self {
+        PeekResult {
+            len: r.len,
+            offset: r.offset,
+            stream_pos: r.stream_pos,
+            syscalls: r.syscalls,
+            moved: r.flags & lowcopy::peek::PEEK_MOVED != 0,
+            prefixed: r.flags & lowcopy::peek::PEEK_PREFIXED != 0,
+        }
+    }
+}
+
+#[pymethods]
+impl PeekResult {
+    fn __repr__(&self) -> String {
+        format!(
+            "PeekResult(len={}, offset={}, stream_pos={}, syscalls={}, moved={}, prefixed={})",
+            self.len,
+            self.offset,
+            self.stream_pos,
+            self.syscalls,
+            if self.moved { "True" } else { "False" },
+            if self.prefixed { "True" } else { "False" },
+        )
+    }
+}
+
 impl Peeker {
+    /// The offset peek of `peek_at_into`/`peekv_at`: GIL kept with `MSG_DONTWAIT`, released
+    /// for a call that may wait.
+    fn peek_at_iov(
+        &self,
+        py: Python<'_>,
+        offset: usize,
+        iov: &[libc::iovec],
+        flags: i32,
+    ) -> PyResult<PeekResult> {
+        let flags = flags_of(flags)?;
+        self.h.with(|p| {
+            if flags.dontwait() {
+                // SAFETY: every iovec describes a live, writable buffer export owned by the
+                // caller for this whole call.
+                return unsafe { p.peek_at_raw(offset, iov, flags) }
+                    .py()
+                    .map(PeekResult::from);
+            }
+            let iov = Iovecs(iov);
+            blocking(py, || {
+                // SAFETY: as above; the GIL is released but the exports stay held.
+                unsafe { p.peek_at_raw(offset, iov.get(), flags) }
+            })
+            .map(PeekResult::from)
+        })
+    }
+
     fn peek_iov(&self, py: Python<'_>, iov: &[libc::iovec], flags: i32) -> PyResult<usize> {
         let flags = flags_of(flags)?;
         self.h.with(|p| {
@@ -186,17 +268,36 @@ impl Peeker {
     /// `OFFSET` (and `AUTO` where the family has it) sets `SO_PEEK_OFF` on the socket; a
     /// cursor starts at 0, the head of the receive queue.
     ///
+    /// `family` and `proto` state what the socket is, as `socket.socket(family, SOCK_STREAM,
+    /// proto)` made it (`sock.family`, `sock.proto`): `AF_INET` or `AF_INET6` with 0,
+    /// `IPPROTO_TCP` or `IPPROTO_MPTCP`, or `AF_UNIX` with 0. The peeker then asks the socket
+    /// nothing (no `getsockopt` for its family, type and protocol): one syscall in all. The
+    /// default `family` 0 asks the socket. Stating the kind wrong is never unsafe: calls then
+    /// fail as the real socket answers.
+    ///
     /// Errors (`OSError`): `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX
     /// stream; or `OFFSET` where the kernel has no `SO_PEEK_OFF` for this family), and
-    /// `setsockopt` errors. `ValueError` for a mode that is not a `PeekMode`.
+    /// `setsockopt` errors. `ValueError` for a mode that is not a `PeekMode`, or a
+    /// `family`/`proto` pair other than those above.
     #[new]
-    #[pyo3(signature = (sock, mode = 0))]
-    fn new(sock: &Bound<'_, PyAny>, mode: u32) -> PyResult<Self> {
+    #[pyo3(signature = (sock, mode = 0, *, family = 0, proto = 0))]
+    fn new(sock: &Bound<'_, PyAny>, mode: u32, family: i32, proto: i32) -> PyResult<Self> {
         guard(|| {
             let mode = lowcopy::PeekMode::try_from(mode)
                 .map_err(|_| PyValueError::new_err(format!("unknown PeekMode {mode}")))?;
+            let kind = lowcopy::StreamKind::from_raw(family, proto).map_err(|_| {
+                PyValueError::new_err(format!(
+                    "family {family} with proto {proto} is not a stream socket lowcopy peeks"
+                ))
+            })?;
             let fd = dup_of(sock)?;
-            let p = sock.py().detach(|| lowcopy::Peeker::new(fd, mode)).py()?;
+            let p = sock
+                .py()
+                .detach(|| match kind {
+                    Some(k) => lowcopy::Peeker::with_kind(fd, mode, k),
+                    None => lowcopy::Peeker::new(fd, mode),
+                })
+                .py()?;
             Ok(Peeker {
                 h: Handle::new("Peeker", p),
             })
@@ -282,6 +383,67 @@ impl Peeker {
         })
     }
 
+    /// Peeks into `buffer` (`nbytes` of it; 0: all of it) at `offset` bytes after the head of
+    /// the receive queue: your own stream arithmetic, with no `seek` to keep in step. The
+    /// cursor ends at `offset` + the bytes peeked. Returns a `PeekResult` saying what was
+    /// peeked from where (`len` 0 at end of stream after `offset`).
+    ///
+    /// Costs, with `SO_PEEK_OFF`: one `recv` when the kernel's offset already is at `offset`
+    /// (where the last peek ended, kept right by `consume`), a `setsockopt` more when it must
+    /// be moved (`moved`); `AUTO` peeks an `offset` of at most 4096 that the kernel's offset
+    /// is not at through a discard prefix (`prefixed`); `DISCARD`: one `recvmsg`. With
+    /// `MSG_DONTWAIT` the GIL is kept (the call never waits); the data path allocates
+    /// nothing.
+    ///
+    /// Errors as `peek_into` (the cursor is then at `offset`); `EOVERFLOW` when `offset` is
+    /// beyond what the mechanism represents (the cursor is then unchanged).
+    #[pyo3(signature = (offset, buffer, nbytes = 0, flags = 0))]
+    fn peek_at_into(
+        &self,
+        py: Python<'_>,
+        offset: &Bound<'_, PyAny>,
+        buffer: &Bound<'_, PyAny>,
+        nbytes: i64,
+        flags: i32,
+    ) -> PyResult<PeekResult> {
+        guard(|| {
+            let off = count(offset, "offset")?;
+            let b = WriteBuf::get(buffer, nbytes)?;
+            let r = self.peek_at_iov(py, off, &[b.iovec()], flags);
+            b.release(py);
+            r
+        })
+    }
+
+    /// `peek_at_into` scattering into several writable buffers in order, as `peekv` does;
+    /// returns the `PeekResult`.
+    #[pyo3(signature = (offset, buffers, flags = 0))]
+    fn peekv_at(
+        &self,
+        py: Python<'_>,
+        offset: &Bound<'_, PyAny>,
+        buffers: &Bound<'_, PyAny>,
+        flags: i32,
+    ) -> PyResult<PeekResult> {
+        guard(|| {
+            let off = count(offset, "offset")?;
+            let mut held = Vec::new();
+            for b in buffers.try_iter()? {
+                match WriteBuf::get(&b?, 0) {
+                    Ok(w) => held.push(w),
+                    Err(e) => {
+                        held.into_iter().for_each(|w| w.release(py));
+                        return Err(e);
+                    }
+                }
+            }
+            let iov: Vec<libc::iovec> = held.iter().map(WriteBuf::iovec).collect();
+            let r = self.peek_at_iov(py, off, &iov, flags);
+            held.into_iter().for_each(|w| w.release(py));
+            r
+        })
+    }
+
     /// Moves the cursor to `offset` bytes after the head of the receive queue: back to
     /// retransmit, or ahead to skip bytes (copied by the discard mechanism at the next peek,
     /// not by `SO_PEEK_OFF`). No syscall unless the low-water mark is armed.
@@ -361,11 +523,16 @@ impl Peeker {
     }
 
     /// Restores the socket's `SO_RCVLOWAT` if armed, disables `SO_PEEK_OFF` if this peeker
-    /// used it, and closes the duplicate descriptor. Idempotent; later calls other than
-    /// `close` raise `ValueError`.
-    fn close(&self) -> PyResult<()> {
+    /// used it, and closes the duplicate descriptor. `restore=False` for a socket you close
+    /// next: the options stay as the peeker left them (no syscall but the `close` of the
+    /// duplicate). Idempotent; later calls other than `close` raise `ValueError`.
+    #[pyo3(signature = (restore = true))]
+    fn close(&self, restore: bool) -> PyResult<()> {
         guard(|| {
-            drop(self.h.take()?);
+            match self.h.take()? {
+                Some(p) if !restore => drop(p.into_inner_unrestored()),
+                p => drop(p),
+            }
             Ok(())
         })
     }
@@ -382,7 +549,7 @@ impl Peeker {
 
     #[pyo3(signature = (*_args))]
     fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
-        self.close()
+        self.close(true)
     }
 
     fn __repr__(&self) -> String {
@@ -400,6 +567,7 @@ impl Peeker {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PeekStats>()?;
     m.add_class::<Peeker>()?;
+    m.add_class::<PeekResult>()?;
     m.add_function(wrap_pyfunction!(peek_at, m)?)?;
     m.add_function(wrap_pyfunction!(peek_into, m)?)?;
     m.add_function(wrap_pyfunction!(consume, m)?)?;

@@ -367,6 +367,38 @@ def test_peeker_api(unix: Pair) -> None:
     assert "closed" in repr(p)
 
 
+def test_peeker_for_a_daemon(tcp: Pair) -> None:
+    """The socket's kind stated, the offset peek on the handle, close without restore."""
+    assert tcp.peer is not None
+    tcp.peer.sendall(b"0123456789")
+    time.sleep(0.02)
+    with pytest.raises(ValueError, match="family"):
+        lowcopy.Peeker(tcp.sock, family=socket.AF_INET, proto=socket.IPPROTO_UDP)
+    with pytest.raises(ValueError, match="family"):
+        lowcopy.Peeker(tcp.sock, family=socket.AF_UNIX, proto=socket.IPPROTO_TCP)
+    p = lowcopy.Peeker(tcp.sock, lowcopy.PeekMode.OFFSET, family=tcp.sock.family,
+                       proto=tcp.sock.proto)
+    assert p.stats().syscalls == 1  # SO_PEEK_OFF = 0: no getsockopt asked the socket
+    buf = bytearray(4)
+    r = p.peek_at_into(2, buf, flags=socket.MSG_DONTWAIT)
+    assert isinstance(r, lowcopy.PeekResult) and buf == b"2345"
+    assert (r.len, r.offset, r.stream_pos, r.syscalls, r.moved, r.prefixed) == (4, 2, 2, 2, True,
+                                                                             False)
+    assert repr(r) == ("PeekResult(len=4, offset=2, stream_pos=2, syscalls=2, moved=True, "
+                       "prefixed=False)")
+    a, b = bytearray(1), bytearray(2)
+    r2 = p.peekv_at(6, [a, b])
+    assert (a, b) == (b"6", b"78") and (r2.syscalls, r2.moved) == (1, False)
+    assert r2 != r and p.offset == 9
+    with pytest.raises(ValueError):
+        p.peek_at_into(-1, buf)
+    p.close(restore=False)
+    assert tcp.sock.getsockopt(socket.SOL_SOCKET, 42) == 9  # SO_PEEK_OFF left where it was
+    p.close()  # idempotent
+    with pytest.raises(ValueError):
+        p.peek_at_into(0, buf)
+
+
 def test_stateless_calls(tcp: Pair) -> None:
     assert tcp.peer is not None
     assert lowcopy.peek_supported(tcp.sock) is True

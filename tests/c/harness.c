@@ -950,14 +950,17 @@ cJSON *refuse_first_new(const cJSON *steps, const cJSON *err)
 {
     int n = cJSON_GetArraySize(steps);
     for (int i = 0; i < n; i++) {
-        if (!json_is(get(cJSON_GetArrayItem(steps, i), "op"), "new"))
+        const cJSON *step = cJSON_GetArrayItem(steps, i), *op = get(step, "op");
+        if (!json_is(op, "new") && !json_is(op, "init"))
             continue;
+        const cJSON *kind = get(step, "kind");
         cJSON *s = must(cJSON_Duplicate(steps, true));
         while (cJSON_GetArraySize(s) > i + 1)
             cJSON_DeleteItemFromArray(s, i + 1);
         cJSON *repl = must(cJSON_CreateObject());
-        must(cJSON_AddStringToObject(repl, "op", "new"));
+        must(cJSON_AddStringToObject(repl, "op", op->valuestring));
         if (!cJSON_AddItemToObject(repl, "expect_err", must(cJSON_Duplicate(err, true))) ||
+            (kind && !cJSON_AddItemToObject(repl, "kind", must(cJSON_Duplicate(kind, true)))) ||
             !cJSON_ReplaceItemInArray(s, i, repl))
             must(NULL);
         return s;

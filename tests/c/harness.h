@@ -265,8 +265,9 @@ struct runner {
     size_t nops;
 };
 
-/* The steps up to the first `new`, that one replaced by {"op": "new", "expect_err": errno} (a
- * table rule for transports that refuse a mode or backend); NULL if there is no `new`. */
+/* The steps up to the first `new` or `init`, that one replaced by {"op": <the same>,
+ * "expect_err": errno} (keeping its "kind"): a table rule for transports that refuse a mode
+ * or backend; NULL if there is no such step. */
 cJSON *refuse_first_new(const cJSON *steps, const cJSON *err);
 
 /* The runner's main: runs the table named by argv (or spec->default_path). */

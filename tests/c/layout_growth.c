@@ -214,6 +214,36 @@ static void test_zcrx(void)
 	free(st);
 }
 
+/* The options struct both ways: lowcopy_zc_options_default fills exactly the program's struct
+ * (older: no max_pending; newer: its extra field reads 0), and lowcopy_zc_new_opts takes it
+ * (older: max_pending takes its default; newer: the unknown field, 0, is fine). */
+static void test_zc_options(void)
+{
+	lowcopy_zc_options *o = block(sizeof(*o));
+	lowcopy_zc *z = NULL;
+	int sock, peer;
+
+	tcp_pair(AF_INET, 0, 0, &peer, &sock);
+	CHECK_EQ(lowcopy_zc_options_default(o, sizeof(*o)), 0);
+	CHECK_EQ(o->backend, LOWCOPY_ZC_AUTO);
+	CHECK_EQ(o->reserve, LOWCOPY_ZC_DEFAULT_RESERVE);
+#ifndef LAYOUT_OLDER
+	CHECK_EQ(o->max_pending, LOWCOPY_ZC_MAX_PENDING);
+#endif
+	CHECK_LATER_ZERO(o);
+	o->backend = LOWCOPY_ZC_COPY;
+	o->reserve = 0;
+	CHECK_EQ(lowcopy_zc_new_opts(sock, o, sizeof(*o), &z), 0);
+	CHECK_EQ(lowcopy_zc_backend(z), LOWCOPY_ZC_COPY);
+	/* max_pending is the default LOWCOPY_ZC_MAX_PENDING in both layouts. */
+	for (int i = 0; i < 200; i++)
+		CHECK_EQ(lowcopy_zc_send(z, "o", 1, 0, i), 1);
+	CHECK_EQ(lowcopy_zc_free(z), 0);
+	free(o);
+	close(sock);
+	close(peer);
+}
+
 int main(void)
 {
 	test_probe();
@@ -222,5 +252,6 @@ int main(void)
 	test_recv_stats();
 	test_receiver_stats();
 	test_zcrx();
+	test_zc_options();
 	return check_summary(SUITE);
 }

@@ -64,6 +64,7 @@ static const char *mode_name(uint32_t m)
 struct state {
     uint32_t mode; /* the run's mode: `new` uses it unless the step names another */
     lowcopy_peeker *peeker;
+    lowcopy_peeker_storage mem; /* the caller memory of every `init` in the run */
 };
 
 static int need_peeker(struct run *r)
@@ -153,6 +154,79 @@ static int op_new(struct run *r, const cJSON *step)
                         cJSON_IsString(want) ? want->valuestring : "(not a string)");
     }
     return 0;
+}
+
+/* `init`'s stated kind (the step's "kind", else the transport's) as socket(2) numbers. */
+static int kind_of(struct run *r, const cJSON *step, int *domain, int *protocol)
+{
+    const cJSON *k = get(step, "kind");
+    const char *kind = k ? (cJSON_IsString(k) ? k->valuestring : "") : r->transport;
+    static const struct {
+        const char *name;
+        int domain, protocol;
+    } KINDS[] = {
+        {"tcp4", AF_INET, IPPROTO_TCP},
+        {"tcp6", AF_INET6, IPPROTO_TCP},
+        {"mptcp4", AF_INET, IPPROTO_MPTCP},
+        {"unix", AF_UNIX, 0},
+    };
+    for (size_t i = 0; i < sizeof KINDS / sizeof KINDS[0]; i++) {
+        if (strcmp(kind, KINDS[i].name) == 0) {
+            *domain = KINDS[i].domain;
+            *protocol = KINDS[i].protocol;
+            return 0;
+        }
+    }
+    return fail(r, "no kind for %s: the step must state one", kind);
+}
+
+/* init: a peeker in the run's own memory (r->st->mem), the socket's kind stated. */
+static int op_init(struct run *r, const cJSON *step)
+{
+    lowcopy_peeker_free(r->st->peeker);
+    r->st->peeker = NULL;
+    uint32_t mode = r->st->mode;
+    const cJSON *m = get(step, "mode");
+    int domain = AF_UNSPEC, protocol = 0;
+    if (cJSON_IsString(m) && mode_of(m->valuestring, &mode) < 0)
+        return fail(r, "unknown mode %s", m->valuestring);
+    if (kind_of(r, step, &domain, &protocol) < 0)
+        return -1;
+    lowcopy_peeker *p = NULL;
+    int rc = lowcopy_peeker_init(&r->st->mem, sizeof r->st->mem, r->fd, mode, domain, protocol,
+                                 &p);
+    if (get(step, "expect_err")) {
+        if (rc == 0)
+            lowcopy_peeker_free(p);
+        return expect_result(r, step, rc < 0 ? rc : 0, NULL, 0);
+    }
+    char eb[64];
+    if (rc < 0)
+        return fail(r, "init: %s", errno_text(-rc, eb, sizeof eb));
+    r->st->peeker = p;
+    if ((void *)p != (void *)&r->st->mem)
+        return fail(r, "init: the handle %p is not the caller's memory %p", (void *)p,
+                    (void *)&r->st->mem);
+    const cJSON *want = get(step, "expect_mode");
+    if (want) {
+        const char *got = mode_name(lowcopy_peeker_mode(p));
+        if (!json_is(want, got))
+            return fail(r, "mode %s, want %s", got,
+                        cJSON_IsString(want) ? want->valuestring : "(not a string)");
+    }
+    return 0;
+}
+
+/* release [closing]: lowcopy_peeker_release, which must return 0. */
+static int op_release(struct run *r, const cJSON *step)
+{
+    char eb[64];
+    if (need_peeker(r) < 0)
+        return -1;
+    uint32_t flags = cJSON_IsTrue(get(step, "closing")) ? LOWCOPY_RELEASE_CLOSING : 0;
+    int rc = lowcopy_peeker_release(r->st->peeker, flags);
+    r->st->peeker = NULL;
+    return rc == 0 ? 0 : fail(r, "release: %s", errno_text(-rc, eb, sizeof eb));
 }
 
 static int op_free(struct run *r, const cJSON *step)
@@ -250,6 +324,94 @@ static int op_peek_at(struct run *r, const cJSON *step)
     int rc = expect_result(r, step, n, buf, len);
     free(buf);
     return rc;
+}
+
+/* The step's "result": each field it names must be what the call reported. */
+static int expect_peek_result(struct run *r, const cJSON *step, const lowcopy_peek_result *res)
+{
+    const cJSON *want = get(step, "result"), *f;
+    if (!want)
+        return 0;
+    cJSON_ArrayForEach(f, want) {
+        uint64_t got;
+        bool is_flag = true;
+        if (strcmp(f->string, "moved") == 0)
+            got = (res->flags & LOWCOPY_PEEK_MOVED) != 0;
+        else if (strcmp(f->string, "prefixed") == 0)
+            got = (res->flags & LOWCOPY_PEEK_PREFIXED) != 0;
+        else {
+            is_flag = false;
+            if (strcmp(f->string, "len") == 0)
+                got = res->len;
+            else if (strcmp(f->string, "offset") == 0)
+                got = res->offset;
+            else if (strcmp(f->string, "stream_pos") == 0)
+                got = res->stream_pos;
+            else if (strcmp(f->string, "syscalls") == 0)
+                got = res->syscalls;
+            else
+                return fail(r, "unknown result field %s", f->string);
+        }
+        uint64_t w;
+        if (is_flag ? !cJSON_IsBool(f) : !json_u64(f, &w))
+            return fail(r, "result.%s has the wrong type", f->string);
+        if (is_flag)
+            w = cJSON_IsTrue(f);
+        if (got != w)
+            return fail(r, "result.%s %" PRIu64 ", want %" PRIu64 " (len %" PRIu64 " offset %" PRIu64
+                        " stream_pos %" PRIu64 " syscalls %u flags %u)",
+                        f->string, got, w, res->len, res->offset, res->stream_pos, res->syscalls,
+                        res->flags);
+    }
+    return 0;
+}
+
+/* peeker_peek_at / peeker_peekv_at offset len: the offset peek on the handle, into one
+ * buffer or `len` one-byte iovecs. */
+static int peeker_peek_at(struct run *r, const cJSON *step, bool vectored)
+{
+    size_t off, len;
+    if (need_size(r, step, "offset", &off) < 0 || need_size(r, step, "len", &len) < 0 ||
+        need_peeker(r) < 0)
+        return -1;
+    if (vectored && (len == 0 || len > INT_MAX))
+        return fail(r, "peeker_peekv_at: len must be 1 .. INT_MAX");
+    unsigned char *buf = room(len);
+    lowcopy_peek_result res;
+    memset(&res, 0xa5, sizeof res);
+    ssize_t n;
+    if (vectored) {
+        struct iovec *iov = calloc(len, sizeof(*iov));
+        if (!iov)
+            abort();
+        for (size_t i = 0; i < len; i++)
+            iov[i] = (struct iovec){.iov_base = buf + i, .iov_len = 1};
+        n = lowcopy_peeker_peekv_at(r->st->peeker, off, iov, (int)len, step_flags(step), &res,
+                                    sizeof res);
+        free(iov);
+    } else {
+        n = lowcopy_peeker_peek_at(r->st->peeker, off, buf, len, step_flags(step), &res,
+                                   sizeof res);
+    }
+    int rc = expect_result(r, step, n, buf, len);
+    if (rc == 0 && n >= 0) {
+        if (res.len != (uint64_t)n)
+            rc = fail(r, "result.len %" PRIu64 " but the call returned %zd", res.len, n);
+        else
+            rc = expect_peek_result(r, step, &res);
+    }
+    free(buf);
+    return rc;
+}
+
+static int op_peeker_peek_at(struct run *r, const cJSON *step)
+{
+    return peeker_peek_at(r, step, false);
+}
+
+static int op_peeker_peekv_at(struct run *r, const cJSON *step)
+{
+    return peeker_peek_at(r, step, true);
 }
 
 static int op_consume(struct run *r, const cJSON *step)
@@ -362,6 +524,8 @@ static int stat_field(struct run *r, const lowcopy_peek_stats *s, const char *f,
         *out = s->bytes_consumed;
     else if (strcmp(f, "peeks") == 0)
         *out = s->peeks;
+    else if (strcmp(f, "syscalls") == 0)
+        *out = s->syscalls;
     else
         return fail(r, "unknown stat %s", f);
     return 0;
@@ -512,7 +676,9 @@ static int op_wakeups(struct run *r, const cJSON *step)
 
 static const struct op OPS[] = {
     {"new", op_new},
+    {"init", op_init},
     {"free", op_free},
+    {"release", op_release},
     {"send", op_peer_send},
     {"send_pattern", op_peer_send_pattern},
     {"send_later", op_send_later},
@@ -522,6 +688,8 @@ static const struct op OPS[] = {
     {"set_rcvtimeo_ms", op_set_rcvtimeo_ms},
     {"peekv", op_peekv},
     {"peek_at", op_peek_at},
+    {"peeker_peek_at", op_peeker_peek_at},
+    {"peeker_peekv_at", op_peeker_peekv_at},
     {"consume", op_consume},
     {"consume_fd", op_consume_fd},
     {"seek", op_seek},
@@ -579,8 +747,8 @@ static int setup(struct run *r, const cJSON *sc)
     return 0;
 }
 
-/* The no_peek_off rule: on such a transport in mode "offset" the first `new` must fail with
- * the rule's errno and the run ends there. */
+/* The no_peek_off rule: on such a transport in mode "offset" the first `new` or `init` must
+ * fail with the rule's errno and the run ends there. */
 static cJSON *steps_for(const cJSON *root, const cJSON *steps, const struct run *r)
 {
     const cJSON *rule = get(root, "no_peek_off");

@@ -1,11 +1,16 @@
 /*
  * The zerocopy-send C ABI: NULL pointers, bad fds and enums, every backend over loopback TCP,
- * send_reap, wait, and free with sends in flight. Built against liblowcopy.so and .a and run
- * under AddressSanitizer by scripts/test.sh. Prints "c-zc: N passed, M failed".
+ * send_reap, wait, and free with sends in flight; the options (reserve, max_pending); the
+ * thread's one io_uring ring shared by its senders, the thread rules, and fork. Built against
+ * liblowcopy.so and .a and run under AddressSanitizer by scripts/test.sh. Prints
+ * "c-zc: N passed, M failed".
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 
 #include <lowcopy.h>
 
@@ -217,6 +222,230 @@ static void test_free_in_flight(uint32_t backend)
 	close(rx);
 }
 
+
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+	struct dirent *e;
+
+	if (!d)
+		die("opendir");
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1;
+}
+
+/* The options: their defaults, the growth rule both ways, and what is out of range. */
+static void test_options(void)
+{
+	lowcopy_zc_options o, *small;
+	unsigned char big[sizeof(lowcopy_zc_options) + 8];
+	lowcopy_zc *z = (lowcopy_zc *)0x1;
+	int tx, rx;
+
+	zc_pair(&tx, &rx);
+	memset(&o, 0xa5, sizeof(o));
+	CHECK_EQ(lowcopy_zc_options_default(NULL, sizeof(o)), -EINVAL);
+	CHECK_EQ(lowcopy_zc_options_default(&o, 4), -EINVAL);
+	CHECK_EQ(lowcopy_zc_options_default(&o, sizeof(o)), 0);
+	CHECK_EQ(o.backend, LOWCOPY_ZC_AUTO);
+	CHECK_EQ(o.flags, 0);
+	CHECK_EQ(o.reserve, LOWCOPY_ZC_DEFAULT_RESERVE);
+	CHECK_EQ(o.max_pending, LOWCOPY_ZC_MAX_PENDING);
+
+	CHECK_EQ(lowcopy_zc_new_opts(tx, NULL, sizeof(o), &z), -EINVAL);
+	CHECK_EQ(lowcopy_zc_new_opts(tx, &o, sizeof(o), NULL), -EINVAL);
+	CHECK_EQ(lowcopy_zc_new_opts(tx, &o, 4, &z), -EINVAL);
+	o.max_pending = 0; /* what a zeroed struct has */
+	CHECK_EQ(lowcopy_zc_new_opts(tx, &o, sizeof(o), &z), -EINVAL);
+	o.max_pending = LOWCOPY_ZC_PENDING_LIMIT + 1ull;
+	o.reserve = 0;
+	CHECK_EQ(lowcopy_zc_new_opts(tx, &o, sizeof(o), &z), -EINVAL);
+	o.max_pending = 8;
+	o.reserve = 9;
+	CHECK_EQ(lowcopy_zc_new_opts(tx, &o, sizeof(o), &z), -EINVAL);
+	o.reserve = 8;
+	o.backend = 9;
+	CHECK_EQ(lowcopy_zc_new_opts(tx, &o, sizeof(o), &z), -EINVAL);
+	o.backend = LOWCOPY_ZC_COPY;
+	o.flags = 0x80;
+	CHECK_EQ(lowcopy_zc_new_opts(tx, &o, sizeof(o), &z), -EINVAL);
+	o.flags = 0;
+	CHECK_EQ(lowcopy_zc_new_opts(-1, &o, sizeof(o), &z), -EBADF);
+	CHECK_EQ((uintptr_t)z, 1);
+
+	/* A newer program's struct: 0 past ours is fine, anything else -E2BIG. */
+	memset(big, 0, sizeof(big));
+	memcpy(big, &o, sizeof(o));
+	big[sizeof(o) + 3] = 1;
+	CHECK_EQ(lowcopy_zc_new_opts(tx, (lowcopy_zc_options *)big, sizeof(big), &z), -E2BIG);
+	big[sizeof(o) + 3] = 0;
+	z = NULL;
+	CHECK_EQ(lowcopy_zc_new_opts(tx, (lowcopy_zc_options *)big, sizeof(big), &z), 0);
+	/* max_pending 8: the ninth request held is -EBUSY. */
+	for (int i = 0; i < 8; i++)
+		CHECK_EQ(lowcopy_zc_send(z, "p", 1, 0, i), 1);
+	CHECK_EQ(lowcopy_zc_send(z, "p", 1, 0, 8), -EBUSY);
+	CHECK_EQ(lowcopy_zc_free(z), 0);
+
+	/* An older program's struct (backend and flags only): the rest takes the defaults. */
+	small = malloc(8);
+	if (!small)
+		die("malloc");
+	memcpy(small, &o, 8);
+	z = NULL;
+	CHECK_EQ(lowcopy_zc_new_opts(tx, small, 8, &z), 0);
+	CHECK_EQ(lowcopy_zc_backend(z), LOWCOPY_ZC_COPY);
+	for (int i = 0; i < 100; i++)
+		CHECK_EQ(lowcopy_zc_send(z, "p", 1, 0, i), 1); /* LOWCOPY_ZC_MAX_PENDING, not 8 */
+	CHECK_EQ(lowcopy_zc_free(z), 0);
+	free(small);
+	close(tx);
+	close(rx);
+}
+
+/* 64 io_uring senders on this thread: one ring (the same pollfd, one descriptor in all), each
+ * gets its own completions whichever reaps first; the ring closes when asked, once none is
+ * left. */
+static void test_shared_ring(void)
+{
+	enum { N = 64 };
+	lowcopy_zc *z[N];
+	int tx[N], rx[N], ring = -1, before;
+	lowcopy_zc_completion out[8];
+
+	CHECK(lowcopy_zc_ring_close() >= 0); /* this thread starts without a ring */
+	CHECK_EQ(lowcopy_zc_ring_close(), 0);
+	for (int i = 0; i < N; i++)
+		zc_pair(&tx[i], &rx[i]);
+	before = open_fds();
+	for (int i = 0; i < N; i++) {
+		z[i] = NULL;
+		CHECK_EQ(lowcopy_zc_new(tx[i], LOWCOPY_ZC_IO_URING, 0, &z[i]), 0);
+	}
+	CHECK_EQ(open_fds(), before + 1); /* the thread's ring, made by the first sender */
+	for (int i = 0; i < N; i++) {
+		int fd = lowcopy_zc_pollfd(z[i]);
+		if (i == 0)
+			ring = fd;
+		CHECK_EQ(fd, ring);
+		CHECK(fd != tx[i]);
+		CHECK_EQ(lowcopy_zc_send(z[i], "abcd", 4, 0, 1000 + i), 4);
+		CHECK_EQ(lowcopy_zc_send(z[i], "ef", 2, 0, 2000 + i), 2);
+	}
+	CHECK_EQ(open_fds(), before + 1);
+	CHECK_EQ(lowcopy_zc_ring_close(), -EBUSY);
+	for (int i = N - 1; i >= 0; i--) { /* the last one takes every notification in */
+		size_t n = collect(z[i], out, 8);
+		CHECK_EQ(n, 2);
+		for (size_t k = 0; k < n; k++) {
+			CHECK(out[k].user_data == 1000u + i || out[k].user_data == 2000u + i);
+			CHECK_EQ(out[k].result, out[k].user_data < 2000 ? 4 : 2);
+		}
+	}
+	for (int i = 0; i < N; i++) {
+		CHECK_EQ(lowcopy_zc_free(z[i]), 0);
+		close(tx[i]);
+		close(rx[i]);
+	}
+	CHECK_EQ(lowcopy_zc_ring_close(), 1);
+	CHECK_EQ(open_fds(), before - 2 * N);
+}
+
+struct first_use {
+	lowcopy_zc *z;
+	int ring;
+	ssize_t sent;
+};
+
+static void *use_first(void *arg)
+{
+	struct first_use *u = arg;
+
+	u->ring = lowcopy_zc_pollfd(u->z);
+	u->sent = lowcopy_zc_send(u->z, "xy", 2, 0, 5);
+	return NULL;
+}
+
+/* A sender made here and first used on another thread belongs to that thread: here it gets
+ * -EEXIST for every call that would use a ring; it can be freed here. */
+static void test_thread_rule(void)
+{
+	struct first_use u = { 0 };
+	lowcopy_zc_completion out[4];
+	lowcopy_zc *mine = NULL;
+	pthread_t t;
+	int tx, rx, tx2, rx2;
+
+	zc_pair(&tx, &rx);
+	zc_pair(&tx2, &rx2);
+	CHECK_EQ(lowcopy_zc_new(tx, LOWCOPY_ZC_IO_URING, 0, &u.z), 0);
+	CHECK_EQ(lowcopy_zc_new(tx2, LOWCOPY_ZC_IO_URING, 0, &mine), 0);
+	if (pthread_create(&t, NULL, use_first, &u) != 0)
+		die("pthread_create");
+	pthread_join(t, NULL);
+	CHECK_EQ(u.sent, 2);
+	CHECK(u.ring >= 0 && u.ring != lowcopy_zc_pollfd(mine)); /* one ring per thread */
+	CHECK_EQ(lowcopy_zc_send(u.z, "no", 2, 0, 6), -EEXIST);
+	CHECK_EQ(lowcopy_zc_reap(u.z, out, 4, sizeof(lowcopy_zc_completion)), -EEXIST);
+	CHECK_EQ(lowcopy_zc_wait(u.z, 0), -EEXIST);
+	CHECK_EQ(lowcopy_zc_pollfd(u.z), u.ring); /* still open: the sender holds it */
+	CHECK(fcntl(u.ring, F_GETFD) >= 0);
+	CHECK(lowcopy_zc_free(u.z) >= 0);
+	CHECK_EQ(lowcopy_zc_send(mine, "ok", 2, 0, 7), 2);
+	CHECK_EQ(collect(mine, out, 4), 1);
+	CHECK_EQ(out[0].user_data, 7);
+	CHECK_EQ(lowcopy_zc_free(mine), 0);
+	CHECK_EQ(lowcopy_zc_ring_close(), 1);
+	close(tx);
+	close(rx);
+	close(tx2);
+	close(rx2);
+}
+
+/* fork(): the child cannot enter the parent's ring (IORING_SETUP_SINGLE_ISSUER): a sender of
+ * the parent gets -EEXIST there, and a new sender in the child gets a ring of the child's. */
+static void test_fork(void)
+{
+	lowcopy_zc_completion out[4];
+	lowcopy_zc *z = NULL;
+	int tx, rx, tx2, rx2, status = -1;
+	pid_t pid;
+
+	zc_pair(&tx, &rx);
+	zc_pair(&tx2, &rx2);
+	CHECK_EQ(lowcopy_zc_new(tx, LOWCOPY_ZC_IO_URING, 0, &z), 0);
+	CHECK_EQ(lowcopy_zc_send(z, "pa", 2, 0, 1), 2);
+	CHECK_EQ(collect(z, out, 4), 1);
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		lowcopy_zc *c = NULL;
+		int bad = 0;
+		bad |= lowcopy_zc_send(z, "ch", 2, 0, 2) != -EEXIST;
+		bad |= lowcopy_zc_new(tx2, LOWCOPY_ZC_IO_URING, 0, &c) != 0;
+		bad |= !c || lowcopy_zc_pollfd(c) == lowcopy_zc_pollfd(z);
+		bad |= lowcopy_zc_send(c, "ch", 2, 0, 3) != 2;
+		bad |= collect(c, out, 4) != 1 || out[0].user_data != 3;
+		_exit(bad ? 1 : 0);
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* The parent's sender is unaffected. */
+	CHECK_EQ(lowcopy_zc_send(z, "pb", 2, 0, 4), 2);
+	CHECK_EQ(collect(z, out, 4), 1);
+	CHECK_EQ(out[0].user_data, 4);
+	CHECK_EQ(lowcopy_zc_free(z), 0);
+	close(tx);
+	close(rx);
+	close(tx2);
+	close(rx2);
+}
+
 int main(void)
 {
 	test_null_and_bad_input();
@@ -226,5 +455,9 @@ int main(void)
 	test_backend(LOWCOPY_ZC_AUTO, LOWCOPY_ZC_ADAPTIVE);
 	test_free_in_flight(LOWCOPY_ZC_ERRQUEUE);
 	test_free_in_flight(LOWCOPY_ZC_IO_URING);
+	test_options();
+	test_shared_ring();
+	test_thread_rule();
+	test_fork();
 	return check_summary("c-zc");
 }

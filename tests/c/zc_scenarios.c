@@ -26,8 +26,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <lowcopy.h>
 
@@ -47,6 +49,11 @@ enum {
     FILL_MAX = 10000,         /* fill_window: sends before "the window never filled" */
     SEND_MANY_BASE = 1000000, /* send_many: user_data of send i is this + i */
     RETRY_FULL_BASE = 2000000, /* retry_full: user_data of try i is this + i */
+    CROWD_BASE = 3000000,     /* crowd: user_data of crowd sender i's send is this + i */
+    CROWD_MAX = 256,          /* crowd: senders at most */
+    CROWD_WAIT_MS = 3000,     /* crowd: each sender's completion comes within this */
+    CROWD_SETTLE_MS = 20,     /* crowd: then a second send each, after this long ... */
+    CROWD_AGAIN = 100000,     /* ... with user_data CROWD_BASE + this + i */
 };
 
 /* ---- the zc runner's part of a run ----------------------------------------------------- */
@@ -821,7 +828,20 @@ static int op_new(struct run *r, const cJSON *step)
         return fail(r, "unknown backend %s", b->valuestring);
     uint32_t flags = cJSON_IsTrue(get(step, "adaptive")) ? LOWCOPY_ZC_ADAPTIVE : 0;
     lowcopy_zc *z = NULL;
-    int rc = lowcopy_zc_new(r->fd, backend, flags, &z);
+    const cJSON *reserve = get(step, "reserve"), *max = get(step, "max_pending");
+    int rc;
+    if (reserve || max) {
+        lowcopy_zc_options o;
+        if ((rc = lowcopy_zc_options_default(&o, sizeof o)) < 0)
+            return lc_fail(r, "options_default", rc);
+        o.backend = backend;
+        o.flags = flags;
+        if ((reserve && !json_u64(reserve, &o.reserve)) || (max && !json_u64(max, &o.max_pending)))
+            return fail(r, "`reserve` or `max_pending` is not a non-negative integer");
+        rc = lowcopy_zc_new_opts(r->fd, &o, sizeof o, &z);
+    } else {
+        rc = lowcopy_zc_new(r->fd, backend, flags, &z);
+    }
     if (get(step, "expect_err")) {
         /* A sender made despite the expected error must not outlive the step. */
         if (rc == 0)
@@ -911,6 +931,171 @@ static int op_expect_stat(struct run *r, const cJSON *step)
     return 0;
 }
 
+/* ---- crowd: many senders on one thread ------------------------------------------------ */
+
+/* A connection of the run's transport made for the crowd: *tx sends, *rx is its peer (both
+ * the caller's to close). tcp4/tcp6: a listener on loopback, connect, accept; udp4/udp6: two
+ * sockets connected to each other. */
+static int crowd_pair(struct run *r, int *tx, int *rx)
+{
+    const char *t = r->transport;
+    bool udp = strncmp(t, "udp", 3) == 0;
+    int family = strcmp(t, "tcp6") == 0 || strcmp(t, "udp6") == 0 ? AF_INET6 : AF_INET;
+    struct sockaddr_storage a, b;
+    socklen_t la = loopback(family, &a), lb = loopback(family, &b);
+    *tx = *rx = -1;
+    if (strcmp(t, "tcp4") && strcmp(t, "tcp6") && strcmp(t, "udp4") && strcmp(t, "udp6"))
+        return fail(r, "crowd on transport %s", t);
+    int type = (udp ? SOCK_DGRAM : SOCK_STREAM) | SOCK_CLOEXEC;
+    int l = socket(family, type, 0);
+    *tx = socket(family, type, 0);
+    if (l < 0 || *tx < 0 || bind(l, (struct sockaddr *)&a, la) < 0 ||
+        getsockname(l, (struct sockaddr *)&a, &la) < 0)
+        goto err;
+    if (udp) {
+        if (bind(*tx, (struct sockaddr *)&b, lb) < 0 ||
+            getsockname(*tx, (struct sockaddr *)&b, &lb) < 0 ||
+            connect(*tx, (struct sockaddr *)&a, la) < 0 ||
+            connect(l, (struct sockaddr *)&b, lb) < 0)
+            goto err;
+        *rx = l;
+        return 0;
+    }
+    if (listen(l, 1) < 0 || connect(*tx, (struct sockaddr *)&a, la) < 0 ||
+        (*rx = accept4(l, NULL, NULL, SOCK_CLOEXEC)) < 0)
+        goto err;
+    close(l);
+    return 0;
+err:
+    sys_fail(r, "crowd socket");
+    if (l >= 0 && l != *rx)
+        close(l);
+    if (*tx >= 0)
+        close(*tx);
+    *tx = -1;
+    return -1;
+}
+
+/* Crowd sender i: exactly one completion (`ud`, `len` bytes), and on io_uring the thread's
+ * ring as its pollfd (`ring`, -1: not known). */
+static int crowd_check(struct run *r, lowcopy_zc *z, int tx, uint64_t i, uint64_t ud, size_t len,
+                       int ring)
+{
+    lowcopy_zc_completion out[4];
+    size_t ngot = 0;
+    uint64_t deadline = now_ns() + (uint64_t)CROWD_WAIT_MS * 1000000u;
+    if (lowcopy_zc_backend(z) == LOWCOPY_ZC_IO_URING) {
+        int fd = lowcopy_zc_pollfd(z);
+        if (fd < 0 || fd == tx)
+            return fail(r, "crowd %" PRIu64 ": pollfd %d is not a ring", i, fd);
+        if (ring >= 0 && fd != ring)
+            return fail(r, "crowd %" PRIu64 ": ring %d, the thread's is %d", i, fd, ring);
+    }
+    while (lowcopy_zc_inflight(z) > 0 || ngot == 0) {
+        if (now_ns() >= deadline)
+            return fail(r, "crowd %" PRIu64 ": never completed", i);
+        int w = lowcopy_zc_wait(z, 50);
+        if (w < 0 && w != -ETIMEDOUT)
+            return lc_fail(r, "crowd wait", w);
+        ssize_t k = lowcopy_zc_reap(z, out, 4, sizeof(lowcopy_zc_completion));
+        if (k < 0)
+            return lc_fail(r, "crowd reap", k);
+        for (ssize_t j = 0; j < k; j++, ngot++)
+            if (out[j].user_data != ud || out[j].result != (int64_t)len)
+                return fail(r, "crowd %" PRIu64 ": completion (%" PRIu64 ", %" PRId64 ")", i,
+                            out[j].user_data, out[j].result);
+    }
+    if (lowcopy_zc_reap(z, out, 4, sizeof(lowcopy_zc_completion)) != 0 || ngot != 1)
+        return fail(r, "crowd %" PRIu64 ": %zu completions or more, want 1", i, ngot + 1);
+    return 0;
+}
+
+/* Crowd sender i's second send (after the settling time; it makes the ring post whatever the
+ * kernel still held): accepted whole. */
+static int crowd_again(struct run *r, lowcopy_zc *z, uint64_t i, const void *buf, size_t len)
+{
+    ssize_t s = lowcopy_zc_send(z, buf, len, 0, CROWD_BASE + CROWD_AGAIN + i);
+    if (s != (ssize_t)len)
+        return s < 0 ? lc_fail(r, "crowd send", s) : fail(r, "crowd send %zd of %zu", s, len);
+    return 0;
+}
+
+/* No notification that was not this sender's (an earlier sender's on a reused route would
+ * complete a request early or count as unexpected). */
+static int crowd_quiet(struct run *r, lowcopy_zc *z, uint64_t i)
+{
+    lowcopy_zc_send_stats st;
+    int rc = lowcopy_zc_stats(z, &st, sizeof st);
+    if (rc < 0)
+        return lc_fail(r, "crowd stats", rc);
+    if (st.unexpected_ids)
+        return fail(r, "crowd %" PRIu64 ": %" PRIu64 " unexpected notifications", i,
+                    st.unexpected_ids);
+    return 0;
+}
+
+/* crowd count len: see zc.json's `about`. */
+static int op_crowd(struct run *r, const cJSON *step)
+{
+    uint64_t count;
+    size_t len;
+    if (need_u64(r, step, "count", &count) < 0 || need_size(r, step, "len", &len) < 0)
+        return -1;
+    if (count > CROWD_MAX)
+        return fail(r, "crowd of %" PRIu64 ", at most %d", count, CROWD_MAX);
+    lowcopy_zc *z[CROWD_MAX] = {0};
+    int tx[CROWD_MAX], rx[CROWD_MAX], rc = 0;
+    unsigned char *buf = malloc(len ? len : 1);
+    uint64_t n = 0;
+    if (!buf)
+        return fail(r, "out of memory");
+    for (size_t p = 0; p < len; p++)
+        buf[p] = pattern_byte(p);
+    for (; n < count && rc == 0; n++) {
+        if (crowd_pair(r, &tx[n], &rx[n]) < 0) {
+            rc = -1;
+            break;
+        }
+        int e = lowcopy_zc_new(tx[n], r->st->backend, 0, &z[n]);
+        if (e < 0) {
+            rc = lc_fail(r, "crowd new", e);
+            n++;
+            break;
+        }
+        ssize_t s = lowcopy_zc_send(z[n], buf, len, 0, CROWD_BASE + n);
+        if (s != (ssize_t)len)
+            rc = s < 0 ? lc_fail(r, "crowd send", s) : fail(r, "crowd send %zd of %zu", s, len);
+    }
+    if (rc == 0 && cJSON_IsTrue(get(step, "drain_peer")))
+        rc = op_drain_peer(r, step);
+    int ring = -1;
+    if (rc == 0 && r->st->zc) {
+        rc = do_reap(r);
+        if (lowcopy_zc_backend(r->st->zc) == LOWCOPY_ZC_IO_URING)
+            ring = lowcopy_zc_pollfd(r->st->zc);
+    }
+    for (uint64_t i = 0; i < n && rc == 0; i++)
+        rc = crowd_check(r, z[i], tx[i], i, CROWD_BASE + i, len, ring);
+    if (rc == 0)
+        sleep_ms(CROWD_SETTLE_MS);
+    for (uint64_t i = 0; i < n && rc == 0; i++)
+        rc = crowd_again(r, z[i], i, buf, len);
+    for (uint64_t i = 0; i < n && rc == 0; i++) {
+        rc = crowd_check(r, z[i], tx[i], i, CROWD_BASE + CROWD_AGAIN + i, len, ring);
+        if (rc == 0)
+            rc = crowd_quiet(r, z[i], i);
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        lowcopy_zc_free(z[i]);
+        if (tx[i] >= 0)
+            close(tx[i]);
+        if (rx[i] >= 0)
+            close(rx[i]);
+    }
+    free(buf);
+    return rc;
+}
+
 /* free [expect_ret]: lowcopy_zc_free; its return (sends still in flight) checked. */
 static int op_free(struct run *r, const cJSON *step)
 {
@@ -953,6 +1138,7 @@ static const struct op OPS[] = {
     {"completions_flagged", op_completions_flagged},
     {"expect_stat", op_expect_stat},
     {"free", op_free},
+    {"crowd", op_crowd},
 };
 
 /* ---- the run --------------------------------------------------------------------------- */
@@ -1035,6 +1221,14 @@ static void teardown(struct run *r, bool failed)
     struct state *st = r->st;
     lowcopy_zc_free(st->zc);
     st->zc = NULL;
+    /* The thread's io_uring ring (kept for the thread's senders) is closed here, so that the
+     * fd check after the run proves no sender was left joined to it: -EBUSY otherwise. */
+    int rc = lowcopy_zc_ring_close();
+    if (rc < 0 && !failed) {
+        char eb[64];
+        fail(r, "lowcopy_zc_ring_close: %s (a sender still joined to the ring)",
+             errno_text(-rc, eb, sizeof eb));
+    }
     end_fds(r, failed); /* after a failure, a reader blocked on the peer is woken first */
     for (size_t i = 0; i < st->nbufs; i++)
         free(st->bufs[i]);

@@ -10,13 +10,54 @@
 //!   This is what the never-merged MSG_ZEROCOPY_UARG / SCM_ZC_NOTIFICATION proposal (2024)
 //!   wanted the kernel to do.
 //! - `IoUring`: `IORING_OP_SEND_ZC` / `SENDMSG_ZC` (6.0 / 6.1), whose notification CQE carries
-//!   the request's own user_data. With `IORING_SETUP_DEFER_TASKRUN` notifications are posted
+//!   the request's own user_data. One ring per thread serves every sender used on that thread
+//!   (see "The shared ring" below). With `IORING_SETUP_DEFER_TASKRUN` notifications are posted
 //!   while the next send enters the ring (no syscall of their own) and never interrupt the
-//!   thread's other syscalls; the first thread that sends owns the ring (`EEXIST` elsewhere).
+//!   thread's other syscalls; a sender belongs to the first thread that sends, waits or asks
+//!   for its [`completion_fd`](ZeroCopySender::completion_fd) (`EEXIST` elsewhere).
 //! - `Copy`: a plain `sendmsg`; the completion is ready when the send returns.
 //!
 //! A notification means "the buffer may be reused", not "the data was delivered": TCP
 //! notifies only after the peer acknowledged, so never block a send on completions.
+//!
+//! # Memory: it follows the sends held
+//!
+//! The kernel keeps no per-send state until a send happens, and neither does a sender beyond a
+//! small reserve. A sender tracks each request it holds (in flight, or completed and not yet
+//! reaped) in a table that starts with room for [`ZcOptions::reserve`] requests
+//! ([`DEFAULT_RESERVE`] = 16), grows by doubling while more are held, up to
+//! [`ZcOptions::max_pending`] ([`MAX_PENDING`] = 4096; past it a send is `EBUSY`), and goes back
+//! to the reserve as soon as the sender holds nothing. A request is one 32-byte slot, which
+//! also links it into the free list or the ready queue (a send touches one slot of the
+//! table: with thousands of senders on a thread, every line touched is a cache miss); a
+//! quarter more slots are kept for failed io_uring requests whose notification is still to
+//! come; the error-queue backend adds a window of two 4-byte zerocopy ids per request,
+//! rounded up to a power of two. Exactly, for the default reserve: 640 bytes of slots (768
+//! with the error queue's ids); an idle sender is those and the sender itself (344 bytes),
+//! and an io_uring sender that joined a ring also has its 64-byte route there with room for
+//! 12 parked notifications (48 bytes): about 1.1 KiB in all on every backend. Nothing is
+//! allocated or freed while the requests held fit the reserve: a caller that must not
+//! allocate after setup sets `reserve` to `max_pending` (1024 requests: 40 KiB, 48 KiB with
+//! the error queue) and joins the ring during setup (an io_uring sender joins at its first
+//! send, wait or [`completion_fd`](ZeroCopySender::completion_fd); the thread's first sender
+//! makes the ring). The error-queue backend reads notifications into a buffer on the stack
+//! (5 KiB); the copy backend needs nothing more.
+//!
+//! # The shared ring
+//!
+//! io_uring is meant to be used with one ring serving many sockets; a ring per sender
+//! multiplied its memory (130 KiB), its locked pages and its descriptor by the connection
+//! count. Each thread has one ring ([`RING_CQ_ENTRIES`] completion entries, set once for the
+//! thread), made the first time a sender is created or used there and kept until the thread
+//! exits (longer if a sender bound to it outlives the thread). A sender owns no descriptor: it
+//! joins the ring of the first thread that uses it, and its requests carry its route on that
+//! ring and its request slot in their user_data. Whoever drains the ring's completions hands
+//! each sender's notifications to that sender, at once if it is the caller, else through a
+//! small inbox (4 bytes per notification) that the sender empties when it next collects. The
+//! ring outlives its senders: a sender dropped with sends in flight leaves the kernel to
+//! finish them (the pages stay pinned until then: memory safe), and their notifications are
+//! counted off and dropped, never delivered to a later sender (the route is reused only after
+//! the last one came, with a new generation number).
 
 mod tracker;
 mod uring;
@@ -26,6 +67,7 @@ use std::io::{self, IoSlice};
 use std::mem::{ManuallyDrop, MaybeUninit};
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use libc::{c_int, iovec, msghdr};
@@ -35,6 +77,7 @@ use crate::wait::Waiter;
 use crate::Flags;
 pub use tracker::{Completion, COPIED, FALLBACK};
 use tracker::{SlotId, Tracker};
+pub use uring::{RING_CQ_ENTRIES, RING_SQ_ENTRIES};
 
 /// Which mechanism sends (`LOWCOPY_ZC_*` in C).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -66,8 +109,9 @@ impl TryFrom<u32> for ZcBackend {
     }
 }
 
-/// How a [`ZeroCopySender`] is set up: its backend and whether it turns zerocopy off when the
-/// kernel copies anyway. `Default`: [`ZcBackend::Auto`], not adaptive.
+/// How a [`ZeroCopySender`] is set up: its backend, whether it turns zerocopy off when the
+/// kernel copies anyway, and the requests its tables hold. `Default`: [`ZcBackend::Auto`], not
+/// adaptive, a reserve of [`DEFAULT_RESERVE`] and a limit of [`MAX_PENDING`] requests.
 ///
 /// ```
 /// use lowcopy::{ZcBackend, ZcOptions};
@@ -75,8 +119,11 @@ impl TryFrom<u32> for ZcBackend {
 /// let opts = ZcOptions::new().backend(ZcBackend::ErrQueue).adaptive(true);
 /// assert_eq!((opts.backend, opts.adaptive), (ZcBackend::ErrQueue, true));
 /// assert_eq!(ZcOptions::from_raw(1, lowcopy::zc::ADAPTIVE).unwrap(), opts);
+/// // A daemon that allocates nothing after setup: room for 256 requests, made now.
+/// let fixed = ZcOptions::new().reserve(256).max_pending(256);
+/// assert_eq!((fixed.reserve, fixed.max_pending), (256, 256));
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ZcOptions {
     /// The mechanism that sends ([`ZcBackend::Auto`] picks one).
@@ -87,15 +134,57 @@ pub struct ZcOptions {
     /// in flight are still reaped; later sends are plain copies whose completion is ready at
     /// once, flagged [`COPIED`] | [`FALLBACK`].
     pub adaptive: bool,
+    /// Requests (sends held in flight or completed and not yet reaped) whose tracking is
+    /// allocated when the sender is created and kept for its life: 32 bytes each plus a
+    /// quarter, and 8 more each for the error queue's ids (see the module documentation). While the sender holds no more than this,
+    /// nothing is allocated or freed; beyond, its tables grow, and they shrink back to this
+    /// once it holds nothing. 0 to `max_pending`; [`DEFAULT_RESERVE`] by default.
+    pub reserve: usize,
+    /// Requests held at once at most: a send beyond it is `EBUSY` until completions are
+    /// reaped. 1 to [`PENDING_LIMIT`]; [`MAX_PENDING`] by default. Also bounds the error-queue
+    /// backend's window of zerocopy ids in flight (twice this, rounded up to a power of two).
+    pub max_pending: usize,
+}
+
+impl Default for ZcOptions {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl ZcOptions {
-    /// The defaults: [`ZcBackend::Auto`], not adaptive.
+    /// The defaults: [`ZcBackend::Auto`], not adaptive, [`DEFAULT_RESERVE`],
+    /// [`MAX_PENDING`].
     pub const fn new() -> Self {
         ZcOptions {
             backend: ZcBackend::Auto,
             adaptive: false,
+            reserve: DEFAULT_RESERVE,
+            max_pending: MAX_PENDING,
         }
+    }
+
+    /// These options with [`ZcOptions::reserve`] set to `requests`.
+    pub const fn reserve(mut self, requests: usize) -> Self {
+        self.reserve = requests;
+        self
+    }
+
+    /// These options with [`ZcOptions::max_pending`] set to `requests`.
+    pub const fn max_pending(mut self, requests: usize) -> Self {
+        self.max_pending = requests;
+        self
+    }
+
+    /// `EINVAL` unless `reserve <= max_pending` and `max_pending` is 1 to [`PENDING_LIMIT`].
+    fn check(&self) -> io::Result<()> {
+        if self.max_pending == 0
+            || self.max_pending > PENDING_LIMIT
+            || self.reserve > self.max_pending
+        {
+            return Err(errno(libc::EINVAL));
+        }
+        Ok(())
     }
 
     /// These options with `backend`.
@@ -119,10 +208,9 @@ impl ZcOptions {
         if flags & !ADAPTIVE != 0 {
             return Err(errno(libc::EINVAL));
         }
-        Ok(ZcOptions {
-            backend: ZcBackend::try_from(backend)?,
-            adaptive: flags & ADAPTIVE != 0,
-        })
+        Ok(ZcOptions::new()
+            .backend(ZcBackend::try_from(backend)?)
+            .adaptive(flags & ADAPTIVE != 0))
     }
 }
 
@@ -132,9 +220,16 @@ pub const ADAPTIVE: u32 = 1;
 /// Consecutive copied completions after which [`ZcOptions::adaptive`] stops asking for
 /// zerocopy.
 pub const ADAPTIVE_AFTER: u32 = 16;
-/// Requests that may be held at once: in flight or ready but not yet reaped.
+/// The default [`ZcOptions::max_pending`]: requests that may be held at once (in flight or
+/// ready but not yet reaped).
 pub const MAX_PENDING: usize = 4096;
-/// Zerocopy ids (error-queue backend) that may be in flight at once; past that, sends fall
+/// The default [`ZcOptions::reserve`]: requests a sender keeps room for when idle (a typical
+/// connection's sends in flight): 640 bytes of tables, 768 with the error queue.
+pub const DEFAULT_RESERVE: usize = 16;
+/// The largest [`ZcOptions::max_pending`].
+pub const PENDING_LIMIT: usize = 1 << 20;
+/// Zerocopy ids (error-queue backend) that may be in flight at once at the default
+/// [`MAX_PENDING`] (twice `max_pending`, rounded up to a power of two); past that, sends fall
 /// back to copies until completions arrive.
 pub const MAX_IDS: usize = 8192;
 /// `send_reap` reads the error queue at most once per this many sends (sooner when the
@@ -170,8 +265,8 @@ pub struct ZcStats {
     /// `ENOBUFS` from zerocopy sends (optmem or locked-pages limit), each answered by a
     /// retry and then a copy; never returned to the caller.
     pub enobufs: u64,
-    /// Sends that fell back to a copy because the id window was full
-    /// ([`MAX_IDS`] = 8192 ids in flight).
+    /// Sends that fell back to a copy because the id window was full (twice the sender's
+    /// limit of requests held in flight: 8192 ids by default).
     pub window_full: u64,
     /// Syscalls made to send (sendmsg, io_uring_enter for a send).
     pub syscalls_send: u64,
@@ -186,33 +281,43 @@ pub struct ZcStats {
     pub zerocopy_off: u64,
 }
 
-/// Buffers for reading the error queue, allocated once.
-struct ErrQueue {
-    msgs: Vec<libc::mmsghdr>,
-    control: Vec<[u8; ERRQ_CONTROL]>,
+enum Engine {
+    ErrQueue,
+    IoUring(Ring),
+    Copy,
 }
 
-// SAFETY: the raw pointers in `msgs` only ever point into `control`, which moves with it,
-// and they are rewritten before every use; nothing is shared with another thread.
-unsafe impl Send for ErrQueue {}
-// SAFETY: nothing is read or written through those pointers from `&ErrQueue`: only the
-// sender's `&mut self` paths use the buffers.
-unsafe impl Sync for ErrQueue {}
+/// An io_uring sender's place in a thread's ring: joined at its first use (send, wait,
+/// `completion_fd`), on that thread; an error there is kept (an AUTO sender then falls back).
+struct Ring {
+    joined: OnceLock<Result<uring::Binding, c_int>>,
+    /// Picked by AUTO: may fall back to the error queue if no ring can be joined.
+    auto: bool,
+    /// Inbox room the route keeps (the sender's reserve).
+    keep: usize,
+}
 
-impl ErrQueue {
-    fn new() -> Self {
-        ErrQueue {
-            // SAFETY: all-zero is a valid mmsghdr (null pointers, zero lengths).
-            msgs: vec![unsafe { std::mem::zeroed() }; ERRQ_BATCH],
-            control: vec![[0; ERRQ_CONTROL]; ERRQ_BATCH],
+impl Ring {
+    fn new(auto: bool, keep: usize) -> Self {
+        Ring {
+            joined: OnceLock::new(),
+            auto,
+            keep,
         }
     }
-}
 
-enum Engine {
-    ErrQueue(ErrQueue),
-    IoUring(Box<uring::Uring>),
-    Copy,
+    /// The ring joined, joining the calling thread's if none yet.
+    fn join(&self) -> io::Result<&uring::Binding> {
+        let r = self.joined.get_or_init(|| {
+            uring::Binding::new(self.keep).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
+        });
+        r.as_ref().map_err(|&e| errno(e))
+    }
+
+    /// The ring joined, if any.
+    fn joined(&self) -> Option<&uring::Binding> {
+        self.joined.get().and_then(|r| r.as_ref().ok())
+    }
 }
 
 /// Zerocopy sends over one socket, with per-send `user_data` completions.
@@ -221,8 +326,12 @@ enum Engine {
 /// a `&TcpStream`, a `UdpSocket`, anything that implements [`AsFd`]; lowcopy closes it only by
 /// dropping `F`. Create one sender per socket, before any other `MSG_ZEROCOPY` send on it:
 /// the kernel's id counter cannot be read back. Not for concurrent use (methods take
-/// `&mut self`); distinct senders are independent. With [`ZcBackend::IoUring`] the first
-/// thread that sends owns the sender: calls from other threads fail with `EEXIST`.
+/// `&mut self`); distinct senders are independent. With [`ZcBackend::IoUring`] the sender
+/// belongs to the first thread that sends on it, waits on it or asks for its
+/// [`completion_fd`](ZeroCopySender::completion_fd): it joins that thread's ring (see the
+/// module documentation), and calls from other threads fail with `EEXIST`. Any thread may
+/// create it, ask for its `inflight`, `stats` and `backend`, reap it before it joined a ring,
+/// and drop it.
 ///
 /// The buffers of a send must stay unmodified until its [`Completion`] is reaped: the kernel
 /// may read them until then (a zerocopy send pins the pages and transmits from them, also when
@@ -289,6 +398,21 @@ impl<F: AsFd> AsFd for ZeroCopySender<F> {
     }
 }
 
+/// Closes the calling thread's io_uring ring (see the module documentation) now rather than
+/// when the thread exits, if no sender is joined to it: returns `true` when it was closed,
+/// `false` when the thread had none. The thread's next io_uring sender makes a new one.
+/// Senders dropped with sends in flight do not count: the kernel finishes those on its own
+/// (pages stay pinned until then). Closing a ring makes the kernel run task work on this
+/// thread (io_uring/io_uring.c `io_ring_exit_work`), so its next blocking syscall may return
+/// `EINTR` once.
+///
+/// # Errors
+/// `EBUSY` while a sender is joined to the ring (one that sent, waited or gave its
+/// `completion_fd` on this thread and is not yet dropped).
+pub fn close_thread_ring() -> io::Result<bool> {
+    uring::close_thread_ring()
+}
+
 /// Whether MSG_ZEROCOPY / SEND_ZC can apply: TCP or UDP over IPv4/IPv6 (net/core/sock.c
 /// `SO_ZEROCOPY` check; io_uring needs the socket's SOCK_SUPPORT_ZC, set by TCP and UDP).
 fn zerocopy_capable(fd: BorrowedFd<'_>) -> io::Result<(bool, bool)> {
@@ -306,15 +430,20 @@ fn zerocopy_capable(fd: BorrowedFd<'_>) -> io::Result<(bool, bool)> {
     Ok((capable, stream))
 }
 
-fn auto_engine(fd: BorrowedFd<'_>, capable: bool) -> Engine {
+fn auto_engine(fd: BorrowedFd<'_>, capable: bool, keep: usize) -> Engine {
     if !capable {
         return Engine::Copy;
     }
-    if let Ok(u) = uring::Uring::new(MAX_PENDING) {
-        return Engine::IoUring(Box::new(u));
+    if uring::thread_ring().is_ok() {
+        return Engine::IoUring(Ring::new(true, keep));
     }
+    plain_engine(fd)
+}
+
+/// The error queue where `SO_ZEROCOPY` works, else copies.
+fn plain_engine(fd: BorrowedFd<'_>) -> Engine {
     match enable_so_zerocopy(fd) {
-        Ok(()) => Engine::ErrQueue(ErrQueue::new()),
+        Ok(()) => Engine::ErrQueue,
         Err(_) => Engine::Copy,
     }
 }
@@ -340,16 +469,22 @@ impl<F: AsFd> ZeroCopySender<F> {
 
     /// Creates a sender on the socket `fd` set up as `opts` says.
     ///
-    /// Allocates everything the data path needs (tracking for [`MAX_PENDING`] requests, the
-    /// io_uring ring or the error-queue buffers). The error-queue backend sets `SO_ZEROCOPY`
-    /// on the socket (left set afterwards; it only matters to `MSG_ZEROCOPY` sends).
+    /// Allocates the tables for [`ZcOptions::reserve`] requests (32 bytes each plus a quarter,
+    /// and 8 more each for the error queue; see the module documentation); nothing else. An io_uring sender (explicit, or picked by
+    /// AUTO) makes sure the calling thread has its ring (made on the thread's first sender,
+    /// kept until the thread exits) but joins a ring only at its first use. The error-queue
+    /// backend sets `SO_ZEROCOPY` on the socket (left set afterwards; it only matters to
+    /// `MSG_ZEROCOPY` sends).
     ///
     /// # Errors
-    /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (an explicit zerocopy backend on a socket that has
-    /// none: AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup errors
-    /// for an explicit [`ZcBackend::IoUring`] (`EPERM` when `kernel.io_uring_disabled`,
-    /// `ENOSYS`, `ENOMEM`). `fd` is dropped on error.
+    /// `EINVAL` (options out of range: see [`ZcOptions::reserve`] and
+    /// [`ZcOptions::max_pending`]), `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (an explicit zerocopy
+    /// backend on a socket that has none: AF_UNIX, MPTCP, raw, packet; or io_uring without
+    /// SEND_ZC), io_uring setup errors for an explicit [`ZcBackend::IoUring`] when the calling
+    /// thread has no ring yet (`EPERM` when `kernel.io_uring_disabled`, `ENOSYS`, `ENOMEM`,
+    /// `EMFILE`), `ENOMEM` for the tables. `fd` is dropped on error.
     pub fn with_options(fd: F, opts: ZcOptions) -> io::Result<Self> {
+        opts.check()?;
         let b = fd.as_fd();
         let (capable, stream) = zerocopy_capable(b)?;
         let engine = match opts.backend {
@@ -359,16 +494,22 @@ impl<F: AsFd> ZeroCopySender<F> {
             }
             ZcBackend::ErrQueue => {
                 enable_so_zerocopy(b)?;
-                Engine::ErrQueue(ErrQueue::new())
+                Engine::ErrQueue
             }
-            ZcBackend::IoUring => Engine::IoUring(Box::new(uring::Uring::new(MAX_PENDING)?)),
-            ZcBackend::Auto => auto_engine(b, capable),
+            ZcBackend::IoUring => {
+                uring::thread_ring()?;
+                Engine::IoUring(Ring::new(false, opts.reserve))
+            }
+            ZcBackend::Auto => auto_engine(b, capable, opts.reserve),
         };
+        // Only the error queue needs the id window made now (io_uring makes it if AUTO falls
+        // back to the error queue).
+        let ids = matches!(engine, Engine::ErrQueue);
         Ok(ZeroCopySender {
             fd,
             stream,
             engine,
-            tracker: Tracker::new(MAX_PENDING, MAX_IDS),
+            tracker: Tracker::new(opts.reserve, opts.max_pending, ids)?,
             adaptive: Adaptive {
                 enabled: opts.adaptive,
                 ..Adaptive::default()
@@ -392,7 +533,7 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// read back: do not make another error-queue sender on it.
     pub fn into_inner(self) -> F {
         let mut me = ManuallyDrop::new(self);
-        let _ = me.collect();
+        me.leave();
         // Every field by name: a new one must be handled below.
         let ZeroCopySender {
             fd: _,
@@ -415,10 +556,22 @@ impl<F: AsFd> ZeroCopySender<F> {
         }
     }
 
+    /// What dropping the sender does before its fields go: collects what completed, and tells
+    /// the ring how many notifications are still to come for it (they are counted off there).
+    fn leave(&mut self) {
+        let _ = self.collect();
+        let expected = self.tracker.notifs_expected();
+        if let Engine::IoUring(r) = &mut self.engine {
+            if let Some(Ok(b)) = r.joined.get_mut() {
+                b.expected = expected;
+            }
+        }
+    }
+
     /// The backend in use (never `Auto`).
     pub fn backend(&self) -> ZcBackend {
         match self.engine {
-            Engine::ErrQueue(_) => ZcBackend::ErrQueue,
+            Engine::ErrQueue => ZcBackend::ErrQueue,
             Engine::IoUring(_) => ZcBackend::IoUring,
             Engine::Copy => ZcBackend::Copy,
         }
@@ -441,11 +594,24 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// are ready when the send returns; for the copy backend this is the socket, which never
     /// needs watching.
     ///
-    /// The ring belongs to the sender and is closed when the sender is dropped: remove it from
-    /// an epoll set first (the borrow ends there too).
+    /// The io_uring ring is the calling thread's, shared by every sender used on that thread:
+    /// asking for it joins the sender to that thread's ring if it joined none yet (the sender
+    /// then belongs to this thread). It is readable while a completion of any of those senders
+    /// waits in it; any call on one of them that enters or drains the ring (send, reap, wait)
+    /// takes them all in and keeps the others' for them, where the ring no longer shows them.
+    /// So an event loop reaps every sender of the thread that has sends in flight
+    /// ([`ZeroCopySender::inflight`]) after a wakeup and before it sleeps again, not only the
+    /// one it was woken for; a reap with nothing to collect costs no syscall. The ring stays
+    /// open while any sender joined to it exists; lowcopy closes it, never the caller. If the calling thread cannot have a ring
+    /// (its setup fails: `EMFILE`, `ENOMEM`), this is the socket, and the sender never uses a
+    /// ring: an AUTO sender falls back to the error queue, an io_uring one fails every send
+    /// with that error.
     pub fn completion_fd(&self) -> BorrowedFd<'_> {
         match &self.engine {
-            Engine::IoUring(u) => u.fd(),
+            Engine::IoUring(r) => match r.join() {
+                Ok(b) => b.fd(),
+                Err(_) => self.fd.as_fd(),
+            },
             _ => self.fd.as_fd(),
         }
     }
@@ -469,9 +635,13 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// retried, then made by copy.
     ///
     /// # Errors
-    /// `EBUSY` ([`MAX_PENDING`] requests unreaped: reap first), `EEXIST` (io_uring backend
-    /// called from a thread other than the first that sent), `EIO` (io_uring ring retired
-    /// after it failed to take a request), `EMSGSIZE` (more than [`IOV_MAX`](crate::IOV_MAX)
+    /// `EBUSY` ([`ZcOptions::max_pending`] requests unreaped: reap first), `ENOMEM` (the
+    /// tables could not grow past the reserve), `EEXIST` (io_uring backend called from a
+    /// thread other than the one the sender belongs to), `EIO` (the thread's io_uring ring was
+    /// retired after it failed to take a request: every sender on it gets `EIO`; new senders
+    /// get a new ring), the ring's setup errors at an io_uring sender's first send on a thread
+    /// without a ring (`EMFILE`, `ENOMEM`; an AUTO sender falls back to the error queue
+    /// instead), `EMSGSIZE` (more than [`IOV_MAX`](crate::IOV_MAX)
     /// iovecs, or a datagram too large), and the socket's own send errors (`EAGAIN`, `EINTR`,
     /// `EPIPE`, `ECONNRESET`, `EDESTADDRREQ`, ...).
     pub fn send(
@@ -612,6 +782,7 @@ impl<F: AsFd> ZeroCopySender<F> {
         }
         // A library must not raise SIGPIPE: EPIPE is returned instead.
         let flags = flags.to_raw() | libc::MSG_NOSIGNAL;
+        self.join_ring()?;
         let slot = self.begin(user_data)?;
         // SAFETY: all-zero is a valid msghdr; the pointers set below are the caller's.
         let mut msg: msghdr = unsafe { std::mem::zeroed() };
@@ -636,14 +807,48 @@ impl<F: AsFd> ZeroCopySender<F> {
     }
 
     fn begin(&mut self, user_data: u64) -> io::Result<SlotId> {
-        if let Some(s) = self.tracker.begin(user_data) {
+        if let Some(s) = self.tracker.begin(user_data)? {
             return Ok(s);
         }
         // Every slot is in flight or unreaped: collect what has completed, then retry.
         self.collect()?;
         self.tracker
-            .begin(user_data)
+            .begin(user_data)?
             .ok_or_else(|| errno(libc::EBUSY))
+    }
+
+    /// io_uring: joins the calling thread's ring if the sender has none yet; if it cannot, an
+    /// AUTO sender falls back to the error queue (or copies), any other fails.
+    fn join_ring(&mut self) -> io::Result<()> {
+        let failed = match &self.engine {
+            Engine::IoUring(r) => r.join().err().map(|e| (e, r.auto)),
+            _ => None,
+        };
+        match failed {
+            None => Ok(()),
+            Some((_, true)) => {
+                self.engine = plain_engine(self.fd.as_fd());
+                Ok(())
+            }
+            Some((e, false)) => Err(e),
+        }
+    }
+
+    /// `EEXIST` (`EIO`) for an io_uring sender joined to another thread's (a retired) ring:
+    /// the same answer whether or not the call would need the ring this time.
+    fn check_thread(&self) -> io::Result<()> {
+        match &self.engine {
+            Engine::IoUring(r) => r.joined().map_or(Ok(()), |b| b.check_owner()),
+            _ => Ok(()),
+        }
+    }
+
+    /// The ring this io_uring sender joined; `EIO` if none (the send path joins first).
+    fn ring(&self) -> io::Result<&uring::Binding> {
+        match &self.engine {
+            Engine::IoUring(r) => r.joined().ok_or_else(|| errno(libc::EIO)),
+            _ => Err(errno(libc::EIO)),
+        }
     }
 
     /// Error-queue and copy sends: one `sendmsg`, as `send(2)` would make it; after `ENOBUFS`
@@ -661,7 +866,7 @@ impl<F: AsFd> ZeroCopySender<F> {
     ) -> io::Result<usize> {
         msg.msg_iov = iov.as_ptr() as *mut iovec;
         msg.msg_iovlen = iov.len() as _;
-        let errqueue = matches!(self.engine, Engine::ErrQueue(_));
+        let errqueue = matches!(self.engine, Engine::ErrQueue);
         let mut zc = errqueue && !self.adaptive.off;
         if zc && !self.tracker.id_room() {
             self.collect()?;
@@ -723,9 +928,7 @@ impl<F: AsFd> ZeroCopySender<F> {
     ) -> io::Result<usize> {
         let blocking = flags & libc::MSG_DONTWAIT == 0;
         let flags = flags | libc::MSG_DONTWAIT;
-        if let Engine::IoUring(u) = &self.engine {
-            u.check_owner()?; // before any wait: another thread is refused at once
-        }
+        self.ring()?.check_owner()?; // before any wait: another thread is refused at once
         if self.uring_full {
             // A SEND_ZC that fails still posts a notification, and on TCP the kernel can
             // chain it to the notification of unacknowledged data (io_link_skb), holding a
@@ -803,9 +1006,10 @@ impl<F: AsFd> ZeroCopySender<F> {
         msg: &mut msghdr,
         flags: c_int,
     ) -> io::Result<usize> {
-        let Engine::IoUring(u) = &mut self.engine else {
-            unreachable!()
+        let Engine::IoUring(r) = &self.engine else {
+            return Err(errno(libc::EIO));
         };
+        let u = r.joined().ok_or_else(|| errno(libc::EIO))?;
         let (tracker, adaptive) = (&mut self.tracker, &mut self.adaptive);
         let unexpected = &mut self.stats.unexpected_ids;
         let mut on_notif = |n| apply_notif(tracker, adaptive, unexpected, n);
@@ -854,39 +1058,45 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// (`send_reap` says no: the next send's own `io_uring_enter` posts them.)
     fn collect_with(&mut self, enter: bool) -> io::Result<()> {
         self.sends_since_reap = 0;
-        match &mut self.engine {
-            Engine::ErrQueue(_) => self.read_errqueue(),
-            Engine::IoUring(u) => {
-                let (tracker, adaptive) = (&mut self.tracker, &mut self.adaptive);
-                let unexpected = &mut self.stats.unexpected_ids;
-                u.drain(
-                    &mut |n| apply_notif(tracker, adaptive, unexpected, n),
-                    enter,
-                    &mut self.stats.syscalls_reap,
-                )
-            }
+        match &self.engine {
+            Engine::ErrQueue => self.read_errqueue(),
+            // Not joined yet: nothing was sent through a ring.
+            Engine::IoUring(r) => match r.joined() {
+                Some(u) => {
+                    let (tracker, adaptive) = (&mut self.tracker, &mut self.adaptive);
+                    let unexpected = &mut self.stats.unexpected_ids;
+                    u.drain(
+                        &mut |n| apply_notif(tracker, adaptive, unexpected, n),
+                        enter,
+                        &mut self.stats.syscalls_reap,
+                    )
+                }
+                None => Ok(()),
+            },
             Engine::Copy => Ok(()),
         }
     }
 
-    /// Drains the error queue in batches of [`ERRQ_BATCH`] with `recvmmsg`.
+    /// Drains the error queue in batches of [`ERRQ_BATCH`] with `recvmmsg`, into buffers on
+    /// the stack (5 KiB): an idle sender keeps none.
     fn read_errqueue(&mut self) -> io::Result<()> {
-        let Engine::ErrQueue(q) = &mut self.engine else {
-            return Ok(());
-        };
+        let mut control = [MaybeUninit::<[u8; ERRQ_CONTROL]>::uninit(); ERRQ_BATCH];
+        // SAFETY: all-zero is a valid mmsghdr (null pointers, zero lengths).
+        let mut msgs: [libc::mmsghdr; ERRQ_BATCH] = unsafe { std::mem::zeroed() };
         while self.tracker.ids_inflight() > 0 {
-            for (m, c) in q.msgs.iter_mut().zip(q.control.iter_mut()) {
+            for (m, c) in msgs.iter_mut().zip(control.iter_mut()) {
                 // SAFETY: all-zero is a valid mmsghdr.
                 *m = unsafe { std::mem::zeroed() };
                 m.msg_hdr.msg_control = c.as_mut_ptr().cast();
-                m.msg_hdr.msg_controllen = c.len() as _;
+                m.msg_hdr.msg_controllen = ERRQ_CONTROL as _;
             }
             self.stats.syscalls_reap += 1;
-            // SAFETY: each message points at its own control buffer and has no iovecs.
+            // SAFETY: each message points at its own control buffer (written by the kernel,
+            // read only up to the msg_controllen it sets) and has no iovecs.
             let r = unsafe {
                 sys::recvmmsg(
                     self.fd.as_fd(),
-                    &mut q.msgs,
+                    &mut msgs,
                     libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
                 )
             };
@@ -895,7 +1105,7 @@ impl<F: AsFd> ZeroCopySender<F> {
                 Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return Ok(()),
                 Err(e) => return Err(e),
             };
-            for m in &q.msgs[..n] {
+            for m in &msgs[..n] {
                 // SAFETY: the kernel wrote msg_controllen bytes of control data.
                 match unsafe { sys::zerocopy_notice(&m.msg_hdr) } {
                     Some(z) => {
@@ -919,12 +1129,15 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// Moves ready completions into `out` without blocking; returns how many (the oldest
     /// first; 0 when none). Collects what the kernel has reported first when `out` has room
     /// for more than is ready: one error-queue read while sends are in flight; no syscall for
-    /// io_uring (unless the kernel deferred notifications) and copy.
+    /// io_uring (unless the kernel deferred notifications or the completion queue overflowed)
+    /// and copy. On io_uring this also takes in the other senders' notifications that have
+    /// arrived on the thread's ring, keeping them for those senders.
     ///
     /// # Errors
-    /// Error-queue read errors; `EEXIST` on io_uring from a thread other than the first that
-    /// sent.
+    /// Error-queue read errors; `EEXIST` on io_uring from a thread other than the one the
+    /// sender belongs to (once it joined a ring); `EIO` when its ring was retired.
     pub fn reap(&mut self, out: &mut [Completion]) -> io::Result<usize> {
+        self.check_thread()?;
         if self.tracker.ready() < out.len() && self.tracker.inflight() > 0 {
             self.collect()?;
         }
@@ -984,10 +1197,9 @@ impl<F: AsFd> ZeroCopySender<F> {
 
     fn after_send_reap(&mut self, out: &mut [Completion]) -> usize {
         self.sends_since_reap += 1;
-        let low =
-            self.tracker.room() < MAX_PENDING / 4 || self.tracker.ids_inflight() > MAX_IDS * 3 / 4;
+        let low = self.tracker.low();
         let due = match self.engine {
-            Engine::ErrQueue(_) => self.sends_since_reap >= REAP_EVERY || low,
+            Engine::ErrQueue => self.sends_since_reap >= REAP_EVERY || low,
             Engine::IoUring(_) => true,
             Engine::Copy => false,
         };
@@ -1007,7 +1219,8 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// `ETIMEDOUT` when sends are in flight and none completed in time (TCP notifies only once
     /// the peer acknowledged, so a peer that stops reading delays completions without bound);
     /// `EINTR` on a signal (the wait is a poll or `io_uring_enter`, which the kernel never
-    /// restarts); `EEXIST` (io_uring backend from a thread other than the first that sent); a
+    /// restarts); `EEXIST` (io_uring backend from a thread other than the one the sender
+    /// belongs to); `EIO` (its ring was retired); a
     /// pending socket error (`ECONNRESET`, ...) when the socket reports one instead of a
     /// completion; error-queue read errors.
     pub fn wait(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
@@ -1017,6 +1230,7 @@ impl<F: AsFd> ZeroCopySender<F> {
             (Some(_), None) => None,
             (_, d) => d,
         };
+        self.check_thread()?;
         loop {
             if self.tracker.ready() == 0 && self.tracker.inflight() > 0 {
                 self.collect()?;
@@ -1031,13 +1245,13 @@ impl<F: AsFd> ZeroCopySender<F> {
                     _ => return Err(errno(libc::ETIMEDOUT)),
                 },
             };
-            match &mut self.engine {
-                Engine::IoUring(u) => {
-                    if !u.wait(left, &mut self.stats.syscalls_reap)? {
+            match &self.engine {
+                Engine::IoUring(r) => {
+                    if !r.join()?.wait(left, &mut self.stats.syscalls_reap)? {
                         return Err(errno(libc::ETIMEDOUT));
                     }
                 }
-                Engine::ErrQueue(_) => {
+                Engine::ErrQueue => {
                     self.stats.syscalls_reap += 1;
                     // POLLERR is reported for a non-empty error queue whatever we ask for.
                     let ev = poll_one(self.fd.as_fd(), 0, left)?;
@@ -1073,11 +1287,15 @@ impl<F: AsFd> Drop for ZeroCopySender<F> {
     /// Collects what already completed and forgets the rest, then drops `F`: the kernel keeps
     /// the pages of sends in flight pinned (freeing their memory is safe), but the caller is
     /// no longer told when they are sent; keep such buffers unmodified until the socket is
-    /// closed if the bytes on the wire matter. Closing an io_uring backend's ring makes the
-    /// kernel run task work on the dropping thread (io_uring/io_uring.c
-    /// `io_ring_exit_work`), so that thread's next blocking syscall may return `EINTR` once.
+    /// closed if the bytes on the wire matter. An io_uring sender leaves its thread's ring
+    /// open (the ring outlives its senders); the notifications still to come for it are
+    /// counted off there and delivered to nobody. Dropped on another thread than its own, it
+    /// collects nothing and its ring's thread does that counting the next time it uses the
+    /// ring. A ring is closed when its thread exits and no sender joined to it is left (then
+    /// the kernel runs task work on the closing thread, io_uring/io_uring.c
+    /// `io_ring_exit_work`, so that thread's next blocking syscall may return `EINTR` once).
     fn drop(&mut self) {
-        let _ = self.collect();
+        self.leave();
     }
 }
 
@@ -1367,6 +1585,81 @@ mod tests {
         fn check<T: Send + Sync>() {}
         check::<ZeroCopySender<OwnedFd>>();
         check::<ZeroCopySender<BorrowedFd<'static>>>();
+    }
+
+    /// An idle sender is small on every backend: the struct and its reserve's tables. A burst
+    /// of 1000 requests held grows the tables; reaping them brings them back to the reserve.
+    #[test]
+    fn idle_senders_are_small_and_shrink_back_after_a_burst() {
+        let base = std::mem::size_of::<ZeroCopySender<OwnedFd>>();
+        assert!(base <= 512, "the sender itself: {base} bytes");
+        for backend in BACKENDS {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            let (mut s, _) = l.accept().unwrap();
+            let opts = ZcOptions::new().backend(backend);
+            let mut zc =
+                ZeroCopySender::with_options(c.as_fd().try_clone_to_owned().unwrap(), opts)
+                    .unwrap();
+            let idle = zc.tracker.heap_bytes();
+            // 20 slots of 32 bytes, and for the error queue 32 ids of 4.
+            let want = if backend == ZcBackend::ErrQueue {
+                768
+            } else {
+                640
+            };
+            assert_eq!(idle, want, "{backend:?}: the default reserve's tables");
+            assert!(
+                base + idle <= 1536,
+                "{backend:?}: {} bytes idle",
+                base + idle
+            );
+            let data = [9u8; 10];
+            for i in 0..1000 {
+                assert_eq!(zc.send(&[IoSlice::new(&data)], Flags::NONE, i).unwrap(), 10);
+            }
+            assert!(zc.tracker.heap_bytes() >= 1000 * 32, "{backend:?}: grown");
+            let mut got = vec![0u8; 10_000];
+            std::io::Read::read_exact(&mut s, &mut got).unwrap();
+            let mut n = drain(&mut zc).len();
+            let mut out = [Completion::default(); 64];
+            loop {
+                let k = zc.reap(&mut out).unwrap();
+                if k == 0 {
+                    break;
+                }
+                n += k;
+            }
+            assert_eq!(n, 1000, "{backend:?}");
+            assert_eq!(
+                zc.tracker.heap_bytes(),
+                idle,
+                "{backend:?}: back to the reserve"
+            );
+        }
+    }
+
+    #[test]
+    fn options_are_checked() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let bad = [
+            ZcOptions::new().max_pending(0),
+            ZcOptions::new().reserve(0).max_pending(PENDING_LIMIT + 1),
+            ZcOptions::new().reserve(17).max_pending(16),
+        ];
+        for o in bad {
+            let e = ZeroCopySender::with_options(&c, o).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{o:?}");
+        }
+        let o = ZcOptions::new()
+            .reserve(PENDING_LIMIT)
+            .max_pending(PENDING_LIMIT);
+        let z = ZeroCopySender::with_options(&c, o.backend(ZcBackend::Copy)).unwrap();
+        // 1,310,720 slots of 32 bytes (2^20 and a quarter); the copy backend makes no ids.
+        assert_eq!(z.tracker.heap_bytes(), 1310720 * 32);
+        let d = ZcOptions::default();
+        assert_eq!((d.reserve, d.max_pending), (DEFAULT_RESERVE, MAX_PENDING));
     }
 
     #[test]

@@ -2,12 +2,23 @@
 //!
 //! Pure logic, no I/O: the error-queue backend feeds it the kernel's inclusive id ranges
 //! `[ee_info, ee_data]` (coalesced, possibly out of order, wrapping at 2^32), the io_uring
-//! backend feeds it one notification per request slot. Everything is allocated in
-//! [`Tracker::new`]; nothing allocates afterwards.
+//! backend feeds it one notification per request slot.
+//!
+//! Memory follows the requests held (in flight, or completed and not yet reaped). The slot
+//! table starts at the caller's reserve, grows by doubling up to the sender's limit when more
+//! requests are held, and goes back to the reserve when the sender holds none: nothing is
+//! allocated or freed while the requests held fit the reserve. A request is one 32-byte slot,
+//! which also links it into the free list or the ready queue (so a send touches one slot
+//! and nothing else of the tables: with thousands of senders on a thread, each table line is
+//! a cache miss); a quarter more slots are kept for failed requests still waiting for a
+//! notification; the error-queue backend adds a window of two 4-byte ids per request (a
+//! power of two). [`Tracker::heap_bytes`] gives the exact figure.
 //!
 //! The kernel keeps one u32 counter per socket and gives each `MSG_ZEROCOPY` send that
 //! returns > 0 the next value (Documentation/networking/msg_zerocopy.rst, "Notification
 //! Parsing"); failed and zero-length sends take none. We mirror that counter in `next_id`.
+
+use std::io;
 
 /// One completed send, as the sender's reap calls hand it back: the kernel no longer needs
 /// the buffers that send used, which may be reused.
@@ -38,23 +49,42 @@ pub const FALLBACK: u32 = 2;
 /// Index of a request slot.
 pub type SlotId = u32;
 
-#[derive(Clone, Copy, Debug, Default)]
+/// No slot: the end of the free list or of the ready queue.
+const NIL: SlotId = SlotId::MAX;
+
+/// A request: 32 bytes.
+#[derive(Clone, Copy, Debug)]
 struct Slot {
     user_data: u64,
     bytes: u64,
     /// Notifications still expected (zerocopy ids, or io_uring notification CQEs).
     remaining: u32,
-    flags: u32,
+    /// A free slot: the next free one; a ready one: the next ready one; else NIL.
+    next: SlotId,
+    /// [`COPIED`] and [`FALLBACK`].
+    flags: u8,
     /// The send that fills this slot is still running: do not complete it yet.
     open: bool,
     in_use: bool,
 }
 
-#[derive(Clone, Copy, Debug, Default)]
-struct IdEntry {
-    slot: SlotId,
-    done: bool,
+impl Default for Slot {
+    fn default() -> Self {
+        Slot {
+            user_data: 0,
+            bytes: 0,
+            remaining: 0,
+            next: NIL,
+            flags: 0,
+            open: false,
+            in_use: false,
+        }
+    }
 }
+
+/// An id in flight: the slot of its request, with [`DONE`] once notified.
+type IdEntry = u32;
+const DONE: u32 = 1 << 31;
 
 /// What a notification range did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -65,21 +95,60 @@ pub struct RangeOutcome {
     pub unexpected: u32,
 }
 
+/// Slots for `requests` requests: a quarter more for failed requests still waiting for a
+/// notification (see the `ghosts` field).
+fn slots_for(requests: usize) -> usize {
+    requests + requests.div_ceil(4)
+}
+
+/// The id window for `requests` requests: twice as many ids (out-of-order completions keep
+/// finished ids in the window behind an unfinished one), a power of two.
+fn ids_for(requests: usize) -> usize {
+    if requests == 0 {
+        0
+    } else {
+        (2 * requests).next_power_of_two()
+    }
+}
+
+fn enomem<E>(_: E) -> io::Error {
+    io::Error::from_raw_os_error(libc::ENOMEM)
+}
+
+/// `len` items of `T`, or `ENOMEM`.
+fn alloc<T: Clone>(len: usize, value: T) -> io::Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(enomem)?;
+    v.resize(len, value);
+    Ok(v)
+}
+
+/// `len` free slots, linked in order (slot 0 first).
+fn free_slots(len: usize) -> io::Result<Vec<Slot>> {
+    let mut v = alloc(len, Slot::default())?;
+    for (i, s) in v.iter_mut().enumerate() {
+        s.next = if i + 1 < len { i as SlotId + 1 } else { NIL };
+    }
+    Ok(v)
+}
+
 /// Request slots, the id window in flight, and the ready queue.
 #[derive(Debug)]
 pub struct Tracker {
     slots: Vec<Slot>,
-    free: Vec<SlotId>,
+    /// Free slots, most recently freed first (its line is likely still cached).
+    free_head: SlotId,
+    n_free: usize,
+    /// Slots whose completion is ready, oldest first, linked through `next`.
+    ready_head: SlotId,
+    ready_tail: SlotId,
+    n_ready: usize,
     /// Ring of ids in flight, oldest first: `ids[(head + k) & mask]` is id `base + k`.
     ids: Vec<IdEntry>,
     head: usize,
     n_ids: usize,
     /// Oldest id in flight (or the next id when none is).
     base: u32,
-    /// Ring of slots whose completion is ready, oldest first.
-    ready: Vec<SlotId>,
-    ready_head: usize,
-    n_ready: usize,
     /// Closed requests that accepted bytes and still wait for notifications.
     inflight: usize,
     /// Requests not yet reaped, counting neither free slots nor ghosts.
@@ -90,31 +159,65 @@ pub struct Tracker {
     /// only when the peer acks. Invisible to the caller; they hold a slot of the spare room.
     ghosts: usize,
     max_live: usize,
+    /// The tables are larger than the reserve: shrink them when nothing is held.
+    grown: bool,
+    /// Table sizes when idle (the reserve) and at most.
+    min_slots: usize,
+    max_slots: usize,
+    min_ids: usize,
+    max_ids: usize,
 }
 
 impl Tracker {
-    /// A tracker for up to `max_requests` requests not yet reaped (in flight or ready) and up
-    /// to `max_ids` zerocopy ids in flight; `max_ids` is rounded up to a power of two. A
-    /// quarter more slots are kept for failed requests still waiting for a notification.
-    pub fn new(max_requests: usize, max_ids: usize) -> Self {
-        let max_ids = max_ids.next_power_of_two();
-        let n_slots = max_requests + max_requests.div_ceil(4);
-        Tracker {
-            slots: vec![Slot::default(); n_slots],
-            free: (0..n_slots as SlotId).rev().collect(),
-            ids: vec![IdEntry::default(); max_ids],
+    /// A tracker that holds up to `max_requests` requests not yet reaped (in flight or ready),
+    /// with slots for `reserve` of them allocated now and kept (`reserve <= max_requests`).
+    /// Up to `2 * max_requests` zerocopy ids (rounded up to a power of two) may be in flight;
+    /// `ids`: keep a window for the reserve's ids too (the error-queue backend), else it is
+    /// made at the first id.
+    ///
+    /// # Errors
+    /// `ENOMEM`.
+    pub fn new(reserve: usize, max_requests: usize, ids: bool) -> io::Result<Self> {
+        let min_ids = if ids { ids_for(reserve) } else { 0 };
+        Self::build(reserve, max_requests, min_ids, ids_for(max_requests))
+    }
+
+    fn build(
+        reserve: usize,
+        max_requests: usize,
+        min_ids: usize,
+        max_ids: usize,
+    ) -> io::Result<Self> {
+        debug_assert!(reserve <= max_requests && max_requests < DONE as usize / 2);
+        let (min_slots, min_ids) = (slots_for(reserve), min_ids.min(max_ids));
+        Ok(Tracker {
+            slots: free_slots(min_slots)?,
+            free_head: if min_slots > 0 { 0 } else { NIL },
+            n_free: min_slots,
+            ready_head: NIL,
+            ready_tail: NIL,
+            n_ready: 0,
+            ids: alloc(min_ids, 0)?,
             head: 0,
             n_ids: 0,
             base: 0,
-            // A power of two: the ring index is a mask, not a division, twice per send.
-            ready: vec![0; n_slots.next_power_of_two()],
-            ready_head: 0,
-            n_ready: 0,
             inflight: 0,
             live: 0,
             ghosts: 0,
             max_live: max_requests,
-        }
+            grown: false,
+            min_slots,
+            max_slots: slots_for(max_requests),
+            min_ids,
+            max_ids,
+        })
+    }
+
+    /// Bytes the tables hold on the heap now.
+    #[cfg(test)]
+    pub fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.slots.capacity() * size_of::<Slot>() + self.ids.capacity() * size_of::<IdEntry>()
     }
 
     /// The id the kernel will give the next successful `MSG_ZEROCOPY` send.
@@ -145,39 +248,132 @@ impl Tracker {
 
     /// Requests that can still begin before [`Tracker::begin`] says no (a request counts
     /// until it is reaped).
+    #[inline]
     pub fn room(&self) -> usize {
-        (self.max_live - self.live).min(self.free.len())
+        (self.max_live - self.live).min(self.n_free + self.max_slots - self.slots.len())
     }
 
-    /// Whether one more id can be tracked.
-    pub fn id_room(&self) -> bool {
-        self.n_ids < self.ids.len()
+    /// Whether a quarter or less of the room is left, or three quarters of the id window are
+    /// in flight: time to collect.
+    #[inline]
+    pub fn low(&self) -> bool {
+        self.room() < self.max_live / 4 || self.n_ids > self.max_ids * 3 / 4
     }
 
-    /// Opens a request; `None` when `max_requests` are unreaped (or, rarely, when failed
-    /// requests waiting for their notification fill the spare room too).
-    pub fn begin(&mut self, user_data: u64) -> Option<SlotId> {
-        if self.live >= self.max_live {
-            return None;
+    /// Notifications still expected for requests not yet completed: what a sender that goes
+    /// away leaves the kernel to post.
+    pub fn notifs_expected(&self) -> u64 {
+        self.slots
+            .iter()
+            .filter(|s| s.in_use)
+            .map(|s| s.remaining as u64)
+            .sum()
+    }
+
+    /// Whether one more id can be tracked, growing the window if it is full and below its
+    /// limit (false also when that allocation fails).
+    #[inline]
+    pub fn id_room(&mut self) -> bool {
+        self.n_ids < self.ids.len() || self.grow_ids()
+    }
+
+    /// [`Tracker::id_room`] when the window is full.
+    #[cold]
+    #[inline(never)]
+    fn grow_ids(&mut self) -> bool {
+        if self.ids.len() >= self.max_ids {
+            return false;
         }
-        let s = self.free.pop()?;
+        let len = (self.ids.len() * 2).max(8).min(self.max_ids);
+        let Ok(mut v) = alloc(len, 0) else {
+            return false;
+        };
+        let mask = self.ids.len().wrapping_sub(1);
+        for (k, e) in v.iter_mut().take(self.n_ids).enumerate() {
+            *e = self.ids[(self.head + k) & mask];
+        }
+        self.ids = v;
+        self.head = 0;
+        self.grown |= self.ids.len() > self.min_ids;
+        true
+    }
+
+    /// Opens a request; `Ok(None)` when `max_requests` are unreaped (or, rarely, when failed
+    /// requests waiting for their notification fill the spare room too).
+    ///
+    /// # Errors
+    /// `ENOMEM` when the slots must grow and cannot.
+    #[inline]
+    pub fn begin(&mut self, user_data: u64) -> io::Result<Option<SlotId>> {
+        if self.live >= self.max_live {
+            return Ok(None);
+        }
+        if self.free_head == NIL && !self.grow_slots()? {
+            return Ok(None);
+        }
+        let s = self.free_head;
+        let slot = &mut self.slots[s as usize];
+        self.free_head = slot.next;
+        self.n_free -= 1;
         self.live += 1;
-        self.slots[s as usize] = Slot {
+        *slot = Slot {
             user_data,
             open: true,
             in_use: true,
             ..Slot::default()
         };
-        Some(s)
+        Ok(Some(s))
+    }
+
+    /// Doubles the slots (at least 8, at most `max_slots`), all free; false at the limit.
+    #[cold]
+    #[inline(never)]
+    fn grow_slots(&mut self) -> io::Result<bool> {
+        let old = self.slots.len();
+        if old >= self.max_slots {
+            return Ok(false);
+        }
+        let len = (old * 2).max(8).min(self.max_slots);
+        self.slots.try_reserve_exact(len - old).map_err(enomem)?;
+        self.slots.resize(len, Slot::default());
+        // Called with no free slot: the new ones become the free list, in order.
+        for i in old..len {
+            self.slots[i].next = if i + 1 < len { i as SlotId + 1 } else { NIL };
+        }
+        self.free_head = old as SlotId;
+        self.n_free = len - old;
+        self.grown = true;
+        Ok(true)
+    }
+
+    /// Back to the reserve once nothing is held: no request, ghost or id in flight.
+    #[inline]
+    fn maybe_shrink(&mut self) {
+        if self.grown && self.live == 0 && self.ghosts == 0 && self.n_ids == 0 {
+            self.shrink();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn shrink(&mut self) {
+        let (Ok(slots), Ok(ids)) = (free_slots(self.min_slots), alloc(self.min_ids, 0)) else {
+            return; // keep the larger tables
+        };
+        (self.slots, self.ids, self.head) = (slots, ids, 0);
+        self.free_head = if self.min_slots > 0 { 0 } else { NIL };
+        self.n_free = self.min_slots;
+        self.grown = false;
     }
 
     /// Records `bytes` accepted by a zerocopy send of `slot` that took the next kernel id;
     /// returns the id. The caller checked [`Tracker::id_room`].
+    #[inline]
     pub fn add_id(&mut self, slot: SlotId, bytes: usize) -> u32 {
-        assert!(self.id_room(), "id window full");
+        assert!(self.n_ids < self.ids.len(), "id window full");
         let id = self.next_id();
         let mask = self.ids.len() - 1;
-        self.ids[(self.head + self.n_ids) & mask] = IdEntry { slot, done: false };
+        self.ids[(self.head + self.n_ids) & mask] = slot;
         self.n_ids += 1;
         let s = &mut self.slots[slot as usize];
         s.remaining += 1;
@@ -187,6 +383,7 @@ impl Tracker {
 
     /// Records `bytes` accepted by a send of `slot` that will be followed by one notification
     /// of its own (io_uring `IORING_CQE_F_MORE`).
+    #[inline]
     pub fn add_notif(&mut self, slot: SlotId, bytes: usize) {
         let s = &mut self.slots[slot as usize];
         s.remaining += 1;
@@ -195,15 +392,17 @@ impl Tracker {
 
     /// Records `bytes` accepted by a send of `slot` that needs no notification (a copy), with
     /// completion flags `flags`.
+    #[inline]
     pub fn add_done(&mut self, slot: SlotId, bytes: usize, flags: u32) {
         let s = &mut self.slots[slot as usize];
         s.bytes += bytes as u64;
-        s.flags |= flags;
+        s.flags |= flags as u8;
     }
 
     /// Closes the request: it completes when its last notification arrives (at once if it
     /// expects none). A request that accepted no bytes is dropped without a completion once
     /// its notifications (io_uring may post one after a failed send) have arrived.
+    #[inline]
     pub fn finish(&mut self, slot: SlotId) {
         let s = &mut self.slots[slot as usize];
         s.open = false;
@@ -216,6 +415,7 @@ impl Tracker {
         } else {
             self.inflight += 1;
         }
+        self.maybe_shrink();
     }
 
     /// Applies the kernel's inclusive range `[lo, hi]` of completed ids, wrap-safe.
@@ -236,18 +436,18 @@ impl Tracker {
             // The range wraps back to offset 0 (it starts "before" the window).
             spans[1] = (0, (start + len - (1 << 32)).min(window).min(start));
         }
-        let mask = self.ids.len() - 1;
+        let mask = self.ids.len().wrapping_sub(1);
         let mut visited = 0u64;
         for (from, to) in spans {
             for off in from..to {
                 visited += 1;
                 let e = &mut self.ids[(self.head + off as usize) & mask];
-                if e.done {
+                if *e & DONE != 0 {
                     out.unexpected += 1;
                     continue;
                 }
-                e.done = true;
-                let slot = e.slot;
+                *e |= DONE;
+                let slot = *e & !DONE;
                 out.matched += 1;
                 self.notified(slot, copied);
             }
@@ -256,19 +456,22 @@ impl Tracker {
             .unexpected
             .saturating_add((len - visited).min(u32::MAX as u64) as u32);
         // Retire the done prefix so the window moves on.
-        while self.n_ids > 0 && self.ids[self.head].done {
+        while self.n_ids > 0 && self.ids[self.head] & DONE != 0 {
             self.head = (self.head + 1) & mask;
             self.n_ids -= 1;
             self.base = self.base.wrapping_add(1);
         }
+        self.maybe_shrink();
         out
     }
 
     /// One io_uring notification for `slot` arrived.
+    #[inline]
     pub fn complete_notif(&mut self, slot: SlotId, copied: bool) -> bool {
         match self.slots.get(slot as usize) {
             Some(s) if s.in_use && s.remaining > 0 => {
                 self.notified(slot, copied);
+                self.maybe_shrink();
                 true
             }
             _ => false,
@@ -279,7 +482,7 @@ impl Tracker {
         let s = &mut self.slots[slot as usize];
         s.remaining -= 1;
         if copied {
-            s.flags |= COPIED;
+            s.flags |= COPIED as u8;
         }
         self.maybe_complete(slot);
     }
@@ -300,38 +503,50 @@ impl Tracker {
     }
 
     /// A closed request with nothing more to wait for: ready, or gone if it sent nothing.
+    #[inline]
     fn complete(&mut self, slot: SlotId) {
         if self.slots[slot as usize].bytes == 0 {
             self.live -= 1;
             self.release(slot);
             return;
         }
-        let mask = self.ready.len() - 1;
-        self.ready[(self.ready_head + self.n_ready) & mask] = slot;
+        self.slots[slot as usize].next = NIL;
+        if self.n_ready == 0 {
+            self.ready_head = slot;
+        } else {
+            self.slots[self.ready_tail as usize].next = slot;
+        }
+        self.ready_tail = slot;
         self.n_ready += 1;
     }
 
+    #[inline]
     fn release(&mut self, slot: SlotId) {
-        self.slots[slot as usize].in_use = false;
-        self.free.push(slot);
+        let s = &mut self.slots[slot as usize];
+        s.in_use = false;
+        s.next = self.free_head;
+        self.free_head = slot;
+        self.n_free += 1;
     }
 
     /// Moves up to `out.len()` ready completions into `out`, oldest first; returns how many.
     pub fn pop_ready(&mut self, out: &mut [Completion]) -> usize {
         let k = out.len().min(self.n_ready);
-        let mask = self.ready.len() - 1;
         for c in out.iter_mut().take(k) {
-            let slot = self.ready[self.ready_head];
-            self.ready_head = (self.ready_head + 1) & mask;
-            self.n_ready -= 1;
+            let slot = self.ready_head;
             let s = self.slots[slot as usize];
+            self.ready_head = s.next;
+            self.n_ready -= 1;
             *c = Completion {
                 user_data: s.user_data,
                 result: s.bytes as i64,
-                flags: s.flags,
+                flags: s.flags as u32,
             };
             self.live -= 1;
             self.release(slot);
+        }
+        if k > 0 {
+            self.maybe_shrink();
         }
         k
     }
@@ -342,8 +557,13 @@ mod tests {
     use super::*;
 
     fn send(t: &mut Tracker, user: u64, ids: usize) -> (SlotId, Vec<u32>) {
-        let s = t.begin(user).unwrap();
-        let got = (0..ids).map(|_| t.add_id(s, 100)).collect();
+        let s = t.begin(user).unwrap().unwrap();
+        let got = (0..ids)
+            .map(|_| {
+                assert!(t.id_room(), "id window full");
+                t.add_id(s, 100)
+            })
+            .collect();
         t.finish(s);
         (s, got)
     }
@@ -359,14 +579,14 @@ mod tests {
 
     /// A tracker whose kernel counter sits just below the wrap.
     fn near_wrap(start: u32) -> Tracker {
-        let mut t = Tracker::new(8, 8);
+        let mut t = Tracker::build(8, 8, 8, 8).unwrap();
         t.base = start;
         t
     }
 
     #[test]
     fn ids_follow_the_kernel_counter() {
-        let mut t = Tracker::new(4, 4);
+        let mut t = Tracker::build(4, 4, 4, 4).unwrap();
         assert_eq!(send(&mut t, 1, 1).1, [0]);
         assert_eq!(send(&mut t, 2, 2).1, [1, 2]);
         assert_eq!(t.next_id(), 3);
@@ -375,7 +595,7 @@ mod tests {
 
     #[test]
     fn coalesced_range_completes_many() {
-        let mut t = Tracker::new(8, 8);
+        let mut t = Tracker::build(8, 8, 8, 8).unwrap();
         for u in 10..15 {
             send(&mut t, u, 1);
         }
@@ -399,7 +619,7 @@ mod tests {
 
     #[test]
     fn out_of_order_ranges() {
-        let mut t = Tracker::new(8, 8);
+        let mut t = Tracker::build(8, 8, 8, 8).unwrap();
         for u in 0..4 {
             send(&mut t, u, 1);
         }
@@ -447,8 +667,8 @@ mod tests {
 
     #[test]
     fn a_request_over_several_ids_completes_with_its_last() {
-        let mut t = Tracker::new(4, 8);
-        let s = t.begin(99).unwrap();
+        let mut t = Tracker::build(4, 4, 8, 8).unwrap();
+        let s = t.begin(99).unwrap().unwrap();
         t.add_id(s, 10);
         t.add_done(s, 5, FALLBACK | COPIED);
         t.add_id(s, 10);
@@ -461,8 +681,8 @@ mod tests {
 
     #[test]
     fn completions_arriving_while_the_send_is_open_wait_for_finish() {
-        let mut t = Tracker::new(4, 8);
-        let s = t.begin(5).unwrap();
+        let mut t = Tracker::build(4, 4, 8, 8).unwrap();
+        let s = t.begin(5).unwrap().unwrap();
         t.add_id(s, 10);
         t.complete_range(0, 0, false);
         assert!(drain(&mut t).is_empty());
@@ -472,7 +692,7 @@ mod tests {
 
     #[test]
     fn stray_and_duplicate_ids_are_ignored() {
-        let mut t = Tracker::new(4, 4);
+        let mut t = Tracker::build(4, 4, 4, 4).unwrap();
         send(&mut t, 1, 1);
         assert_eq!(t.complete_range(5, 9, false).unexpected, 5);
         assert_eq!(t.complete_range(0, 0, false).matched, 1);
@@ -488,11 +708,11 @@ mod tests {
 
     #[test]
     fn copies_complete_at_once_and_empty_requests_vanish() {
-        let mut t = Tracker::new(2, 2);
-        let s = t.begin(1).unwrap();
+        let mut t = Tracker::build(2, 2, 2, 2).unwrap();
+        let s = t.begin(1).unwrap().unwrap();
         t.add_done(s, 42, COPIED);
         t.finish(s);
-        let e = t.begin(2).unwrap();
+        let e = t.begin(2).unwrap().unwrap();
         t.finish(e);
         assert_eq!(drain(&mut t), [(1, 42, COPIED)]);
         assert_eq!(t.room(), 2);
@@ -503,13 +723,13 @@ mod tests {
     /// requests are neither in flight for the caller nor counted against `max_requests`.
     #[test]
     fn failed_requests_awaiting_a_notification_are_invisible() {
-        let mut t = Tracker::new(4, 4);
-        let real = t.begin(1).unwrap();
+        let mut t = Tracker::build(4, 4, 4, 4).unwrap();
+        let real = t.begin(1).unwrap().unwrap();
         t.add_notif(real, 10);
         t.finish(real);
         let mut ghosts = vec![];
         for u in 0..5 {
-            if let Some(g) = t.begin(100 + u) {
+            if let Some(g) = t.begin(100 + u).unwrap() {
                 t.add_notif(g, 0);
                 t.finish(g);
                 ghosts.push(g);
@@ -522,7 +742,7 @@ mod tests {
             "5 slots (4 + a quarter): 1 real request, 4 ghosts"
         );
         assert_eq!((t.inflight(), t.ghosts()), (1, 4));
-        assert!(t.begin(9).is_none(), "every slot is taken");
+        assert!(t.begin(9).unwrap().is_none(), "every slot is taken");
         assert!(t.complete_notif(ghosts[0], false));
         assert_eq!((t.inflight(), t.ghosts(), t.room()), (1, 3, 1));
         // Four real requests can be open at once again as ghosts go away.
@@ -531,11 +751,11 @@ mod tests {
         }
         assert_eq!(t.room(), 3);
         for u in 0..3 {
-            let s = t.begin(10 + u).unwrap();
+            let s = t.begin(10 + u).unwrap().unwrap();
             t.add_notif(s, 1);
             t.finish(s);
         }
-        assert!(t.begin(20).is_none(), "max_requests live");
+        assert!(t.begin(20).unwrap().is_none(), "max_requests live");
         assert_eq!((t.inflight(), t.ghosts()), (4, 0));
         assert!(t.complete_notif(real, false));
         assert_eq!(drain(&mut t), [(1, 10, 0)]);
@@ -543,12 +763,12 @@ mod tests {
 
     #[test]
     fn io_uring_style_notifications() {
-        let mut t = Tracker::new(2, 2);
-        let s = t.begin(3).unwrap();
+        let mut t = Tracker::build(2, 2, 2, 2).unwrap();
+        let s = t.begin(3).unwrap().unwrap();
         t.add_notif(s, 64);
         t.finish(s);
         // A failed send that still posts a notification: no completion for the caller.
-        let f = t.begin(4).unwrap();
+        let f = t.begin(4).unwrap().unwrap();
         t.add_notif(f, 0);
         t.finish(f);
         assert!(t.complete_notif(f, false));
@@ -560,23 +780,139 @@ mod tests {
 
     #[test]
     fn slots_are_held_until_reaped() {
-        let mut t = Tracker::new(2, 4);
+        let mut t = Tracker::build(2, 2, 4, 4).unwrap();
         send(&mut t, 1, 1);
         send(&mut t, 2, 1);
-        assert!(t.begin(3).is_none());
+        assert!(t.begin(3).unwrap().is_none());
         t.complete_range(0, 1, false);
-        assert!(t.begin(3).is_none(), "ready but unreaped");
+        assert!(t.begin(3).unwrap().is_none(), "ready but unreaped");
         let mut one = [Completion::default(); 1];
         assert_eq!(t.pop_ready(&mut one), 1);
-        assert!(t.begin(3).is_some());
+        assert!(t.begin(3).unwrap().is_some());
     }
 
     #[test]
     fn window_full_is_reported() {
-        let mut t = Tracker::new(8, 2);
+        let mut t = Tracker::build(8, 8, 2, 2).unwrap();
         send(&mut t, 1, 2);
         assert!(!t.id_room());
         t.complete_range(0, 0, false);
         assert!(t.id_room());
+    }
+    /// The tables grow with the requests held, up to the limit, and go back to the reserve
+    /// once nothing is held; while the requests fit the reserve nothing is reallocated.
+    #[test]
+    fn tables_follow_the_requests_held() {
+        let mut t = Tracker::new(16, 4096, true).unwrap();
+        let idle = t.heap_bytes();
+        // 20 slots x 32 + 32 ids x 4.
+        assert_eq!(idle, 20 * 32 + 32 * 4);
+        assert_eq!(Tracker::new(16, 4096, false).unwrap().heap_bytes(), 20 * 32);
+        let slots_ptr = t.slots.as_ptr();
+        for round in 0..3 {
+            for u in 0..16 {
+                send(&mut t, u, 1);
+            }
+            assert_eq!(t.heap_bytes(), idle, "16 fit the reserve (round {round})");
+            assert_eq!(t.slots.as_ptr(), slots_ptr, "no reallocation");
+            t.complete_range(t.base, t.next_id().wrapping_sub(1), false);
+            assert_eq!(drain(&mut t).len(), 16);
+        }
+        // A burst of 1000 grows the tables; they shrink back once it is reaped.
+        for u in 0..1000 {
+            send(&mut t, u, 1);
+        }
+        assert_eq!(t.inflight(), 1000);
+        assert!(t.heap_bytes() > 1000 * 24, "{}", t.heap_bytes());
+        let o = t.complete_range(t.base, t.next_id().wrapping_sub(1), true);
+        assert_eq!(o.matched, 1000);
+        let mut out = vec![Completion::default(); 1000];
+        assert_eq!(t.pop_ready(&mut out[..999]), 999);
+        assert!(t.heap_bytes() > idle, "one still unreaped");
+        assert_eq!(t.pop_ready(&mut out[999..]), 1);
+        assert!(out.iter().enumerate().all(|(i, c)| c.user_data == i as u64));
+        assert_eq!(t.heap_bytes(), idle);
+        // And still works: ids follow the kernel's counter across the shrink.
+        assert_eq!(send(&mut t, 7, 1).1, [1048]);
+    }
+
+    #[test]
+    fn the_limit_holds_whatever_the_reserve() {
+        for reserve in [0, 1, 5, 100] {
+            let mut t = Tracker::new(reserve, 100, true).unwrap();
+            for u in 0..100 {
+                assert!(
+                    t.begin(u).unwrap().is_some(),
+                    "reserve {reserve}: request {u}"
+                );
+            }
+            assert!(t.begin(100).unwrap().is_none(), "reserve {reserve}");
+            assert_eq!(t.room(), 0);
+        }
+        let t = Tracker::new(0, 4096, true).unwrap();
+        assert_eq!(t.heap_bytes(), 0, "reserve 0: nothing");
+        assert_eq!(t.room(), 4096);
+    }
+
+    /// A reserve equal to the limit: every table is allocated at creation and never again.
+    #[test]
+    fn a_full_reserve_never_allocates() {
+        let mut t = Tracker::new(64, 64, true).unwrap();
+        let (bytes, slots, ids) = (t.heap_bytes(), t.slots.as_ptr(), t.ids.as_ptr());
+        for round in 0..4u64 {
+            for u in 0..64 {
+                send(&mut t, round * 100 + u, 1);
+            }
+            assert!(t.begin(1).unwrap().is_none());
+            t.complete_range(t.base, t.next_id().wrapping_sub(1), false);
+            assert_eq!(drain(&mut t).len(), 64);
+        }
+        assert_eq!(
+            (t.heap_bytes(), t.slots.as_ptr(), t.ids.as_ptr()),
+            (bytes, slots, ids)
+        );
+    }
+
+    /// The id window grows with out-of-order completions up to twice the requests.
+    #[test]
+    fn the_id_window_grows_to_its_limit() {
+        let mut t = Tracker::new(2, 8, true).unwrap();
+        assert_eq!(t.ids.len(), 4);
+        for u in 0..8 {
+            assert!(t.id_room());
+            send(&mut t, u, 1);
+        }
+        assert_eq!(t.ids.len(), 8);
+        // Ids 1..7 complete, id 0 holds the window; their slots are reaped.
+        t.complete_range(1, 7, false);
+        assert_eq!(drain(&mut t).len(), 7);
+        for u in 0..7 {
+            assert!(t.id_room(), "{u}");
+            send(&mut t, 10 + u, 1);
+        }
+        assert_eq!(t.ids.len(), 16);
+        t.complete_range(8, 14, false);
+        assert_eq!(drain(&mut t).len(), 7);
+        send(&mut t, 20, 1);
+        assert_eq!(t.ids_inflight(), 16);
+        assert!(!t.id_room(), "16 ids: the limit for 8 requests");
+        t.complete_range(0, 15, false);
+        assert_eq!(drain(&mut t), [(0, 100, 0), (20, 100, 0)]);
+        assert_eq!(t.ids.len(), 4, "back to the reserve");
+    }
+
+    #[test]
+    fn notifications_expected_are_counted() {
+        let mut t = Tracker::new(4, 4, false).unwrap();
+        let a = t.begin(1).unwrap().unwrap();
+        t.add_notif(a, 10);
+        t.add_notif(a, 10);
+        t.finish(a);
+        let g = t.begin(2).unwrap().unwrap();
+        t.add_notif(g, 0);
+        t.finish(g);
+        assert_eq!(t.notifs_expected(), 3);
+        t.complete_notif(a, false);
+        assert_eq!(t.notifs_expected(), 2);
     }
 }
