@@ -170,7 +170,31 @@ struct Sender {
     /// the owner enters the ring); the kernel signals a registered eventfd when it queues
     /// that work. Reset before each reap. Not registered unless asked for: signalling it
     /// costs the kernel a little on every completion.
-    efd: Option<OwnedFd>,
+    efd: Option<std::sync::Arc<OwnedFd>>,
+}
+
+thread_local! {
+    /// The eventfd registered with this thread's io_uring ring (the core shares one ring per
+    /// thread among all its senders, and a ring takes one eventfd): the ring's descriptor
+    /// number, and the eventfd every sender of this thread then watches. Kept for the
+    /// thread's life, as the ring is.
+    static RING_EFD: std::cell::RefCell<Option<(i32, std::sync::Arc<OwnedFd>)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The eventfd of this thread's ring `ring`: the one registered before, or a new one.
+fn thread_ring_eventfd(ring: std::os::fd::BorrowedFd<'_>) -> Option<std::sync::Arc<OwnedFd>> {
+    RING_EFD.with(|cell| {
+        let mut cur = cell.borrow_mut();
+        if let Some((fd, efd)) = cur.as_ref() {
+            if *fd == ring.as_raw_fd() {
+                return Some(efd.clone());
+            }
+        }
+        let efd = std::sync::Arc::new(ring_eventfd(ring)?);
+        *cur = Some((ring.as_raw_fd(), efd.clone()));
+        Some(efd)
+    })
 }
 
 /// An eventfd registered with the io_uring ring `ring`, or None if the kernel refuses.
@@ -199,7 +223,7 @@ fn ring_eventfd(ring: std::os::fd::BorrowedFd<'_>) -> Option<OwnedFd> {
 }
 
 /// Resets the ring's eventfd (a non-blocking read of its counter) before a reap.
-fn reset_eventfd(efd: &Option<OwnedFd>) {
+fn reset_eventfd(efd: &Option<std::sync::Arc<OwnedFd>>) {
     if let Some(e) = efd {
         let mut v = 0u64;
         // SAFETY: reads 8 bytes into a live u64; EAGAIN (nothing signalled) is fine.
@@ -718,7 +742,7 @@ impl ZeroCopySender {
         guard(|| {
             self.h.with(|s| {
                 if s.efd.is_none() && s.zc.backend() == lowcopy::ZcBackend::IoUring {
-                    s.efd = ring_eventfd(s.zc.completion_fd());
+                    s.efd = thread_ring_eventfd(s.zc.completion_fd());
                 }
                 Ok(match &s.efd {
                     Some(e) => e.as_raw_fd(),
