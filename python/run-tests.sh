@@ -31,7 +31,8 @@ install)
 pytest)
 	# From the tests folder: the installed wheel is imported, not the source tree.
 	cd python/tests
-	"$PY" -m pytest -q -p no:cacheprovider "${@:2}"
+	# A hung test fails the suite after 20 minutes instead of holding CI until its limit.
+	timeout --kill-after=10 1200 "$PY" -m pytest -q -p no:cacheprovider "${@:2}"
 	;;
 types)
 	cd python/tests # import the installed package, not python/python

@@ -26,7 +26,7 @@ build)
 	;;
 test)
 	(cd "$ROOT/examples/node" && npm install)
-	node --expose-gc --test test/
+	timeout --kill-after=10 1200 node --expose-gc --test test/
 	;;
 pack)
 	tmp=$(mktemp -d)
