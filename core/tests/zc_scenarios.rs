@@ -387,8 +387,26 @@ impl<'a> Run<'a> {
                     -1 => self.zc().wait(None),
                     t => self.zc().wait(Some(Duration::from_millis(t as u64))),
                 };
-                if step.get("expect_err").is_some() || step.get("expect_ret").is_some() {
-                    self.check(step, r, ctx);
+                // Every wait states what it may return: a result is never taken on trust.
+                match step.get("expect_ret_min") {
+                    Some(min) => match &r {
+                        Ok(n) => assert!(
+                            *n as u64 >= min.as_u64().unwrap(),
+                            "{ctx}: wait returned {n}, want >= {min}"
+                        ),
+                        Err(_) => assert!(
+                            errno_matches(step, &r),
+                            "{ctx}: want >= {min} or error {}, got {r:?}",
+                            step["expect_err"]
+                        ),
+                    },
+                    None => {
+                        assert!(
+                            step.get("expect_err").is_some() || step.get("expect_ret").is_some(),
+                            "{ctx}: a wait step needs expect_ret, expect_ret_min or expect_err"
+                        );
+                        self.check(step, r, ctx);
+                    }
                 }
                 if let Some(m) = step.get("max_ms") {
                     assert!(
@@ -631,12 +649,10 @@ fn run_one(table: &Value, sc: &Value, transport: &str, backend: &str) {
         t => {
             let f = fds(t);
             if let Some(sz) = sc.get("socket_rcvbuf").and_then(Value::as_i64) {
-                set_int(
-                    f.peer.as_ref().unwrap().as_fd(),
-                    libc::SOL_SOCKET,
-                    libc::SO_RCVBUFFORCE,
-                    sz as i32,
-                );
+                if let Err(why) = force_buf(f.peer.as_ref().unwrap().as_fd(), true, sz as i32) {
+                    skip(&format!("zc.json: {ctx}"), &why);
+                    return;
+                }
             }
             let raw = f.sock.as_raw_fd();
             (None, Some(f), raw)

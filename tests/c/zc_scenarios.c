@@ -461,8 +461,23 @@ static int op_wait(struct run *r, const cJSON *step)
     uint64_t t0 = now_ns();
     int rc = lowcopy_zc_wait(r->st->zc, (int)timeout);
     uint64_t took = now_ns() - t0;
-    if ((get(step, "expect_err") || get(step, "expect_ret")) && check(r, step, rc) < 0)
+    /* Every wait states what it may return: a result is never taken on trust. */
+    const cJSON *min = get(step, "expect_ret_min");
+    if (min) {
+        uint64_t want;
+        if (!json_u64(min, &want))
+            return fail(r, "`expect_ret_min` is not a non-negative integer");
+        if (rc < 0 && !get(step, "expect_err"))
+            return lc_fail(r, "unexpected error", rc);
+        if (rc < 0 && expect_err(r, get(step, "expect_err"), rc, true) < 0)
+            return -1;
+        if (rc >= 0 && (uint64_t)rc < want)
+            return fail(r, "wait returned %d, want >= %" PRIu64, rc, want);
+    } else if (!get(step, "expect_err") && !get(step, "expect_ret")) {
+        return fail(r, "a wait step needs expect_ret, expect_ret_min or expect_err");
+    } else if (check(r, step, rc) < 0) {
         return -1;
+    }
     const cJSON *m = get(step, "max_ms");
     if (m) {
         uint64_t max;

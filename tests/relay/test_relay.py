@@ -30,6 +30,7 @@ wait a deadline; the relay is killed in a finally.  The last line is
 "relay: N passed, M failed"; the exit status is non-zero on any failure.
 """
 
+import errno
 import hashlib
 import os
 import random
@@ -293,9 +294,11 @@ def check_transfer(c, srv):
 
 
 def check_reset(c, srv, who):
-    """The side that did not reset saw its connection end with an error: the relay resets
-    the other side too (SO_LINGER 0), so a clean end of stream there would be a reset
-    turned into a FIN, a truncated stream passed off as complete."""
+    """The side that did not reset saw its connection end with an error on its receiving
+    direction: the relay resets the other side too (SO_LINGER 0), so a reader there must get
+    ECONNRESET.  A clean end of stream there would be a reset turned into a FIN, a truncated
+    stream passed off as complete; a send error alone proves nothing (a relay that sends FIN
+    and stops reading makes the survivor's sends fail or time out too)."""
     cr, sr = c.res, srv.results.get(c.cid, {})
     if who == "client":
         # Server: both its threads ended; it must not have got the full stream.
@@ -305,15 +308,17 @@ def check_reset(c, srv, who):
             return ["server sender hung after the client's reset"]
         if sr.get("up_len") == c.up and "recv_error" not in sr:
             return ["server received the full stream although the client reset"]
-        if "recv_error" not in sr and "send_error" not in sr:
-            return ["server saw a clean end of stream, not the reset"]
+        if sr.get("recv_error") != errno.ECONNRESET:
+            return ["server's reader ended with %s, not ECONNRESET (send error: %s)"
+                    % (sr.get("recv_error", "a clean end of stream"), sr.get("send_error"))]
         return []
     if not cr.get("finished"):
         return ["client end still open after the server's reset"]
     if cr.get("reader_hung"):
         return ["client reader hung after the server's reset"]
-    if "send_error" not in cr and "recv_error" not in cr:
-        return ["client saw a clean end of stream, not the server's reset"]
+    if cr.get("recv_error") != errno.ECONNRESET:
+        return ["client's reader ended with %s, not ECONNRESET (send error: %s)"
+                % (cr.get("recv_error", "a clean end of stream"), cr.get("send_error"))]
     return []
 
 
