@@ -58,8 +58,8 @@
 #define LOWCOPY_VERSION_PATCH 0
 
 /**
- * Smallest `size` a call that fills a caller's struct accepts: the first field of every such
- * struct (8 bytes). Smaller: `-EINVAL`.
+ * Smallest `size` a call that fills a caller's struct accepts (8 bytes: no such struct is
+ * shorter, and its first 8 bytes are whole fields). Smaller: `-EINVAL`.
  */
 #define LOWCOPY_STRUCT_SIZE_MIN 8
 

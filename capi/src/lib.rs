@@ -42,8 +42,8 @@ pub const LOWCOPY_VERSION_MINOR: u32 = 2;
 /// Patch version.
 pub const LOWCOPY_VERSION_PATCH: u32 = 0;
 
-/// Smallest `size` a call that fills a caller's struct accepts: the first field of every such
-/// struct (8 bytes). Smaller: `-EINVAL`.
+/// Smallest `size` a call that fills a caller's struct accepts (8 bytes: no such struct is
+/// shorter, and its first 8 bytes are whole fields). Smaller: `-EINVAL`.
 pub const LOWCOPY_STRUCT_SIZE_MIN: usize = 8;
 /// Largest `size` such a call accepts (a page, as the kernel's extensible structs); larger:
 /// `-EINVAL`.
@@ -146,6 +146,37 @@ macro_rules! handle {
     };
 }
 pub(crate) use handle;
+
+/// The common shape of `*_new`: `-EINVAL` for NULL `out`, the caller's fd borrowed, the core
+/// object made by `make` and written to `*out` as a new handle (nothing written on failure).
+///
+/// # Safety
+/// `out` must be NULL or writable for one pointer.
+pub(crate) unsafe fn new_handle<H: Handle>(
+    fd: c_int,
+    out: *mut *mut H,
+    wrap: fn(Guarded<H::Inner>) -> H,
+    make: impl FnOnce(BorrowedFd<'static>) -> io::Result<H::Inner>,
+) -> c_int {
+    guard(-ENOTRECOVERABLE, || {
+        if out.is_null() {
+            return -EINVAL;
+        }
+        let fd = match borrow(fd) {
+            Ok(fd) => fd,
+            Err(e) => return e,
+        };
+        match make(fd) {
+            Ok(inner) => {
+                let h = Box::into_raw(Box::new(wrap(Guarded::new(inner))));
+                // SAFETY: non-null and writable per the caller's contract.
+                unsafe { out.write(h) };
+                0
+            }
+            Err(e) => neg(e),
+        }
+    })
+}
 
 /// The common shape of an export on a handle: `-EINVAL` for NULL, `-ENOTRECOVERABLE` for a
 /// handle on which a call panicked before, and the panic guard, which marks the handle.

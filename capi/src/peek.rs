@@ -8,8 +8,8 @@ use libc::{c_int, c_void, iovec, size_t, ssize_t, EINVAL, ENOTRECOVERABLE};
 use lowcopy::{Flags, PeekMode, PeekStats, Peeker};
 
 use crate::{
-    borrow, free_handle, guard, iov_slice, neg, out_sized, ret_size, ret_unit, with_handle,
-    with_handle_ref, Guarded,
+    borrow, free_handle, guard, iov_slice, neg, new_handle, out_sized, ret_size, ret_unit,
+    with_handle, with_handle_ref, Guarded,
 };
 
 /// Peek mechanism: `SO_PEEK_OFF` where the socket family has it, else `LOWCOPY_PEEK_DISCARD`.
@@ -166,28 +166,9 @@ pub unsafe extern "C" fn lowcopy_peeker_new(
     mode: u32,
     out: *mut *mut lowcopy_peeker,
 ) -> c_int {
-    guard(-ENOTRECOVERABLE, || {
-        if out.is_null() {
-            return -EINVAL;
-        }
-        let mode = match PeekMode::try_from(mode) {
-            Ok(m) => m,
-            Err(e) => return neg(e),
-        };
-        let fd = match borrow(fd) {
-            Ok(fd) => fd,
-            Err(e) => return e,
-        };
-        match Peeker::new(fd, mode) {
-            Ok(inner) => {
-                let p = Box::into_raw(Box::new(lowcopy_peeker(Guarded::new(inner))));
-                // SAFETY: non-null and writable per the caller's contract.
-                unsafe { out.write(p) };
-                0
-            }
-            Err(e) => neg(e),
-        }
-    })
+    let mode = PeekMode::try_from(mode);
+    // SAFETY: `out` is NULL or writable for one pointer per the caller's contract.
+    unsafe { new_handle(fd, out, lowcopy_peeker, |fd| Peeker::new(fd, mode?)) }
 }
 
 /// Copies up to `len` bytes at the cursor into `buf`; the cursor advances by the result.

@@ -8,8 +8,8 @@ use libc::{c_int, c_void, size_t, ssize_t, EINVAL, ENOTRECOVERABLE};
 use lowcopy::{RecvStats, ZcrxStats, ZeroCopyReceiver};
 
 use crate::{
-    borrow, check_size, free_handle, guard, neg, out_sized, read_sized, ret_size, with_handle,
-    with_handle_ref, write_sized, Guarded,
+    borrow, check_size, free_handle, guard, neg, new_handle, out_sized, read_sized, ret_size,
+    with_handle, with_handle_ref, write_sized, Guarded,
 };
 
 /// Sets `SO_RCVLOWAT` to `bytes` and writes the value the kernel keeps to `*effective`;
@@ -185,24 +185,8 @@ type CLowatReceiver = lowcopy::Receiver<BorrowedFd<'static>>;
 /// `out` must be NULL or writable for one pointer.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_receiver_new(fd: c_int, out: *mut *mut lowcopy_receiver) -> c_int {
-    guard(-ENOTRECOVERABLE, || {
-        if out.is_null() {
-            return -EINVAL;
-        }
-        let fd = match borrow(fd) {
-            Ok(fd) => fd,
-            Err(e) => return e,
-        };
-        match lowcopy::Receiver::new(fd) {
-            Ok(inner) => {
-                let r = Box::into_raw(Box::new(lowcopy_receiver(Guarded::new(inner))));
-                // SAFETY: non-null and writable per the caller's contract.
-                unsafe { out.write(r) };
-                0
-            }
-            Err(e) => neg(e),
-        }
-    })
+    // SAFETY: `out` is NULL or writable for one pointer per the caller's contract.
+    unsafe { new_handle(fd, out, lowcopy_receiver, lowcopy::Receiver::new) }
 }
 crate::versions::default_version!("lowcopy_receiver_new", "LOWCOPY_0.2");
 
@@ -316,24 +300,9 @@ pub unsafe extern "C" fn lowcopy_zcrx_new(
     window: size_t,
     out: *mut *mut lowcopy_zcrx,
 ) -> c_int {
-    guard(-ENOTRECOVERABLE, || {
-        if out.is_null() {
-            return -EINVAL;
-        }
-        let fd = match borrow(fd) {
-            Ok(fd) => fd,
-            Err(e) => return e,
-        };
-        match ZeroCopyReceiver::new(fd, window) {
-            Ok(inner) => {
-                let r = Box::into_raw(Box::new(lowcopy_zcrx(Guarded::new(inner))));
-                // SAFETY: non-null and writable per the caller's contract.
-                unsafe { out.write(r) };
-                0
-            }
-            Err(e) => neg(e),
-        }
-    })
+    let make = |fd| ZeroCopyReceiver::new(fd, window);
+    // SAFETY: `out` is NULL or writable for one pointer per the caller's contract.
+    unsafe { new_handle(fd, out, lowcopy_zcrx, make) }
 }
 
 /// Receives the next piece of the stream into `*out` (`size` = `sizeof(lowcopy_zcrx_chunk)`,

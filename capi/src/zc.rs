@@ -9,7 +9,7 @@ use lowcopy::zc::{self, Completion, ZcBackend, ZcOptions, ZcStats, ZeroCopySende
 use lowcopy::Flags;
 
 use crate::{
-    borrow, check_size, free_handle, guard, iov_slice, neg, out_sized, ret_size, with_handle,
+    check_size, free_handle, iov_slice, neg, new_handle, out_sized, ret_size, with_handle,
     with_handle_ref, write_sized, Guarded,
 };
 
@@ -100,27 +100,10 @@ pub unsafe extern "C" fn lowcopy_zc_new(
     flags: u32,
     out: *mut *mut lowcopy_zc,
 ) -> c_int {
-    guard(-ENOTRECOVERABLE, || {
-        if out.is_null() {
-            return -EINVAL;
-        }
-        let opts = match ZcOptions::from_raw(backend, flags) {
-            Ok(o) => o,
-            Err(e) => return neg(e),
-        };
-        let fd = match borrow(fd) {
-            Ok(fd) => fd,
-            Err(e) => return e,
-        };
-        match ZeroCopySender::with_options(fd, opts) {
-            Ok(inner) => {
-                // SAFETY: non-null and writable per the caller's contract.
-                unsafe { out.write(Box::into_raw(Box::new(lowcopy_zc(Guarded::new(inner))))) };
-                0
-            }
-            Err(e) => neg(e),
-        }
-    })
+    let opts = ZcOptions::from_raw(backend, flags);
+    let make = |fd| ZeroCopySender::with_options(fd, opts?);
+    // SAFETY: `out` is NULL or writable for one pointer per the caller's contract.
+    unsafe { new_handle(fd, out, lowcopy_zc, make) }
 }
 
 /// Sends `len` bytes from `buf`; returns bytes accepted. Exactly one completion carrying

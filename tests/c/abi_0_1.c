@@ -72,22 +72,6 @@ int lowcopy_zc_free(lowcopy_zc *z);
 #define ZC_COPIED 1
 /* --- end of the 0.1 declarations --- */
 
-static void *block(size_t n)
-{
-	void *p = malloc(n);
-
-	if (!p)
-		die("malloc");
-	memset(p, 0xa5, n);
-	return p;
-}
-
-static void send_all(int fd, const void *buf, size_t n)
-{
-	if (write(fd, buf, n) != (ssize_t)n)
-		die("write");
-}
-
 static void test_probe(void)
 {
 	caps_0_1 *c = block(sizeof(*c));

@@ -50,6 +50,25 @@ __attribute__((noreturn)) static inline void die(const char *what)
 	exit(2);
 }
 
+/* A heap block of exactly n bytes, filled with 0xa5 so that what the library writes shows;
+ * under ASan a byte written past it is a heap overflow report. */
+static inline void *block(size_t n)
+{
+	void *p = malloc(n);
+
+	if (!p)
+		die("malloc");
+	memset(p, 0xa5, n);
+	return p;
+}
+
+/* Writes all n bytes (a fixture: a short write is no verdict on lowcopy). */
+static inline void send_all(int fd, const void *buf, size_t n)
+{
+	if (write(fd, buf, n) != (ssize_t)n)
+		die("write");
+}
+
 /* A socket option's value, or -errno: one value a CHECK_EQ can compare. */
 static inline int get_int(int fd, int level, int name)
 {

@@ -31,23 +31,6 @@
 #define CHECK_LATER_ZERO(s) ((void)(s))
 #endif
 
-/* A heap block of exactly n bytes, filled with 0xa5 so that what the library writes shows. */
-static void *block(size_t n)
-{
-	void *p = malloc(n);
-
-	if (!p)
-		die("malloc");
-	memset(p, 0xa5, n);
-	return p;
-}
-
-static void send_all(int fd, const void *buf, size_t n)
-{
-	if (write(fd, buf, n) != (ssize_t)n)
-		die("write");
-}
-
 static void test_probe(void)
 {
 	lowcopy_caps *caps = block(sizeof(*caps));
