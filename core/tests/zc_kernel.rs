@@ -147,7 +147,9 @@ fn udp_pair_at(src: SocketAddr, dst: SocketAddr, a: &Netns, b: &Netns) -> (Owned
 
 #[test]
 fn enobufs_from_exhausted_optmem_falls_back_to_copies_and_loses_nothing() {
-    if !netns_allowed("zc_kernel::enobufs_from_exhausted_optmem_falls_back_to_copies_and_loses_nothing") {
+    if !netns_allowed(
+        "zc_kernel::enobufs_from_exhausted_optmem_falls_back_to_copies_and_loses_nothing",
+    ) {
         return;
     }
     for backend in [ZcBackend::ErrQueue] {

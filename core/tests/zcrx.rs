@@ -111,8 +111,14 @@ fn check_accounting(s: &ZcrxStats, total: usize, seen: &Seen) {
         total as u64,
         "mapped + copied == delivered: {s:?}"
     );
-    assert_eq!(s.bytes_mapped, seen.bytes_mapped, "bytes in mapped chunks: {s:?}");
-    assert_eq!(s.bytes_copied, seen.bytes_copied, "bytes in copied chunks: {s:?}");
+    assert_eq!(
+        s.bytes_mapped, seen.bytes_mapped,
+        "bytes in mapped chunks: {s:?}"
+    );
+    assert_eq!(
+        s.bytes_copied, seen.bytes_copied,
+        "bytes in copied chunks: {s:?}"
+    );
     assert!(s.bytes_copybuf <= s.bytes_copied, "{s:?}");
     assert_eq!(s.chunks_mapped, seen.chunks_mapped, "{s:?}");
     assert_eq!(s.chunks_copied, seen.chunks_copied, "{s:?}");

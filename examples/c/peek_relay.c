@@ -23,6 +23,11 @@
  * --copy is the baseline every proxy uses: read() into a per-direction user
  * buffer, write() it out, same epoll structure.
  *
+ * Urgent data (TCP MSG_OOB) is carried inline in every mode: the urgent byte
+ * reaches the far peer as an ordinary byte where the sender put it in the
+ * stream, and the connection is neither reset nor cut at the mark.  Urgency
+ * itself is not forwarded (RFC 6093: applications should not rely on it).
+ *
  * Wakeups.  The loop is level-triggered epoll.  poll/epoll ignore the peek
  * offset (KERNEL-FACTS 0.5), so a source whose queued bytes are all peeked
  * would stay EPOLLIN forever; lowcopy_peeker_set_lowat_armed() keeps
@@ -673,6 +678,21 @@ static int pair_register(struct relay *r, struct pair *p)
     return 0;
 }
 
+/* Urgent data (TCP MSG_OOB) is relayed inline, as an ordinary byte where the peer put
+ * it in the stream (RFC 6093's advice; urgency itself is not forwarded). The peek modes'
+ * peekers set SO_OOBINLINE themselves (lowcopy's policy: peeks then deliver what reads do);
+ * the copy mode's reads need it as much, or they would drop the urgent byte. Set from the
+ * start (the listener's is inherited by accepted sockets), so that no urgent byte arrives
+ * while it is off: with it off the kernel may drop an earlier urgent byte from the stream
+ * when a later one comes (tcp_check_urg). */
+static int set_oobinline(int fd)
+{
+    int one = 1;
+    if (setsockopt(fd, SOL_SOCKET, SO_OOBINLINE, &one, sizeof(one)) < 0)
+        return -errno;
+    return 0;
+}
+
 /* Open fd[1] and start a non-blocking connect to the destination. */
 static int open_outgoing(struct relay *r, struct pair *p)
 {
@@ -685,6 +705,8 @@ static int open_outgoing(struct relay *r, struct pair *p)
     int rc = set_sndbuf(p->fd[0], r->o.sndbuf);
     if (rc == 0)
         rc = set_sndbuf(p->fd[1], r->o.sndbuf);
+    if (rc == 0)
+        rc = set_oobinline(p->fd[1]);
     if (rc < 0)
         return rc;
     if (connect(p->fd[1], (struct sockaddr *)&r->dst_addr, r->dst_len) < 0 &&
@@ -904,6 +926,8 @@ static int make_listener(const char *spec)
     int one = 1;
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
         die("SO_REUSEADDR: %s", strerror(errno));
+    if (set_oobinline(fd) < 0)
+        die("SO_OOBINLINE: %s", strerror(errno));
     if (bind(fd, (struct sockaddr *)&ss, len) < 0)
         die("bind %s: %s", spec, strerror(errno));
     if (listen(fd, LISTEN_BACKLOG) < 0)

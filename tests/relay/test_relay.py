@@ -15,6 +15,8 @@ what to do; then:
              slowly (fills every buffer: short writes, rewinds, closed windows)
     small    12345 B up, 54321 B down, odd sizes
     empty    no payload either way: the FINs alone
+    urgent   8 MiB each way, the last byte of every chunk sent as TCP urgent data
+             (MSG_OOB): the far end gets every byte inline, in place, no reset
   phase 2, concurrently:
     client-reset  the client closes with SO_LINGER 0 mid-stream
     server-reset  the server closes with SO_LINGER 0 mid-stream
@@ -52,6 +54,7 @@ EXIT_TIMEOUT = 20.0        # relay exits after --max-conns
 MAGIC = b"LCRT"
 HDR = struct.Struct("!4sIQQQQI")   # magic, id, seed, up, down, reset_at, flags
 F_SLOW = 1                         # reader stalls, then reads slowly
+F_URGENT = 2                       # senders send the last byte of every chunk as MSG_OOB
 
 MODES = ["copy", "auto", "offset", "discard"]
 
@@ -67,15 +70,21 @@ def stream_chunks(seed, total):
         left -= n
 
 
-def send_stream(sock, seed, total, stop_after=None):
-    """Send `total` bytes (or the first `stop_after`); return (sha256 hex, sent)."""
+def send_stream(sock, seed, total, stop_after=None, urgent=False):
+    """Send `total` bytes (or the first `stop_after`); return (sha256 hex, sent).
+    With `urgent`, the last byte of every chunk goes as TCP urgent data (MSG_OOB): it is
+    part of the stream the far end must receive, in place."""
     h = hashlib.sha256()
     sent = 0
     for chunk in stream_chunks(seed, total):
         if stop_after is not None and sent + len(chunk) > stop_after:
             chunk = chunk[: stop_after - sent]
         h.update(chunk)
-        sock.sendall(chunk)
+        if urgent and chunk:
+            sock.sendall(chunk[:-1])
+            sock.sendall(chunk[-1:], socket.MSG_OOB)
+        else:
+            sock.sendall(chunk)
         sent += len(chunk)
         if stop_after is not None and sent >= stop_after:
             break
@@ -173,7 +182,8 @@ class Server:
 
             def sender():
                 try:
-                    res["down_hash"], res["down_len"] = send_stream(s, seed ^ 0xD0D0, down)
+                    res["down_hash"], res["down_len"] = send_stream(
+                        s, seed ^ 0xD0D0, down, urgent=bool(flags & F_URGENT))
                     if not reset_at:
                         s.shutdown(socket.SHUT_WR)
                 except OSError as e:
@@ -253,7 +263,8 @@ class Conn:
 
             t = spawn(reader)
             try:
-                res["up_hash"], res["up_len"] = send_stream(s, self.seed, self.up)
+                res["up_hash"], res["up_len"] = send_stream(
+                    s, self.seed, self.up, urgent=bool(self.flags & F_URGENT))
                 s.shutdown(socket.SHUT_WR)
             except OSError as e:
                 res["send_error"] = e.errno or str(e)
@@ -432,6 +443,7 @@ def scenario_default(port, proc, srv, mode, results, cid):
         Conn("both 16MiB slow readers", cid + 3, 16 * MIB, 16 * MIB, flags=F_SLOW),
         Conn("small odd sizes", cid + 4, 12345, 54321),
         Conn("empty", cid + 5, 0, 0),
+        Conn("urgent bytes both ways 8MiB", cid + 9, 8 * MIB, 8 * MIB, flags=F_URGENT),
     ]
     client_reset = Conn("client reset", cid + 6, 64 * MIB, 64 * MIB, client_reset_at=6 * MIB)
     server_reset = Conn("server reset", cid + 7, 64 * MIB, 0, server_reset_at=4 * MIB)
@@ -448,7 +460,7 @@ def scenario_default(port, proc, srv, mode, results, cid):
     else:
         p = ["relay exited (status %s) after the resets" % proc.returncode]
     results.record("%s: %s" % (mode, after.name), p)
-    return 8, sum(c.up + c.down for c in transfers + [after])
+    return len(transfers) + 3, sum(c.up + c.down for c in transfers + [after])
 
 
 def scenario_small_sndbuf(port, proc, srv, mode, results, cid):
@@ -470,7 +482,7 @@ INSTANCES = [
     ("default", [], scenario_default),
     ("small-sndbuf", ["--sndbuf", "65536"], scenario_small_sndbuf),
 ]
-NCONNS = {"default": 8, "small-sndbuf": 2}
+NCONNS = {"default": 9, "small-sndbuf": 2}
 
 
 def run_instance(binary, mode, label, extra, scenario, results, cid):
