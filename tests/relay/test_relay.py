@@ -91,8 +91,19 @@ def send_stream(sock, seed, total, stop_after=None, urgent=False):
     return h.hexdigest(), sent
 
 
-def recv_stream(sock, slow=False, stop_after=None):
-    """Read to end of stream (or `stop_after` bytes); return (sha256 hex, got)."""
+TCP_CLOSE, TCP_CLOSE_WAIT = 7, 8      # tcpi_state values (include/net/tcp_states.h)
+
+
+def tcp_state(sock):
+    """The connection's TCP state (first byte of struct tcp_info)."""
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]
+
+
+def recv_stream(sock, slow=False, stop_after=None, res=None):
+    """Read to end of stream (or `stop_after` bytes); return (sha256 hex, got). At end of
+    stream, res["eof_state"] is the TCP state then: CLOSE_WAIT after a FIN, CLOSE after a
+    reset whose error another thread's call on the socket already took (the kernel reports
+    a reset's ECONNRESET to one call only)."""
     h = hashlib.sha256()
     buf = bytearray(256 * 1024)
     view = memoryview(buf)
@@ -105,6 +116,8 @@ def recv_stream(sock, slow=False, stop_after=None):
             want = 64 * 1024
         n = sock.recv_into(view[:want])
         if n == 0:
+            if res is not None:
+                res["eof_state"] = tcp_state(sock)
             break
         h.update(view[:n])
         got += n
@@ -192,7 +205,7 @@ class Server:
             t = spawn(sender)
             try:
                 res["up_hash"], res["up_len"] = recv_stream(
-                    s, slow=slow, stop_after=reset_at or None)
+                    s, slow=slow, stop_after=reset_at or None, res=res)
             except OSError as e:
                 res["recv_error"] = e.errno or str(e)
             if reset_at:
@@ -257,7 +270,7 @@ class Conn:
             def reader():
                 try:
                     res["down_hash"], res["down_len"] = recv_stream(
-                        s, slow=bool(self.flags & F_SLOW))
+                        s, slow=bool(self.flags & F_SLOW), res=res)
                 except OSError as e:
                     res["recv_error"] = e.errno or str(e)
 
@@ -304,12 +317,22 @@ def check_transfer(c, srv):
     return problems
 
 
+def reader_saw_reset(r):
+    """The reader of a surviving end learnt of the reset: ECONNRESET itself, or end of stream
+    on a connection already closed by a reset whose ECONNRESET the concurrent sender took.
+    A relay that turned the reset into a FIN leaves the reader a clean end of stream in
+    CLOSE_WAIT."""
+    if r.get("recv_error") == errno.ECONNRESET:
+        return True
+    return r.get("eof_state") == TCP_CLOSE and r.get("send_error") == errno.ECONNRESET
+
+
 def check_reset(c, srv, who):
-    """The side that did not reset saw its connection end with an error on its receiving
-    direction: the relay resets the other side too (SO_LINGER 0), so a reader there must get
-    ECONNRESET.  A clean end of stream there would be a reset turned into a FIN, a truncated
-    stream passed off as complete; a send error alone proves nothing (a relay that sends FIN
-    and stops reading makes the survivor's sends fail or time out too)."""
+    """The side that did not reset saw its connection end by a reset on its receiving
+    direction: the relay resets the other side too (SO_LINGER 0). A clean end of stream there
+    would be a reset turned into a FIN, a truncated stream passed off as complete; a send
+    error alone proves nothing (a relay that sends FIN and stops reading makes the
+    survivor's sends fail or time out too)."""
     cr, sr = c.res, srv.results.get(c.cid, {})
     if who == "client":
         # Server: both its threads ended; it must not have got the full stream.
@@ -319,17 +342,19 @@ def check_reset(c, srv, who):
             return ["server sender hung after the client's reset"]
         if sr.get("up_len") == c.up and "recv_error" not in sr:
             return ["server received the full stream although the client reset"]
-        if sr.get("recv_error") != errno.ECONNRESET:
-            return ["server's reader ended with %s, not ECONNRESET (send error: %s)"
-                    % (sr.get("recv_error", "a clean end of stream"), sr.get("send_error"))]
+        if not reader_saw_reset(sr):
+            return ["server's reader ended with %s (TCP state %s), not a reset (send error: %s)"
+                    % (sr.get("recv_error", "end of stream"), sr.get("eof_state"),
+                       sr.get("send_error"))]
         return []
     if not cr.get("finished"):
         return ["client end still open after the server's reset"]
     if cr.get("reader_hung"):
         return ["client reader hung after the server's reset"]
-    if cr.get("recv_error") != errno.ECONNRESET:
-        return ["client's reader ended with %s, not ECONNRESET (send error: %s)"
-                % (cr.get("recv_error", "a clean end of stream"), cr.get("send_error"))]
+    if not reader_saw_reset(cr):
+        return ["client's reader ended with %s (TCP state %s), not a reset (send error: %s)"
+                % (cr.get("recv_error", "end of stream"), cr.get("eof_state"),
+                   cr.get("send_error"))]
     return []
 
 
