@@ -614,6 +614,57 @@ impl<'a> Run<'a> {
     }
 }
 
+/// What this kernel offers decides what the zerocopy backends can do (lowcopy::probe, as the
+/// C runner reads lowcopy_probe): an explicit backend the kernel lacks must be refused at
+/// `new` (the run ends there: io_uring disabled or filtered, SO_ZEROCOPY unknown), and AUTO
+/// must pick io_uring where SEND_ZC works, else the error queue where SO_ZEROCOPY does, else
+/// plain copies. Facts of one kernel are never written into the table.
+/// Returns false when the run does not apply here (skipped): a scenario that `needs`
+/// zerocopy, in an auto run where AUTO can only pick copies.
+fn kernel_rules(sc: &Value, steps: &mut Vec<Value>, transport: &str, backend: &str) -> bool {
+    if !transport.starts_with("tcp") && !transport.starts_with("udp") {
+        return true; // closed, file: no socket to send zerocopy on
+    }
+    let caps = lowcopy::probe().unwrap();
+    let so_zerocopy = if transport.starts_with("udp") {
+        caps.zerocopy_udp
+    } else {
+        caps.zerocopy_tcp
+    };
+    if backend == "auto" && sc["needs"] == "zerocopy" && !caps.uring_send_zc && !so_zerocopy {
+        skip(
+            &format!(
+                "zc.json: [{} | {transport} | auto]",
+                sc["name"].as_str().unwrap()
+            ),
+            "not applicable: AUTO has no zerocopy backend here (probe: no SEND_ZC, no SO_ZEROCOPY)",
+        );
+        return false;
+    }
+    let Some(i) = steps.iter().position(|s| s["op"] == "new") else {
+        return true;
+    };
+    let refuse = match backend {
+        "io_uring" if !caps.uring_send_zc => Some(serde_json::json!(["EPERM", "EOPNOTSUPP"])),
+        "errqueue" if !so_zerocopy => Some(serde_json::json!(["ENOPROTOOPT", "EOPNOTSUPP"])),
+        _ => None,
+    };
+    if let Some(err) = refuse {
+        steps.truncate(i + 1);
+        steps[i] = serde_json::json!({"op": "new", "expect_err": err});
+    } else if backend == "auto" {
+        let picks = if caps.uring_send_zc {
+            "io_uring"
+        } else if so_zerocopy {
+            "errqueue"
+        } else {
+            "copy"
+        };
+        steps[i]["expect_backend"] = picks.into();
+    }
+    true
+}
+
 /// A sockaddr for `addr`, as bytes and length.
 fn run_one(table: &Value, sc: &Value, transport: &str, backend: &str) {
     let ctx = format!(
@@ -622,12 +673,15 @@ fn run_one(table: &Value, sc: &Value, transport: &str, backend: &str) {
     );
     let mut steps = sc["steps"].as_array().unwrap().clone();
     let rule = &table["no_zerocopy"];
-    if rule["transports"]
+    let no_zerocopy = rule["transports"]
         .as_array()
         .unwrap()
         .iter()
-        .any(|t| t == transport)
-    {
+        .any(|t| t == transport);
+    if !no_zerocopy && !kernel_rules(sc, &mut steps, transport, backend) {
+        return;
+    }
+    if no_zerocopy {
         // No zerocopy on this socket: explicit zerocopy backends must be refused at `new`
         // (the run ends there); AUTO must pick the copy backend.
         if let Some(i) = steps.iter().position(|s| s["op"] == "new") {

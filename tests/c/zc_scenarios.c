@@ -995,9 +995,19 @@ static int setup(struct run *r, const cJSON *sc)
         rc = udp_fixture(r, r->transport);
     if (rc < 0 || r->peer < 0) /* failed, or "closed" / "file": nothing to tune */
         return rc;
+    /* zc.json's kernel_rules: a scenario that needs zerocopy does not apply to an auto run
+     * where AUTO can only pick copies. */
+    if (json_is(get(sc, "needs"), "zerocopy") && strcmp(r->variant, "auto") == 0 &&
+        (strncmp(r->transport, "tcp", 3) == 0 || strncmp(r->transport, "udp", 3) == 0)) {
+        const struct lowcopy_caps *caps = probed_caps();
+        bool zc = strncmp(r->transport, "udp", 3) == 0 ? caps->zerocopy_udp : caps->zerocopy_tcp;
+        if (!caps->uring_send_zc && !zc)
+            return skip_run(r, "not applicable: AUTO has no zerocopy backend here (probe: no "
+                               "SEND_ZC, no SO_ZEROCOPY)");
+    }
     int64_t sz;
     if (json_i64(get(sc, "socket_rcvbuf"), &sz))
-        return set_int(r, r->peer, SOL_SOCKET, SO_RCVBUFFORCE, (int)sz, "SO_RCVBUFFORCE");
+        return set_buf(r, r->peer, true, (int)sz);
     return 0;
 }
 
@@ -1021,6 +1031,41 @@ static cJSON *auto_picks(const cJSON *steps, const cJSON *backend)
     return s;
 }
 
+/* zc.json's kernel_rules, as core/tests/zc_scenarios.rs applies them: what this kernel offers
+ * (lowcopy_probe) decides whether an explicit backend is refused at `new` and what AUTO picks. */
+static cJSON *kernel_rules(const cJSON *steps, const struct run *r)
+{
+    if (strncmp(r->transport, "tcp", 3) != 0 && strncmp(r->transport, "udp", 3) != 0)
+        return NULL; /* closed, file: no socket to send zerocopy on */
+    const struct lowcopy_caps *caps = probed_caps();
+    bool so_zerocopy = strncmp(r->transport, "udp", 3) == 0 ? caps->zerocopy_udp
+                                                             : caps->zerocopy_tcp;
+    if (strcmp(r->variant, "io_uring") == 0 && !caps->uring_send_zc) {
+        cJSON *errs = must(cJSON_CreateArray());
+        cJSON_AddItemToArray(errs, must(cJSON_CreateString("EPERM")));
+        cJSON_AddItemToArray(errs, must(cJSON_CreateString("EOPNOTSUPP")));
+        cJSON *s = refuse_first_new(steps, errs);
+        cJSON_Delete(errs);
+        return s;
+    }
+    if (strcmp(r->variant, "errqueue") == 0 && !so_zerocopy) {
+        cJSON *errs = must(cJSON_CreateArray());
+        cJSON_AddItemToArray(errs, must(cJSON_CreateString("ENOPROTOOPT")));
+        cJSON_AddItemToArray(errs, must(cJSON_CreateString("EOPNOTSUPP")));
+        cJSON *s = refuse_first_new(steps, errs);
+        cJSON_Delete(errs);
+        return s;
+    }
+    if (strcmp(r->variant, "auto") == 0) {
+        const char *picks = caps->uring_send_zc ? "io_uring" : so_zerocopy ? "errqueue" : "copy";
+        cJSON *want = must(cJSON_CreateString(picks));
+        cJSON *s = auto_picks(steps, want);
+        cJSON_Delete(want);
+        return s;
+    }
+    return NULL;
+}
+
 /* The no_zerocopy rule, on its transports from the first `new`: errqueue and io_uring must be
  * refused with the rule's errno and the run ends there; auto must pick the rule's backend;
  * copy runs as written. */
@@ -1028,7 +1073,7 @@ static cJSON *steps_for(const cJSON *root, const cJSON *steps, const struct run 
 {
     const cJSON *rule = get(root, "no_zerocopy");
     if (!array_has_string(get(rule, "transports"), r->transport))
-        return NULL;
+        return kernel_rules(steps, r);
     if (strcmp(r->variant, "errqueue") == 0 || strcmp(r->variant, "io_uring") == 0)
         return refuse_first_new(steps, get(rule, "errno"));
     if (strcmp(r->variant, "auto") == 0)

@@ -243,6 +243,8 @@ pub fn errno_name(code: i32) -> &'static str {
         libc::EBUSY => "EBUSY",
         libc::ENOBUFS => "ENOBUFS",
         libc::ECONNREFUSED => "ECONNREFUSED",
+        libc::EPERM => "EPERM",
+        libc::ENOPROTOOPT => "ENOPROTOOPT",
         _ => "E?",
     }
 }
