@@ -327,7 +327,14 @@ fn zero_copy_receive_keeps_a_peek_cursor_on_the_same_stream_byte() {
             set_int(fd, libc::SOL_SOCKET, 42, off as i32); // undo the 50-byte peek
         }
         let s = r.stats();
-        assert!(s.peek_off_fixups > 0, "mss={mss:?}: {s:?}");
+        // Fixups are due exactly when the kernel consumed bytes without a read: pages it
+        // mapped, stragglers it copied into the copy buffer (5.11+; the 16-byte struct of
+        // 4.18-5.6 has none, and every copied byte is read with recv, which moves the offset).
+        if s.bytes_mapped + s.bytes_copybuf > 0 {
+            assert!(s.peek_off_fixups > 0, "mss={mss:?}: {s:?}");
+        } else {
+            assert_eq!(s.peek_off_fixups, 0, "mss={mss:?}: {s:?}");
+        }
         if zc {
             assert!(s.bytes_mapped > 0, "{s:?}");
         }
