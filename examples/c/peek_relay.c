@@ -486,12 +486,20 @@ static ssize_t collect_acks(struct relay *r, struct dir *d)
     return got;
 }
 
+/* src of d was taken out of epoll after its hangup (on_hangup): no event will
+ * call us for it again. */
+static bool src_parked(const struct dir *d)
+{
+    return d->pair->parked[d - d->pair->d];
+}
+
 /* Peek new bytes at the cursor and write them to dst until src has no more,
  * dst's send buffer is full, or the stream ended.  `by_epollin`: called for an
  * EPOLLIN event on src, so that one with nothing to peek is recognised. */
 static int pump_peek(struct relay *r, struct dir *d, bool by_epollin)
 {
     bool got = false;
+again:
     while (!d->src_eof && !d->dst_blocked) {
         ssize_t n = lowcopy_peeker_peek(d->pk, r->buf, r->o.buflen, MSG_DONTWAIT);
         if (n == -EAGAIN)
@@ -529,7 +537,17 @@ static int pump_peek(struct relay *r, struct dir *d, bool by_epollin)
         r->t.muted++;
     }
     ssize_t acked = collect_acks(r, d);
-    return acked < 0 ? (int)acked : 0;
+    if (acked < 0)
+        return (int)acked;
+    /* A consume can make bytes peekable that were not (a discard peek cannot pass
+     * TCP's urgent mark until the bytes before it are consumed, where the socket
+     * has no SO_PEEK_OFF).  Epoll reports that for a source it still watches; a
+     * parked one must be peeked again here. */
+    if (acked > 0 && src_parked(d) && !d->src_eof && !d->dst_blocked) {
+        by_epollin = false;
+        goto again;
+    }
+    return 0;
 }
 
 /* ---------------------------------------------------------------- copy direction */
@@ -799,6 +817,11 @@ static int on_hangup(struct relay *r, struct pair *p, int s)
     if (epoll_ctl(r->epfd, EPOLL_CTL_DEL, p->fd[s], NULL) < 0)
         return -errno;
     p->parked[s] = true;
+    /* The pump before this may have consumed what made more bytes peekable (past an
+     * urgent mark): from now on only we look, so look once more. */
+    struct dir *d = &p->d[s];
+    if (d->pk && !d->src_eof && !d->dst_blocked)
+        return pump(r, d, false);
     return 0;
 }
 
@@ -870,6 +893,12 @@ static int sweep_dir(struct relay *r, struct dir *d, int64_t now)
     ssize_t got = collect_acks(r, d);
     if (got < 0)
         return (int)got;
+    /* A parked source gets no events: peek what the consume made reachable. */
+    if (got > 0 && src_parked(d) && !d->src_eof && !d->dst_blocked) {
+        int rc = pump_peek(r, d, false);
+        if (rc < 0)
+            return rc;
+    }
     r->t.sweep_consumed += d->consumed - before;
     bool progress = d->consumed != d->consumed_at_sweep;
     d->consumed_at_sweep = d->consumed;
