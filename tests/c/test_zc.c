@@ -80,7 +80,7 @@ static size_t collect(lowcopy_zc *z, lowcopy_zc_completion *out, size_t cap)
 static void test_null_and_bad_input(void)
 {
 	lowcopy_zc *z = (lowcopy_zc *)0x1; /* sentinel: untouched on failure */
-	lowcopy_zc_completion c[4];
+	lowcopy_zc_completion c[4] = { 0 }; /* sent as payload below: defined bytes */
 	lowcopy_zc_send_stats st;
 	struct iovec iov = { c, 1 };
 	struct msghdr msg = { 0 };
