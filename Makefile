@@ -177,7 +177,7 @@ fuzz: lib
 	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
-	  (cd fuzz && LOWCOPY_LIB_DIR=$(BUILD)/lib $(CARGO) +nightly fuzz run $$t corpus/$$t -- \
+	  (cd fuzz && LOWCOPY_LIB_DIR=$(BUILD)/lib $(CARGO) +nightly fuzz run --features libfuzzer $$t corpus/$$t -- \
 	    -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 2>&1 | \
 	    grep -E '^(stat::number_of_executed_units|stat::average_exec_per_sec|stat::new_units_added|#[0-9]+ *DONE)|SUMMARY|panicked|ERROR'); \
 	done

@@ -100,6 +100,11 @@ pub use lowat::{recv_atleast, recv_atleast_with_stats, set_rcvlowat, Receiver, R
 pub use peek::{consume, peek_at, peek_supported, PeekMode, PeekStats, Peeker};
 pub use probe::{probe, Caps};
 pub use zc::{Completion, ZcBackend, ZcOptions, ZcStats, ZeroCopySender};
+
+/// Internals for fuzz/ (cargo feature `fuzzing`, test-only).
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub use zc::fuzzing;
 pub use zcrx::{Chunk, ZcrxStats, ZeroCopyReceiver};
 
 /// `IOV_MAX`: the most iovecs one call takes.

@@ -36,6 +36,13 @@ use crate::Flags;
 pub use tracker::{Completion, COPIED, FALLBACK};
 use tracker::{SlotId, Tracker};
 
+/// The completion tracker, for fuzz/ only (cargo feature `fuzzing`).
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use super::tracker::{RangeOutcome, SlotId, Tracker};
+}
+
 /// Which mechanism sends (`LOWCOPY_ZC_*` in C).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(u32)]
