@@ -168,8 +168,7 @@ pub fn zcrx(data: &[u8]) {
         lowcopy::set_rcvlowat(&s, lowat).unwrap();
     }
     // A blocking receive below the mark waits at most this long (then returns what came).
-    s.set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
     let mut r = ZeroCopyReceiver::new(s.as_fd(), window).unwrap();
     let sender = std::thread::spawn(move || send_all(c, total, plan));
     let deadline = Instant::now() + Duration::from_secs(30);
