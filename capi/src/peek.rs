@@ -154,6 +154,14 @@ pub extern "C" fn lowcopy_consume(fd: c_int, n: size_t, flags: c_int) -> ssize_t
 /// The fd stays owned by the caller and must stay open until `lowcopy_peeker_free`; do not
 /// read from it meanwhile except through `lowcopy_peeker_consume`.
 ///
+/// Urgent data: sets `SO_OOBINLINE` and leaves it set, so a TCP urgent byte (`MSG_OOB`) or an
+/// AF_UNIX out-of-band byte is an ordinary stream byte where the peer sent it: peeks deliver
+/// byte for byte what reads deliver, `lowcopy_peeker_consume(n)` drops exactly n, none is
+/// peeked twice or skipped. A peek that reaches the urgent mark returns short and the next
+/// continues after it; a DISCARD peek on a socket without `SO_PEEK_OFF` cannot pass a mark
+/// ahead of the head and returns `-EAGAIN` (blocking or not) until the bytes before the mark
+/// are consumed.
+///
 /// Errors: `-EINVAL` (`out` NULL, unknown mode), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a
 /// TCP, MPTCP or AF_UNIX stream socket, or OFFSET on a socket without `SO_PEEK_OFF`),
 /// `-ENOMEM`.
