@@ -2,8 +2,9 @@
 #   make demo      build everything and run the main job (relay on real iperf3 traffic)
 #   make test      every test (Rust, C, relay, fallbacks, valgrind, fuzz corpus); .ci/run calls this
 #   make fuzz      the fuzzers, FUZZ_SECONDS (60) each, on nightly (fuzz/README.md)
-#   make install   PREFIX=/usr/local DESTDIR= : .so, .a, header, lowcopy.pc
-VERSION  := 0.2.0
+#   make install   PREFIX=/usr/local DESTDIR= : stripped .so and .a (the .so's debug info in
+#                  LIBDIR/.debug), lowcopy.h, lowcopy_syscalls.h, lowcopy.pc
+VERSION  := 0.3.0
 PREFIX   ?= /usr/local
 LIBDIR   ?= $(PREFIX)/lib
 INCDIR   ?= $(PREFIX)/include
@@ -12,11 +13,15 @@ CARGO    ?= cargo
 CC       ?= cc
 BUILD    := $(CURDIR)/build
 STRICT   := -Wall -Wextra -Werror -O2 -g
+comma    := ,
 PKGENV   := PKG_CONFIG_PATH=$(BUILD)/lib/pkgconfig
-# What a Rust staticlib needs from the C runtime (rustc --print native-static-libs).
-STATIC_PRIVATE := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+# What a Rust staticlib needs from the C runtime (rustc --print native-static-libs), less
+# -lgcc_s: the unwinder is libgcc's, which the cc driver links itself (libgcc_s for a dynamic
+# program, libgcc_eh.a with -static, where -lgcc_s does not exist and failed the link).
+STATIC_PRIVATE := -lutil -lrt -lpthread -lm -ldl -lc
 
-.PHONY: all lib fault-lib header examples c-tests demo test install clean valgrind fuzz fuzz-replay
+.PHONY: all lib fault-lib header examples c-tests demo python-demo test install clean valgrind \
+	fuzz fuzz-replay
 
 all: lib examples
 
@@ -65,7 +70,10 @@ C_RUNNERS := $(patsubst tests/c/%.c,$(BUILD)/bin/c_%,$(wildcard tests/c/*scenari
 # ABI tests beside those (see tests/c/README.md): the growth rule, 0.1 programs, panics.
 C_ABI_BINS := $(BUILD)/bin/layout_older $(BUILD)/bin/layout_newer $(BUILD)/bin/abi_0_1 \
 	$(BUILD)/bin/fault_panic
-c-tests: lib $(C_TEST_BINS) $(C_RUNNERS) $(C_ABI_BINS) $(BUILD)/bin/faultrun
+# The same runners with every lowcopy call held to its documented syscalls (tests/seccomp/):
+# no ASan (its runtime makes syscalls of its own inside the filtered calls).
+SECCOMP_RUNNERS := $(patsubst tests/c/%.c,$(BUILD)/bin/seccomp_%,$(wildcard tests/c/*scenarios.c))
+c-tests: lib $(C_TEST_BINS) $(C_RUNNERS) $(C_ABI_BINS) $(SECCOMP_RUNNERS) $(BUILD)/bin/faultrun
 
 $(C_TEST_BINS): tests/c/check.h tests/c/common.h
 
@@ -88,6 +96,22 @@ $(C_RUNNERS): $(BUILD)/bin/c_%: tests/c/%.c tests/c/harness.c tests/c/harness.h 
 	$(CC) $(STRICT) $(ASAN) $$($(PKGENV) pkg-config --cflags lowcopy libcjson) $< \
 	  tests/c/harness.c -o $@ $$($(PKGENV) pkg-config --libs lowcopy libcjson) -lpthread \
 	  -Wl,-rpath,$(BUILD)/lib
+
+# WRAP(lowcopy_...) for every function of lowcopy_syscalls.h, and the matching --wrap flags.
+SECCOMP_FNS = $(shell sed -n 's/^.define LOWCOPY_SYSCALLS_\(lowcopy_[a-z0-9_]*\)(X).*/\1/p' \
+	include/lowcopy_syscalls.h)
+$(BUILD)/seccomp/functions.h: include/lowcopy_syscalls.h
+	mkdir -p $(dir $@)
+	sed -n 's/^.define LOWCOPY_SYSCALLS_\(lowcopy_[a-z0-9_]*\)(X).*/WRAP(\1)/p' $< > $@.tmp
+	mv -f $@.tmp $@
+
+$(SECCOMP_RUNNERS): $(BUILD)/bin/seccomp_%: tests/c/%.c tests/c/harness.c tests/c/harness.h \
+		tests/c/common.h tests/seccomp/sandbox.c $(BUILD)/seccomp/functions.h \
+		include/lowcopy.h include/lowcopy_syscalls.h lib
+	mkdir -p $(BUILD)/bin
+	$(CC) $(STRICT) -I$(BUILD)/seccomp $$($(PKGENV) pkg-config --cflags lowcopy libcjson) $< \
+	  tests/c/harness.c tests/seccomp/sandbox.c -o $@ $(addprefix -Wl$(comma)--wrap=,$(SECCOMP_FNS)) \
+	  $$($(PKGENV) pkg-config --libs lowcopy libcjson) -lpthread -Wl,-rpath,$(BUILD)/lib
 
 $(BUILD)/bin/test_abi_shared: tests/c/test_abi.c include/lowcopy.h lib
 	mkdir -p $(BUILD)/bin
@@ -191,21 +215,44 @@ fuzz-replay: lib
 demo:
 	scripts/deps.sh demo
 	$(MAKE) examples
+	$(MAKE) python-demo
 	scripts/demo.sh
 	$(BUILD)/bin/peek_sweep -n 9
 	ZC_BENCH_REPEAT=$${ZC_BENCH_REPEAT:-3} scripts/zc_bench.sh
 	$(BUILD)/bin/rx_bench
+	node/scripts/demo.sh
+
+# The Python package: pip install ./python into build/venv (the abi3 wheel, built here), what
+# the kernel offers (python -m lowcopy), the examples, and the Python benchmark table.
+PYVENV := $(BUILD)/venv
+python-demo:
+	python/run-tests.sh install
+	$(PYVENV)/bin/python examples/python/peek_fixture.py
+	$(PYVENV)/bin/python examples/python/zc_sender.py 256
+	$(PYVENV)/bin/python examples/python/asyncio_sniffer.py
+	$(PYVENV)/bin/python examples/python/bench.py
 
 test:
 	scripts/test.sh
 
+# Installs stripped libraries; the shared library's debug info goes apart, to
+# $(LIBDIR)/.debug/ (where gdb looks for the file its .gnu_debuglink names).
+DEBUGDIR := $(LIBDIR)/.debug
 install: lib
-	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)
-	install -m 0755 $(BUILD)/lib/liblowcopy.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR) $(DESTDIR)$(DEBUGDIR) \
+	  $(BUILD)/stripped
+	objcopy --only-keep-debug $(BUILD)/lib/liblowcopy.so.$(VERSION) \
+	  $(BUILD)/stripped/liblowcopy.so.$(VERSION).debug
+	cd $(BUILD)/stripped && objcopy --strip-unneeded \
+	  --add-gnu-debuglink=liblowcopy.so.$(VERSION).debug \
+	  $(BUILD)/lib/liblowcopy.so.$(VERSION) liblowcopy.so.$(VERSION)
+	strip --strip-debug -o $(BUILD)/stripped/liblowcopy.a $(BUILD)/lib/liblowcopy.a
+	install -m 0755 $(BUILD)/stripped/liblowcopy.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
+	install -m 0644 $(BUILD)/stripped/liblowcopy.so.$(VERSION).debug $(DESTDIR)$(DEBUGDIR)/
 	ln -sf liblowcopy.so.$(VERSION) $(DESTDIR)$(LIBDIR)/liblowcopy.so.0
 	ln -sf liblowcopy.so.0 $(DESTDIR)$(LIBDIR)/liblowcopy.so
-	install -m 0644 $(BUILD)/lib/liblowcopy.a $(DESTDIR)$(LIBDIR)/
-	install -m 0644 include/lowcopy.h $(DESTDIR)$(INCDIR)/
+	install -m 0644 $(BUILD)/stripped/liblowcopy.a $(DESTDIR)$(LIBDIR)/
+	install -m 0644 include/lowcopy.h include/lowcopy_syscalls.h $(DESTDIR)$(INCDIR)/
 	$(call write_pc,$(PREFIX),$(LIBDIR),$(INCDIR),$(DESTDIR)$(LIBDIR)/pkgconfig/lowcopy.pc)
 
 clean:

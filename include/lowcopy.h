@@ -22,6 +22,12 @@
  * Programs linked against ABI 0.1 (the same calls without size) keep working: they bind to
  * the LOWCOPY_0.1 symbol versions, which write the 0.1 layouts.
  *
+ * Syscalls: every function's documentation names the syscalls it may make ("Syscalls:"), on
+ * every path but a panic; lowcopy_syscalls.h, installed beside this header, has the same
+ * lists as X-macros for a seccomp allowlist (tests/seccomp/ enforces them). Allocation: the
+ * peek calls on a peeker made by lowcopy_peeker_init allocate nothing; each *_new says what it
+ * allocates.
+ *
  * Panics: a Rust panic never crosses the boundary. It returns -ENOTRECOVERABLE (distinct from
  * -EIO, which is a kernel error or an io_uring sender's retired ring), or 0 where a function
  * has no error code; out-parameters may then hold partial results. A handle on which a call
@@ -50,7 +56,7 @@
 /**
  * Minor version: new functions, new symbol versions, or struct fields appended.
  */
-#define LOWCOPY_VERSION_MINOR 2
+#define LOWCOPY_VERSION_MINOR 3
 
 /**
  * Patch version.
@@ -88,6 +94,38 @@
  * offset. Works on every stream socket; the kernel copies the prefix again on every peek.
  */
 #define LOWCOPY_PEEK_DISCARD 2
+
+/**
+ * `lowcopy_peek_result.flags`: the kernel's `SO_PEEK_OFF` was written before the peek (it
+ * was not at the offset asked for): the call made a `setsockopt` besides the peek.
+ */
+#define LOWCOPY_PEEK_MOVED 1
+
+/**
+ * `lowcopy_peek_result.flags`: the peek went through a discard prefix (the kernel copied
+ * `offset` bytes only to skip them).
+ */
+#define LOWCOPY_PEEK_PREFIXED 2
+
+/**
+ * `lowcopy_peeker_release` flag: the caller closes the fd right after, so the peeker does not
+ * restore `SO_PEEK_OFF` and `SO_RCVLOWAT` (no syscall).
+ */
+#define LOWCOPY_RELEASE_CLOSING 1
+
+/**
+ * Bytes of caller memory for `lowcopy_peeker_init` in this version of the header (the size of
+ * `lowcopy_peeker_storage`). `lowcopy_peeker_size()` is what the running library needs: a
+ * later library that needs more than a program was built with refuses its memory with
+ * `-EINVAL` rather than overrun it.
+ */
+#define LOWCOPY_PEEKER_SIZE 256
+
+/**
+ * Alignment that `lowcopy_peeker_init` requires of its memory (`lowcopy_peeker_storage` has
+ * it).
+ */
+#define LOWCOPY_PEEKER_ALIGN 8
 
 /**
  * Backend: io_uring `SEND_ZC` where it works on this socket, else `MSG_ZEROCOPY` with the
@@ -178,8 +216,9 @@
 typedef struct Flags Flags;
 
 /**
- * A peek cursor over one stream socket (opaque). Created by `lowcopy_peeker_new`, released
- * by `lowcopy_peeker_free`.
+ * A peek cursor over one stream socket (opaque). Created by `lowcopy_peeker_new` (heap) or
+ * `lowcopy_peeker_init` (caller memory), released by `lowcopy_peeker_free` or
+ * `lowcopy_peeker_release`.
  */
 typedef struct lowcopy_peeker lowcopy_peeker;
 
@@ -282,6 +321,43 @@ typedef struct lowcopy_peek_stats {
    */
   uint64_t rcvlowat_updates;
 } lowcopy_peek_stats;
+
+/**
+ * What one [`Peeker::peek_at`] peeked, and from where: a caller that keeps its own stream
+ * arithmetic compares `stream_pos` with its own position of `offset`, so that an offset that
+ * went wrong (a consume or a read it did not account for) shows at once rather than as
+ * silently wrong bytes.
+ *
+ * Shared with C as `lowcopy_peek_result` (`#[repr(C)]`); fields are only ever appended.
+ */
+typedef struct lowcopy_peek_result {
+  /**
+   * Bytes copied (the call's return value); 0 at end of stream after `offset`.
+   */
+  uint64_t len;
+  /**
+   * Where they came from: bytes after the head of the receive queue (the offset asked for).
+   */
+  uint64_t offset;
+  /**
+   * The same place as a position in the stream: the bytes that left the head of the queue
+   * through this peeker ([`Peeker::consume`], [`Peeker::note_consumed`]) plus `offset`.
+   * For a peeker made before any byte was read from the socket, the stream position of
+   * the first byte peeked.
+   */
+  uint64_t stream_pos;
+  /**
+   * Syscalls this call made: 1 when the kernel's `SO_PEEK_OFF` already was at `offset` (or
+   * the discard prefix was used), 2 when it had to be moved first; more only on the paths
+   * documented at [`Peeker::peek_at`].
+   */
+  uint32_t syscalls;
+  /**
+   * `PEEK_MOVED` (the kernel's offset was written) and `PEEK_PREFIXED` (peeked through a
+   * discard prefix: the kernel copied `offset` bytes to skip them) bits.
+   */
+  uint32_t flags;
+} lowcopy_peek_result;
 
 /**
  * Counters of [`recv_atleast_with_stats`], added to by every call (failed calls too: their
@@ -478,6 +554,16 @@ typedef struct lowcopy_zc_send_stats {
   uint64_t zerocopy_off;
 } lowcopy_zc_send_stats;
 
+/**
+ * Caller memory for one peeker (`LOWCOPY_PEEKER_SIZE` bytes, aligned for it): declare one per
+ * connection direction, statically or inside the caller's own structs, and hand it to
+ * `lowcopy_peeker_init`. Its contents are the library's; do not copy or move it while the
+ * peeker lives.
+ */
+typedef struct lowcopy_peeker_storage {
+  uint64_t opaque[32];
+} lowcopy_peeker_storage;
+
 
 
 
@@ -490,6 +576,8 @@ extern "C" {
 
 /**
  * The library version: `(major << 16) | (minor << 8) | patch`.
+ *
+ * Syscalls: none.
  */
 uint32_t lowcopy_version(void);
 
@@ -500,6 +588,10 @@ uint32_t lowcopy_version(void);
  *
  * Errors: `-EINVAL` (`out` NULL, `size` out of range), `-EMFILE`, `-ENFILE`, `-ENOMEM` when
  * no socket can be created.
+ *
+ * Syscalls: socket, setsockopt, getsockopt, bind, listen, getsockname, connect, accept, close,
+ * io_uring_setup, io_uring_register, mmap, munmap, brk, mremap, mprotect, madvise, getrandom,
+ * futex.
  *
  * # Safety
  * `out` must be NULL or writable for `size` bytes.
@@ -512,6 +604,8 @@ int lowcopy_probe(struct lowcopy_caps *out, size_t size);
  *
  * Errors: `-EBADF` (not an open fd), `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX
  * stream socket; UDP and other datagram sockets are not covered by lowcopy's peek).
+ *
+ * Syscalls: getsockopt, setsockopt.
  */
 int lowcopy_peek_supported(int fd);
 
@@ -533,6 +627,8 @@ int lowcopy_peek_supported(int fd);
  * socket), `-EOVERFLOW` (`offset` above `INT_MAX` for `SO_PEEK_OFF`, or above 1023 x 64 KiB
  * for the discard prefix: never truncated), `-ECONNRESET` and other `recvmsg` errors.
  *
+ * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+ *
  * # Safety
  * `buf` must be NULL or writable for `len` bytes.
  */
@@ -542,6 +638,8 @@ ssize_t lowcopy_peek_at(int fd, size_t offset, void *buf, size_t len, int flags)
  * `lowcopy_peek_at` into `iovcnt` iovecs (1 to `IOV_MAX` = 1024). Errors as
  * `lowcopy_peek_at`, plus `-EINVAL` for NULL `iov` or `iovcnt <= 0`, `-EMSGSIZE` for
  * `iovcnt > IOV_MAX`.
+ *
+ * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
  *
  * # Safety
  * `iov` must be NULL or point to `iovcnt` iovecs, each describing writable memory.
@@ -556,6 +654,8 @@ ssize_t lowcopy_peekv_at(int fd, size_t offset, const struct iovec *iov, int iov
  *
  * Errors: `-EINVAL` (flags other than `MSG_DONTWAIT`), `-EBADF`, `-ENOTSOCK`,
  * `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `recv` errors.
+ *
+ * Syscalls: getsockopt, recvfrom, recvmsg.
  */
 ssize_t lowcopy_consume(int fd, size_t n, int flags);
 
@@ -578,6 +678,9 @@ ssize_t lowcopy_consume(int fd, size_t n, int flags);
  * Errors: `-EINVAL` (`out` NULL, unknown mode), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a
  * TCP, MPTCP or AF_UNIX stream socket, or OFFSET on a socket without `SO_PEEK_OFF`),
  * `-ENOMEM`.
+ *
+ * Syscalls: getsockopt, setsockopt, brk, mmap, munmap, mremap, mprotect, madvise, getrandom,
+ * futex.
  *
  * # Safety
  * `out` must be NULL or writable for one pointer.
@@ -603,6 +706,8 @@ int lowcopy_peeker_new(int fd, uint32_t mode, struct lowcopy_peeker **out);
  * `MSG_DONTWAIT`), `-EOVERFLOW` (cursor beyond the mechanism's reach), `-ECONNRESET`, `-EINTR`
  * and other `recvmsg` errors.
  *
+ * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+ *
  * # Safety
  * `p` must be NULL or a live peeker; `buf` NULL or writable for `len` bytes.
  */
@@ -615,6 +720,8 @@ ssize_t lowcopy_peeker_peek(struct lowcopy_peeker *p,
  * `lowcopy_peeker_peek` into `iovcnt` iovecs (1 to 1024; with the discard mechanism the
  * prefix shares that budget). Errors as `lowcopy_peeker_peek`, plus `-EINVAL` for NULL `iov`
  * or `iovcnt <= 0` and `-EMSGSIZE` for `iovcnt > 1024`.
+ *
+ * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
  *
  * # Safety
  * `p` must be NULL or a live peeker; `iov` NULL or `iovcnt` iovecs over writable memory.
@@ -632,6 +739,8 @@ ssize_t lowcopy_peeker_peekv(struct lowcopy_peeker *p,
  * Errors: `-EINVAL` (`p` NULL), `-EOVERFLOW` (`offset` above `INT_MAX` with OFFSET, above
  * 1023 x 64 KiB with DISCARD; the cursor is unchanged).
  *
+ * Syscalls: setsockopt.
+ *
  * # Safety
  * `p` must be NULL or a live peeker.
  */
@@ -644,6 +753,8 @@ int lowcopy_peeker_seek(struct lowcopy_peeker *p, size_t offset);
  *
  * Errors: `-EINVAL` (`p` NULL), `-EAGAIN` (nothing queued), `recv` errors.
  *
+ * Syscalls: recvfrom, recvmsg, setsockopt.
+ *
  * # Safety
  * `p` must be NULL or a live peeker.
  */
@@ -655,6 +766,8 @@ ssize_t lowcopy_peeker_consume(struct lowcopy_peeker *p, size_t n);
  * below 0), as `lowcopy_peeker_consume` would move it, without a syscall (unless the
  * low-water mark is armed: it follows the cursor). Returns 0; `-EINVAL` for NULL.
  *
+ * Syscalls: setsockopt.
+ *
  * # Safety
  * `p` must be NULL or a live peeker.
  */
@@ -662,6 +775,8 @@ int lowcopy_peeker_note_consumed(struct lowcopy_peeker *p, size_t n);
 
 /**
  * The cursor, in bytes after the head of the receive queue; 0 for NULL.
+ *
+ * Syscalls: none.
  *
  * # Safety
  * `p` must be NULL or a live peeker.
@@ -671,6 +786,8 @@ size_t lowcopy_peeker_offset(const struct lowcopy_peeker *p);
 /**
  * The mechanism in use: `LOWCOPY_PEEK_OFFSET` or `LOWCOPY_PEEK_DISCARD` (never AUTO);
  * `LOWCOPY_PEEK_AUTO` (0) for NULL.
+ *
+ * Syscalls: none.
  *
  * # Safety
  * `p` must be NULL or a live peeker.
@@ -698,6 +815,8 @@ uint32_t lowcopy_peeker_mode(const struct lowcopy_peeker *p);
  * Errors: `-EINVAL` (`p` NULL), `-EOPNOTSUPP` (AF_UNIX: its poll ignores `SO_RCVLOWAT`),
  * `setsockopt` errors.
  *
+ * Syscalls: getsockopt, setsockopt.
+ *
  * # Safety
  * `p` must be NULL or a live peeker.
  */
@@ -709,6 +828,8 @@ int lowcopy_peeker_set_lowat_armed(struct lowcopy_peeker *p, int on);
  *
  * Errors: `-EINVAL` (`p` or `out` NULL, `size` out of range).
  *
+ * Syscalls: none.
+ *
  * # Safety
  * `p` must be NULL or a live peeker; `out` NULL or writable for `size` bytes.
  */
@@ -719,12 +840,143 @@ int lowcopy_peeker_stats(const struct lowcopy_peeker *p,
 /**
  * Releases a peeker: restores `SO_RCVLOWAT` if the mark was armed and leaves the socket's
  * `SO_PEEK_OFF` disabled (-1). Does not close the fd; call it before closing the fd. NULL is
- * a no-op.
+ * a no-op. A peeker made by `lowcopy_peeker_init` is released in place: its memory stays the
+ * caller's (it may be reused for another `lowcopy_peeker_init`).
+ *
+ * Syscalls: setsockopt, brk, munmap, madvise, futex, mmap, mremap, mprotect, getrandom.
  *
  * # Safety
- * `p` must be NULL or a peeker from `lowcopy_peeker_new` not yet freed.
+ * `p` must be NULL or a live peeker not yet released.
  */
 void lowcopy_peeker_free(struct lowcopy_peeker *p);
+
+/**
+ * Size of caller memory `lowcopy_peeker_init` needs, in bytes (at most `LOWCOPY_PEEKER_SIZE`
+ * for this header's library). No syscall.
+ *
+ * Syscalls: none.
+ */
+size_t lowcopy_peeker_size(void);
+
+/**
+ * Creates a peek cursor over the stream socket `fd` in caller memory `mem` (`size` bytes,
+ * aligned to `LOWCOPY_PEEKER_ALIGN`; a `lowcopy_peeker_storage` will do) and writes the
+ * handle to `*out`. Allocates nothing, then or later: every call on the handle runs in that
+ * memory, the stack (at most 16 KiB, for a discard prefix's iovecs) and, for the discard
+ * mechanism, one static 64 KiB scratch buffer shared by the process.
+ *
+ * `domain` and `protocol` state what the socket is, as given to `socket(2)`: `AF_INET` or
+ * `AF_INET6` with `IPPROTO_TCP` (or 0) or `IPPROTO_MPTCP`, or `AF_UNIX` with 0. The peeker
+ * then makes no classification syscall: OFFSET and AUTO cost one `setsockopt`, DISCARD one
+ * `getsockopt` (and a `setsockopt` if `SO_PEEK_OFF` was on). `AF_UNSPEC` (0) with 0 asks
+ * the socket instead (2-3 `getsockopt`, as `lowcopy_peeker_new`). Stating the kind wrong is
+ * never unsafe: calls then fail as the real socket answers (an AF_UNIX socket stated as TCP
+ * fails `lowcopy_peeker_consume` with `-EFAULT`).
+ *
+ * `mode` as in `lowcopy_peeker_new`. The fd stays the caller's and must stay open until the
+ * peeker is released (`lowcopy_peeker_release` or `lowcopy_peeker_free`, which leave `mem`
+ * to the caller). `mem` must not be moved, copied or reused while the peeker lives.
+ *
+ * Errors: `-EINVAL` (`mem` or `out` NULL, `size` below `lowcopy_peeker_size()`, `mem` not
+ * aligned, unknown `mode`, a `domain`/`protocol` pair other than those above), `-EBADF`,
+ * `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or OFFSET on a
+ * socket without `SO_PEEK_OFF`), `setsockopt`/`getsockopt` errors. Nothing is written to
+ * `*out` or `mem` on error.
+ *
+ * Syscalls: getsockopt, setsockopt.
+ *
+ * # Safety
+ * `mem` must be NULL or writable for `size` bytes; `out` NULL or writable for one pointer.
+ */
+int lowcopy_peeker_init(void *mem,
+                        size_t size,
+                        int fd,
+                        uint32_t mode,
+                        int domain,
+                        int protocol,
+                        struct lowcopy_peeker **out);
+
+/**
+ * Releases a peeker, made by `lowcopy_peeker_new` (freed) or `lowcopy_peeker_init` (its
+ * memory left to the caller). `flags` 0: as `lowcopy_peeker_free`, restoring the socket's
+ * options (a `setsockopt` for `SO_PEEK_OFF` if the peeker used it, one for `SO_RCVLOWAT` if
+ * the mark was armed). `LOWCOPY_RELEASE_CLOSING`: the caller closes the fd next, so nothing
+ * is restored and no syscall is made.
+ *
+ * Returns 0; `-EINVAL` for NULL or unknown flags (the peeker is then not released);
+ * `-ENOTRECOVERABLE` when a call on the peeker panicked before (it is released all the same).
+ *
+ * Syscalls: setsockopt, brk, munmap, madvise, futex, mmap, mremap, mprotect, getrandom (none with
+ * `LOWCOPY_RELEASE_CLOSING`).
+ *
+ * # Safety
+ * `p` must be NULL or a live peeker not yet released.
+ */
+int lowcopy_peeker_release(struct lowcopy_peeker *p, uint32_t flags);
+
+/**
+ * Copies up to `len` bytes at `offset` (bytes after the head of the receive queue: the
+ * caller's own stream arithmetic) into `buf`, and says what it peeked from where in `*res`
+ * (`res_size` = `sizeof(lowcopy_peek_result)`, the growth rule; `res` may be NULL). The
+ * cursor ends at `offset` + the bytes peeked, as after `lowcopy_peeker_seek` and
+ * `lowcopy_peeker_peek`.
+ *
+ * Returns bytes copied (> 0); 0 at end of stream after `offset`; `-EAGAIN` when nothing lies
+ * beyond `offset` and `flags` has `MSG_DONTWAIT` or the fd is non-blocking; blocking as
+ * `lowcopy_peeker_peek`.
+ *
+ * Cost with `SO_PEEK_OFF` (OFFSET; AUTO when it picked it): one `recvfrom` when the kernel's
+ * offset already is at `offset` (where the last peek ended, kept right by
+ * `lowcopy_peeker_consume`), a `setsockopt` and the `recvfrom` when it must be moved
+ * (`LOWCOPY_PEEK_MOVED`); never a classification. AUTO peeks an `offset` of at most 4096 that
+ * the kernel's offset is not at through a discard prefix (`LOWCOPY_PEEK_PREFIXED`; a
+ * `setsockopt` more when it first switches `SO_PEEK_OFF` off). DISCARD: one `recvmsg`. With
+ * the low-water mark armed, a blocking call lowers it first and one that finds nothing
+ * sets it to `offset` + 1 (a `setsockopt` each); DISCARD finding nothing past `offset` asks
+ * `poll` whether the peer ended and `fcntl` whether the fd blocks, and waits as
+ * `lowcopy_peeker_peek` does.
+ *
+ * `res->stream_pos` is the stream position of `offset`: the bytes this peeker dropped
+ * (`lowcopy_peeker_consume`, `lowcopy_peeker_note_consumed`) plus `offset`. A caller that
+ * keeps its own sequence numbers compares it with its own: an offset that missed a consume
+ * shows there rather than as wrong bytes. `res` is written only on success.
+ *
+ * Errors: as `lowcopy_peeker_peek` (the cursor is then at `offset`); `-EOVERFLOW` (`offset`
+ * above `INT_MAX` with OFFSET, above 1023 x 64 KiB with DISCARD: the cursor is unchanged);
+ * `-EINVAL` also for `res_size` out of range with a non-NULL `res`.
+ *
+ * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+ *
+ * # Safety
+ * `p` must be NULL or a live peeker; `buf` NULL or writable for `len` bytes; `res` NULL or
+ * writable for `res_size` bytes.
+ */
+ssize_t lowcopy_peeker_peek_at(struct lowcopy_peeker *p,
+                               size_t offset,
+                               void *buf,
+                               size_t len,
+                               int flags,
+                               struct lowcopy_peek_result *res,
+                               size_t res_size);
+
+/**
+ * `lowcopy_peeker_peek_at` into `iovcnt` iovecs (1 to 1024; with a discard prefix the prefix
+ * shares that budget). Errors as `lowcopy_peeker_peek_at`, plus `-EINVAL` for NULL `iov` or
+ * `iovcnt <= 0` and `-EMSGSIZE` for `iovcnt > 1024`.
+ *
+ * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+ *
+ * # Safety
+ * `p` must be NULL or a live peeker; `iov` NULL or `iovcnt` iovecs over writable memory;
+ * `res` NULL or writable for `res_size` bytes.
+ */
+ssize_t lowcopy_peeker_peekv_at(struct lowcopy_peeker *p,
+                                size_t offset,
+                                const struct iovec *iov,
+                                int iovcnt,
+                                int flags,
+                                struct lowcopy_peek_result *res,
+                                size_t res_size);
 
 /**
  * Sets `SO_RCVLOWAT` to `bytes` and writes the value the kernel keeps to `*effective`;
@@ -739,6 +991,8 @@ void lowcopy_peeker_free(struct lowcopy_peeker *p);
  * as tcp_mmap uses it. AF_UNIX and UDP keep the value but their poll ignores it.
  *
  * Errors: `-EINVAL` (`effective` NULL), `-EBADF`, `-ENOTSOCK`, `setsockopt` errors.
+ *
+ * Syscalls: setsockopt, getsockopt.
  *
  * # Safety
  * `effective` must be NULL or writable for one `size_t`.
@@ -778,6 +1032,9 @@ int lowcopy_set_rcvlowat(int fd, size_t bytes, size_t *effective);
  * `-EMSGSIZE` (the first datagram is larger than `len`; it stays queued), `-EINTR`,
  * `-ECONNRESET` and other socket errors.
  *
+ * Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close,
+ * clock_gettime.
+ *
  * # Safety
  * `buf` must be NULL or writable for `len` bytes.
  */
@@ -788,6 +1045,9 @@ ssize_t lowcopy_recv_atleast(int fd, void *buf, size_t len, size_t min, int time
  * syscalls...). `size` is `sizeof(lowcopy_recv_stats)` (the growth rule; the counters past
  * this library's struct are left as they are). Errors as `lowcopy_recv_atleast`, plus
  * `-EINVAL` for a NULL `stats` or `size` out of range.
+ *
+ * Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close,
+ * clock_gettime.
  *
  * # Safety
  * `buf` must be NULL or writable for `len` bytes; `stats` NULL or readable and writable for
@@ -815,6 +1075,8 @@ ssize_t lowcopy_recv_atleast_stats(int fd,
  * Errors: `-EINVAL` (`out` NULL), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a stream,
  * datagram or seqpacket socket), `-ENOMEM`.
  *
+ * Syscalls: getsockopt, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex.
+ *
  * # Safety
  * `out` must be NULL or writable for one pointer.
  */
@@ -823,6 +1085,9 @@ int lowcopy_receiver_new(int fd, struct lowcopy_receiver **out);
 /**
  * `lowcopy_recv_atleast` on the receiver's socket (same arguments, results and errors),
  * without learning the socket again and without putting its mark back after the call.
+ *
+ * Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close,
+ * clock_gettime.
  *
  * # Safety
  * `r` must be NULL or a live receiver not used by another thread meanwhile; `buf` NULL or
@@ -840,6 +1105,8 @@ ssize_t lowcopy_receiver_recv(struct lowcopy_receiver *r,
  *
  * Errors: `-EINVAL` (`r` or `out` NULL, `size` out of range).
  *
+ * Syscalls: none.
+ *
  * # Safety
  * `r` must be NULL or a live receiver; `out` NULL or writable for `size` bytes.
  */
@@ -851,6 +1118,8 @@ int lowcopy_receiver_stats(const struct lowcopy_receiver *r,
  * Puts back the socket's `SO_RCVLOWAT` found by `lowcopy_receiver_new` (one `setsockopt`
  * when it differs) and frees the receiver. NULL is a no-op. `fd` is not closed. A receiver
  * on which a call panicked is released the same way.
+ *
+ * Syscalls: setsockopt, close, brk, munmap, madvise, futex, mmap, mremap, mprotect, getrandom.
  *
  * # Safety
  * `r` must be NULL or a live receiver, not used after this call.
@@ -876,6 +1145,9 @@ void lowcopy_receiver_free(struct lowcopy_receiver *r);
  * `-EOPNOTSUPP` (not TCP over IPv4/IPv6: UDP, AF_UNIX, MPTCP...; or no
  * `TCP_ZEROCOPY_RECEIVE` in this kernel), `-ENOTCONN` (not connected: listening, never
  * connected, still connecting, or reset), `-ENOMEM`, and `mmap` errors.
+ *
+ * Syscalls: getsockopt, getpeername, mmap, munmap, brk, mremap, mprotect, madvise, getrandom,
+ * futex.
  *
  * # Safety
  * `out` must be NULL or writable for one pointer.
@@ -908,6 +1180,9 @@ int lowcopy_zcrx_new(int fd, size_t window, struct lowcopy_zcrx **out);
  * an `EINVAL` from the kernel is reported as such, never as end of stream), `-EAGAIN`,
  * `-EINTR`, `-ECONNRESET` and other socket errors (after every byte that came before them).
  *
+ * Syscalls: getsockopt, setsockopt, madvise, recvfrom, poll, fcntl, clock_gettime, epoll_create1,
+ * epoll_ctl, epoll_wait, close.
+ *
  * # Safety
  * `r` must be NULL or a live receiver; `out` NULL or writable for `size` bytes.
  */
@@ -928,6 +1203,8 @@ ssize_t lowcopy_zcrx_recv(struct lowcopy_zcrx *r,
  * Errors: `-EINVAL` (`r` NULL, `timeout_ms` < -1), `-ENOTRECOVERABLE` (a call on `r`
  * panicked).
  *
+ * Syscalls: none.
+ *
  * # Safety
  * `r` must be NULL or a live receiver not used by another thread meanwhile.
  */
@@ -942,6 +1219,8 @@ int lowcopy_zcrx_set_timeout(struct lowcopy_zcrx *r, int timeout_ms);
  * Errors: `-EINVAL` (`r` NULL, `on` not 0 or 1), `-ENOTRECOVERABLE` (a call on `r`
  * panicked).
  *
+ * Syscalls: none.
+ *
  * # Safety
  * `r` must be NULL or a live receiver not used by another thread meanwhile.
  */
@@ -951,6 +1230,8 @@ int lowcopy_zcrx_set_peek_off_tracking(struct lowcopy_zcrx *r, int on);
  * The receiver's window in bytes: the size given to `lowcopy_zcrx_new` rounded up to whole
  * pages, the most one mapped chunk can hold; 0 for NULL and for a receiver on which a call
  * panicked.
+ *
+ * Syscalls: none.
  *
  * # Safety
  * `r` must be NULL or a live receiver.
@@ -963,6 +1244,8 @@ size_t lowcopy_zcrx_window(const struct lowcopy_zcrx *r);
  *
  * Errors: `-EINVAL` (`r` or `out` NULL, `size` out of range).
  *
+ * Syscalls: none.
+ *
  * # Safety
  * `r` must be NULL or a live receiver; `out` NULL or writable for `size` bytes.
  */
@@ -974,6 +1257,8 @@ int lowcopy_zcrx_stats(const struct lowcopy_zcrx *r,
  * Releases a receiver: unmaps the window (and any pages still mapped there) and frees the
  * copy buffer; a chunk from it is invalid afterwards. Does not close the fd. NULL is a no-op.
  * A receiver on which a call panicked is released the same way.
+ *
+ * Syscalls: munmap, brk, madvise, futex, mmap, mremap, mprotect, getrandom, close.
  *
  * # Safety
  * `r` must be NULL or a receiver from `lowcopy_zcrx_new` not yet freed.
@@ -994,6 +1279,9 @@ void lowcopy_zcrx_free(struct lowcopy_zcrx *r);
  * `-EOPNOTSUPP` (an explicit zerocopy backend on a socket without zerocopy: AF_UNIX, MPTCP;
  * or io_uring without SEND_ZC), io_uring setup errors (`-EPERM` when
  * `kernel.io_uring_disabled` forbids it, `-ENOMEM`).
+ *
+ * Syscalls: getsockopt, setsockopt, io_uring_setup, io_uring_register, mmap, munmap, close, brk,
+ * mremap, mprotect, madvise, getrandom, futex.
  *
  * # Safety
  * `out` must be NULL or writable for one pointer.
@@ -1022,6 +1310,8 @@ int lowcopy_zc_new(int fd, uint32_t backend, uint32_t flags, struct lowcopy_zc *
  * socket's send errors (`-EAGAIN`, `-EINTR`, `-EPIPE`, `-ECONNRESET`, `-EMSGSIZE`,
  * `-EDESTADDRREQ`, ...).
  *
+ * Syscalls: sendmsg, io_uring_enter, io_uring_register, recvmmsg, getsockopt.
+ *
  * # Safety
  * `z` must be NULL or a live sender; `buf` NULL or readable for `len` bytes until the
  * completion.
@@ -1035,6 +1325,8 @@ ssize_t lowcopy_zc_send(struct lowcopy_zc *z,
 /**
  * `lowcopy_zc_send` from `iovcnt` iovecs (1 to 1024). Errors as `lowcopy_zc_send`, plus
  * `-EINVAL` for NULL `iov` or `iovcnt <= 0` and `-EMSGSIZE` for `iovcnt > 1024`.
+ *
+ * Syscalls: sendmsg, io_uring_enter, io_uring_register, recvmmsg, getsockopt.
  *
  * # Safety
  * `z` must be NULL or a live sender; `iov` NULL or `iovcnt` iovecs over readable memory that
@@ -1052,6 +1344,8 @@ ssize_t lowcopy_zc_sendv(struct lowcopy_zc *z,
  * as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `msg`, `-EFAULT` for a NULL `msg_name` or
  * `msg_control` with a non-zero length (as `sendmsg(2)`, whatever the backend), and the
  * kernel's address errors (`-EINVAL` for a bad `msg_namelen`, `-EAFNOSUPPORT`).
+ *
+ * Syscalls: sendmsg, io_uring_enter, io_uring_register, recvmmsg, getsockopt.
  *
  * # Safety
  * `z` must be NULL or a live sender; `msg` NULL or a valid msghdr whose iovecs stay readable
@@ -1078,6 +1372,8 @@ ssize_t lowcopy_zc_sendmsg(struct lowcopy_zc *z,
  * reading completions after it is not reported here (`*n_out` counts what was ready) but by
  * the next `lowcopy_zc_reap` or `lowcopy_zc_wait`.
  *
+ * Syscalls: sendmsg, io_uring_enter, io_uring_register, recvmmsg, getsockopt.
+ *
  * # Safety
  * As `lowcopy_zc_sendv`; `out` NULL or writable for `cap` entries of `size` bytes; `n_out`
  * NULL or writable.
@@ -1101,6 +1397,8 @@ ssize_t lowcopy_zc_send_reap(struct lowcopy_zc *z,
  * Errors: `-EINVAL` (`z` NULL, `out` NULL with `cap > 0`, `size` out of range), `-EEXIST`
  * (io_uring backend from another thread than the first that sent), error-queue read errors.
  *
+ * Syscalls: recvmmsg, io_uring_enter, getsockopt.
+ *
  * # Safety
  * `z` must be NULL or a live sender; `out` NULL or writable for `cap` entries of `size`
  * bytes.
@@ -1121,6 +1419,9 @@ ssize_t lowcopy_zc_reap(struct lowcopy_zc *z,
  * notifies only once the peer acknowledged, so a peer that stops reading delays completions
  * without bound), a pending socket error (`-ECONNRESET`, ...) reported instead of a completion.
  *
+ * Syscalls: io_uring_enter, io_uring_register, recvmmsg, getsockopt, poll, epoll_create1,
+ * epoll_ctl, epoll_wait, close, clock_gettime.
+ *
  * # Safety
  * `z` must be NULL or a live sender.
  */
@@ -1131,6 +1432,8 @@ int lowcopy_zc_wait(struct lowcopy_zc *z,
  * Sends that accepted bytes and whose completion has not arrived yet (ready but unreaped
  * completions are not counted; failed sends never are); 0 for NULL and for a sender on which
  * a call panicked.
+ *
+ * Syscalls: none.
  *
  * # Safety
  * `z` must be NULL or a live sender.
@@ -1144,6 +1447,8 @@ size_t lowcopy_zc_inflight(const struct lowcopy_zc *z);
  * NULL. The ring fd belongs to the sender: `lowcopy_zc_free` closes it, so remove it from
  * epoll first; never close it yourself.
  *
+ * Syscalls: none.
+ *
  * # Safety
  * `z` must be NULL or a live sender.
  */
@@ -1152,6 +1457,8 @@ int lowcopy_zc_pollfd(const struct lowcopy_zc *z);
 /**
  * The backend in use (`LOWCOPY_ZC_ERRQUEUE`, `_IO_URING` or `_COPY`, never AUTO);
  * `LOWCOPY_ZC_AUTO` (0) for NULL and for a sender on which a call panicked.
+ *
+ * Syscalls: none.
  *
  * # Safety
  * `z` must be NULL or a live sender.
@@ -1163,6 +1470,8 @@ uint32_t lowcopy_zc_backend(const struct lowcopy_zc *z);
  * growth rule); returns 0.
  *
  * Errors: `-EINVAL` (`z` or `out` NULL, `size` out of range).
+ *
+ * Syscalls: none.
  *
  * # Safety
  * `z` must be NULL or a live sender; `out` NULL or writable for `size` bytes.
@@ -1180,6 +1489,9 @@ int lowcopy_zc_stats(const struct lowcopy_zc *z, struct lowcopy_zc_send_stats *o
  * matter. Completions ready but not reaped are dropped. Does not close the fd. NULL: 0.
  * A sender on which a call panicked is released too and gives `-ENOTRECOVERABLE`: treat
  * every buffer it was given as in use by the kernel until the socket is closed.
+ *
+ * Syscalls: io_uring_enter, recvmmsg, getsockopt, poll, epoll_create1, epoll_ctl, epoll_wait,
+ * close, clock_gettime, munmap, brk, madvise, futex, mmap, mremap, mprotect, getrandom.
  *
  * # Safety
  * `z` must be NULL or a sender from `lowcopy_zc_new` not yet freed.

@@ -13,6 +13,8 @@ ensure_deps() { # ensure_deps test|demo
 	command -v ip >/dev/null || need+=(iproute2)
 	pkg-config --exists libcjson 2>/dev/null || need+=(libcjson-dev)
 	[ "$1" = test ] && { command -v valgrind >/dev/null || need+=(valgrind); }
+	command -v node >/dev/null || need+=(nodejs)
+	command -v npm >/dev/null || need+=(npm)
 	[ "$1" = demo ] && { command -v iperf3 >/dev/null || need+=(iperf3); }
 	if [ ${#need[@]} -gt 0 ] && [ "$(id -u)" -ne 0 ]; then
 		echo "missing: ${need[*]}; as root: apt-get install ${need[*]}" >&2

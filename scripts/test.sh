@@ -47,6 +47,7 @@ is_root() { [ "$(id -u)" -eq 0 ]; }
 
 install_smoke() ( # a subshell: its EXIT trap cleans up whatever happens
 	set -e
+	VERSION=$(sed -n 's/^VERSION *:= *//p' Makefile)
 	d=$(mktemp -d)
 	trap 'rm -rf "$d"' EXIT
 	make -s install DESTDIR="$d" PREFIX=/usr/local >/dev/null || return 1
@@ -65,12 +66,37 @@ install_smoke() ( # a subshell: its EXIT trap cleans up whatever happens
 	nm -D --defined-only "$d/usr/local/lib/liblowcopy.so.0" | grep -q ' lowcopy_zc_reap@LOWCOPY_0.1$' &&
 		nm -D --defined-only "$d/usr/local/lib/liblowcopy.so.0" | grep -q ' lowcopy_zc_reap@@LOWCOPY_0.2$' ||
 		{ echo "symbol versions missing"; return 1; }
-	readelf -d "$d/usr/local/lib/liblowcopy.so.0" | grep -q 'SONAME.*\[liblowcopy.so.0\]'
+	readelf -d "$d/usr/local/lib/liblowcopy.so.0" | grep -q 'SONAME.*\[liblowcopy.so.0\]' ||
+		{ echo "no SONAME"; return 1; }
+	# Stripped libraries; the shared one's debug info apart, named by its debuglink.
+	lib=$d/usr/local/lib
+	if readelf -S "$lib/liblowcopy.so.0" | grep -q '\.debug_info' ||
+		readelf -S "$lib/liblowcopy.a" 2>/dev/null | grep -q '\.debug_info'; then
+		echo "installed libraries carry debug info"
+		return 1
+	fi
+	readelf -S "$lib/.debug/liblowcopy.so.$VERSION.debug" | grep -q '\.debug_info' &&
+		readelf -p .gnu_debuglink "$lib/liblowcopy.so.0" | grep -q "liblowcopy.so.$VERSION.debug" ||
+		{ echo "debug info not installed apart"; return 1; }
+	test -f "$d/usr/local/include/lowcopy_syscalls.h" || { echo "no lowcopy_syscalls.h"; return 1; }
+	# A fully static program with the flags pkg-config --static prints, and it runs.
+	# shellcheck disable=SC2046
+	cc -static -Wall -Wextra -Werror $("${pc[@]}" pkg-config --cflags lowcopy) tests/c/test_abi.c \
+		-o "$d/t_static" $("${pc[@]}" pkg-config --static --libs lowcopy) 2>"$d/ld.log" ||
+		{ cat "$d/ld.log"; return 1; }
+	file "$d/t_static" | grep -q 'statically linked' || { echo "not static"; return 1; }
+	"$d/t_static" | tail -1
+	echo "installed sizes (bytes):"
+	stat -c '  %s %n' "$lib/liblowcopy.so.$VERSION" "$lib/liblowcopy.a" \
+		"$lib/.debug/liblowcopy.so.$VERSION.debug" "$d/t_static" | sed "s|$d||"
 )
 
 suite "cargo fmt" cargo fmt --all -- --check
 suite "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
-suite "cargo test (unit, behaviour tables, header)" cargo test --workspace
+# The binding crates are tested from their languages (python/run-tests.sh, the node
+# suites below): a cargo test binary would load the ld cache's libpython, and cannot load
+# napi.
+suite "cargo test (unit, behaviour tables, header)" cargo test --workspace --exclude lowcopy-python --exclude lowcopy-node
 suite "rustdoc, warnings denied" env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 suite "build library and examples" make -s all c-tests
 for t in tests/c/test_*.c; do
@@ -85,6 +111,16 @@ for r in tests/c/*scenarios.c; do
 	table=${r%scenarios}
 	table=${table%_}
 	suite "C behaviour table ${table:-peek}.json, ASan" "build/bin/c_$r" "tests/scenarios/${table:-peek}.json"
+done
+# The same tables with every lowcopy call held to the syscalls its documentation names
+# (include/lowcopy_syscalls.h) by a seccomp filter: an undocumented one kills the run with
+# SIGSYS (tests/seccomp/sandbox.c).
+for r in tests/c/*scenarios.c; do
+	r=$(basename "$r" .c)
+	table=${r%scenarios}
+	table=${table%_}
+	suite "C behaviour table ${table:-peek}.json, each call under its documented seccomp allowlist" \
+		"build/bin/seccomp_$r" "tests/scenarios/${table:-peek}.json"
 done
 # The ABI's own rules (tests/c/README.md): the growth rule from both sides, a program linked
 # against ABI 0.1, and a panic inside the library (a test-only build).
@@ -103,6 +139,14 @@ else
 		"network namespaces (ip netns add) need root"
 fi
 suite "install target" install_smoke
+# The Python package: a fresh venv, pip install ./python (the abi3 wheel, built from source),
+# pytest (the behaviour tables + Python-only cases), stubtest and mypy --strict.
+suite "python: pip install ./python into build/venv" python/run-tests.sh install
+suite "python: pytest (behaviour tables, Python cases)" python/run-tests.sh pytest
+suite "python: stubtest, mypy --strict (package, examples)" python/run-tests.sh types
+suite "node: npm ci, napi build, generated loader and types unchanged" node/scripts/ci.sh build
+suite "node: node --test (behaviour tables, Node-only cases)" node/scripts/ci.sh test
+suite "node: npm pack, install the tarball elsewhere, load it" node/scripts/ci.sh pack
 suite "relay: byte-exact transfers in every mode" python3 tests/relay/test_relay.py "$ROOT/build/bin"
 
 # The fallbacks, each exercised on this kernel by making it look older or locked down for one

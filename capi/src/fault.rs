@@ -8,6 +8,8 @@ static COUNTDOWN: AtomicU32 = AtomicU32::new(0);
 
 /// The `n`-th guarded call from now panics inside the library (1: the next one; a call on a
 /// handle panics after its work, leaving the handle's state changed); 0 disarms.
+///
+/// Syscalls: none.
 #[no_mangle]
 pub extern "C" fn lowcopy_test_panic_after(n: u32) {
     COUNTDOWN.store(n, Ordering::Relaxed);

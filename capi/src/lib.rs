@@ -38,7 +38,7 @@ use lowcopy::Caps;
 /// Major version: changes when the ABI breaks (and with it the SONAME, liblowcopy.so.N).
 pub const LOWCOPY_VERSION_MAJOR: u32 = 0;
 /// Minor version: new functions, new symbol versions, or struct fields appended.
-pub const LOWCOPY_VERSION_MINOR: u32 = 2;
+pub const LOWCOPY_VERSION_MINOR: u32 = 3;
 /// Patch version.
 pub const LOWCOPY_VERSION_PATCH: u32 = 0;
 
@@ -377,6 +377,8 @@ pub(crate) unsafe fn out_sized<T: Copy>(
 }
 
 /// The library version: `(major << 16) | (minor << 8) | patch`.
+///
+/// Syscalls: none.
 #[no_mangle]
 pub extern "C" fn lowcopy_version() -> u32 {
     (LOWCOPY_VERSION_MAJOR << 16) | (LOWCOPY_VERSION_MINOR << 8) | LOWCOPY_VERSION_PATCH
@@ -388,6 +390,10 @@ pub extern "C" fn lowcopy_version() -> u32 {
 ///
 /// Errors: `-EINVAL` (`out` NULL, `size` out of range), `-EMFILE`, `-ENFILE`, `-ENOMEM` when
 /// no socket can be created.
+///
+/// Syscalls: socket, setsockopt, getsockopt, bind, listen, getsockname, connect, accept, close,
+/// io_uring_setup, io_uring_register, mmap, munmap, brk, mremap, mprotect, madvise, getrandom,
+/// futex.
 ///
 /// # Safety
 /// `out` must be NULL or writable for `size` bytes.

@@ -4,12 +4,15 @@ use std::io::IoSliceMut;
 
 use std::os::fd::BorrowedFd;
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
 use libc::{c_int, c_void, iovec, size_t, ssize_t, EINVAL, ENOTRECOVERABLE};
-use lowcopy::{Flags, PeekMode, PeekStats, Peeker};
+use lowcopy::peek::{PEEK_MOVED, PEEK_PREFIXED};
+use lowcopy::{Flags, PeekMode, PeekResult, PeekStats, Peeker, StreamKind};
 
 use crate::{
-    borrow, free_handle, guard, iov_slice, neg, new_handle, out_sized, ret_size, ret_unit,
-    with_handle, with_handle_ref, Guarded,
+    borrow, check_size, guard, iov_slice, neg, new_handle, out_sized, ret_size, ret_unit,
+    with_handle, with_handle_ref, write_sized, Guarded,
 };
 
 /// Peek mechanism: `SO_PEEK_OFF` where the socket family has it, else `LOWCOPY_PEEK_DISCARD`.
@@ -31,10 +34,61 @@ const _: () = {
     assert!(LOWCOPY_PEEK_DISCARD == PeekMode::Discard as u32);
 };
 
-/// A peek cursor over one stream socket (opaque). Created by `lowcopy_peeker_new`, released
-/// by `lowcopy_peeker_free`.
-pub struct lowcopy_peeker(Guarded<CPeeker>);
-crate::handle!(lowcopy_peeker, CPeeker);
+/// `lowcopy_peek_result.flags`: the kernel's `SO_PEEK_OFF` was written before the peek (it
+/// was not at the offset asked for): the call made a `setsockopt` besides the peek.
+pub const LOWCOPY_PEEK_MOVED: u32 = 1;
+/// `lowcopy_peek_result.flags`: the peek went through a discard prefix (the kernel copied
+/// `offset` bytes only to skip them).
+pub const LOWCOPY_PEEK_PREFIXED: u32 = 2;
+/// `lowcopy_peeker_release` flag: the caller closes the fd right after, so the peeker does not
+/// restore `SO_PEEK_OFF` and `SO_RCVLOWAT` (no syscall).
+pub const LOWCOPY_RELEASE_CLOSING: u32 = 1;
+
+/// Bytes of caller memory for `lowcopy_peeker_init` in this version of the header (the size of
+/// `lowcopy_peeker_storage`). `lowcopy_peeker_size()` is what the running library needs: a
+/// later library that needs more than a program was built with refuses its memory with
+/// `-EINVAL` rather than overrun it.
+pub const LOWCOPY_PEEKER_SIZE: usize = 256;
+/// Alignment that `lowcopy_peeker_init` requires of its memory (`lowcopy_peeker_storage` has
+/// it).
+pub const LOWCOPY_PEEKER_ALIGN: usize = 8;
+
+const _: () = {
+    assert!(LOWCOPY_PEEK_MOVED == PEEK_MOVED);
+    assert!(LOWCOPY_PEEK_PREFIXED == PEEK_PREFIXED);
+    assert!(std::mem::size_of::<lowcopy_peeker>() <= LOWCOPY_PEEKER_SIZE);
+    assert!(std::mem::align_of::<lowcopy_peeker>() <= LOWCOPY_PEEKER_ALIGN);
+    assert!(std::mem::size_of::<lowcopy_peeker_storage>() == LOWCOPY_PEEKER_SIZE);
+    assert!(std::mem::align_of::<lowcopy_peeker_storage>() == LOWCOPY_PEEKER_ALIGN);
+};
+
+/// Caller memory for one peeker (`LOWCOPY_PEEKER_SIZE` bytes, aligned for it): declare one per
+/// connection direction, statically or inside the caller's own structs, and hand it to
+/// `lowcopy_peeker_init`. Its contents are the library's; do not copy or move it while the
+/// peeker lives.
+#[repr(C)]
+pub struct lowcopy_peeker_storage {
+    pub opaque: [u64; 32],
+}
+
+/// A peek cursor over one stream socket (opaque). Created by `lowcopy_peeker_new` (heap) or
+/// `lowcopy_peeker_init` (caller memory), released by `lowcopy_peeker_free` or
+/// `lowcopy_peeker_release`.
+pub struct lowcopy_peeker {
+    g: Guarded<CPeeker>,
+    /// Made by `lowcopy_peeker_init` in the caller's memory: never freed by lowcopy.
+    in_place: bool,
+}
+
+impl crate::Handle for lowcopy_peeker {
+    type Inner = CPeeker;
+    fn guarded(&self) -> &Guarded<CPeeker> {
+        &self.g
+    }
+    fn guarded_mut(&mut self) -> &mut Guarded<CPeeker> {
+        &mut self.g
+    }
+}
 
 /// The core's peeker over a caller-owned fd.
 type CPeeker = Peeker<BorrowedFd<'static>>;
@@ -44,6 +98,8 @@ type CPeeker = Peeker<BorrowedFd<'static>>;
 ///
 /// Errors: `-EBADF` (not an open fd), `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX
 /// stream socket; UDP and other datagram sockets are not covered by lowcopy's peek).
+///
+/// Syscalls: getsockopt, setsockopt.
 #[no_mangle]
 pub extern "C" fn lowcopy_peek_supported(fd: c_int) -> c_int {
     guard(-ENOTRECOVERABLE, || {
@@ -75,6 +131,8 @@ pub extern "C" fn lowcopy_peek_supported(fd: c_int) -> c_int {
 /// socket), `-EOVERFLOW` (`offset` above `INT_MAX` for `SO_PEEK_OFF`, or above 1023 x 64 KiB
 /// for the discard prefix: never truncated), `-ECONNRESET` and other `recvmsg` errors.
 ///
+/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+///
 /// # Safety
 /// `buf` must be NULL or writable for `len` bytes.
 #[no_mangle]
@@ -99,6 +157,8 @@ pub unsafe extern "C" fn lowcopy_peek_at(
 /// `lowcopy_peek_at` into `iovcnt` iovecs (1 to `IOV_MAX` = 1024). Errors as
 /// `lowcopy_peek_at`, plus `-EINVAL` for NULL `iov` or `iovcnt <= 0`, `-EMSGSIZE` for
 /// `iovcnt > IOV_MAX`.
+///
+/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
 ///
 /// # Safety
 /// `iov` must be NULL or point to `iovcnt` iovecs, each describing writable memory.
@@ -136,6 +196,8 @@ pub unsafe extern "C" fn lowcopy_peekv_at(
 ///
 /// Errors: `-EINVAL` (flags other than `MSG_DONTWAIT`), `-EBADF`, `-ENOTSOCK`,
 /// `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `recv` errors.
+///
+/// Syscalls: getsockopt, recvfrom, recvmsg.
 #[no_mangle]
 pub extern "C" fn lowcopy_consume(fd: c_int, n: size_t, flags: c_int) -> ssize_t {
     guard(-ENOTRECOVERABLE as ssize_t, || {
@@ -166,6 +228,9 @@ pub extern "C" fn lowcopy_consume(fd: c_int, n: size_t, flags: c_int) -> ssize_t
 /// TCP, MPTCP or AF_UNIX stream socket, or OFFSET on a socket without `SO_PEEK_OFF`),
 /// `-ENOMEM`.
 ///
+/// Syscalls: getsockopt, setsockopt, brk, mmap, munmap, mremap, mprotect, madvise, getrandom,
+/// futex.
+///
 /// # Safety
 /// `out` must be NULL or writable for one pointer.
 #[no_mangle]
@@ -175,8 +240,9 @@ pub unsafe extern "C" fn lowcopy_peeker_new(
     out: *mut *mut lowcopy_peeker,
 ) -> c_int {
     let mode = PeekMode::try_from(mode);
+    let wrap = |g| lowcopy_peeker { g, in_place: false };
     // SAFETY: `out` is NULL or writable for one pointer per the caller's contract.
-    unsafe { new_handle(fd, out, lowcopy_peeker, |fd| Peeker::new(fd, mode?)) }
+    unsafe { new_handle(fd, out, wrap, |fd| Peeker::new(fd, mode?)) }
 }
 
 /// Copies up to `len` bytes at the cursor into `buf`; the cursor advances by the result.
@@ -196,6 +262,8 @@ pub unsafe extern "C" fn lowcopy_peeker_new(
 /// Errors: `-EINVAL` (`p` or `buf` NULL, `len` 0 or above `SSIZE_MAX`, flags other than
 /// `MSG_DONTWAIT`), `-EOVERFLOW` (cursor beyond the mechanism's reach), `-ECONNRESET`, `-EINTR`
 /// and other `recvmsg` errors.
+///
+/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
 ///
 /// # Safety
 /// `p` must be NULL or a live peeker; `buf` NULL or writable for `len` bytes.
@@ -220,6 +288,8 @@ pub unsafe extern "C" fn lowcopy_peeker_peek(
 /// `lowcopy_peeker_peek` into `iovcnt` iovecs (1 to 1024; with the discard mechanism the
 /// prefix shares that budget). Errors as `lowcopy_peeker_peek`, plus `-EINVAL` for NULL `iov`
 /// or `iovcnt <= 0` and `-EMSGSIZE` for `iovcnt > 1024`.
+///
+/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
 ///
 /// # Safety
 /// `p` must be NULL or a live peeker; `iov` NULL or `iovcnt` iovecs over writable memory.
@@ -254,6 +324,8 @@ pub unsafe extern "C" fn lowcopy_peeker_peekv(
 /// Errors: `-EINVAL` (`p` NULL), `-EOVERFLOW` (`offset` above `INT_MAX` with OFFSET, above
 /// 1023 x 64 KiB with DISCARD; the cursor is unchanged).
 ///
+/// Syscalls: setsockopt.
+///
 /// # Safety
 /// `p` must be NULL or a live peeker.
 #[no_mangle]
@@ -269,6 +341,8 @@ pub unsafe extern "C" fn lowcopy_peeker_seek(p: *mut lowcopy_peeker, offset: siz
 ///
 /// Errors: `-EINVAL` (`p` NULL), `-EAGAIN` (nothing queued), `recv` errors.
 ///
+/// Syscalls: recvfrom, recvmsg, setsockopt.
+///
 /// # Safety
 /// `p` must be NULL or a live peeker.
 #[no_mangle]
@@ -283,6 +357,8 @@ pub unsafe extern "C" fn lowcopy_peeker_consume(p: *mut lowcopy_peeker, n: size_
 /// below 0), as `lowcopy_peeker_consume` would move it, without a syscall (unless the
 /// low-water mark is armed: it follows the cursor). Returns 0; `-EINVAL` for NULL.
 ///
+/// Syscalls: setsockopt.
+///
 /// # Safety
 /// `p` must be NULL or a live peeker.
 #[no_mangle]
@@ -294,6 +370,8 @@ pub unsafe extern "C" fn lowcopy_peeker_note_consumed(p: *mut lowcopy_peeker, n:
 
 /// The cursor, in bytes after the head of the receive queue; 0 for NULL.
 ///
+/// Syscalls: none.
+///
 /// # Safety
 /// `p` must be NULL or a live peeker.
 #[no_mangle]
@@ -304,6 +382,8 @@ pub unsafe extern "C" fn lowcopy_peeker_offset(p: *const lowcopy_peeker) -> size
 
 /// The mechanism in use: `LOWCOPY_PEEK_OFFSET` or `LOWCOPY_PEEK_DISCARD` (never AUTO);
 /// `LOWCOPY_PEEK_AUTO` (0) for NULL.
+///
+/// Syscalls: none.
 ///
 /// # Safety
 /// `p` must be NULL or a live peeker.
@@ -333,6 +413,8 @@ pub unsafe extern "C" fn lowcopy_peeker_mode(p: *const lowcopy_peeker) -> u32 {
 /// Errors: `-EINVAL` (`p` NULL), `-EOPNOTSUPP` (AF_UNIX: its poll ignores `SO_RCVLOWAT`),
 /// `setsockopt` errors.
 ///
+/// Syscalls: getsockopt, setsockopt.
+///
 /// # Safety
 /// `p` must be NULL or a live peeker.
 #[no_mangle]
@@ -349,6 +431,8 @@ pub unsafe extern "C" fn lowcopy_peeker_set_lowat_armed(
 /// rule); returns 0.
 ///
 /// Errors: `-EINVAL` (`p` or `out` NULL, `size` out of range).
+///
+/// Syscalls: none.
 ///
 /// # Safety
 /// `p` must be NULL or a live peeker; `out` NULL or writable for `size` bytes.
@@ -367,12 +451,273 @@ crate::versions::default_version!("lowcopy_peeker_stats", "LOWCOPY_0.2");
 
 /// Releases a peeker: restores `SO_RCVLOWAT` if the mark was armed and leaves the socket's
 /// `SO_PEEK_OFF` disabled (-1). Does not close the fd; call it before closing the fd. NULL is
-/// a no-op.
+/// a no-op. A peeker made by `lowcopy_peeker_init` is released in place: its memory stays the
+/// caller's (it may be reused for another `lowcopy_peeker_init`).
+///
+/// Syscalls: setsockopt, brk, munmap, madvise, futex, mmap, mremap, mprotect, getrandom.
 ///
 /// # Safety
-/// `p` must be NULL or a peeker from `lowcopy_peeker_new` not yet freed.
+/// `p` must be NULL or a live peeker not yet released.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_peeker_free(p: *mut lowcopy_peeker) {
-    // SAFETY: NULL or a peeker from lowcopy_peeker_new not yet freed, per the caller.
-    unsafe { free_handle(p, (), (), |_| ()) };
+    // SAFETY: NULL or a live peeker not yet released, per the caller.
+    unsafe { release(p, false) };
 }
+
+/// Size of caller memory `lowcopy_peeker_init` needs, in bytes (at most `LOWCOPY_PEEKER_SIZE`
+/// for this header's library). No syscall.
+///
+/// Syscalls: none.
+#[no_mangle]
+pub extern "C" fn lowcopy_peeker_size() -> size_t {
+    std::mem::size_of::<lowcopy_peeker>()
+}
+crate::versions::default_version!("lowcopy_peeker_size", "LOWCOPY_0.3");
+
+/// Creates a peek cursor over the stream socket `fd` in caller memory `mem` (`size` bytes,
+/// aligned to `LOWCOPY_PEEKER_ALIGN`; a `lowcopy_peeker_storage` will do) and writes the
+/// handle to `*out`. Allocates nothing, then or later: every call on the handle runs in that
+/// memory, the stack (at most 16 KiB, for a discard prefix's iovecs) and, for the discard
+/// mechanism, one static 64 KiB scratch buffer shared by the process.
+///
+/// `domain` and `protocol` state what the socket is, as given to `socket(2)`: `AF_INET` or
+/// `AF_INET6` with `IPPROTO_TCP` (or 0) or `IPPROTO_MPTCP`, or `AF_UNIX` with 0. The peeker
+/// then makes no classification syscall: OFFSET and AUTO cost one `setsockopt`, DISCARD one
+/// `getsockopt` (and a `setsockopt` if `SO_PEEK_OFF` was on). `AF_UNSPEC` (0) with 0 asks
+/// the socket instead (2-3 `getsockopt`, as `lowcopy_peeker_new`). Stating the kind wrong is
+/// never unsafe: calls then fail as the real socket answers (an AF_UNIX socket stated as TCP
+/// fails `lowcopy_peeker_consume` with `-EFAULT`).
+///
+/// `mode` as in `lowcopy_peeker_new`. The fd stays the caller's and must stay open until the
+/// peeker is released (`lowcopy_peeker_release` or `lowcopy_peeker_free`, which leave `mem`
+/// to the caller). `mem` must not be moved, copied or reused while the peeker lives.
+///
+/// Errors: `-EINVAL` (`mem` or `out` NULL, `size` below `lowcopy_peeker_size()`, `mem` not
+/// aligned, unknown `mode`, a `domain`/`protocol` pair other than those above), `-EBADF`,
+/// `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or OFFSET on a
+/// socket without `SO_PEEK_OFF`), `setsockopt`/`getsockopt` errors. Nothing is written to
+/// `*out` or `mem` on error.
+///
+/// Syscalls: getsockopt, setsockopt.
+///
+/// # Safety
+/// `mem` must be NULL or writable for `size` bytes; `out` NULL or writable for one pointer.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_peeker_init(
+    mem: *mut c_void,
+    size: size_t,
+    fd: c_int,
+    mode: u32,
+    domain: c_int,
+    protocol: c_int,
+    out: *mut *mut lowcopy_peeker,
+) -> c_int {
+    guard(-ENOTRECOVERABLE, || {
+        let at = mem.cast::<lowcopy_peeker>();
+        if mem.is_null()
+            || out.is_null()
+            || size < std::mem::size_of::<lowcopy_peeker>()
+            || !at.is_aligned()
+        {
+            return -EINVAL;
+        }
+        let mode = match PeekMode::try_from(mode) {
+            Ok(m) => m,
+            Err(e) => return neg(e),
+        };
+        let kind = match StreamKind::from_raw(domain, protocol) {
+            Ok(k) => k,
+            Err(e) => return neg(e),
+        };
+        let fd = match borrow(fd) {
+            Ok(fd) => fd,
+            Err(e) => return e,
+        };
+        let made = match kind {
+            Some(k) => Peeker::with_kind(fd, mode, k),
+            None => Peeker::new(fd, mode),
+        };
+        match made {
+            Ok(inner) => {
+                let h = lowcopy_peeker {
+                    g: Guarded::new(inner),
+                    in_place: true,
+                };
+                // SAFETY: `mem` is non-null, aligned and writable for `size` >= the handle's
+                // size per the checks above and the caller's contract; whatever it held is
+                // overwritten, not dropped (it is the caller's raw memory).
+                unsafe { at.write(h) };
+                // SAFETY: non-null and writable per the caller's contract.
+                unsafe { out.write(at) };
+                0
+            }
+            Err(e) => neg(e),
+        }
+    })
+}
+crate::versions::default_version!("lowcopy_peeker_init", "LOWCOPY_0.3");
+
+/// Releases a peeker, made by `lowcopy_peeker_new` (freed) or `lowcopy_peeker_init` (its
+/// memory left to the caller). `flags` 0: as `lowcopy_peeker_free`, restoring the socket's
+/// options (a `setsockopt` for `SO_PEEK_OFF` if the peeker used it, one for `SO_RCVLOWAT` if
+/// the mark was armed). `LOWCOPY_RELEASE_CLOSING`: the caller closes the fd next, so nothing
+/// is restored and no syscall is made.
+///
+/// Returns 0; `-EINVAL` for NULL or unknown flags (the peeker is then not released);
+/// `-ENOTRECOVERABLE` when a call on the peeker panicked before (it is released all the same).
+///
+/// Syscalls: setsockopt, brk, munmap, madvise, futex, mmap, mremap, mprotect, getrandom (none with
+/// `LOWCOPY_RELEASE_CLOSING`).
+///
+/// # Safety
+/// `p` must be NULL or a live peeker not yet released.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_peeker_release(p: *mut lowcopy_peeker, flags: u32) -> c_int {
+    if p.is_null() || flags & !LOWCOPY_RELEASE_CLOSING != 0 {
+        return -EINVAL;
+    }
+    // SAFETY: a live peeker not yet released, per the caller.
+    unsafe { release(p, flags & LOWCOPY_RELEASE_CLOSING != 0) }
+}
+crate::versions::default_version!("lowcopy_peeker_release", "LOWCOPY_0.3");
+
+/// Takes the peeker out of its memory (the heap's, freed; or the caller's, left as it is) and
+/// drops it: restoring the socket's options unless `closing` or a call on it panicked.
+/// 0, or `-ENOTRECOVERABLE` for a peeker on which a call panicked (or a panic now).
+///
+/// # Safety
+/// `p` must be NULL or a live peeker not yet released.
+unsafe fn release(p: *mut lowcopy_peeker, closing: bool) -> c_int {
+    if p.is_null() {
+        return 0;
+    }
+    // SAFETY: a live peeker per the caller: readable, and `in_place` says who owns its memory.
+    let h = if unsafe { (*p).in_place } {
+        // SAFETY: moved out of the caller's memory exactly once; the memory is not freed.
+        unsafe { p.read() }
+    } else {
+        // SAFETY: allocated by Box::into_raw in lowcopy_peeker_new, freed only here, once.
+        *unsafe { Box::from_raw(p) }
+    };
+    let panicked = h.g.panicked();
+    let run = move || {
+        if closing {
+            // Not restored: the socket is about to be closed.
+            let _ = h.g.inner.into_inner_unrestored();
+        } else {
+            drop(h);
+        }
+    };
+    match catch_unwind(AssertUnwindSafe(run)) {
+        Ok(()) if !panicked => 0,
+        _ => -ENOTRECOVERABLE,
+    }
+}
+
+/// Copies up to `len` bytes at `offset` (bytes after the head of the receive queue: the
+/// caller's own stream arithmetic) into `buf`, and says what it peeked from where in `*res`
+/// (`res_size` = `sizeof(lowcopy_peek_result)`, the growth rule; `res` may be NULL). The
+/// cursor ends at `offset` + the bytes peeked, as after `lowcopy_peeker_seek` and
+/// `lowcopy_peeker_peek`.
+///
+/// Returns bytes copied (> 0); 0 at end of stream after `offset`; `-EAGAIN` when nothing lies
+/// beyond `offset` and `flags` has `MSG_DONTWAIT` or the fd is non-blocking; blocking as
+/// `lowcopy_peeker_peek`.
+///
+/// Cost with `SO_PEEK_OFF` (OFFSET; AUTO when it picked it): one `recvfrom` when the kernel's
+/// offset already is at `offset` (where the last peek ended, kept right by
+/// `lowcopy_peeker_consume`), a `setsockopt` and the `recvfrom` when it must be moved
+/// (`LOWCOPY_PEEK_MOVED`); never a classification. AUTO peeks an `offset` of at most 4096 that
+/// the kernel's offset is not at through a discard prefix (`LOWCOPY_PEEK_PREFIXED`; a
+/// `setsockopt` more when it first switches `SO_PEEK_OFF` off). DISCARD: one `recvmsg`. With
+/// the low-water mark armed, a blocking call lowers it first and one that finds nothing
+/// sets it to `offset` + 1 (a `setsockopt` each); DISCARD finding nothing past `offset` asks
+/// `poll` whether the peer ended and `fcntl` whether the fd blocks, and waits as
+/// `lowcopy_peeker_peek` does.
+///
+/// `res->stream_pos` is the stream position of `offset`: the bytes this peeker dropped
+/// (`lowcopy_peeker_consume`, `lowcopy_peeker_note_consumed`) plus `offset`. A caller that
+/// keeps its own sequence numbers compares it with its own: an offset that missed a consume
+/// shows there rather than as wrong bytes. `res` is written only on success.
+///
+/// Errors: as `lowcopy_peeker_peek` (the cursor is then at `offset`); `-EOVERFLOW` (`offset`
+/// above `INT_MAX` with OFFSET, above 1023 x 64 KiB with DISCARD: the cursor is unchanged);
+/// `-EINVAL` also for `res_size` out of range with a non-NULL `res`.
+///
+/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+///
+/// # Safety
+/// `p` must be NULL or a live peeker; `buf` NULL or writable for `len` bytes; `res` NULL or
+/// writable for `res_size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_peeker_peek_at(
+    p: *mut lowcopy_peeker,
+    offset: size_t,
+    buf: *mut c_void,
+    len: size_t,
+    flags: c_int,
+    res: *mut PeekResult,
+    res_size: size_t,
+) -> ssize_t {
+    if buf.is_null() {
+        return -EINVAL as ssize_t;
+    }
+    let iov = iovec {
+        iov_base: buf,
+        iov_len: len,
+    };
+    // SAFETY: forwarded caller contract.
+    unsafe { lowcopy_peeker_peekv_at(p, offset, &iov, 1, flags, res, res_size) }
+}
+crate::versions::default_version!("lowcopy_peeker_peek_at", "LOWCOPY_0.3");
+
+/// `lowcopy_peeker_peek_at` into `iovcnt` iovecs (1 to 1024; with a discard prefix the prefix
+/// shares that budget). Errors as `lowcopy_peeker_peek_at`, plus `-EINVAL` for NULL `iov` or
+/// `iovcnt <= 0` and `-EMSGSIZE` for `iovcnt > 1024`.
+///
+/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+///
+/// # Safety
+/// `p` must be NULL or a live peeker; `iov` NULL or `iovcnt` iovecs over writable memory;
+/// `res` NULL or writable for `res_size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_peeker_peekv_at(
+    p: *mut lowcopy_peeker,
+    offset: size_t,
+    iov: *const iovec,
+    iovcnt: c_int,
+    flags: c_int,
+    res: *mut PeekResult,
+    res_size: size_t,
+) -> ssize_t {
+    let run = |p: &mut CPeeker| {
+        if !res.is_null() {
+            if let Err(e) = check_size(res_size) {
+                return e as ssize_t;
+            }
+        }
+        // SAFETY: forwarded caller contract.
+        let iov = match unsafe { iov_slice(iov, iovcnt) } {
+            Ok(v) => v,
+            Err(e) => return e as ssize_t,
+        };
+        let flags = match Flags::from_raw(flags) {
+            Ok(f) => f,
+            Err(e) => return neg(e) as ssize_t,
+        };
+        // SAFETY: the iovecs describe writable memory per the caller's contract.
+        match unsafe { p.peek_at_raw(offset, iov, flags) } {
+            Ok(r) => {
+                if !res.is_null() {
+                    // SAFETY: non-null and writable for `res_size` (checked) bytes.
+                    unsafe { write_sized(res.cast::<u8>(), res_size, &r) };
+                }
+                r.len as ssize_t
+            }
+            Err(e) => neg(e) as ssize_t,
+        }
+    };
+    // SAFETY: `p` is NULL or a live, unaliased peeker per the caller's contract.
+    unsafe { with_handle(p, run) }
+}
+crate::versions::default_version!("lowcopy_peeker_peekv_at", "LOWCOPY_0.3");

@@ -25,6 +25,8 @@ use crate::{
 ///
 /// Errors: `-EINVAL` (`effective` NULL), `-EBADF`, `-ENOTSOCK`, `setsockopt` errors.
 ///
+/// Syscalls: setsockopt, getsockopt.
+///
 /// # Safety
 /// `effective` must be NULL or writable for one `size_t`.
 #[no_mangle]
@@ -84,6 +86,9 @@ pub unsafe extern "C" fn lowcopy_set_rcvlowat(
 /// `-EMSGSIZE` (the first datagram is larger than `len`; it stays queued), `-EINTR`,
 /// `-ECONNRESET` and other socket errors.
 ///
+/// Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close,
+/// clock_gettime.
+///
 /// # Safety
 /// `buf` must be NULL or writable for `len` bytes.
 #[no_mangle]
@@ -102,6 +107,9 @@ pub unsafe extern "C" fn lowcopy_recv_atleast(
 /// syscalls...). `size` is `sizeof(lowcopy_recv_stats)` (the growth rule; the counters past
 /// this library's struct are left as they are). Errors as `lowcopy_recv_atleast`, plus
 /// `-EINVAL` for a NULL `stats` or `size` out of range.
+///
+/// Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close,
+/// clock_gettime.
 ///
 /// # Safety
 /// `buf` must be NULL or writable for `len` bytes; `stats` NULL or readable and writable for
@@ -181,6 +189,8 @@ type CLowatReceiver = lowcopy::Receiver<BorrowedFd<'static>>;
 /// Errors: `-EINVAL` (`out` NULL), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a stream,
 /// datagram or seqpacket socket), `-ENOMEM`.
 ///
+/// Syscalls: getsockopt, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex.
+///
 /// # Safety
 /// `out` must be NULL or writable for one pointer.
 #[no_mangle]
@@ -192,6 +202,9 @@ crate::versions::default_version!("lowcopy_receiver_new", "LOWCOPY_0.2");
 
 /// `lowcopy_recv_atleast` on the receiver's socket (same arguments, results and errors),
 /// without learning the socket again and without putting its mark back after the call.
+///
+/// Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close,
+/// clock_gettime.
 ///
 /// # Safety
 /// `r` must be NULL or a live receiver not used by another thread meanwhile; `buf` NULL or
@@ -223,6 +236,8 @@ crate::versions::default_version!("lowcopy_receiver_recv", "LOWCOPY_0.2");
 ///
 /// Errors: `-EINVAL` (`r` or `out` NULL, `size` out of range).
 ///
+/// Syscalls: none.
+///
 /// # Safety
 /// `r` must be NULL or a live receiver; `out` NULL or writable for `size` bytes.
 #[no_mangle]
@@ -241,6 +256,8 @@ crate::versions::default_version!("lowcopy_receiver_stats", "LOWCOPY_0.2");
 /// Puts back the socket's `SO_RCVLOWAT` found by `lowcopy_receiver_new` (one `setsockopt`
 /// when it differs) and frees the receiver. NULL is a no-op. `fd` is not closed. A receiver
 /// on which a call panicked is released the same way.
+///
+/// Syscalls: setsockopt, close, brk, munmap, madvise, futex, mmap, mremap, mprotect, getrandom.
 ///
 /// # Safety
 /// `r` must be NULL or a live receiver, not used after this call.
@@ -292,6 +309,9 @@ pub struct lowcopy_zcrx_chunk {
 /// `TCP_ZEROCOPY_RECEIVE` in this kernel), `-ENOTCONN` (not connected: listening, never
 /// connected, still connecting, or reset), `-ENOMEM`, and `mmap` errors.
 ///
+/// Syscalls: getsockopt, getpeername, mmap, munmap, brk, mremap, mprotect, madvise, getrandom,
+/// futex.
+///
 /// # Safety
 /// `out` must be NULL or writable for one pointer.
 #[no_mangle]
@@ -329,6 +349,9 @@ pub unsafe extern "C" fn lowcopy_zcrx_new(
 /// Errors: `-EINVAL` (`r` or `out` NULL, `size` out of range, flags other than `MSG_DONTWAIT`;
 /// an `EINVAL` from the kernel is reported as such, never as end of stream), `-EAGAIN`,
 /// `-EINTR`, `-ECONNRESET` and other socket errors (after every byte that came before them).
+///
+/// Syscalls: getsockopt, setsockopt, madvise, recvfrom, poll, fcntl, clock_gettime, epoll_create1,
+/// epoll_ctl, epoll_wait, close.
 ///
 /// # Safety
 /// `r` must be NULL or a live receiver; `out` NULL or writable for `size` bytes.
@@ -377,6 +400,8 @@ crate::versions::default_version!("lowcopy_zcrx_recv", "LOWCOPY_0.2");
 /// Errors: `-EINVAL` (`r` NULL, `timeout_ms` < -1), `-ENOTRECOVERABLE` (a call on `r`
 /// panicked).
 ///
+/// Syscalls: none.
+///
 /// # Safety
 /// `r` must be NULL or a live receiver not used by another thread meanwhile.
 #[no_mangle]
@@ -404,6 +429,8 @@ crate::versions::default_version!("lowcopy_zcrx_set_timeout", "LOWCOPY_0.2");
 /// Errors: `-EINVAL` (`r` NULL, `on` not 0 or 1), `-ENOTRECOVERABLE` (a call on `r`
 /// panicked).
 ///
+/// Syscalls: none.
+///
 /// # Safety
 /// `r` must be NULL or a live receiver not used by another thread meanwhile.
 #[no_mangle]
@@ -427,6 +454,8 @@ crate::versions::default_version!("lowcopy_zcrx_set_peek_off_tracking", "LOWCOPY
 /// pages, the most one mapped chunk can hold; 0 for NULL and for a receiver on which a call
 /// panicked.
 ///
+/// Syscalls: none.
+///
 /// # Safety
 /// `r` must be NULL or a live receiver.
 #[no_mangle]
@@ -439,6 +468,8 @@ pub unsafe extern "C" fn lowcopy_zcrx_window(r: *const lowcopy_zcrx) -> size_t {
 /// growth rule); returns 0.
 ///
 /// Errors: `-EINVAL` (`r` or `out` NULL, `size` out of range).
+///
+/// Syscalls: none.
 ///
 /// # Safety
 /// `r` must be NULL or a live receiver; `out` NULL or writable for `size` bytes.
@@ -458,6 +489,8 @@ crate::versions::default_version!("lowcopy_zcrx_stats", "LOWCOPY_0.2");
 /// Releases a receiver: unmaps the window (and any pages still mapped there) and frees the
 /// copy buffer; a chunk from it is invalid afterwards. Does not close the fd. NULL is a no-op.
 /// A receiver on which a call panicked is released the same way.
+///
+/// Syscalls: munmap, brk, madvise, futex, mmap, mremap, mprotect, getrandom, close.
 ///
 /// # Safety
 /// `r` must be NULL or a receiver from `lowcopy_zcrx_new` not yet freed.

@@ -91,6 +91,9 @@ const _: () = {
 /// or io_uring without SEND_ZC), io_uring setup errors (`-EPERM` when
 /// `kernel.io_uring_disabled` forbids it, `-ENOMEM`).
 ///
+/// Syscalls: getsockopt, setsockopt, io_uring_setup, io_uring_register, mmap, munmap, close, brk,
+/// mremap, mprotect, madvise, getrandom, futex.
+///
 /// # Safety
 /// `out` must be NULL or writable for one pointer.
 #[no_mangle]
@@ -127,6 +130,8 @@ pub unsafe extern "C" fn lowcopy_zc_new(
 /// socket's send errors (`-EAGAIN`, `-EINTR`, `-EPIPE`, `-ECONNRESET`, `-EMSGSIZE`,
 /// `-EDESTADDRREQ`, ...).
 ///
+/// Syscalls: sendmsg, io_uring_enter, io_uring_register, recvmmsg, getsockopt.
+///
 /// # Safety
 /// `z` must be NULL or a live sender; `buf` NULL or readable for `len` bytes until the
 /// completion.
@@ -151,6 +156,8 @@ pub unsafe extern "C" fn lowcopy_zc_send(
 
 /// `lowcopy_zc_send` from `iovcnt` iovecs (1 to 1024). Errors as `lowcopy_zc_send`, plus
 /// `-EINVAL` for NULL `iov` or `iovcnt <= 0` and `-EMSGSIZE` for `iovcnt > 1024`.
+///
+/// Syscalls: sendmsg, io_uring_enter, io_uring_register, recvmmsg, getsockopt.
 ///
 /// # Safety
 /// `z` must be NULL or a live sender; `iov` NULL or `iovcnt` iovecs over readable memory that
@@ -185,6 +192,8 @@ pub unsafe extern "C" fn lowcopy_zc_sendv(
 /// as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `msg`, `-EFAULT` for a NULL `msg_name` or
 /// `msg_control` with a non-zero length (as `sendmsg(2)`, whatever the backend), and the
 /// kernel's address errors (`-EINVAL` for a bad `msg_namelen`, `-EAFNOSUPPORT`).
+///
+/// Syscalls: sendmsg, io_uring_enter, io_uring_register, recvmmsg, getsockopt.
 ///
 /// # Safety
 /// `z` must be NULL or a live sender; `msg` NULL or a valid msghdr whose iovecs stay readable
@@ -234,6 +243,8 @@ pub unsafe extern "C" fn lowcopy_zc_sendmsg(
 /// or `size` out of range. Once the send went out its byte count is returned: an error
 /// reading completions after it is not reported here (`*n_out` counts what was ready) but by
 /// the next `lowcopy_zc_reap` or `lowcopy_zc_wait`.
+///
+/// Syscalls: sendmsg, io_uring_enter, io_uring_register, recvmmsg, getsockopt.
 ///
 /// # Safety
 /// As `lowcopy_zc_sendv`; `out` NULL or writable for `cap` entries of `size` bytes; `n_out`
@@ -398,6 +409,8 @@ impl CompletionOut {
 /// Errors: `-EINVAL` (`z` NULL, `out` NULL with `cap > 0`, `size` out of range), `-EEXIST`
 /// (io_uring backend from another thread than the first that sent), error-queue read errors.
 ///
+/// Syscalls: recvmmsg, io_uring_enter, getsockopt.
+///
 /// # Safety
 /// `z` must be NULL or a live sender; `out` NULL or writable for `cap` entries of `size`
 /// bytes.
@@ -431,6 +444,9 @@ crate::versions::default_version!("lowcopy_zc_reap", "LOWCOPY_0.2");
 /// notifies only once the peer acknowledged, so a peer that stops reading delays completions
 /// without bound), a pending socket error (`-ECONNRESET`, ...) reported instead of a completion.
 ///
+/// Syscalls: io_uring_enter, io_uring_register, recvmmsg, getsockopt, poll, epoll_create1,
+/// epoll_ctl, epoll_wait, close, clock_gettime.
+///
 /// # Safety
 /// `z` must be NULL or a live sender.
 #[no_mangle]
@@ -456,6 +472,8 @@ fn wait_timeout(timeout_ms: c_int) -> std::io::Result<Option<Duration>> {
 /// completions are not counted; failed sends never are); 0 for NULL and for a sender on which
 /// a call panicked.
 ///
+/// Syscalls: none.
+///
 /// # Safety
 /// `z` must be NULL or a live sender.
 #[no_mangle]
@@ -470,6 +488,8 @@ pub unsafe extern "C" fn lowcopy_zc_inflight(z: *const lowcopy_zc) -> size_t {
 /// NULL. The ring fd belongs to the sender: `lowcopy_zc_free` closes it, so remove it from
 /// epoll first; never close it yourself.
 ///
+/// Syscalls: none.
+///
 /// # Safety
 /// `z` must be NULL or a live sender.
 #[no_mangle]
@@ -481,6 +501,8 @@ pub unsafe extern "C" fn lowcopy_zc_pollfd(z: *const lowcopy_zc) -> c_int {
 
 /// The backend in use (`LOWCOPY_ZC_ERRQUEUE`, `_IO_URING` or `_COPY`, never AUTO);
 /// `LOWCOPY_ZC_AUTO` (0) for NULL and for a sender on which a call panicked.
+///
+/// Syscalls: none.
 ///
 /// # Safety
 /// `z` must be NULL or a live sender.
@@ -494,6 +516,8 @@ pub unsafe extern "C" fn lowcopy_zc_backend(z: *const lowcopy_zc) -> u32 {
 /// growth rule); returns 0.
 ///
 /// Errors: `-EINVAL` (`z` or `out` NULL, `size` out of range).
+///
+/// Syscalls: none.
 ///
 /// # Safety
 /// `z` must be NULL or a live sender; `out` NULL or writable for `size` bytes.
@@ -520,6 +544,9 @@ crate::versions::default_version!("lowcopy_zc_stats", "LOWCOPY_0.2");
 /// matter. Completions ready but not reaped are dropped. Does not close the fd. NULL: 0.
 /// A sender on which a call panicked is released too and gives `-ENOTRECOVERABLE`: treat
 /// every buffer it was given as in use by the kernel until the socket is closed.
+///
+/// Syscalls: io_uring_enter, recvmmsg, getsockopt, poll, epoll_create1, epoll_ctl, epoll_wait,
+/// close, clock_gettime, munmap, brk, madvise, futex, mmap, mremap, mprotect, getrandom.
 ///
 /// # Safety
 /// `z` must be NULL or a sender from `lowcopy_zc_new` not yet freed.

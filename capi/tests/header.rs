@@ -3,10 +3,9 @@
 
 use std::path::Path;
 
-#[test]
-fn header_is_up_to_date() {
+/// include/lowcopy.h as the pinned cbindgen writes it from the sources now.
+fn generate_header() -> String {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let header = crate_dir.join("../include/lowcopy.h");
     let config = cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).unwrap();
     let mut generated = Vec::new();
     cbindgen::Builder::new()
@@ -15,7 +14,14 @@ fn header_is_up_to_date() {
         .generate()
         .expect("cbindgen failed")
         .write(&mut generated);
-    let generated = String::from_utf8(generated).unwrap();
+    String::from_utf8(generated).unwrap()
+}
+
+#[test]
+fn header_is_up_to_date() {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let header = crate_dir.join("../include/lowcopy.h");
+    let generated = generate_header();
     if std::env::var_os("LOWCOPY_BLESS").is_some() {
         std::fs::write(&header, &generated).unwrap();
         return;
@@ -60,4 +66,148 @@ fn header_compiles_as_c_and_cxx() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// include/lowcopy_syscalls.h is the data form of the "Syscalls:" line that every function's
+/// documentation in include/lowcopy.h has: one X-macro list per function, and their union.
+/// Regenerated with the header (`make header`); this test fails when it is stale or when a
+/// function has no such line.
+#[test]
+fn syscalls_header_is_up_to_date() {
+    let inc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../include");
+    // From the sources, not the file: the other test may be rewriting it meanwhile.
+    let header = generate_header();
+    let (table, missing) = syscall_table(&header);
+    assert!(
+        missing.is_empty(),
+        "functions without a \"Syscalls:\" line in their documentation: {missing:?}"
+    );
+    assert!(table.len() > 40, "only {} functions found", table.len());
+    let generated = syscalls_header(&table);
+    let path = inc.join("lowcopy_syscalls.h");
+    if std::env::var_os("LOWCOPY_BLESS").is_some() {
+        std::fs::write(&path, &generated).unwrap();
+        return;
+    }
+    let current = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        current == generated,
+        "include/lowcopy_syscalls.h is stale: run `make header` and commit it"
+    );
+}
+
+/// (function, syscalls) in header order, and the functions whose comment has no such line.
+fn syscall_table(header: &str) -> (Vec<(String, Vec<String>)>, Vec<String>) {
+    let mut table = Vec::new();
+    let mut missing = Vec::new();
+    let mut comment: Vec<&str> = Vec::new();
+    let mut in_comment = false;
+    let mut last_comment: Vec<&str> = Vec::new();
+    for line in header.lines() {
+        let t = line.trim();
+        if t.starts_with("/**") {
+            in_comment = true;
+            comment.clear();
+            continue;
+        }
+        if in_comment {
+            if t.starts_with("*/") {
+                in_comment = false;
+                last_comment = std::mem::take(&mut comment);
+            } else {
+                comment.push(t.trim_start_matches('*').trim());
+            }
+            continue;
+        }
+        // A function declaration: `type lowcopy_name(` at the start of a line.
+        let Some(name) = t
+            .split('(')
+            .next()
+            .and_then(|head| head.split_whitespace().last())
+            .map(|n| n.trim_start_matches('*'))
+            .filter(|n| n.starts_with("lowcopy_") && t.contains('('))
+        else {
+            if !t.is_empty() && !t.starts_with('#') {
+                last_comment.clear();
+            }
+            continue;
+        };
+        if t.starts_with("typedef") {
+            continue;
+        }
+        // The line may continue over several comment lines: join them.
+        let text = last_comment.join(" ");
+        match text.split("Syscalls:").nth(1) {
+            Some(rest) => {
+                let list = rest.split('.').next().unwrap_or("");
+                let calls: Vec<String> = list
+                    .split(',')
+                    .map(|s| s.split('(').next().unwrap().trim().to_string())
+                    .filter(|s| !s.is_empty() && s != "none")
+                    .collect();
+                assert!(
+                    calls.iter().all(|c| c
+                        .chars()
+                        .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '_')),
+                    "{name}: syscall names must be bare names: {calls:?}"
+                );
+                table.push((name.to_string(), calls));
+            }
+            None => missing.push(name.to_string()),
+        }
+        last_comment.clear();
+    }
+    (table, missing)
+}
+
+fn syscalls_header(table: &[(String, Vec<String>)]) -> String {
+    let mut s = String::from(
+        "/*
+ * lowcopy_syscalls.h: the syscalls each lowcopy function may make, as data for a seccomp
+ * allowlist. SPDX-License-Identifier: MIT OR Apache-2.0
+ *
+ * Generated from the \"Syscalls:\" line of each function's documentation in lowcopy.h by
+ * capi/tests/header.rs: do not edit. Regenerate with `make header`.
+ *
+ * LOWCOPY_SYSCALLS_<function>(X) expands to X(name) for each syscall that the function may
+ * make, on every path (errors, waits, fallbacks) but a panic inside the library (a bug, which
+ * may write(2) to stderr first). LOWCOPY_SYSCALLS_ALL(X) is their union. A daemon allows the
+ * lists of the functions it calls, e.g.
+ *
+ *     #define LC_ALLOW(name) BPF_ALLOW(__NR_##name)
+ *     LOWCOPY_SYSCALLS_lowcopy_peeker_init(LC_ALLOW)
+ *     LOWCOPY_SYSCALLS_lowcopy_peeker_peekv_at(LC_ALLOW)
+ *
+ * (examples/c/peek_relay.c --sandbox does so). Names are the kernel's on x86_64 with glibc:
+ * recv(2) is the recvfrom syscall. Where an architecture has no poll or epoll_wait (arm64,
+ * riscv64), the C library makes ppoll and epoll_pwait instead: map those names there.
+ * brk, mmap, munmap, mremap, mprotect, madvise, getrandom and futex in the list of a function
+ * that allocates or frees (each *_new and *_free, lowcopy_probe) are the C library's malloc
+ * and free (glibc's: a new arena, a trim, the first malloc's getrandom, a contended arena
+ * lock); the calls on a peeker made by lowcopy_peeker_init never allocate.
+ * clock_gettime is served by the vDSO and reaches the kernel only where the clock source has
+ * no vDSO path. io_uring operations (the zerocopy sender's IO_URING backend) are not
+ * syscalls: a filter sees only io_uring_enter for them.
+ */
+#ifndef LOWCOPY_SYSCALLS_H
+#define LOWCOPY_SYSCALLS_H
+",
+    );
+    let mut all: Vec<&str> = Vec::new();
+    for (name, calls) in table {
+        s.push_str(&format!("\n#define LOWCOPY_SYSCALLS_{name}(X)"));
+        for c in calls {
+            s.push_str(&format!(" X({c})"));
+            if !all.contains(&c.as_str()) {
+                all.push(c);
+            }
+        }
+    }
+    all.sort_unstable();
+    s.push_str("\n\n#define LOWCOPY_SYSCALLS_ALL(X)");
+    for c in all {
+        s.push_str(&format!(" \\\n    X({c})"));
+    }
+    s.push_str("\n\n#endif /* LOWCOPY_SYSCALLS_H */\n");
+    s
 }

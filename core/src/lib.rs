@@ -97,7 +97,9 @@ pub mod zcrx;
 
 pub use flags::Flags;
 pub use lowat::{recv_atleast, recv_atleast_with_stats, set_rcvlowat, Receiver, RecvStats};
-pub use peek::{consume, peek_at, peek_supported, PeekMode, PeekStats, Peeker};
+pub use peek::{
+    consume, peek_at, peek_supported, PeekMode, PeekResult, PeekStats, Peeker, StreamKind,
+};
 pub use probe::{probe, Caps};
 pub use zc::{Completion, ZcBackend, ZcOptions, ZcStats, ZeroCopySender};
 

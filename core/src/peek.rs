@@ -103,6 +103,86 @@ pub struct PeekStats {
     pub rcvlowat_updates: u64,
 }
 
+/// What a stream socket is, as the code that created it knows: lets [`Peeker::with_kind`]
+/// skip the 2-3 `getsockopt` that [`Peeker::new`] makes to learn it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StreamKind {
+    /// `socket(AF_INET, SOCK_STREAM, IPPROTO_TCP)` (or protocol 0).
+    Tcp4,
+    /// `socket(AF_INET6, SOCK_STREAM, IPPROTO_TCP)` (or protocol 0).
+    Tcp6,
+    /// `socket(AF_INET, SOCK_STREAM, IPPROTO_MPTCP)`: never has `SO_PEEK_OFF`.
+    Mptcp4,
+    /// `socket(AF_INET6, SOCK_STREAM, IPPROTO_MPTCP)`.
+    Mptcp6,
+    /// `socket(AF_UNIX, SOCK_STREAM, 0)`.
+    Unix,
+}
+
+impl StreamKind {
+    /// The kind of `socket(domain, SOCK_STREAM, protocol)`; `Ok(None)` for `AF_UNSPEC` (0),
+    /// which means "not stated: ask the socket".
+    ///
+    /// # Errors
+    /// `EINVAL` for any other pair (a datagram protocol, an unknown family, AF_UNIX with a
+    /// protocol): the C ABI's check of the numbers it is given.
+    pub fn from_raw(domain: c_int, protocol: c_int) -> io::Result<Option<Self>> {
+        Ok(Some(match (domain, protocol) {
+            (libc::AF_UNSPEC, 0) => return Ok(None),
+            (libc::AF_INET, 0 | libc::IPPROTO_TCP) => Self::Tcp4,
+            (libc::AF_INET6, 0 | libc::IPPROTO_TCP) => Self::Tcp6,
+            (libc::AF_INET, libc::IPPROTO_MPTCP) => Self::Mptcp4,
+            (libc::AF_INET6, libc::IPPROTO_MPTCP) => Self::Mptcp6,
+            (libc::AF_UNIX, 0) => Self::Unix,
+            _ => return Err(errno(libc::EINVAL)),
+        }))
+    }
+
+    fn info(self) -> SockInfo {
+        let (transport, family) = match self {
+            Self::Tcp4 => (Transport::Tcp, 0),
+            Self::Tcp6 => (Transport::Tcp, 1),
+            Self::Mptcp4 => (Transport::Tcp, 2),
+            Self::Mptcp6 => (Transport::Tcp, 3),
+            Self::Unix => (Transport::Unix, 4),
+        };
+        SockInfo { transport, family }
+    }
+}
+
+/// What one [`Peeker::peek_at`] peeked, and from where: a caller that keeps its own stream
+/// arithmetic compares `stream_pos` with its own position of `offset`, so that an offset that
+/// went wrong (a consume or a read it did not account for) shows at once rather than as
+/// silently wrong bytes.
+///
+/// Shared with C as `lowcopy_peek_result` (`#[repr(C)]`); fields are only ever appended.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PeekResult {
+    /// Bytes copied (the call's return value); 0 at end of stream after `offset`.
+    pub len: u64,
+    /// Where they came from: bytes after the head of the receive queue (the offset asked for).
+    pub offset: u64,
+    /// The same place as a position in the stream: the bytes that left the head of the queue
+    /// through this peeker ([`Peeker::consume`], [`Peeker::note_consumed`]) plus `offset`.
+    /// For a peeker made before any byte was read from the socket, the stream position of
+    /// the first byte peeked.
+    pub stream_pos: u64,
+    /// Syscalls this call made: 1 when the kernel's `SO_PEEK_OFF` already was at `offset` (or
+    /// the discard prefix was used), 2 when it had to be moved first; more only on the paths
+    /// documented at [`Peeker::peek_at`].
+    pub syscalls: u32,
+    /// `PEEK_MOVED` (the kernel's offset was written) and `PEEK_PREFIXED` (peeked through a
+    /// discard prefix: the kernel copied `offset` bytes to skip them) bits.
+    pub flags: u32,
+}
+
+/// [`PeekResult::flags`]: `SO_PEEK_OFF` was written before the peek (the kernel's offset was
+/// elsewhere).
+pub const PEEK_MOVED: u32 = 1;
+/// [`PeekResult::flags`]: the peek went through a discard prefix of `offset` bytes.
+pub const PEEK_PREFIXED: u32 = 2;
+
 /// Largest offset `SO_PEEK_OFF` can hold: the kernel keeps it in an `int` (`sk_peek_off`).
 pub const OFFSET_MAX: usize = i32::MAX as usize;
 
@@ -272,6 +352,21 @@ fn peek_flags(flags: Flags) -> io::Result<c_int> {
     Ok(flags.to_raw())
 }
 
+/// A peek's flags and iovecs: `EINVAL` for `MORE` or no room, `EMSGSIZE` beyond `IOV_MAX`.
+fn check_peek_args(iov: &[iovec], flags: Flags) -> io::Result<c_int> {
+    let flags = peek_flags(flags)?;
+    if iov.len() > IOV_MAX {
+        return Err(errno(libc::EMSGSIZE));
+    }
+    // No room at all would read as end of stream; a total beyond SSIZE_MAX is what
+    // recvmsg refuses (lib/iov_iter.c) while recv would silently clamp it.
+    let total = iov.iter().try_fold(0usize, |t, v| t.checked_add(v.iov_len));
+    if !matches!(total, Some(t) if t > 0 && t <= isize::MAX as usize) {
+        return Err(errno(libc::EINVAL));
+    }
+    Ok(flags)
+}
+
 fn consume_raw(
     fd: BorrowedFd<'_>,
     transport: Transport,
@@ -433,6 +528,11 @@ pub struct Peeker<F: AsFd> {
     auto: bool,
     lowat: Option<Lowat>,
     stats: PeekStats,
+    /// Bytes that left the head of the queue through this peeker (consume, note_consumed):
+    /// the stream position of offset 0 ([`PeekResult::stream_pos`]).
+    head_pos: u64,
+    /// `SO_PEEK_OFF` writes made so far (for [`PeekResult::flags`]).
+    moves: u64,
 }
 
 impl<F: AsFd> fmt::Debug for Peeker<F> {
@@ -461,13 +561,38 @@ impl<F: AsFd> Peeker<F> {
     /// `Discard` makes sure it is disabled (-1). Sets `SO_OOBINLINE` and leaves it set: urgent
     /// bytes are stream bytes to a peeker (module docs, "Urgent data").
     ///
+    /// Cost: 2-3 `getsockopt` to learn the socket's family, type and protocol
+    /// ([`Peeker::with_kind`] skips them), then one `setsockopt` (`Offset`, `Auto`) or one
+    /// `getsockopt` (`Discard`; a `setsockopt` more if `SO_PEEK_OFF` was on). Allocates
+    /// nothing: the peeker is a plain value (about 150 bytes) wherever the caller puts it; the
+    /// discard mechanism's 64 KiB scratch buffer is one static buffer shared by the process.
+    ///
     /// # Errors
     /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or
     /// `Offset` on a socket without `SO_PEEK_OFF`), and `setsockopt`/`getsockopt` errors.
     /// `fd` is dropped on error.
     pub fn new(fd: F, mode: PeekMode) -> io::Result<Self> {
+        let info = classify(fd.as_fd())?;
+        Self::build(fd, info, mode)
+    }
+
+    /// [`Peeker::new`] for a socket whose kind the caller states: no classification syscall,
+    /// so a peeker costs one `setsockopt` (`Offset`, `Auto`) or one `getsockopt` (`Discard`),
+    /// and the `setsockopt` of `SO_OOBINLINE` (module docs, "Urgent data").
+    ///
+    /// The caller vouches for `kind`; stating it wrong is never unsafe, but gives the errors
+    /// of the wrong protocol (a datagram socket answers a peek as a datagram socket would; an
+    /// AF_UNIX socket stated as TCP fails [`Peeker::consume`] with `EFAULT`).
+    ///
+    /// # Errors
+    /// As [`Peeker::new`], less the classification's (`EBADF` and `ENOTSOCK` come from the
+    /// first `setsockopt`/`getsockopt` instead). `fd` is dropped on error.
+    pub fn with_kind(fd: F, mode: PeekMode, kind: StreamKind) -> io::Result<Self> {
+        Self::build(fd, kind.info(), mode)
+    }
+
+    fn build(fd: F, info: SockInfo, mode: PeekMode) -> io::Result<Self> {
         let b = fd.as_fd();
-        let info = classify(b)?;
         let mut stats = PeekStats::default();
         let (mech, kernel_off) = match mode {
             PeekMode::Offset => {
@@ -524,6 +649,8 @@ impl<F: AsFd> Peeker<F> {
             auto,
             lowat: None,
             stats,
+            head_pos: 0,
+            moves: 0,
         }
     }
 
@@ -541,6 +668,16 @@ impl<F: AsFd> Peeker<F> {
         // Every other field is `Copy` (nothing else to drop): see `_fields_are_copy` below.
         unsafe { std::ptr::read(&me.fd) }
     }
+
+    /// Returns the socket *without* restoring its options (`SO_PEEK_OFF` stays where the
+    /// peeker left it, an armed `SO_RCVLOWAT` stays at the mark): no syscall. For a socket
+    /// that is about to be closed, where restoring them would be a wasted `setsockopt` or
+    /// two per connection. Queued bytes stay queued.
+    pub fn into_inner_unrestored(self) -> F {
+        let me = ManuallyDrop::new(self);
+        // SAFETY: as in `into_inner`: `me` is never used or dropped again.
+        unsafe { std::ptr::read(&me.fd) }
+    }
 }
 
 /// Compile-time proof for [`Peeker::into_inner`]: besides `fd`, every field is `Copy`.
@@ -556,6 +693,8 @@ fn _fields_are_copy(p: &Peeker<BorrowedFd<'_>>) {
         auto,
         lowat,
         stats,
+        head_pos,
+        moves,
     } = p;
     copy(transport);
     copy(mech);
@@ -564,6 +703,8 @@ fn _fields_are_copy(p: &Peeker<BorrowedFd<'_>>) {
     copy(auto);
     copy(lowat);
     copy(stats);
+    copy(head_pos);
+    copy(moves);
 }
 
 impl<'fd> Peeker<BorrowedFd<'fd>> {
@@ -682,16 +823,116 @@ impl<F: AsFd> Peeker<F> {
     /// # Safety
     /// Every iovec must describe memory valid for writes of its length during the call.
     pub unsafe fn peek_raw(&mut self, iov: &[iovec], flags: Flags) -> io::Result<usize> {
-        let flags = peek_flags(flags)?;
-        if iov.len() > IOV_MAX {
-            return Err(errno(libc::EMSGSIZE));
+        let flags = check_peek_args(iov, flags)?;
+        // SAFETY: forwarded caller guarantee on `iov`.
+        let r = unsafe { self.peek_checked(iov, flags) };
+        if matches!(r, Err(ref e) if e.raw_os_error() == Some(libc::EAGAIN)) {
+            self.raise_lowat()?;
         }
-        // No room at all would read as end of stream; a total beyond SSIZE_MAX is what
-        // recvmsg refuses (lib/iov_iter.c) while recv would silently clamp it.
-        let total = iov.iter().try_fold(0usize, |t, v| t.checked_add(v.iov_len));
-        if !matches!(total, Some(t) if t > 0 && t <= isize::MAX as usize) {
-            return Err(errno(libc::EINVAL));
+        r
+    }
+
+    /// Peeks bytes at `offset` (bytes after the head of the receive queue) into `bufs`: the
+    /// daemon's own stream arithmetic, with no [`Peeker::seek`] to keep in step. Afterwards
+    /// the cursor is at `offset` + the bytes peeked, as if [`Peeker::seek`] and
+    /// [`Peeker::peek`] had run.
+    ///
+    /// The result says what was peeked from where ([`PeekResult`]): bytes copied (0 at end of
+    /// stream after `offset`), the offset, its stream position, the syscalls made and whether
+    /// the kernel's offset had to be moved. Errors and blocking as [`Peeker::peek`].
+    ///
+    /// Cost with `SO_PEEK_OFF` (`Offset`, and `Auto` when it picked it): one `recv`/`recvmsg`
+    /// when the kernel's offset is already at `offset` (after a peek that ended there, or a
+    /// consume that moved both back), a `setsockopt` and the `recv` when it must be moved;
+    /// never a classification. `Auto` peeks an `offset` of at most [`AUTO_DISCARD_MAX`] that
+    /// the kernel's offset is not at with a discard prefix instead (one `recvmsg`, a
+    /// `setsockopt` more the first time it must switch `SO_PEEK_OFF` off). `Discard`: one
+    /// `recvmsg` per peek that finds bytes. Beyond those: with the low-water mark armed, a
+    /// blocking call lowers it first (a `setsockopt`) and one that finds nothing sets it to
+    /// `offset` + 1 (a `setsockopt`); the discard mechanism, finding nothing past `offset`,
+    /// asks `poll` whether the peer ended and `fcntl` whether the fd blocks, and waits as
+    /// [`Peeker::peek`] does.
+    ///
+    /// # Errors
+    /// As [`Peeker::peek`] (the cursor is then at `offset`); `EOVERFLOW` (`offset` beyond
+    /// what the mechanism can represent: the cursor is then unchanged).
+    pub fn peek_at(
+        &mut self,
+        offset: usize,
+        bufs: &mut [IoSliceMut<'_>],
+        flags: Flags,
+    ) -> io::Result<PeekResult> {
+        // SAFETY: IoSliceMut is ABI-compatible with struct iovec (std documents this for
+        // Unix), and each one describes memory borrowed mutably for this call.
+        let iov = unsafe { std::slice::from_raw_parts(bufs.as_ptr().cast::<iovec>(), bufs.len()) };
+        // SAFETY: `iov` describes the caller's writable buffers, borrowed for this call.
+        unsafe { self.peek_at_raw(offset, iov, flags) }
+    }
+
+    /// [`Peeker::peek_at`] over raw iovecs (the C ABI's entry point).
+    ///
+    /// # Errors
+    /// As [`Peeker::peek_at`].
+    ///
+    /// # Safety
+    /// Every iovec must describe memory valid for writes of its length during the call.
+    pub unsafe fn peek_at_raw(
+        &mut self,
+        offset: usize,
+        iov: &[iovec],
+        flags: Flags,
+    ) -> io::Result<PeekResult> {
+        let flags = check_peek_args(iov, flags)?;
+        if offset > self.max_offset() {
+            return Err(errno(libc::EOVERFLOW));
         }
+        let (calls, moves, skipped) = (
+            self.stats.syscalls,
+            self.moves,
+            self.stats.bytes_skipped_copied,
+        );
+        self.cursor = offset;
+        // SAFETY: forwarded caller guarantee on `iov`.
+        let r = unsafe { self.peek_checked(iov, flags) };
+        let n = match r {
+            Ok(n) => n,
+            Err(e) => {
+                if e.raw_os_error() == Some(libc::EAGAIN) {
+                    // Exactly offset + 1: the mark may be above it after a peek further on.
+                    self.follow_lowat()?;
+                }
+                return Err(e);
+            }
+        };
+        let mut f = 0;
+        if self.moves != moves {
+            f |= PEEK_MOVED;
+        }
+        if offset > 0 && self.stats.bytes_skipped_copied != skipped {
+            f |= PEEK_PREFIXED;
+        }
+        Ok(PeekResult {
+            len: n as u64,
+            offset: offset as u64,
+            stream_pos: self.head_pos.wrapping_add(offset as u64),
+            syscalls: (self.stats.syscalls - calls).min(u32::MAX as u64) as u32,
+            flags: f,
+        })
+    }
+
+    /// Largest cursor the mechanism can represent.
+    fn max_offset(&self) -> usize {
+        match self.mech {
+            Mechanism::Offset => OFFSET_MAX,
+            Mechanism::Discard => discard_max(1),
+        }
+    }
+
+    /// The peek at the cursor after the argument checks; the cursor advances by the result.
+    ///
+    /// # Safety
+    /// As [`Peeker::peek_raw`].
+    unsafe fn peek_checked(&mut self, iov: &[iovec], flags: c_int) -> io::Result<usize> {
         let r = match self.mech {
             // AUTO: a small cursor the kernel's offset is not at costs less as a discard
             // prefix (one recvmsg copying <= 4 KiB more) than as setsockopt + recvmsg, when
@@ -710,14 +951,12 @@ impl<F: AsFd> Peeker<F> {
             // SAFETY: forwarded caller guarantee on `iov`.
             Mechanism::Discard => unsafe { self.peek_discard(iov, flags) },
         };
-        match r {
-            Ok(n) if n > 0 => {
+        if let Ok(n) = r {
+            if n > 0 {
                 self.cursor += n;
                 self.stats.peeks += 1;
                 self.stats.bytes_peeked += n as u64;
             }
-            Err(ref e) if e.raw_os_error() == Some(libc::EAGAIN) => self.raise_lowat()?,
-            _ => {}
         }
         r
     }
@@ -943,11 +1182,7 @@ impl<F: AsFd> Peeker<F> {
     /// [`discard_max`]`(1)` for discard); with the low-water mark armed, its `setsockopt`
     /// errors. The cursor is then unchanged.
     pub fn seek(&mut self, offset: usize) -> io::Result<()> {
-        let max = match self.mech {
-            Mechanism::Offset => OFFSET_MAX,
-            Mechanism::Discard => discard_max(1),
-        };
-        if offset > max {
+        if offset > self.max_offset() {
             return Err(errno(libc::EOVERFLOW));
         }
         let before = std::mem::replace(&mut self.cursor, offset);
@@ -974,6 +1209,7 @@ impl<F: AsFd> Peeker<F> {
             &mut self.stats.bytes_skipped_copied,
         )?;
         self.stats.bytes_consumed += d as u64;
+        self.head_pos = self.head_pos.wrapping_add(d as u64);
         self.cursor = self.cursor.saturating_sub(d);
         // The kernel lowers SO_PEEK_OFF by the bytes read, clamping at 0 (sk_peek_offset_bwd).
         if let KernelOff::At(k) = self.kernel_off {
@@ -992,6 +1228,7 @@ impl<F: AsFd> Peeker<F> {
     /// # Errors
     /// Only with the low-water mark armed: its `setsockopt` errors (the cursor moved).
     pub fn note_consumed(&mut self, n: usize) -> io::Result<()> {
+        self.head_pos = self.head_pos.wrapping_add(n as u64);
         self.cursor = self.cursor.saturating_sub(n);
         if let KernelOff::At(k) = self.kernel_off {
             self.kernel_off = KernelOff::At(k.saturating_sub(n));
@@ -1095,6 +1332,7 @@ impl<F: AsFd> Peeker<F> {
 
     fn set_peek_off(&mut self, v: c_int) -> io::Result<()> {
         self.stats.syscalls += 1;
+        self.moves += 1;
         sys::setsockopt_int(self.fd.as_fd(), libc::SOL_SOCKET, SO_PEEK_OFF, v)
     }
 
@@ -1298,6 +1536,136 @@ mod tests {
             peek_at(&server, 0, &mut [IoSliceMut::new(&mut buf)], Flags::NONE).unwrap(),
             6
         );
+    }
+
+    /// A stated kind makes no classification syscall; peek_at costs one recv when the
+    /// kernel's offset is there, a setsockopt more when it is not; the result says where the
+    /// bytes came from, in the stream too after a consume.
+    #[test]
+    fn peek_at_on_a_handle_costs_what_a_hand_written_loop_does() {
+        let (mut client, server) = tcp_pair();
+        client.write_all(b"0123456789abcdef").unwrap();
+        let mut p = Peeker::with_kind(&server, PeekMode::Offset, StreamKind::Tcp4).unwrap();
+        assert_eq!(p.stats().syscalls, 1, "only SO_PEEK_OFF = 0");
+        let mut buf = [0u8; 4];
+        let dw = Flags::DONTWAIT;
+        let r = p.peek_at(0, &mut [IoSliceMut::new(&mut buf)], dw).unwrap();
+        assert_eq!(&buf, b"0123");
+        assert_eq!(
+            (r.len, r.offset, r.stream_pos, r.syscalls, r.flags),
+            (4, 0, 0, 1, 0)
+        );
+        // Where the last peek ended: one syscall.
+        let r = p.peek_at(4, &mut [IoSliceMut::new(&mut buf)], dw).unwrap();
+        assert_eq!(&buf, b"4567");
+        assert_eq!((r.offset, r.syscalls, r.flags), (4, 1, 0));
+        // Back to 2 (a retransmission): the kernel's offset moves first.
+        let r = p.peek_at(2, &mut [IoSliceMut::new(&mut buf)], dw).unwrap();
+        assert_eq!(&buf, b"2345");
+        assert_eq!((r.offset, r.syscalls, r.flags), (2, 2, PEEK_MOVED));
+        assert_eq!(p.offset(), 6);
+        // Consume 3: the kernel lowers its offset by 3 (to 3), the daemon's offset of the
+        // same byte is 6 - 3 = 3: one syscall, and the stream position says byte 6.
+        assert_eq!(p.consume(3).unwrap(), 3);
+        let r = p.peek_at(3, &mut [IoSliceMut::new(&mut buf)], dw).unwrap();
+        assert_eq!(&buf, b"6789");
+        assert_eq!((r.offset, r.stream_pos, r.syscalls), (3, 6, 1));
+        // A daemon that forgot the consume asks for offset 6: stream position 9, not 6.
+        let r = p.peek_at(6, &mut [IoSliceMut::new(&mut buf)], dw).unwrap();
+        assert_eq!((r.stream_pos, r.flags), (9, PEEK_MOVED));
+        assert_eq!(&buf, b"9abc");
+        // Nothing beyond: EAGAIN, the cursor at the offset asked.
+        let e = p
+            .peek_at(13, &mut [IoSliceMut::new(&mut buf)], dw)
+            .unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EAGAIN));
+        assert_eq!(p.offset(), 13);
+        let e = p
+            .peek_at(OFFSET_MAX + 1, &mut [IoSliceMut::new(&mut buf)], dw)
+            .unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EOVERFLOW));
+        assert_eq!(p.offset(), 13);
+        let e = p
+            .peek_at(0, &mut [IoSliceMut::new(&mut [])], dw)
+            .unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+    }
+
+    /// The discard mechanism and AUTO's small offsets: a prefix, flagged; end of stream is 0.
+    #[test]
+    fn peek_at_through_a_discard_prefix() {
+        let (mut client, server) = tcp_pair();
+        client.write_all(b"hello world").unwrap();
+        client.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut p = Peeker::with_kind(&server, PeekMode::Discard, StreamKind::Tcp4).unwrap();
+        let mut buf = [0u8; 5];
+        let r = p
+            .peek_at(6, &mut [IoSliceMut::new(&mut buf)], Flags::NONE)
+            .unwrap();
+        assert_eq!(&buf, b"world");
+        assert_eq!((r.len, r.syscalls, r.flags), (5, 1, PEEK_PREFIXED));
+        let r = p
+            .peek_at(11, &mut [IoSliceMut::new(&mut buf)], Flags::NONE)
+            .unwrap();
+        assert_eq!(r.len, 0, "end of stream after the offset");
+        let mut a = Peeker::with_kind(&server, PeekMode::Auto, StreamKind::Tcp4).unwrap();
+        let r = a
+            .peek_at(6, &mut [IoSliceMut::new(&mut buf)], Flags::NONE)
+            .unwrap();
+        assert_eq!(&buf, b"world");
+        assert_ne!(
+            r.flags & PEEK_PREFIXED,
+            0,
+            "AUTO peeks 6 bytes in with a prefix"
+        );
+    }
+
+    #[test]
+    fn stated_kinds_from_raw() {
+        use libc::{AF_INET, AF_INET6, AF_UNIX, AF_UNSPEC, IPPROTO_MPTCP, IPPROTO_TCP};
+        assert_eq!(StreamKind::from_raw(AF_UNSPEC, 0).unwrap(), None);
+        assert_eq!(
+            StreamKind::from_raw(AF_INET, 0).unwrap(),
+            Some(StreamKind::Tcp4)
+        );
+        assert_eq!(
+            StreamKind::from_raw(AF_INET6, IPPROTO_TCP).unwrap(),
+            Some(StreamKind::Tcp6)
+        );
+        assert_eq!(
+            StreamKind::from_raw(AF_INET, IPPROTO_MPTCP).unwrap(),
+            Some(StreamKind::Mptcp4)
+        );
+        assert_eq!(
+            StreamKind::from_raw(AF_UNIX, 0).unwrap(),
+            Some(StreamKind::Unix)
+        );
+        for (d, p) in [
+            (AF_INET, libc::IPPROTO_UDP),
+            (AF_UNIX, IPPROTO_TCP),
+            (99, 0),
+            (0, 6),
+        ] {
+            let e = StreamKind::from_raw(d, p).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+        }
+    }
+
+    /// into_inner_unrestored leaves the options as they are: no syscall for a socket about
+    /// to be closed.
+    #[test]
+    fn unrestored_release_leaves_the_options() {
+        let (mut client, server) = tcp_pair();
+        client.write_all(b"abc").unwrap();
+        let mut p = Peeker::with_kind(&server, PeekMode::Offset, StreamKind::Tcp4).unwrap();
+        p.set_lowat_armed(true).unwrap();
+        let mut buf = [0u8; 2];
+        p.peek(&mut [IoSliceMut::new(&mut buf)], Flags::DONTWAIT)
+            .unwrap();
+        p.seek(2).unwrap();
+        let _ = p.into_inner_unrestored();
+        assert_eq!(get_int(server.as_fd(), SO_PEEK_OFF), 2);
+        assert_eq!(get_int(server.as_fd(), libc::SO_RCVLOWAT), 3);
     }
 
     #[test]

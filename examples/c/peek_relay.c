@@ -87,13 +87,21 @@
 #include <time.h>
 #include <unistd.h>
 #include <linux/sockios.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 
 #include <lowcopy.h>
+#include <lowcopy_syscalls.h>
 
 #define KIB ((size_t)1024)
 #define DEFAULT_BUF (128 * KIB)
 #define MAX_EVENTS 64
 #define LISTEN_BACKLOG 128
+#define DEFAULT_PAIRS 256      /* connections relayed at once (--max-pairs) */
 #define ACK_BACKOFF_MAX 4      /* an idle direction is swept every 1, 2, 4, 8, 16 periods */
 
 /* ---------------------------------------------------------------- types */
@@ -108,6 +116,8 @@ struct opts {
     size_t buflen;
     int sndbuf;                /* SO_SNDBUF for both sockets of a pair; 0 = autotune */
     int ack_poll_ms;
+    size_t max_pairs;          /* the pair pool, allocated at start-up */
+    bool sandbox;              /* seccomp after start-up: documented syscalls, no allocation */
     bool verbose;
 };
 
@@ -126,7 +136,8 @@ struct pair;
 struct dir {
     struct pair *pair;
     int src, dst;
-    lowcopy_peeker *pk;      /* peek modes */
+    lowcopy_peeker *pk;      /* peek modes: made in pk_mem, never on the heap */
+    lowcopy_peeker_storage pk_mem;
     char *cbuf;              /* copy mode: pending bytes are cbuf[chead, ctail) */
     size_t chead, ctail;
     uint64_t written;        /* bytes written to dst */
@@ -161,6 +172,8 @@ struct pair {
     bool dead;               /* closed; freed after the current epoll batch */
     struct pair *next_zombie;
     struct pair *live_prev, *live_next;   /* relay.live: every open pair */
+    struct pair *next_free;  /* relay.free_pairs */
+    int family[2];           /* of fd[0] and fd[1], for lowcopy_peeker_init */
 };
 
 struct relay {
@@ -176,10 +189,14 @@ struct relay {
     int64_t next_sweep_ns;
     struct pair *zombies;
     struct pair *live;
+    struct pair *pool;       /* max_pairs pairs, allocated at start-up */
+    struct pair *free_pairs;
+    char *cbufs;             /* copy mode: 2 x max_pairs x buflen, allocated at start-up */
     uint32_t effective_mode; /* mechanism of the first peeker, for the summary */
     bool have_effective;
     struct totals t;
     struct endpoint listen_ep, signal_ep;
+    int listen_family;
 };
 
 /* ---------------------------------------------------------------- utilities */
@@ -384,10 +401,10 @@ static void pair_close(struct relay *r, struct pair *p, int err)
         struct dir *d = &p->d[i];
         dir_collect_stats(r, d);
         ack_list_del(r, d);
-        /* Before close(): the peeker restores the fd's options. */
-        lowcopy_peeker_free(d->pk);
+        /* The fd is closed next: nothing to restore, no syscall. */
+        if (d->pk && lowcopy_peeker_release(d->pk, LOWCOPY_RELEASE_CLOSING) < 0)
+            note("lowcopy_peeker_release failed");
         d->pk = NULL;
-        free(d->cbuf);
         d->cbuf = NULL;
     }
     for (int i = 0; i < 2; i++) {
@@ -420,12 +437,14 @@ static void pair_close(struct relay *r, struct pair *p, int err)
         die("epoll_ctl(listener): %s", strerror(errno));
 }
 
+/* Closed pairs go back to the pool after the epoll batch. */
 static void free_zombies(struct relay *r)
 {
     while (r->zombies) {
         struct pair *p = r->zombies;
         r->zombies = p->next_zombie;
-        free(p);
+        p->next_free = r->free_pairs;
+        r->free_pairs = p;
     }
 }
 
@@ -436,17 +455,6 @@ static bool pair_done(const struct pair *p)
 
 /* ---------------------------------------------------------------- peek direction */
 
-/* Give back the `n` peeked bytes that dst did not take: they stay in src's
- * receive queue and are peeked again when dst has room. */
-static int rewind_cursor(struct relay *r, struct dir *d, size_t n)
-{
-    size_t off = lowcopy_peeker_offset(d->pk);
-    if (n > off)                   /* cannot happen: we peeked them */
-        return -EIO;
-    r->t.rewinds++;
-    r->t.bytes_rewound += n;
-    return lowcopy_peeker_seek(d->pk, off - n);
-}
 
 /* Drop from src what dst's peer acknowledged, and send FIN once the source
  * ended and nothing is left unacknowledged.  Returns bytes consumed or -errno. */
@@ -501,11 +509,24 @@ static int pump_peek(struct relay *r, struct dir *d, bool by_epollin)
     bool got = false;
 again:
     while (!d->src_eof && !d->dst_blocked) {
-        ssize_t n = lowcopy_peeker_peek(d->pk, r->buf, r->o.buflen, MSG_DONTWAIT);
+        /* The relay's own arithmetic, as passt's: the bytes after the ones written to dst
+         * and not yet acknowledged (still queued in src) are at written - consumed. Bytes
+         * dst did not take are simply peeked again from there: no seek. */
+        lowcopy_peek_result res;
+        size_t off = (size_t)(d->written - d->consumed);
+        ssize_t n = lowcopy_peeker_peek_at(d->pk, off, r->buf, r->o.buflen, MSG_DONTWAIT, &res,
+                                           sizeof res);
         if (n == -EAGAIN)
             break;
         if (n < 0)
             return (int)n;
+        /* What was peeked from where: the stream position of `off` must be the next byte
+         * dst is owed, or the offset arithmetic went wrong. */
+        if (res.stream_pos != d->written) {
+            note("peek at %zu gave stream position %" PRIu64 ", expected %" PRIu64, off,
+                 res.stream_pos, d->written);
+            return -EIO;
+        }
         if (n == 0) {
             d->src_eof = true;
             break;
@@ -520,10 +541,10 @@ again:
         d->written += (uint64_t)w;
         if (w < n) {
             /* A short write set SOCK_NOSPACE: EPOLLOUT will come when ACKs
-             * free half of dst's send buffer. */
-            int rc = rewind_cursor(r, d, (size_t)(n - w));
-            if (rc < 0)
-                return rc;
+             * free half of dst's send buffer. The rest stays in src, peeked again
+             * from written - consumed then. */
+            r->t.rewinds++;
+            r->t.bytes_rewound += (uint64_t)(n - w);
             d->dst_blocked = true;
         }
     }
@@ -608,10 +629,12 @@ static int dir_init(struct relay *r, struct pair *p, int i)
 {
     struct dir *d = &p->d[i];
     if (r->o.copy) {
-        d->cbuf = malloc(r->o.buflen);
-        return d->cbuf ? 0 : -ENOMEM;
+        d->cbuf = r->cbufs + ((size_t)(p - r->pool) * 2 + (size_t)i) * r->o.buflen;
+        return 0;
     }
-    int rc = lowcopy_peeker_new(d->src, r->o.peek_mode, &d->pk);
+    /* In the pair's own memory, the socket's kind stated: no allocation, no getsockopt. */
+    int rc = lowcopy_peeker_init(&d->pk_mem, sizeof d->pk_mem, d->src, r->o.peek_mode,
+                                 p->family[i], IPPROTO_TCP, &d->pk);
     if (rc < 0)
         return rc;
     if (!r->have_effective) {
@@ -667,11 +690,15 @@ static int finish_connect(struct relay *r, struct pair *p)
     return 0;
 }
 
-static struct pair *pair_new(int cfd)
+static struct pair *pair_new(struct relay *r, int cfd)
 {
-    struct pair *p = calloc(1, sizeof(*p));
+    struct pair *p = r->free_pairs;
     if (!p)
         return NULL;
+    r->free_pairs = p->next_free;
+    memset(p, 0, sizeof *p);
+    p->family[0] = r->listen_family;
+    p->family[1] = r->dst_addr.ss_family;
     p->fd[0] = cfd;
     p->fd[1] = -1;
     p->connecting = true;
@@ -736,9 +763,9 @@ static int open_outgoing(struct relay *r, struct pair *p)
 /* A client arrived: start relaying it once the outgoing connection is up. */
 static void start_pair(struct relay *r, int cfd)
 {
-    struct pair *p = pair_new(cfd);
+    struct pair *p = pair_new(r, cfd);
     if (!p) {
-        note("out of memory for a connection");
+        note("all %zu pairs in use: connection refused", r->o.max_pairs);
         if (close(cfd) < 0)
             note("close: %s", strerror(errno));
         r->t.conns++;
@@ -979,6 +1006,63 @@ static int make_signalfd(void)
     return fd;
 }
 
+/* ---------------------------------------------------------------- sandbox */
+
+/* The relay's own syscalls once it runs (accepting, connecting, relaying, the summary). */
+#define RELAY_SYSCALLS(X) X(epoll_wait) X(epoll_ctl) X(accept4) X(socket) X(connect) \
+    X(setsockopt) X(getsockopt) X(ioctl) X(sendto) X(read) X(shutdown) X(close) X(write) \
+    X(clock_gettime) X(getrusage) X(exit_group) X(exit) X(rt_sigreturn)
+/* lowcopy's, from the data it ships (lowcopy_syscalls.h): the calls this relay makes. */
+#define LOWCOPY_USED(X) LOWCOPY_SYSCALLS_lowcopy_peeker_init(X) \
+    LOWCOPY_SYSCALLS_lowcopy_peeker_peek_at(X) LOWCOPY_SYSCALLS_lowcopy_peeker_consume(X) \
+    LOWCOPY_SYSCALLS_lowcopy_peeker_set_lowat_armed(X) LOWCOPY_SYSCALLS_lowcopy_peeker_mode(X) \
+    LOWCOPY_SYSCALLS_lowcopy_peeker_stats(X) LOWCOPY_SYSCALLS_lowcopy_peeker_release(X)
+#define AS_NR(name) __NR_##name,
+
+/* Memory is never allocated or freed after start-up (pairs and buffers come from the pools,
+ * peekers live in the pairs), so the allocator's syscalls are refused even where a lowcopy
+ * list names them (lowcopy_peeker_release frees a heap peeker; ours are not). */
+static bool alloc_syscall(int nr)
+{
+    return nr == __NR_brk || nr == __NR_mmap || nr == __NR_munmap || nr == __NR_mremap ||
+           nr == __NR_mprotect || nr == __NR_madvise;
+}
+
+/* passt's way: after start-up, a seccomp filter allowing only the syscalls listed above;
+ * anything else kills the process (SIGSYS). */
+static void sandbox(void)
+{
+    static const int want[] = { RELAY_SYSCALLS(AS_NR) LOWCOPY_USED(AS_NR) };
+    int nrs[sizeof want / sizeof want[0]];
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        bool dup = false;
+        for (size_t k = 0; k < n; k++)
+            dup |= nrs[k] == want[i];
+        if (!dup && !alloc_syscall(want[i]))
+            nrs[n++] = want[i];
+    }
+    struct sock_filter f[4 + 2 * (sizeof want / sizeof want[0]) + 1];
+    size_t k = 0;
+    f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                                          offsetof(struct seccomp_data, arch));
+    f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0);
+    f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+    f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                                          offsetof(struct seccomp_data, nr));
+    for (size_t i = 0; i < n; i++) {
+        f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nrs[i], 0, 1);
+        f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+    }
+    f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+    struct sock_fprog prog = { .len = (unsigned short)k, .filter = f };
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        die("prctl(PR_SET_NO_NEW_PRIVS): %s", strerror(errno));
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) < 0)
+        die("prctl(PR_SET_SECCOMP): %s", strerror(errno));
+    note("sandboxed: %zu syscalls allowed", n);
+}
+
 static void relay_init(struct relay *r)
 {
     /* Belt and braces: every send uses MSG_NOSIGNAL already. */
@@ -1001,18 +1085,36 @@ static void relay_init(struct relay *r)
         r->buf = malloc(r->o.buflen);
         if (!r->buf)
             die("out of memory");
+    } else {
+        r->cbufs = malloc(2 * r->o.max_pairs * r->o.buflen);
+        if (!r->cbufs)
+            die("out of memory for %zu copy buffers", 2 * r->o.max_pairs);
     }
+    /* Every connection's state, up front: nothing is allocated once relaying starts. */
+    r->pool = calloc(r->o.max_pairs, sizeof *r->pool);
+    if (!r->pool)
+        die("out of memory for %zu pairs", r->o.max_pairs);
+    for (size_t i = r->o.max_pairs; i-- > 0;) {
+        r->pool[i].next_free = r->free_pairs;
+        r->free_pairs = &r->pool[i];
+    }
+    /* stdout's buffer, given now: stdio would allocate it at the summary. */
+    static char outbuf[4096];
+    setvbuf(stdout, outbuf, _IOFBF, sizeof outbuf);
 
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
     char a[INET6_ADDRSTRLEN + 16], b[INET6_ADDRSTRLEN + 16];
     if (getsockname(r->lfd, (struct sockaddr *)&ss, &len) < 0)
         die("getsockname: %s", strerror(errno));
+    r->listen_family = ss.ss_family;
     format_addr((struct sockaddr *)&ss, len, a, sizeof(a));
     format_addr((struct sockaddr *)&r->dst_addr, r->dst_len, b, sizeof(b));
     /* Tests read the port from this line (--listen HOST:0 picks a free one). */
-    fprintf(stderr, "peek_relay: listening on %s, forwarding to %s, mode %s\n", a, b,
-            r->o.mode_name);
+    if (r->o.sandbox)
+        sandbox();
+    fprintf(stderr, "peek_relay: listening on %s, forwarding to %s, mode %s%s\n", a, b,
+            r->o.mode_name, r->o.sandbox ? ", sandboxed" : "");
 }
 
 static const char *mode_str(uint32_t m)
@@ -1116,13 +1218,18 @@ static void usage(FILE *f, const char *argv0)
 "  --ack-poll-ms MS      ACK sweep period while bytes are unacknowledged (default 1)\n"
 "  --sndbuf BYTES        SO_SNDBUF of every relayed socket (default: autotuned);\n"
 "                        in peek modes it bounds the bytes in flight\n"
+"  --max-pairs N         connections relayed at once, allocated at start-up\n"
+"                        (default %d); more are accepted and closed\n"
+"  --sandbox             after start-up, a seccomp filter allows only the relay's\n"
+"                        syscalls and lowcopy's documented ones (lowcopy_syscalls.h),\n"
+"                        none that allocates: anything else kills it (SIGSYS)\n"
 "  -v, --verbose         log connection events on stderr\n"
 "  -h, --help            this text\n"
 "\n"
 "On SIGINT/SIGTERM or after --max-conns, prints one line to stdout:\n"
 "  relay mode=M effective=M conns=N bytes=B cpu_s=S peek_syscalls=.. bytes_peeked=..\n"
 "        bytes_skipped_copied=.. bytes_consumed=.. (and more counters)\n",
-            argv0, DEFAULT_BUF);
+            argv0, DEFAULT_BUF, DEFAULT_PAIRS);
 }
 
 static uint64_t parse_u64(const char *s, const char *what)
@@ -1146,12 +1253,15 @@ static void parse_opts(int argc, char **argv, struct opts *o)
         { "buf", required_argument, NULL, 'b' },
         { "ack-poll-ms", required_argument, NULL, 'a' },
         { "sndbuf", required_argument, NULL, 's' },
+        { "max-pairs", required_argument, NULL, 'P' },
+        { "sandbox", no_argument, NULL, 'S' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     *o = (struct opts){ .peek_mode = LOWCOPY_PEEK_AUTO, .mode_name = "auto",
-                        .buflen = DEFAULT_BUF, .ack_poll_ms = 1 };
+                        .buflen = DEFAULT_BUF, .ack_poll_ms = 1,
+                        .max_pairs = DEFAULT_PAIRS };
     bool peek_given = false;
     int c;
     while ((c = getopt_long(argc, argv, "vh", lo, NULL)) != -1) {
@@ -1191,6 +1301,12 @@ static void parse_opts(int argc, char **argv, struct opts *o)
             o->sndbuf = (int)v;
             break;
         }
+        case 'P':
+            o->max_pairs = (size_t)parse_u64(optarg, "--max-pairs");
+            if (o->max_pairs == 0 || o->max_pairs > 1000000)
+                die("--max-pairs: 1..1000000");
+            break;
+        case 'S': o->sandbox = true; break;
         case 'v': o->verbose = true; break;
         case 'h': usage(stdout, argv[0]); exit(0);
         default: usage(stderr, argv[0]); exit(2);
@@ -1216,6 +1332,10 @@ int main(int argc, char **argv)
     close_all(&r);
     free_zombies(&r);
     print_summary(&r);
-    free(r.buf);
+    if (!r.o.sandbox) {       /* sandboxed, the allocator may not run again: exit frees */
+        free(r.buf);
+        free(r.cbufs);
+        free(r.pool);
+    }
     return 0;
 }

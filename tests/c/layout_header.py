@@ -7,7 +7,8 @@ for the growth-rule test (tests/c/layout_growth.c):
 
 Only the struct bodies change; the functions are the same. Every struct in the header is one
 `typedef struct lowcopy_x {` ... `} lowcopy_x;` block whose fields are single lines ending in
-`;`, each after its doc comment.
+`;`, each after its doc comment. `lowcopy_peeker_storage` is no such struct (caller memory of
+LOWCOPY_PEEKER_SIZE bytes for a peeker, not a struct the library fills) and stays as it is.
 """
 import re
 import sys
@@ -19,7 +20,7 @@ def main() -> None:
     for line in sys.stdin:
         if body is None:
             out.append(line)
-            if re.match(r"typedef struct lowcopy_\w+ \{$", line):
+            if re.match(r"typedef struct lowcopy_\w+ \{$", line) and "_storage " not in line:
                 body = []
             continue
         if not line.startswith("}"):

@@ -3,6 +3,9 @@
 
 Usage: python3 tests/relay/test_relay.py BUILD_BIN_DIR [MODE...]
 
+The relay runs with --sandbox: after start-up a seccomp filter allows only its own syscalls
+and lowcopy's documented ones, none that allocates (any other kills it with SIGSYS).
+
 For each mode (copy, auto, offset, discard) one relay process is started with
 --max-conns set to the number of connections the test makes, in front of an
 in-process server.  Every connection begins with a header telling the server
@@ -374,8 +377,11 @@ class Results:
 
 
 def start_relay(binary, mode, server_port, max_conns, extra, errfile):
+    # --sandbox: after start-up the relay runs under a seccomp filter allowing only its own
+    # syscalls and lowcopy's documented ones (lowcopy_syscalls.h), none that allocates; an
+    # undocumented syscall kills it with SIGSYS (exit status -31 here).
     args = [binary, "--listen", "127.0.0.1:0", "--connect", "127.0.0.1:%d" % server_port,
-            "--max-conns", str(max_conns)] + extra
+            "--max-conns", str(max_conns), "--sandbox"] + extra
     args += ["--copy"] if mode == "copy" else ["--peek", mode]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=errfile,
                             stdin=subprocess.DEVNULL, text=True)
@@ -563,7 +569,9 @@ def run_instance(binary, mode, label, extra, scenario, results, cid):
         err = errfile.read()
         if "Sanitizer" in err or "runtime error" in err:
             p.append("sanitizer report on stderr")
-        if proc.returncode not in (None, 0):
+        if proc.returncode == -31:
+            p.append("killed by SIGSYS: a syscall outside the sandbox's allowlist")
+        elif proc.returncode not in (None, 0):
             p.append("exit status %s" % proc.returncode)
         results.record(name, p)
         if p:

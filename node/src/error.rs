@@ -1,0 +1,304 @@
+//! Errors shaped like Node's own system errors, and argument errors like Node's validators.
+//!
+//! A system error is an `Error` with `code` (`'EAGAIN'`), `errno` (negative, `-11`) and
+//! `syscall` (the lowcopy call that failed), as Node's `ErrnoException`/`UVException` build
+//! them (lib/internal/errors.js); the message is `'EAGAIN: resource temporarily unavailable,
+//! peekInto'`, the form of Node's fs errors. `code` is what `util.getSystemErrorName(errno)`
+//! answers. Wrong argument types are `TypeError` with `code: 'ERR_INVALID_ARG_TYPE'`, values out
+//! of range `RangeError` with `code: 'ERR_OUT_OF_RANGE'` (or `'ERR_INVALID_ARG_VALUE'`).
+
+use std::io;
+
+use napi::bindgen_prelude::*;
+use napi::{Env, JsRangeError, JsTypeError};
+
+/// Errno names, indexed by errno: Node's own (`util.getSystemErrorName`, which is libuv's) where
+/// it has one, else the kernel's (include/uapi/asm-generic/errno*.h). They differ only at 95,
+/// which Node calls `ENOTSUP` and the kernel header `EOPNOTSUPP` (the same number).
+const ERRNO_NAMES: [&str; 134] = [
+    "",
+    "EPERM",
+    "ENOENT",
+    "ESRCH",
+    "EINTR",
+    "EIO",
+    "ENXIO",
+    "E2BIG",
+    "ENOEXEC",
+    "EBADF",
+    "ECHILD",
+    "EAGAIN",
+    "ENOMEM",
+    "EACCES",
+    "EFAULT",
+    "ENOTBLK",
+    "EBUSY",
+    "EEXIST",
+    "EXDEV",
+    "ENODEV",
+    "ENOTDIR",
+    "EISDIR",
+    "EINVAL",
+    "ENFILE",
+    "EMFILE",
+    "ENOTTY",
+    "ETXTBSY",
+    "EFBIG",
+    "ENOSPC",
+    "ESPIPE",
+    "EROFS",
+    "EMLINK",
+    "EPIPE",
+    "EDOM",
+    "ERANGE",
+    "EDEADLK",
+    "ENAMETOOLONG",
+    "ENOLCK",
+    "ENOSYS",
+    "ENOTEMPTY",
+    "ELOOP",
+    "",
+    "ENOMSG",
+    "EIDRM",
+    "ECHRNG",
+    "EL2NSYNC",
+    "EL3HLT",
+    "EL3RST",
+    "ELNRNG",
+    "EUNATCH",
+    "ENOCSI",
+    "EL2HLT",
+    "EBADE",
+    "EBADR",
+    "EXFULL",
+    "ENOANO",
+    "EBADRQC",
+    "EBADSLT",
+    "",
+    "EBFONT",
+    "ENOSTR",
+    "ENODATA",
+    "ETIME",
+    "ENOSR",
+    "ENONET",
+    "ENOPKG",
+    "EREMOTE",
+    "ENOLINK",
+    "EADV",
+    "ESRMNT",
+    "ECOMM",
+    "EPROTO",
+    "EMULTIHOP",
+    "EDOTDOT",
+    "EBADMSG",
+    "EOVERFLOW",
+    "ENOTUNIQ",
+    "EBADFD",
+    "EREMCHG",
+    "ELIBACC",
+    "ELIBBAD",
+    "ELIBSCN",
+    "ELIBMAX",
+    "ELIBEXEC",
+    "EILSEQ",
+    "ERESTART",
+    "ESTRPIPE",
+    "EUSERS",
+    "ENOTSOCK",
+    "EDESTADDRREQ",
+    "EMSGSIZE",
+    "EPROTOTYPE",
+    "ENOPROTOOPT",
+    "EPROTONOSUPPORT",
+    "ESOCKTNOSUPPORT",
+    "ENOTSUP",
+    "EPFNOSUPPORT",
+    "EAFNOSUPPORT",
+    "EADDRINUSE",
+    "EADDRNOTAVAIL",
+    "ENETDOWN",
+    "ENETUNREACH",
+    "ENETRESET",
+    "ECONNABORTED",
+    "ECONNRESET",
+    "ENOBUFS",
+    "EISCONN",
+    "ENOTCONN",
+    "ESHUTDOWN",
+    "ETOOMANYREFS",
+    "ETIMEDOUT",
+    "ECONNREFUSED",
+    "EHOSTDOWN",
+    "EHOSTUNREACH",
+    "EALREADY",
+    "EINPROGRESS",
+    "ESTALE",
+    "EUCLEAN",
+    "ENOTNAM",
+    "ENAVAIL",
+    "EISNAM",
+    "EREMOTEIO",
+    "EDQUOT",
+    "ENOMEDIUM",
+    "EMEDIUMTYPE",
+    "ECANCELED",
+    "ENOKEY",
+    "EKEYEXPIRED",
+    "EKEYREVOKED",
+    "EKEYREJECTED",
+    "EOWNERDEAD",
+    "ENOTRECOVERABLE",
+    "ERFKILL",
+    "EHWPOISON",
+];
+
+/// The name of `errno` (`"EAGAIN"`), or `"UNKNOWN"` (as Node names errors it cannot map).
+pub fn errno_name(errno: i32) -> &'static str {
+    match usize::try_from(errno).ok().and_then(|i| ERRNO_NAMES.get(i)) {
+        Some(s) if !s.is_empty() => s,
+        _ => "UNKNOWN",
+    }
+}
+
+/// The kernel's description of `errno`, first letter lowered as libuv prints it.
+fn describe(errno: i32) -> String {
+    let s = io::Error::from_raw_os_error(errno).to_string();
+    // std appends " (os error N)".
+    let s = s.split(" (os error").next().unwrap_or_default();
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_lowercase().chain(c).collect(),
+        None => format!("error {errno}"),
+    }
+}
+
+/// A JS `Error` with `code`, negative `errno` and `syscall`, as Node's system errors carry.
+pub fn sys_error(env: &Env, errno: i32, syscall: &str) -> Error {
+    let code = errno_name(errno);
+    let msg = format!("{code}: {}, {syscall}", describe(errno));
+    let build = || -> Result<Error> {
+        let mut obj = env.create_error(Error::new(Status::GenericFailure, msg.clone()))?;
+        obj.set_named_property("code", code)?;
+        obj.set_named_property("errno", -errno)?;
+        obj.set_named_property("syscall", syscall)?;
+        Ok(Error::from(obj.to_unknown()))
+    };
+    build().unwrap_or_else(|e| e)
+}
+
+/// The errno of an `io::Error` from the core (which always keeps the kernel's); `EIO` for one
+/// without (never made by lowcopy).
+pub fn errno_of(e: &io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(libc::EIO)
+}
+
+/// `?`-friendly conversion of core results into thrown system errors.
+pub trait OrThrow<T> {
+    /// Turns an `io::Error` into the system error of `syscall`.
+    fn or_throw(self, env: &Env, syscall: &str) -> Result<T>;
+}
+
+impl<T> OrThrow<T> for io::Result<T> {
+    fn or_throw(self, env: &Env, syscall: &str) -> Result<T> {
+        self.map_err(|e| sys_error(env, errno_of(&e), syscall))
+    }
+}
+
+fn with_code<E>(env: &Env, code: &str, msg: String, make: impl FnOnce(Error<String>) -> E) -> Error
+where
+    E: IntoUnknownErr,
+{
+    let e = make(Error::new(code.to_string(), msg));
+    Error::from(e.into_unknown_err(env))
+}
+
+/// The two error kinds below share `with_code`.
+pub trait IntoUnknownErr {
+    /// The JS error object.
+    fn into_unknown_err(self, env: &Env) -> Unknown<'_>;
+}
+
+impl IntoUnknownErr for JsTypeError<String> {
+    fn into_unknown_err(self, env: &Env) -> Unknown<'_> {
+        self.into_unknown(*env)
+    }
+}
+
+impl IntoUnknownErr for JsRangeError<String> {
+    fn into_unknown_err(self, env: &Env) -> Unknown<'_> {
+        self.into_unknown(*env)
+    }
+}
+
+/// `TypeError` with `code: 'ERR_INVALID_ARG_TYPE'`.
+pub fn type_error(env: &Env, msg: String) -> Error {
+    with_code(env, "ERR_INVALID_ARG_TYPE", msg, JsTypeError::from)
+}
+
+/// `RangeError` with `code: 'ERR_OUT_OF_RANGE'`.
+pub fn range_error(env: &Env, msg: String) -> Error {
+    with_code(env, "ERR_OUT_OF_RANGE", msg, JsRangeError::from)
+}
+
+/// `TypeError` with `code: 'ERR_INVALID_ARG_VALUE'` (a value of the right type that makes no
+/// sense: an unknown backend name).
+pub fn value_error(env: &Env, msg: String) -> Error {
+    with_code(env, "ERR_INVALID_ARG_VALUE", msg, JsTypeError::from)
+}
+
+/// How Node's validators describe a received value in their messages.
+pub fn describe_value(v: &Unknown) -> String {
+    match v.get_type() {
+        Ok(ValueType::Undefined) => "undefined".into(),
+        Ok(ValueType::Null) => "null".into(),
+        Ok(ValueType::Number) => match v.coerce_to_number().and_then(|n| n.get_double()) {
+            Ok(n) => format!("type number ({n})"),
+            Err(_) => "type number".into(),
+        },
+        Ok(ValueType::String) => "type string".into(),
+        Ok(ValueType::Boolean) => "type boolean".into(),
+        Ok(ValueType::BigInt) => "type bigint".into(),
+        Ok(ValueType::Symbol) => "type symbol".into(),
+        Ok(ValueType::Function) => "function".into(),
+        Ok(ValueType::Object) => "an instance of Object".into(),
+        _ => "a value".into(),
+    }
+}
+
+/// An `Error` named `AbortError` with `code: 'ABORT_ERR'`, as Node rejects an aborted operation
+/// (`lib/internal/errors.js` `AbortError`).
+pub fn abort_error(env: &Env, msg: &str) -> Error {
+    let build = || -> Result<Error> {
+        let mut obj = env.create_error(Error::new(Status::GenericFailure, msg.to_string()))?;
+        obj.set_named_property("name", "AbortError")?;
+        obj.set_named_property("code", "ABORT_ERR")?;
+        Ok(Error::from(obj.to_unknown()))
+    };
+    build().unwrap_or_else(|e| e)
+}
+
+/// Why an operation that ran off the JS thread failed; turned into a JS error on the JS thread
+/// (errors are JS objects, made only there).
+#[derive(Debug, Clone, Copy)]
+pub enum Fail {
+    /// The kernel's errno, as a system error of the call.
+    Errno(i32),
+    /// `close()` or an `AbortSignal` ended the wait.
+    Aborted,
+}
+
+impl From<io::Error> for Fail {
+    fn from(e: io::Error) -> Self {
+        Fail::Errno(errno_of(&e))
+    }
+}
+
+impl Fail {
+    /// The JS error, for `syscall`.
+    pub fn into_error(self, env: &Env, syscall: &str) -> Error {
+        match self {
+            Fail::Errno(e) => sys_error(env, e, syscall),
+            Fail::Aborted => abort_error(env, &format!("The operation was aborted ({syscall})")),
+        }
+    }
+}

@@ -1,0 +1,669 @@
+//! Offset peek: `peekAt`, `peekInto`, `consume`, `peekSupported` (one-off calls on any
+//! descriptor) and the `Peeker` cursor.
+
+use std::io::IoSliceMut;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, TryLockError};
+
+use lowcopy::{Flags, PeekMode};
+use napi::bindgen_prelude::*;
+use napi::Env;
+use napi_derive::napi;
+
+use crate::args::{self, alloc, alloc_len, bool_opt, size, with_fd};
+use crate::error::{sys_error, type_error, value_error, Fail, OrThrow};
+use crate::sys;
+
+/// Options of a peek or consume.
+// Read field by field by the calls (for their TypeErrors); here for the types.
+#[allow(dead_code)]
+#[napi(object)]
+pub struct PeekOptions {
+    /// Do not wait (`MSG_DONTWAIT`): `EAGAIN` instead of sleeping when nothing lies beyond the
+    /// offset. Sockets Node created are non-blocking anyway (libuv sets `O_NONBLOCK`, which a
+    /// duplicate shares), so every call on them behaves so.
+    pub dont_wait: Option<bool>,
+    /// The C flag bits instead (`MSG_DONTWAIT` = 0x40), for code ported from C: any other bit
+    /// is `EINVAL`.
+    pub flags: Option<i32>,
+}
+
+/// The per-call flags of `options` (`dontWait`, or raw `flags`); `EINVAL` (as a system error
+/// of `what`) for C bits a call does not take.
+pub(crate) fn flags(env: &Env, options: Option<&Unknown>, what: &str) -> Result<Flags> {
+    let mut f = if bool_opt(env, options, "dontWait")? {
+        Flags::DONTWAIT
+    } else {
+        Flags::NONE
+    };
+    if let Some(raw) = args::int_opt(env, options, "flags")? {
+        f |= Flags::from_raw(raw).or_throw(env, what)?;
+    }
+    Ok(f)
+}
+
+/// A writable byte view of a `Buffer`/`TypedArray`/`DataView` argument (its own bytes:
+/// `byteOffset` and `byteLength` are honoured, so a pooled `Buffer` slice is written only where
+/// it lies), or a `TypeError`.
+pub(crate) fn bytes_arg<'a>(env: &Env, v: &Unknown<'a>, name: &str) -> Result<View<'a>> {
+    // One N-API call on the data path: napi_get_buffer_info takes any ArrayBufferView (Node's
+    // Buffer::HasInstance) and fails for anything else.
+    let mut data = std::ptr::null_mut();
+    let mut len = 0usize;
+    // SAFETY: plain N-API query on a live value of this call into locals.
+    let st = unsafe { napi::sys::napi_get_buffer_info(env.raw(), v.raw(), &mut data, &mut len) };
+    if st != napi::sys::Status::napi_ok {
+        return Err(type_error(
+            env,
+            format!(
+                "The \"{name}\" argument must be an instance of Buffer, TypedArray, or DataView. \
+                 Received {}",
+                crate::error::describe_value(v)
+            ),
+        ));
+    }
+    Ok(View {
+        ptr: if len == 0 {
+            std::ptr::NonNull::dangling().as_ptr()
+        } else {
+            data.cast()
+        },
+        len,
+        raw: v.raw(),
+        _scope: std::marker::PhantomData,
+    })
+}
+
+/// The bytes of an `ArrayBufferView` argument, for the call it was passed to (the value is
+/// alive for the callback's scope: `'a`). Raw, not a `&mut [u8]`: JS can pass one buffer
+/// twice (`peekv([b, b])`), and two live `&mut` over one memory would be undefined behaviour.
+pub(crate) struct View<'a> {
+    ptr: *mut u8,
+    len: usize,
+    raw: napi::sys::napi_value,
+    _scope: std::marker::PhantomData<&'a mut [u8]>,
+}
+
+impl View<'_> {
+    /// The bytes, to read (a send): shared borrows may alias.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        // SAFETY: `ptr` is valid for `len` bytes (or dangling with len 0) while the value is
+        // alive, which `'a` covers; nothing writes through it during the borrow (the JS thread
+        // is inside this call).
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// The bytes, to write, for a call that takes exactly one buffer (so no other view of
+    /// the same memory exists in the call).
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as `bytes`; the caller holds the only view of this memory in the call.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+
+    /// An iovec over the bytes, for the core's raw entry points.
+    pub(crate) fn iovec(&self) -> libc::iovec {
+        libc::iovec {
+            iov_base: self.ptr.cast(),
+            iov_len: self.len,
+        }
+    }
+
+    /// The JS value.
+    pub(crate) fn raw(&self) -> napi::sys::napi_value {
+        self.raw
+    }
+}
+
+/// Peeks up to `length` bytes lying `offset` bytes after the head of `fd`'s receive queue,
+/// without consuming them; returns them as a new `Buffer` (empty at end of stream).
+///
+/// As the core's `peek_at`: `SO_PEEK_OFF` must be disabled on the socket (no live `Peeker`);
+/// `EAGAIN` when nothing lies beyond `offset` and the call may not wait; `EBADF`, `ENOTSOCK`,
+/// `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream), `EOVERFLOW`.
+#[napi(
+    catch_unwind,
+    ts_args_type = "fd: number | import('node:net').Socket | { fd: number }, offset: number, length: number, options?: PeekOptions"
+)]
+pub fn peek_at(
+    env: Env,
+    fd: Unknown,
+    offset: Unknown,
+    length: Unknown,
+    options: Option<Unknown>,
+) -> Result<Buffer> {
+    let offset = size(&env, &offset, "offset")?;
+    let len = alloc_len(&env, &length, "length")?;
+    let flags = flags(&env, options.as_ref(), "peekAt")?;
+    let mut buf = alloc(&env, len, "peekAt")?;
+    let n = with_fd(&env, &fd, "peekAt", |fd| {
+        lowcopy::peek_at(fd, offset, &mut [IoSliceMut::new(&mut buf)], flags)
+            .or_throw(&env, "peekAt")
+    })?;
+    buf.truncate(n);
+    if buf.capacity() > 2 * n.max(4096) {
+        buf.shrink_to_fit();
+    }
+    Ok(buf.into())
+}
+
+/// [`peek_at`] into the caller's `buf` (its own `byteLength` bytes at its `byteOffset`); returns
+/// the bytes written, 0 at end of stream.
+#[napi(
+    catch_unwind,
+    ts_args_type = "fd: number | import('node:net').Socket | { fd: number }, offset: number, buf: ArrayBufferView, options?: PeekOptions"
+)]
+pub fn peek_into(
+    env: Env,
+    fd: Unknown,
+    offset: Unknown,
+    buf: Unknown,
+    options: Option<Unknown>,
+) -> Result<u32> {
+    let offset = size(&env, &offset, "offset")?;
+    let mut b = bytes_arg(&env, &buf, "buf")?;
+    let flags = flags(&env, options.as_ref(), "peekInto")?;
+    let n = with_fd(&env, &fd, "peekInto", |fd| {
+        lowcopy::peek_at(fd, offset, &mut [IoSliceMut::new(b.bytes_mut())], flags)
+            .or_throw(&env, "peekInto")
+    })?;
+    Ok(n as u32)
+}
+
+/// Drops up to `n` bytes from the head of `fd`'s receive queue (TCP: without copying them);
+/// returns the bytes dropped, 0 at end of stream or for `n` 0. As the core's `consume`.
+#[napi(
+    catch_unwind,
+    ts_args_type = "fd: number | import('node:net').Socket | { fd: number }, n: number, options?: PeekOptions"
+)]
+pub fn consume(env: Env, fd: Unknown, n: Unknown, options: Option<Unknown>) -> Result<f64> {
+    let n = size(&env, &n, "n")?;
+    let flags = flags(&env, options.as_ref(), "consume")?;
+    let r = with_fd(&env, &fd, "consume", |fd| {
+        lowcopy::consume(fd, n, flags).or_throw(&env, "consume")
+    })?;
+    Ok(r as f64)
+}
+
+/// Whether `SO_PEEK_OFF` works on this stream socket (leaves its value unchanged).
+/// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream).
+#[napi(
+    catch_unwind,
+    ts_args_type = "fd: number | import('node:net').Socket | { fd: number }"
+)]
+pub fn peek_supported(env: Env, fd: Unknown) -> Result<bool> {
+    with_fd(&env, &fd, "peekSupported", |fd| {
+        lowcopy::peek_supported(fd).or_throw(&env, "peekSupported")
+    })
+}
+
+type Core = lowcopy::Peeker<OwnedFd>;
+
+/// The core peeker behind a JS `Peeker`: shared with a `peekAsync` running on a pool thread.
+pub struct Shared {
+    peeker: Mutex<Option<Core>>,
+    /// `close()` was called while an async peek held the peeker: that peek closes it.
+    close_requested: AtomicBool,
+    /// The eventfds of pending async peeks: `close()` makes them readable to wake them.
+    waiters: Mutex<Vec<Arc<OwnedFd>>>,
+}
+
+fn lock(m: &Mutex<Option<Core>>) -> std::sync::MutexGuard<'_, Option<Core>> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn mode_name(m: PeekMode) -> &'static str {
+    match m {
+        PeekMode::Auto => "auto",
+        PeekMode::Offset => "offset",
+        PeekMode::Discard => "discard",
+    }
+}
+
+/// Counters of a `Peeker` (bytes in bytes); see the core's `PeekStats`.
+#[napi(object)]
+pub struct PeekStats {
+    /// Syscalls made (failed ones included).
+    pub syscalls: f64,
+    /// Peeks that returned data.
+    pub peeks: f64,
+    /// Bytes delivered by peeks.
+    pub bytes_peeked: f64,
+    /// Bytes the kernel copied only to be thrown away (the discard prefix; consumed bytes on
+    /// AF_UNIX).
+    pub bytes_skipped_copied: f64,
+    /// Bytes dropped from the head of the queue by `consume`.
+    pub bytes_consumed: f64,
+    /// `SO_RCVLOWAT` changes made by the armed mode.
+    pub rcvlowat_updates: f64,
+}
+
+/// Options of `new Peeker`.
+// Read field by field by the calls (for their TypeErrors); here for the types.
+#[allow(dead_code)]
+#[napi(object)]
+pub struct PeekerOptions {
+    /// `'auto'` (default: `SO_PEEK_OFF` where the socket family has it, else the discard
+    /// prefix), `'offset'` (`SO_PEEK_OFF`; `EOPNOTSUPP` where missing) or `'discard'`.
+    pub mode: Option<String>,
+}
+
+/// Options of `peekAsync`.
+// Read field by field by the calls (for their TypeErrors); here for the types.
+#[allow(dead_code)]
+#[napi(object)]
+pub struct PeekAsyncOptions {
+    /// Give up after this many milliseconds (rejects with `ETIMEDOUT`); none by default.
+    pub timeout_ms: Option<f64>,
+}
+
+/// A peek cursor over one stream socket (TCP, MPTCP, AF_UNIX): read received bytes at the
+/// cursor without consuming them, seek back to read them again, consume what is done with.
+/// The core's `lowcopy::Peeker`, over a private duplicate of the descriptor.
+///
+/// Works on its own duplicate (`F_DUPFD_CLOEXEC`): closing the `net.Socket` or fd given does
+/// not end the connection while the peeker is open (the socket closes with its last
+/// descriptor), so call `close()` (or use `using`). Socket options belong to the socket and are
+/// shared: the peeker sets `SO_PEEK_OFF` (and `SO_RCVLOWAT` when armed) and `close()` restores
+/// them. Nobody else may read the socket meanwhile: on a `net.Socket`, peek only while Node is
+/// not reading it (a server with `pauseOnConnect`, before `resume()`).
+#[napi]
+pub struct Peeker {
+    shared: Arc<Shared>,
+    fd: i32,
+}
+
+impl Peeker {
+    /// Runs `f` on the core peeker: `EBADF` once closed, `EBUSY` while a `peekAsync` holds it.
+    fn with<T>(&self, env: &Env, what: &str, f: impl FnOnce(&mut Core) -> Result<T>) -> Result<T> {
+        let mut g = match self.shared.peeker.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return Err(sys_error(env, libc::EBUSY, what)),
+        };
+        match g.as_mut() {
+            Some(p) => f(p),
+            None => Err(sys_error(env, libc::EBADF, what)),
+        }
+    }
+}
+
+#[napi]
+impl Peeker {
+    /// Creates a peeker over (a duplicate of) `fd`, cursor at 0 (the head of the receive
+    /// queue). Errors: `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream;
+    /// `'offset'` without `SO_PEEK_OFF`), `EMFILE`; `TypeError` for a bad `mode`.
+    #[napi(
+        constructor,
+        catch_unwind,
+        ts_args_type = "fd: number | import('node:net').Socket | { fd: number }, options?: PeekerOptions"
+    )]
+    pub fn new(env: Env, fd: Unknown, options: Option<Unknown>) -> Result<Self> {
+        let mode = match args::options_object(&env, options.as_ref())? {
+            None => PeekMode::Auto,
+            Some(o) => match o.get_named_property::<Option<String>>("mode")?.as_deref() {
+                None | Some("auto") => PeekMode::Auto,
+                Some("offset") => PeekMode::Offset,
+                Some("discard") => PeekMode::Discard,
+                Some(m) => {
+                    return Err(value_error(
+                        &env,
+                        format!(
+                            "The property 'options.mode' must be one of: 'auto', 'offset', \
+                             'discard'. Received '{m}'"
+                        ),
+                    ))
+                }
+            },
+        };
+        let dup = args::dup_fd(&env, &fd, "Peeker")?;
+        let raw = dup.as_raw_fd();
+        let p = Core::new(dup, mode).or_throw(&env, "Peeker")?;
+        Ok(Peeker {
+            shared: Arc::new(Shared {
+                peeker: Mutex::new(Some(p)),
+                close_requested: AtomicBool::new(false),
+                waiters: Mutex::new(Vec::new()),
+            }),
+            fd: raw,
+        })
+    }
+
+    /// The peeker's own descriptor (its duplicate), e.g. to watch it with epoll; -1 once closed.
+    #[napi(getter, catch_unwind)]
+    pub fn fd(&self) -> i32 {
+        if self.closed() {
+            -1
+        } else {
+            self.fd
+        }
+    }
+
+    /// Whether `close()` was called.
+    #[napi(getter, catch_unwind)]
+    pub fn closed(&self) -> bool {
+        self.shared.close_requested.load(Ordering::Acquire)
+            || matches!(self.shared.peeker.try_lock(), Ok(g) if g.is_none())
+    }
+
+    /// The mechanism in use: `'offset'` (`SO_PEEK_OFF`) or `'discard'`, never `'auto'`.
+    #[napi(getter, catch_unwind)]
+    pub fn mode(&self, env: Env) -> Result<&'static str> {
+        self.with(&env, "mode", |p| Ok(mode_name(p.mode())))
+    }
+
+    /// The cursor: bytes between the head of the receive queue and the next peek.
+    #[napi(getter, catch_unwind)]
+    pub fn offset(&self, env: Env) -> Result<f64> {
+        self.with(&env, "offset", |p| Ok(p.offset() as f64))
+    }
+
+    /// Whether the low-water mark is armed (`setLowatArmed`).
+    #[napi(getter, catch_unwind)]
+    pub fn lowat_armed(&self, env: Env) -> Result<bool> {
+        self.with(&env, "lowatArmed", |p| Ok(p.lowat_armed()))
+    }
+
+    /// Peeks up to `length` bytes at the cursor into a new `Buffer`; the cursor advances by
+    /// its length. Empty at end of stream (the bytes before the cursor stay queued). Errors as
+    /// the core's `Peeker::peek`: `EAGAIN` (nothing beyond the cursor and the call may not
+    /// wait), `EINVAL`, `EOVERFLOW`, `ECONNRESET`, ...
+    #[napi(catch_unwind, ts_args_type = "length: number, options?: PeekOptions")]
+    pub fn peek(&self, env: Env, length: Unknown, options: Option<Unknown>) -> Result<Buffer> {
+        let len = alloc_len(&env, &length, "length")?;
+        let f = flags(&env, options.as_ref(), "peek")?;
+        let mut buf = alloc(&env, len, "peek")?;
+        let n = self.with(&env, "peek", |p| {
+            p.peek(&mut [IoSliceMut::new(&mut buf)], f)
+                .or_throw(&env, "peek")
+        })?;
+        buf.truncate(n);
+        if buf.capacity() > 2 * n.max(4096) {
+            buf.shrink_to_fit();
+        }
+        Ok(buf.into())
+    }
+
+    /// Peeks at the cursor into `buf` (its own `byteLength` bytes at its `byteOffset`); returns
+    /// the bytes written (0 at end of stream); the cursor advances by that many.
+    #[napi(
+        catch_unwind,
+        ts_args_type = "buf: ArrayBufferView, options?: PeekOptions"
+    )]
+    pub fn peek_into(&self, env: Env, buf: Unknown, options: Option<Unknown>) -> Result<u32> {
+        let b = bytes_arg(&env, &buf, "buf")?;
+        let f = match options {
+            None => Flags::NONE,
+            Some(ref o) => flags(&env, Some(o), "peekInto")?,
+        };
+        let iov = [b.iovec()];
+        let n = self.with(&env, "peekInto", |p| {
+            // SAFETY: the iovec covers the caller's view, writable and alive for this call.
+            unsafe { p.peek_raw(&iov, f) }.or_throw(&env, "peekInto")
+        })?;
+        Ok(n as u32)
+    }
+
+    /// Peeks at the cursor into `buffers` in order, as one call (scatter, like `fs.readvSync`;
+    /// at most `IOV_MAX` = 1024 buffers, else `EMSGSIZE`); returns the bytes written.
+    #[napi(
+        catch_unwind,
+        ts_args_type = "buffers: ArrayBufferView[], options?: PeekOptions"
+    )]
+    pub fn peekv(&self, env: Env, buffers: Vec<Unknown>, options: Option<Unknown>) -> Result<u32> {
+        let mut views: Vec<View> = Vec::with_capacity(buffers.len());
+        for (i, b) in buffers.iter().enumerate() {
+            views.push(bytes_arg(&env, b, &format!("buffers[{i}]"))?);
+        }
+        let f = flags(&env, options.as_ref(), "peekv")?;
+        let iov: Vec<libc::iovec> = views.iter().map(View::iovec).collect();
+        let n = self.with(&env, "peekv", |p| {
+            // SAFETY: the iovecs cover the caller's views, writable and alive for this call
+            // (one buffer given twice is written twice, as readv would).
+            unsafe { p.peek_raw(&iov, f) }.or_throw(&env, "peekv")
+        })?;
+        Ok(n as u32)
+    }
+
+    /// `peek` that waits off the JS thread (on libuv's thread pool) until a byte beyond the
+    /// cursor arrives, the stream ends (resolves with an empty `Buffer`), `timeoutMs` passes
+    /// (rejects `ETIMEDOUT`) or `close()` is called (rejects with an `AbortError`). Works on
+    /// non-blocking sockets (every `net.Socket`): it never relies on a blocking `recv`. The
+    /// wait sleeps in an edge-triggered epoll, so bytes before the cursor or error-queue
+    /// entries do not make it spin. While it is pending, the other calls on this peeker throw
+    /// `EBUSY`. It occupies one pool thread (4 by default, shared with fs and dns): give it a
+    /// timeout.
+    #[napi(
+        catch_unwind,
+        ts_args_type = "length: number, options?: PeekAsyncOptions",
+        ts_return_type = "Promise<Buffer>"
+    )]
+    pub fn peek_async(
+        &self,
+        env: Env,
+        length: Unknown,
+        options: Option<Unknown>,
+    ) -> Result<AsyncTask<PeekTask>> {
+        let len = alloc_len(&env, &length, "length")?;
+        let timeout = args::timeout_opt(&env, options.as_ref())?;
+        if self.closed() {
+            return Err(sys_error(&env, libc::EBADF, "peekAsync"));
+        }
+        let cancel = Arc::new(sys::eventfd().or_throw(&env, "peekAsync")?);
+        self.shared
+            .waiters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(cancel.clone());
+        Ok(AsyncTask::new(PeekTask {
+            src: Src::Peeker(self.shared.clone(), cancel),
+            len,
+            deadline: sys::deadline(timeout),
+        }))
+    }
+
+    /// Moves the cursor to `offset` bytes after the head (back to read again, or ahead to skip
+    /// without copying in `'offset'` mode). `EOVERFLOW` (cursor unchanged) beyond what the
+    /// mechanism represents.
+    #[napi(catch_unwind, ts_args_type = "offset: number")]
+    pub fn seek(&self, env: Env, offset: Unknown) -> Result<()> {
+        let off = size(&env, &offset, "offset")?;
+        self.with(&env, "seek", |p| p.seek(off).or_throw(&env, "seek"))
+    }
+
+    /// Drops up to `n` bytes from the head of the receive queue (TCP: no copy) and moves the
+    /// cursor back by as many; never waits. Returns the bytes dropped (0 at end of stream);
+    /// `EAGAIN` when nothing is queued.
+    #[napi(catch_unwind, ts_args_type = "n: number")]
+    pub fn consume(&self, env: Env, n: Unknown) -> Result<f64> {
+        let n = size(&env, &n, "n")?;
+        self.with(&env, "consume", |p| {
+            p.consume(n).or_throw(&env, "consume").map(|d| d as f64)
+        })
+    }
+
+    /// Tells the peeker that `n` bytes left the head of the queue by another path (a read, a
+    /// `ZeroCopyReceiver`): the cursor moves back by `n`, no syscall unless armed.
+    #[napi(catch_unwind, ts_args_type = "n: number")]
+    pub fn note_consumed(&self, env: Env, n: Unknown) -> Result<()> {
+        let n = size(&env, &n, "n")?;
+        self.with(&env, "noteConsumed", |p| {
+            p.note_consumed(n).or_throw(&env, "noteConsumed")
+        })
+    }
+
+    /// Arms (`true`) or disarms the low-water mark: `SO_RCVLOWAT` kept at cursor + 1 so that
+    /// poll/epoll (libuv's too) report the socket readable only for bytes beyond the cursor.
+    /// `EOPNOTSUPP` on AF_UNIX.
+    #[napi(catch_unwind)]
+    pub fn set_lowat_armed(&self, env: Env, on: bool) -> Result<()> {
+        self.with(&env, "setLowatArmed", |p| {
+            p.set_lowat_armed(on).or_throw(&env, "setLowatArmed")
+        })
+    }
+
+    /// The counters so far.
+    #[napi(catch_unwind)]
+    pub fn stats(&self, env: Env) -> Result<PeekStats> {
+        self.with(&env, "stats", |p| {
+            let s = p.stats();
+            Ok(PeekStats {
+                syscalls: s.syscalls as f64,
+                peeks: s.peeks as f64,
+                bytes_peeked: s.bytes_peeked as f64,
+                bytes_skipped_copied: s.bytes_skipped_copied as f64,
+                bytes_consumed: s.bytes_consumed as f64,
+                rcvlowat_updates: s.rcvlowat_updates as f64,
+            })
+        })
+    }
+
+    /// Restores the socket (`SO_RCVLOWAT` if armed, `SO_PEEK_OFF` disabled) and closes the
+    /// peeker's duplicate; queued bytes stay queued for the next reader. A pending `peekAsync`
+    /// rejects with an `AbortError`. Calling it again does nothing.
+    #[napi(catch_unwind)]
+    pub fn close(&self) {
+        self.shared.close_requested.store(true, Ordering::Release);
+        for w in self
+            .shared
+            .waiters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            sys::eventfd_signal(w.as_fd());
+        }
+        // An async peek holding the peeker drops it when it ends.
+        if let Ok(mut g) = self.shared.peeker.try_lock() {
+            g.take();
+        }
+    }
+}
+
+/// What an async peek reads from.
+pub enum Src {
+    /// A `Peeker`'s cursor.
+    Peeker(Arc<Shared>, Arc<OwnedFd>),
+    /// `peekAtAsync`: a duplicate of the caller's fd, at a fixed offset.
+    At {
+        fd: OwnedFd,
+        offset: usize,
+        cancel: OwnedFd,
+    },
+}
+
+/// `peekAsync`/`peekAtAsync` on a pool thread.
+pub struct PeekTask {
+    src: Src,
+    len: usize,
+    deadline: Option<std::time::Instant>,
+}
+
+impl PeekTask {
+    fn run(&mut self) -> std::result::Result<Vec<u8>, Fail> {
+        let mut buf = Vec::new();
+        buf.try_reserve_exact(self.len)
+            .map_err(|_| Fail::Errno(libc::ENOMEM))?;
+        buf.resize(self.len, 0);
+        let n = match &self.src {
+            Src::Peeker(sh, cancel) => {
+                let mut g = lock(&sh.peeker);
+                let r = loop {
+                    if sh.close_requested.load(Ordering::Acquire) {
+                        break Err(Fail::Aborted);
+                    }
+                    let Some(p) = g.as_mut() else {
+                        break Err(Fail::Errno(libc::EBADF));
+                    };
+                    match p.peek(&mut [IoSliceMut::new(&mut buf)], Flags::DONTWAIT) {
+                        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {}
+                        r => break r.map_err(Fail::from),
+                    }
+                    let off = p.offset();
+                    match sys::wait_beyond(p.as_fd(), off, cancel.as_fd(), self.deadline) {
+                        Ok(sys::Woken::Cancelled) => break Err(Fail::Aborted),
+                        Ok(sys::Woken::TimedOut) => break Err(Fail::Errno(libc::ETIMEDOUT)),
+                        Ok(_) => {}
+                        Err(e) => break Err(e.into()),
+                    }
+                };
+                if sh.close_requested.load(Ordering::Acquire) {
+                    g.take(); // close() came while this held the peeker
+                }
+                drop(g);
+                sh.waiters
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .retain(|w| !Arc::ptr_eq(w, cancel));
+                r?
+            }
+            Src::At { fd, offset, cancel } => loop {
+                match lowcopy::peek_at(
+                    fd,
+                    *offset,
+                    &mut [IoSliceMut::new(&mut buf)],
+                    Flags::DONTWAIT,
+                ) {
+                    Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {}
+                    r => break r?,
+                }
+                match sys::wait_beyond(fd.as_fd(), *offset, cancel.as_fd(), self.deadline)? {
+                    sys::Woken::TimedOut => return Err(Fail::Errno(libc::ETIMEDOUT)),
+                    sys::Woken::Cancelled => return Err(Fail::Aborted),
+                    _ => {}
+                }
+            },
+        };
+        buf.truncate(n);
+        Ok(buf)
+    }
+}
+
+impl Task for PeekTask {
+    type Output = std::result::Result<Vec<u8>, Fail>;
+    type JsValue = Buffer;
+
+    fn compute(&mut self) -> Result<Self::Output> {
+        Ok(self.run())
+    }
+
+    fn resolve(&mut self, env: Env, out: Self::Output) -> Result<Buffer> {
+        let what = match self.src {
+            Src::Peeker(..) => "peekAsync",
+            Src::At { .. } => "peekAtAsync",
+        };
+        out.map(Buffer::from).map_err(|f| f.into_error(&env, what))
+    }
+}
+
+/// `peekAt` that waits off the JS thread until a byte lies beyond `offset` (as
+/// `Peeker.peekAsync`, on a private duplicate of `fd`): resolves with the bytes (empty at end
+/// of stream), rejects with `ETIMEDOUT` after `timeoutMs`. The protocol sniffer's call: peek a
+/// new connection's first bytes before Node reads them (`pauseOnConnect`).
+#[napi(
+    catch_unwind,
+    ts_args_type = "fd: number | import('node:net').Socket | { fd: number }, offset: number, length: number, options?: PeekAsyncOptions",
+    ts_return_type = "Promise<Buffer>"
+)]
+pub fn peek_at_async(
+    env: Env,
+    fd: Unknown,
+    offset: Unknown,
+    length: Unknown,
+    options: Option<Unknown>,
+) -> Result<AsyncTask<PeekTask>> {
+    let offset = size(&env, &offset, "offset")?;
+    let len = alloc_len(&env, &length, "length")?;
+    let timeout = args::timeout_opt(&env, options.as_ref())?;
+    let dup = args::dup_fd(&env, &fd, "peekAtAsync")?;
+    let cancel = sys::eventfd().or_throw(&env, "peekAtAsync")?;
+    Ok(AsyncTask::new(PeekTask {
+        src: Src::At {
+            fd: dup,
+            offset,
+            cancel,
+        },
+        len,
+        deadline: sys::deadline(timeout),
+    }))
+}

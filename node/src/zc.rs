@@ -1,0 +1,871 @@
+//! `ZeroCopySender`: zerocopy sends whose `Buffer`s stay alive until their completion is
+//! reaped, with any JS value as `userData`.
+//!
+//! Buffers and user values live in a JS array (the "slab") that the sender references: slot
+//! `i` holds the send's data at `2i` and its `userData` at `2i + 1`, and `i` is the `user_data`
+//! the core carries. So the garbage collector cannot free a buffer the kernel may still read,
+//! and every reference is taken and dropped on the JS thread (in `send`/`reap`/`wait`).
+//!
+//! Detaching: a transfer (`postMessage`, `structuredClone`) moves an ArrayBuffer's memory to
+//! a new owner, who may free it while the kernel reads it; a reference does not prevent that.
+//! Before a zerocopy-capable send, each buffer's ArrayBuffer goes through the package's guard
+//! (`lowcopy.js`: `worker_threads.markAsUntransferable`, after which a transfer copies), or the
+//! send is refused when no guard can stop transfers on this runtime. The copy backend copies in
+//! the send call and needs no guard. Pooled `Buffer`s (slices of Node's shared 8 KiB pool) are
+//! sent from their own `byteOffset`; the pool is untransferable already.
+
+use std::cell::RefCell;
+use std::io::IoSlice;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::Arc;
+
+use lowcopy::zc::{Completion, COPIED, FALLBACK};
+use lowcopy::{Flags, ZcBackend, ZcOptions};
+use napi::bindgen_prelude::*;
+use napi::Env;
+use napi_derive::napi;
+
+use crate::args::{self, is_libuv_handle, size};
+use crate::error::{sys_error, type_error, value_error, Fail, OrThrow};
+use crate::peek::{bytes_arg, View};
+use crate::sys;
+
+type Core = lowcopy::ZeroCopySender<OwnedFd>;
+
+thread_local! {
+    /// The transfer guard the package entry installed on this JS thread (a function taking an
+    /// ArrayBuffer; it throws where transfers cannot be stopped).
+    static GUARD: RefCell<Option<ObjectRef<false>>> = const { RefCell::new(None) };
+}
+
+/// Installs the function called with each ArrayBuffer before a zerocopy-capable send (done by
+/// `lowcopy.js`: `markAsUntransferable`). Internal.
+#[napi(
+    catch_unwind,
+    js_name = "_setTransferGuard",
+    ts_args_type = "guard: (buf: ArrayBufferLike) => void"
+)]
+pub fn set_transfer_guard(env: Env, guard: Unknown) -> Result<()> {
+    if guard.get_type()? != ValueType::Function {
+        return Err(type_error(
+            &env,
+            "The \"guard\" argument must be a function".into(),
+        ));
+    }
+    // SAFETY: a function is an object.
+    let obj: Object = unsafe { guard.cast()? };
+    let r = obj.create_ref::<false>()?;
+    GUARD.with(|g| {
+        if let Some(old) = g.borrow_mut().replace(r) {
+            let _ = old.unref(&env);
+        }
+    });
+    Ok(())
+}
+
+fn backend_name(b: ZcBackend) -> &'static str {
+    match b {
+        ZcBackend::Auto => "auto",
+        ZcBackend::ErrQueue => "errqueue",
+        ZcBackend::IoUring => "io_uring",
+        ZcBackend::Copy => "copy",
+    }
+}
+
+/// Options of `new ZeroCopySender`.
+#[allow(dead_code)]
+#[napi(object)]
+pub struct ZcSenderOptions {
+    /// `'auto'` (default), `'io_uring'`, `'errqueue'` or `'copy'`. On a `net.Socket` (which
+    /// libuv polls) `'auto'` never picks `'errqueue'` and `'errqueue'` is refused: its
+    /// notifications keep `EPOLLERR` up and would spin Node's event loop until reaped.
+    pub backend: Option<String>,
+    /// Stop asking for zerocopy after 16 consecutive completions the kernel copied anyway
+    /// (loopback, veth): later sends are plain copies.
+    pub adaptive: Option<bool>,
+}
+
+/// Options of a send.
+#[allow(dead_code)]
+#[napi(object)]
+pub struct ZcSendOptions {
+    /// `MSG_DONTWAIT`: `EAGAIN` instead of waiting for room in the socket.
+    pub dont_wait: Option<bool>,
+    /// `MSG_MORE`: more data follows (TCP corks, UDP appends to one datagram).
+    pub more: Option<bool>,
+    /// The C bits instead (`MSG_DONTWAIT` 0x40, `MSG_MORE` 0x8000; `MSG_NOSIGNAL` is implied
+    /// and accepted); others are `EINVAL`.
+    pub flags: Option<i32>,
+}
+
+/// One finished send.
+#[napi(object)]
+pub struct ZcCompletion {
+    /// The value given with the send, unchanged.
+    pub user_data: Unknown<'static>,
+    /// Bytes the send accepted.
+    pub result: f64,
+    /// The data was copied (by the kernel on loopback/veth, or a plain send), not sent from
+    /// the pinned buffer.
+    pub copied: bool,
+    /// The copy was lowcopy's choice (adaptive mode, `ENOBUFS`, a full id window).
+    pub fallback: bool,
+}
+
+/// Counters of a sender (see the core's `ZcStats`).
+#[napi(object)]
+pub struct ZcStats {
+    pub sends: f64,
+    pub bytes: f64,
+    pub zerocopy_sends: f64,
+    pub copy_sends: f64,
+    pub completions: f64,
+    pub completions_copied: f64,
+    pub enobufs: f64,
+    pub window_full: f64,
+    pub syscalls_send: f64,
+    pub syscalls_reap: f64,
+    pub errqueue_other: f64,
+    pub unexpected_ids: f64,
+    pub zerocopy_off: f64,
+}
+
+/// Zerocopy sends over one socket (the core's `lowcopy::ZeroCopySender`, over a private
+/// duplicate of the descriptor), each followed by exactly one completion carrying its
+/// `userData`, when the kernel no longer needs the buffer.
+///
+/// Each buffer sent is kept alive (and its ArrayBuffer made untransferable) until its
+/// completion is reaped by `reap`, `sendReap`, `wait` or `waitAsync`; do not modify it
+/// before then: the kernel may send (or resend) from it. Sends and reaps run on the JS thread
+/// (the io_uring backend belongs to the first thread that sends); `waitAsync` only waits on
+/// the pool thread.
+#[napi(custom_finalize)]
+pub struct ZeroCopySender {
+    /// Every method takes `&self` (a pending `waitAsync` must not block `close()`): the state
+    /// is borrowed for the length of one call, on the JS thread.
+    inner: RefCell<Inner>,
+}
+
+/// The state of a `ZeroCopySender`.
+pub struct Inner {
+    core: Option<Core>,
+    /// The JS array holding each slot's data and user value.
+    slab: Option<ObjectRef<false>>,
+    free: Vec<u32>,
+    next: u32,
+    /// Sends whose buffers are held (in flight or completed, not reaped).
+    held: usize,
+    /// Eventfds of pending `waitAsync`s, made readable by `close()`.
+    waiters: Vec<Arc<OwnedFd>>,
+    backend: ZcBackend,
+    fd: i32,
+    /// Buffers kept forever because `close()` came with sends in flight.
+    leaked: usize,
+    out: Vec<Completion>,
+}
+
+impl ObjectFinalize for ZeroCopySender {
+    fn finalize(self, env: Env) -> Result<()> {
+        let mut this = self.inner.into_inner();
+        // Collected by the GC without close(): close now. With sends in flight the slab (and
+        // their buffers) is kept for the process's life: the kernel may still read them.
+        this.shut(&env);
+        Ok(())
+    }
+}
+
+impl Inner {
+    fn core(&mut self, env: &Env, what: &str) -> Result<&mut Core> {
+        self.core
+            .as_mut()
+            .ok_or_else(|| sys_error(env, libc::EBADF, what))
+    }
+
+    fn slab<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
+        match &self.slab {
+            Some(r) => r.get_value(env),
+            None => Err(sys_error(env, libc::EBADF, "ZeroCopySender")),
+        }
+    }
+
+    fn take_slot(&mut self) -> u32 {
+        self.free.pop().unwrap_or_else(|| {
+            self.next += 1;
+            self.next - 1
+        })
+    }
+
+    fn release(&mut self, env: &Env, slot: u32) -> Result<(Unknown<'static>, Unknown<'static>)> {
+        let slab = self.slab(env)?;
+        let data: Unknown = slab.get_element(2 * slot)?;
+        let ud: Unknown = slab.get_element(2 * slot + 1)?;
+        set_undefined(env, &slab, 2 * slot)?;
+        set_undefined(env, &slab, 2 * slot + 1)?;
+        self.free.push(slot);
+        self.held -= 1;
+        // SAFETY: the values are returned to JS within this call (napi handles are valid for
+        // the callback's scope; 'static here only names that scope).
+        Ok(unsafe {
+            (
+                std::mem::transmute::<Unknown<'_>, Unknown<'static>>(data),
+                std::mem::transmute::<Unknown<'_>, Unknown<'static>>(ud),
+            )
+        })
+    }
+
+    /// Turns the completions in `self.out` into JS objects, releasing their buffers.
+    fn completions(&mut self, env: &Env, n: usize) -> Result<Vec<ZcCompletion>> {
+        let out: Vec<Completion> = self.out[..n].to_vec();
+        let mut v = Vec::with_capacity(n);
+        for c in out {
+            let (_data, ud) = self.release(env, c.user_data as u32)?;
+            v.push(ZcCompletion {
+                user_data: ud,
+                result: c.result as f64,
+                copied: c.flags & COPIED != 0,
+                fallback: c.flags & FALLBACK != 0,
+            });
+        }
+        Ok(v)
+    }
+
+    fn reap_all(&mut self, env: &Env, what: &str) -> Result<Vec<ZcCompletion>> {
+        let mut all = Vec::new();
+        loop {
+            let mut out = std::mem::take(&mut self.out);
+            let n = self.core(env, what)?.reap(&mut out).or_throw(env, what);
+            self.out = out;
+            let n = n?;
+            all.extend(self.completions(env, n)?);
+            if n < self.out.len() {
+                return Ok(all);
+            }
+        }
+    }
+
+    /// The data argument as byte views: one `ArrayBufferView` or an array of them.
+    fn views<'a>(&self, env: &Env, data: &Unknown<'a>) -> Result<Vec<View<'a>>> {
+        let mut is_array = false;
+        // SAFETY: plain N-API query on a live value of this call.
+        unsafe { napi::sys::napi_is_array(env.raw(), data.raw(), &mut is_array) };
+        if !is_array {
+            return Ok(vec![bytes_arg(env, data, "data")?]);
+        }
+        // SAFETY: an array is an object.
+        let arr: Object = unsafe { data.cast()? };
+        let len: u32 = arr.get_array_length()?;
+        if len as usize > lowcopy::IOV_MAX {
+            return Err(sys_error(env, libc::EMSGSIZE, "send"));
+        }
+        let mut v = Vec::with_capacity(len as usize);
+        for i in 0..len {
+            let e: Unknown = arr.get_element(i)?;
+            v.push(bytes_arg(env, &e, &format!("data[{i}]"))?);
+        }
+        Ok(v)
+    }
+
+    /// Runs the package's transfer guard on each view's ArrayBuffer (zerocopy-capable
+    /// backends only).
+    fn guard(&self, env: &Env, views: &[View]) -> Result<()> {
+        if self.backend == ZcBackend::Copy {
+            return Ok(());
+        }
+        GUARD.with(|g| -> Result<()> {
+            let g = g.borrow();
+            let Some(f) = g.as_ref() else {
+                return Err(value_error(
+                    env,
+                    "lowcopy's transfer guard is not installed: load the package through its entry \
+                     point (require('lowcopy')), or use the 'copy' backend"
+                        .into(),
+                ));
+            };
+            let func = f.get_value(env)?;
+            for v in views {
+                let mut ab = std::ptr::null_mut();
+                // SAFETY: `v` is a live ArrayBufferView of this call; only `ab` is asked for.
+                let st = unsafe {
+                    napi::sys::napi_get_typedarray_info(
+                        env.raw(),
+                        v.raw(),
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                        &mut ab,
+                        std::ptr::null_mut(),
+                    )
+                };
+                if st != napi::sys::Status::napi_ok {
+                    // A DataView.
+                    // SAFETY: as above.
+                    unsafe {
+                        napi::sys::napi_get_dataview_info(
+                            env.raw(),
+                            v.raw(),
+                            std::ptr::null_mut(),
+                            std::ptr::null_mut(),
+                            &mut ab,
+                            std::ptr::null_mut(),
+                        )
+                    };
+                }
+                if ab.is_null() {
+                    continue;
+                }
+                let mut ret = std::ptr::null_mut();
+                let mut undef = std::ptr::null_mut();
+                // SAFETY: calling a JS function of this env with one live argument.
+                let st = unsafe {
+                    napi::sys::napi_get_undefined(env.raw(), &mut undef);
+                    napi::sys::napi_call_function(env.raw(), undef, func.raw(), 1, &ab, &mut ret)
+                };
+                if st != napi::sys::Status::napi_ok {
+                    return Err(Error::new(
+                        Status::PendingException,
+                        "transfer guard threw".to_string(),
+                    ));
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// One send of `data` with `user_data` (and `addr`): holds the data and value in a slot
+    /// while a completion is due.
+    fn send_common(
+        &mut self,
+        env: &Env,
+        what: &str,
+        data: Unknown,
+        user_data: Unknown,
+        addr: Option<SocketAddr>,
+        options: Option<Unknown>,
+    ) -> Result<usize> {
+        self.send_inner(env, what, data, user_data, addr, options, false)?
+            .or_throw(env, what)
+    }
+
+    /// A send; the kernel's error is returned as such (`dont_wait`: add `Flags::DONTWAIT`).
+    #[allow(clippy::too_many_arguments)]
+    fn send_inner(
+        &mut self,
+        env: &Env,
+        what: &str,
+        data: Unknown,
+        user_data: Unknown,
+        addr: Option<SocketAddr>,
+        options: Option<Unknown>,
+        dont_wait: bool,
+    ) -> Result<std::io::Result<usize>> {
+        let mut flags = send_flags(env, options.as_ref(), what)?;
+        if dont_wait {
+            flags |= Flags::DONTWAIT;
+        }
+        let views = self.views(env, &data)?;
+        self.core(env, what)?;
+        self.guard(env, &views)?;
+        let slot = self.take_slot();
+        let iov: Vec<IoSlice> = views.iter().map(|v| IoSlice::new(v.bytes())).collect();
+        let core = self.core.as_mut().expect("checked above");
+        let r = core.send_msg(&iov, addr.as_ref(), &[], flags, slot as u64);
+        match r {
+            Ok(n) if n > 0 => {
+                let mut slab = self.slab(env)?;
+                slab.set_element(2 * slot, data)?;
+                slab.set_element(2 * slot + 1, user_data)?;
+                self.held += 1;
+                Ok(Ok(n))
+            }
+            r => {
+                self.free.push(slot);
+                Ok(r)
+            }
+        }
+    }
+
+    /// Closes: collects what completed (releasing those buffers), keeps the buffers of sends
+    /// still in flight for the life of the process, drops the core sender and its duplicate.
+    /// Returns the sends still in flight.
+    fn shut(&mut self, env: &Env) -> usize {
+        for w in self.waiters.drain(..) {
+            sys::eventfd_signal(w.as_fd());
+        }
+        let Some(mut core) = self.core.take() else {
+            return 0;
+        };
+        let _ = core.collect();
+        let mut out = std::mem::take(&mut self.out);
+        while let Ok(n) = core.reap(&mut out) {
+            for c in &out[..n] {
+                let _ = self.release(env, c.user_data as u32);
+            }
+            if n < out.len() {
+                break;
+            }
+        }
+        self.out = out;
+        let left = core.inflight();
+        drop(core);
+        if let Some(slab) = self.slab.take() {
+            if self.held == 0 {
+                let _ = slab.unref(env);
+            } else {
+                // The kernel may still read these pages (and TCP may resend from them): the
+                // memory must never be reused. Leak the slab and what it holds.
+                self.leaked += self.held;
+                std::mem::forget(slab);
+            }
+        }
+        left
+    }
+}
+
+/// `slab[i] = undefined`.
+fn set_undefined(env: &Env, slab: &Object, i: u32) -> Result<()> {
+    let mut u = std::ptr::null_mut();
+    // SAFETY: N-API calls on this env's live values.
+    let st = unsafe {
+        napi::sys::napi_get_undefined(env.raw(), &mut u);
+        napi::sys::napi_set_element(env.raw(), slab.raw(), i, u)
+    };
+    if st != napi::sys::Status::napi_ok {
+        return Err(Error::new(
+            Status::GenericFailure,
+            "napi_set_element failed".to_string(),
+        ));
+    }
+    Ok(())
+}
+
+fn send_flags(env: &Env, options: Option<&Unknown>, what: &str) -> Result<Flags> {
+    let mut f = Flags::NONE;
+    if args::bool_opt(env, options, "dontWait")? {
+        f |= Flags::DONTWAIT;
+    }
+    if args::bool_opt(env, options, "more")? {
+        f |= Flags::MORE;
+    }
+    if let Some(raw) = args::int_opt(env, options, "flags")? {
+        // MSG_NOSIGNAL is always added by the core: accept it.
+        f |= Flags::from_raw(raw & !libc::MSG_NOSIGNAL).or_throw(env, what)?;
+    }
+    Ok(f)
+}
+
+#[napi]
+impl ZeroCopySender {
+    /// Creates a sender on (a duplicate of) `fd`: a TCP or UDP socket for zerocopy; any other
+    /// socket works with the `'copy'` backend (`'auto'` picks it). Errors: `EBADF`,
+    /// `ENOTSOCK`, `EOPNOTSUPP` (an explicit zerocopy backend where the socket has none),
+    /// io_uring setup errors for `'io_uring'` (`EPERM`, `ENOSYS`, `ENOMEM`); `TypeError` for a
+    /// bad option, and for `'errqueue'` on a `net.Socket`.
+    #[napi(
+        constructor,
+        catch_unwind,
+        ts_args_type = "fd: number | import('node:net').Socket | { fd: number }, options?: ZcSenderOptions"
+    )]
+    pub fn new(env: Env, fd: Unknown, options: Option<Unknown>) -> Result<Self> {
+        let libuv = is_libuv_handle(&fd)?;
+        let mut opts = ZcOptions::new();
+        if let Some(o) = args::options_object(&env, options.as_ref())? {
+            opts =
+                opts.backend(
+                    match o
+                        .get_named_property::<Option<String>>("backend")?
+                        .as_deref()
+                    {
+                        None | Some("auto") => ZcBackend::Auto,
+                        Some("errqueue") if libuv => return Err(value_error(
+                            &env,
+                            "The 'errqueue' backend is refused on a net.Socket: libuv polls it \
+                         level-triggered and every unreaped notification would wake Node's event \
+                         loop (use 'io_uring', 'copy' or 'auto')"
+                                .into(),
+                        )),
+                        Some("errqueue") => ZcBackend::ErrQueue,
+                        Some("io_uring") => ZcBackend::IoUring,
+                        Some("copy") => ZcBackend::Copy,
+                        Some(b) => {
+                            return Err(value_error(
+                                &env,
+                                format!(
+                            "The property 'options.backend' must be one of: 'auto', 'io_uring', \
+                             'errqueue', 'copy'. Received '{b}'"
+                        ),
+                            ))
+                        }
+                    },
+                );
+            opts = opts.adaptive(args::bool_opt(&env, options.as_ref(), "adaptive")?);
+        }
+        let dup = args::dup_fd(&env, &fd, "ZeroCopySender")?;
+        let raw = dup.as_raw_fd();
+        let core = if libuv && opts.backend == ZcBackend::Auto {
+            // Never the error queue on a socket libuv polls: io_uring, else copy.
+            let dup2 = dup.try_clone().or_throw(&env, "ZeroCopySender")?;
+            match Core::with_options(dup, opts.backend(ZcBackend::IoUring)) {
+                Ok(c) => c,
+                Err(_) => Core::with_options(dup2, opts.backend(ZcBackend::Copy))
+                    .or_throw(&env, "ZeroCopySender")?,
+            }
+        } else {
+            Core::with_options(dup, opts).or_throw(&env, "ZeroCopySender")?
+        };
+        let mut arr = std::ptr::null_mut();
+        // SAFETY: creates an empty JS array in this env.
+        let st = unsafe { napi::sys::napi_create_array(env.raw(), &mut arr) };
+        if st != napi::sys::Status::napi_ok {
+            return Err(Error::new(
+                Status::GenericFailure,
+                "napi_create_array failed".to_string(),
+            ));
+        }
+        let arr = Object::from_raw(env.raw(), arr);
+        Ok(ZeroCopySender {
+            inner: RefCell::new(Inner {
+                backend: core.backend(),
+                core: Some(core),
+                slab: Some(arr.create_ref::<false>()?),
+                free: Vec::new(),
+                next: 0,
+                held: 0,
+                waiters: Vec::new(),
+                fd: raw,
+                leaked: 0,
+                out: vec![Completion::default(); 256],
+            }),
+        })
+    }
+
+    /// The backend in use: `'io_uring'`, `'errqueue'` or `'copy'` (never `'auto'`).
+    #[napi(getter, catch_unwind)]
+    pub fn backend(&self) -> &'static str {
+        let this = self.inner.borrow();
+        backend_name(this.backend)
+    }
+
+    /// The sender's own descriptor (its duplicate); -1 once closed.
+    #[napi(getter, catch_unwind)]
+    pub fn fd(&self) -> i32 {
+        let this = self.inner.borrow();
+        if this.core.is_some() {
+            this.fd
+        } else {
+            -1
+        }
+    }
+
+    /// Whether `close()` was called.
+    #[napi(getter, catch_unwind)]
+    pub fn closed(&self) -> bool {
+        let this = self.inner.borrow();
+        this.core.is_none()
+    }
+
+    /// Sends whose completion has not arrived yet.
+    #[napi(getter, catch_unwind)]
+    pub fn inflight(&self) -> u32 {
+        let this = self.inner.borrow();
+        this.core.as_ref().map_or(0, |c| c.inflight() as u32)
+    }
+
+    /// Buffers held for sends not yet reaped (in flight or completed).
+    #[napi(getter, catch_unwind)]
+    pub fn held(&self) -> u32 {
+        let this = self.inner.borrow();
+        this.held as u32
+    }
+
+    /// Sends `data` (an `ArrayBufferView`, or an array of them sent as one, like `writev`);
+    /// returns the bytes accepted. A send that returned > 0 is followed by exactly one
+    /// completion with `userData` (any value, handed back unchanged); its buffers are held
+    /// until then. Blocking unless `dontWait` or the socket is non-blocking (every
+    /// `net.Socket` is: then `EAGAIN` when it is full). Errors as the core's `send`: `EAGAIN`,
+    /// `EBUSY` (4096 sends unreaped: reap), `EEXIST` (io_uring from another thread), `EPIPE`,
+    /// `ECONNRESET`, `EMSGSIZE`, `EINVAL` (flags).
+    #[napi(
+        catch_unwind,
+        ts_args_type = "data: ArrayBufferView | ArrayBufferView[], userData?: unknown, options?: ZcSendOptions"
+    )]
+    pub fn send(
+        &self,
+        env: Env,
+        data: Unknown,
+        user_data: Unknown,
+        options: Option<Unknown>,
+    ) -> Result<f64> {
+        let mut this = self.inner.borrow_mut();
+        this.send_common(&env, "send", data, user_data, None, options)
+            .map(|n| n as f64)
+    }
+
+    /// `send` that never waits and does not throw when the socket is full: returns the bytes
+    /// accepted, or -11 (`-EAGAIN`) when there is no room (no completion follows then). Other
+    /// errors throw as `send`'s do. For event-loop code that retries on `'drain'`-like
+    /// readiness: an exception per full socket costs more than the send.
+    #[napi(
+        catch_unwind,
+        ts_args_type = "data: ArrayBufferView | ArrayBufferView[], userData?: unknown, options?: ZcSendOptions"
+    )]
+    pub fn try_send(
+        &self,
+        env: Env,
+        data: Unknown,
+        user_data: Unknown,
+        options: Option<Unknown>,
+    ) -> Result<f64> {
+        let mut this = self.inner.borrow_mut();
+        this.send_inner(&env, "trySend", data, user_data, None, options, true)
+            .and_then(|r| match r {
+                Ok(n) => Ok(n as f64),
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => Ok(-(libc::EAGAIN as f64)),
+                Err(e) => Err(e).or_throw(&env, "trySend"),
+            })
+    }
+
+    /// `send` to `address`:`port` (an unconnected UDP socket; IPv4 or IPv6 text), as
+    /// `dgram`'s `send(msg, port, address)`. `EAFNOSUPPORT` for the other family.
+    #[napi(
+        catch_unwind,
+        ts_args_type = "data: ArrayBufferView | ArrayBufferView[], port: number, address: string, userData?: unknown, options?: ZcSendOptions"
+    )]
+    pub fn send_to(
+        &self,
+        env: Env,
+        data: Unknown,
+        port: Unknown,
+        address: Unknown,
+        user_data: Unknown,
+        options: Option<Unknown>,
+    ) -> Result<f64> {
+        let mut this = self.inner.borrow_mut();
+        let port = size(&env, &port, "port")?;
+        if port > 65535 {
+            return Err(crate::error::range_error(&env, format!("The value of \"port\" is out of range. It must be >= 0 && <= 65535. Received {port}")));
+        }
+        if address.get_type()? != ValueType::String {
+            return Err(type_error(
+                &env,
+                format!(
+                    "The \"address\" argument must be of type string. Received {}",
+                    crate::error::describe_value(&address)
+                ),
+            ));
+        }
+        let text: String = address
+            .coerce_to_string()?
+            .into_utf8()?
+            .as_str()?
+            .to_owned();
+        let ip: IpAddr = text.parse().map_err(|_| {
+            value_error(
+                &env,
+                format!("The argument 'address' must be an IP address. Received '{text}'"),
+            )
+        })?;
+        let addr = SocketAddr::new(ip, port as u16);
+        this.send_common(&env, "sendTo", data, user_data, Some(addr), options)
+            .map(|n| n as f64)
+    }
+
+    /// `send`, then the completions that are ready (on the error-queue backend its queue is
+    /// read at most once per 32 sends: `reap` sooner if needed). Returns `{ bytes,
+    /// completions }`.
+    #[napi(
+        catch_unwind,
+        ts_args_type = "data: ArrayBufferView | ArrayBufferView[], userData?: unknown, options?: ZcSendOptions",
+        ts_return_type = "{ bytes: number, completions: ZcCompletion[] }"
+    )]
+    pub fn send_reap<'e>(
+        &self,
+        env: &'e Env,
+        data: Unknown,
+        user_data: Unknown,
+        options: Option<Unknown>,
+    ) -> Result<Object<'e>> {
+        let mut this = self.inner.borrow_mut();
+        let flags = send_flags(env, options.as_ref(), "sendReap")?;
+        let views = this.views(env, &data)?;
+        this.core(env, "sendReap")?;
+        this.guard(env, &views)?;
+        let slot = this.take_slot();
+        let iov: Vec<IoSlice> = views.iter().map(|v| IoSlice::new(v.bytes())).collect();
+        let mut out = std::mem::take(&mut this.out);
+        let r = this
+            .core
+            .as_mut()
+            .expect("checked")
+            .send_reap(&iov, flags, slot as u64, &mut out);
+        this.out = out;
+        let (n, k) = match r {
+            Ok(v) => v,
+            Err(e) => {
+                this.free.push(slot);
+                return Err(e).or_throw(env, "sendReap");
+            }
+        };
+        if n > 0 {
+            let mut slab = this.slab(env)?;
+            slab.set_element(2 * slot, data)?;
+            slab.set_element(2 * slot + 1, user_data)?;
+            this.held += 1;
+        } else {
+            this.free.push(slot);
+        }
+        let done = this.completions(env, k)?;
+        let mut obj = Object::new(env)?;
+        obj.set_named_property("bytes", n as f64)?;
+        obj.set_named_property("completions", done)?;
+        Ok(obj)
+    }
+
+    /// The completions that are ready (never waits), releasing their buffers.
+    #[napi(catch_unwind)]
+    pub fn reap(&self, env: Env) -> Result<Vec<ZcCompletion>> {
+        let mut this = self.inner.borrow_mut();
+        this.reap_all(&env, "reap")
+    }
+
+    /// Waits (blocking the JS thread) until a completion is ready, at most `timeoutMs` (none:
+    /// no limit), then reaps: returns the completions (empty at once when nothing is in
+    /// flight). `ETIMEDOUT` when none came in time (TCP completes only once the peer
+    /// acknowledged), `EINTR`, a socket error (`ECONNRESET`...).
+    #[napi(catch_unwind, ts_args_type = "timeoutMs?: number")]
+    pub fn wait(&self, env: Env, timeout_ms: Option<Unknown>) -> Result<Vec<ZcCompletion>> {
+        let mut this = self.inner.borrow_mut();
+        let t = args::timeout_ms(&env, timeout_ms.as_ref())?;
+        this.core(&env, "wait")?.wait(t).or_throw(&env, "wait")?;
+        this.reap_all(&env, "wait")
+    }
+
+    /// `wait` whose sleep runs on libuv's thread pool (it polls the completion descriptor: the
+    /// io_uring ring or the socket), then reaps on the JS thread, so the io_uring backend stays
+    /// with its thread. Resolves with the completions (empty when nothing is in flight);
+    /// rejects `ETIMEDOUT`, or with an `AbortError` when `close()` is called meanwhile.
+    #[napi(
+        catch_unwind,
+        ts_args_type = "timeoutMs?: number",
+        ts_return_type = "Promise<ZcCompletion[]>"
+    )]
+    pub fn wait_async(
+        &self,
+        env: Env,
+        timeout_ms: Option<Unknown>,
+    ) -> Result<AsyncTask<ZcWaitTask>> {
+        let mut this = self.inner.borrow_mut();
+        let t = args::timeout_ms(&env, timeout_ms.as_ref())?;
+        let core = this.core(&env, "waitAsync")?;
+        let inflight = core.inflight();
+        let pollfd = core
+            .completion_fd()
+            .try_clone_to_owned()
+            .or_throw(&env, "waitAsync")?;
+        let cancel = Arc::new(sys::eventfd().or_throw(&env, "waitAsync")?);
+        this.waiters.retain(|w| Arc::strong_count(w) > 1);
+        this.waiters.push(cancel.clone());
+        let ring = this.backend == ZcBackend::IoUring;
+        Ok(AsyncTask::new(ZcWaitTask {
+            this: self as *const ZeroCopySender,
+            pollfd,
+            cancel,
+            deadline: sys::deadline(t),
+            nothing: inflight == 0 || this.backend == ZcBackend::Copy,
+            events: if ring { libc::POLLIN } else { 0 },
+        }))
+    }
+
+    /// The counters so far.
+    #[napi(catch_unwind)]
+    pub fn stats(&self, env: Env) -> Result<ZcStats> {
+        let this = self.inner.borrow();
+        let s = this
+            .core
+            .as_ref()
+            .ok_or_else(|| sys_error(&env, libc::EBADF, "stats"))?
+            .stats();
+        Ok(ZcStats {
+            sends: s.sends as f64,
+            bytes: s.bytes as f64,
+            zerocopy_sends: s.zerocopy_sends as f64,
+            copy_sends: s.copy_sends as f64,
+            completions: s.completions as f64,
+            completions_copied: s.completions_copied as f64,
+            enobufs: s.enobufs as f64,
+            window_full: s.window_full as f64,
+            syscalls_send: s.syscalls_send as f64,
+            syscalls_reap: s.syscalls_reap as f64,
+            errqueue_other: s.errqueue_other as f64,
+            unexpected_ids: s.unexpected_ids as f64,
+            zerocopy_off: s.zerocopy_off as f64,
+        })
+    }
+
+    /// Closes the sender: reaps what already completed (dropping those completions), closes
+    /// its duplicate, and returns the sends still in flight. Their buffers are then kept for
+    /// the life of the process (the kernel still holds their pages and TCP may resend from
+    /// them; never reused memory on the wire). A pending `waitAsync` rejects with an
+    /// `AbortError`. Calling it again returns 0.
+    #[napi(catch_unwind)]
+    pub fn close(&self, env: Env) -> u32 {
+        let mut this = self.inner.borrow_mut();
+        this.shut(&env) as u32
+    }
+}
+
+/// `waitAsync`: polls on the pool thread, reaps in `resolve` on the JS thread.
+pub struct ZcWaitTask {
+    /// The sender, used only in `resolve` (JS thread), where the JS object is alive: the
+    /// promise's task keeps no reference, so `resolve` checks `closed` through `cancel`.
+    this: *const ZeroCopySender,
+    pollfd: OwnedFd,
+    cancel: Arc<OwnedFd>,
+    deadline: Option<std::time::Instant>,
+    nothing: bool,
+    events: i16,
+}
+
+// SAFETY: `this` is dereferenced only in `resolve`, on the JS thread that owns the object; the
+// pool thread touches only the owned descriptors.
+unsafe impl Send for ZcWaitTask {}
+
+impl Task for ZcWaitTask {
+    type Output = std::result::Result<(), Fail>;
+    type JsValue = Vec<ZcCompletion>;
+
+    fn compute(&mut self) -> Result<Self::Output> {
+        if self.nothing {
+            return Ok(Ok(()));
+        }
+        Ok(
+            match sys::poll_until(
+                self.pollfd.as_fd(),
+                self.events,
+                Some(self.cancel.as_fd()),
+                self.deadline,
+            ) {
+                Ok(sys::Woken::Ready(_)) => Ok(()),
+                Ok(sys::Woken::Cancelled) => Err(Fail::Aborted),
+                Ok(sys::Woken::TimedOut) => Err(Fail::Errno(libc::ETIMEDOUT)),
+                Err(e) => Err(e.into()),
+            },
+        )
+    }
+
+    fn resolve(&mut self, env: Env, out: Self::Output) -> Result<Vec<ZcCompletion>> {
+        out.map_err(|f| f.into_error(&env, "waitAsync"))?;
+        if sys::is_signalled(self.cancel.as_fd()) {
+            return Err(Fail::Aborted.into_error(&env, "waitAsync"));
+        }
+        // SAFETY: not closed (the cancel eventfd would be readable), so the JS object that
+        // `close()` needs is alive; on the JS thread, no other borrow of it is live.
+        let this = unsafe { &*self.this };
+        let mut this = this.inner.borrow_mut();
+        if let Some(c) = this.core.as_mut() {
+            // Post deferred io_uring notifications / read the error queue.
+            let _ = c.wait(Some(std::time::Duration::ZERO));
+        }
+        this.reap_all(&env, "waitAsync")
+    }
+}

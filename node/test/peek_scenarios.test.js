@@ -1,0 +1,203 @@
+// tests/scenarios/peek.json against the Node binding (see harness.js; the Rust runner is
+// core/tests/scenarios.rs, the C one tests/c/scenarios.c).
+'use strict'
+const assert = require('node:assert/strict')
+const { performance } = require('node:perf_hooks')
+const { native: lc, testing, sleepMs, attempt, check, runTable } = require('./harness.js')
+
+const STATS = {
+  bytes_skipped_copied: 'bytesSkippedCopied',
+  bytes_peeked: 'bytesPeeked',
+  bytes_consumed: 'bytesConsumed',
+  peeks: 'peeks',
+}
+
+function opts(step) {
+  if (step.dontwait) return { dontWait: true }
+  if (step.flags !== undefined) return { flags: step.flags }
+  return undefined
+}
+
+function runOne(table, sc, transport, mode) {
+  const ctx0 = `[${sc.name} | ${transport} | ${mode}]`
+  let steps = sc.steps.map((s) => ({ ...s }))
+  const rule = table.no_peek_off
+  if (rule.transports.includes(transport) && mode === 'offset') {
+    const i = steps.findIndex((s) => s.op === 'new')
+    if (i >= 0) steps = [...steps.slice(0, i), { op: 'new', expect_err: rule.errno }]
+  }
+  let sock, peer = null
+  const owned = []
+  if (transport === 'closed') sock = 1000000
+  else if (transport === 'file') owned.push(sock = testing.fileFd())
+  else if (transport === 'udp4') {
+    const p = testing.pair('udp4')
+    owned.push(sock = p.sock, p.peer)
+  } else {
+    const p = testing.pair(transport)
+    sock = p.sock
+    peer = p.peer
+    owned.push(sock)
+    if (sc.socket_rcvbuf) {
+      testing.setsockopt(sock, 'SO_RCVBUFFORCE', sc.socket_rcvbuf)
+      testing.setsockopt(peer, 'SO_SNDBUFFORCE', sc.socket_rcvbuf)
+    }
+    testing.setRcvtimeo(sock, 3000)
+  }
+  let peeker = null
+  let sent = 0
+  const peerFd = () => {
+    assert.ok(peer !== null, 'no peer')
+    return peer
+  }
+  const P = () => {
+    assert.ok(peeker, 'scenario uses a peeker before `new`')
+    return peeker
+  }
+  try {
+    steps.forEach((step, i) => {
+      const ctx = `${ctx0} step ${i} ${step.op}`
+      switch (step.op) {
+        case 'new': {
+          if (peeker) peeker.close()
+          peeker = null
+          const r = attempt(() => new lc.Peeker(sock, { mode: step.mode || mode }))
+          if (step.expect_err !== undefined) return void check(step, r, null, ctx)
+          if (r[1]) throw r[1]
+          peeker = r[0]
+          if (step.expect_mode) assert.equal(peeker.mode, step.expect_mode, `${ctx}: mode`)
+          return
+        }
+        case 'free':
+          P().close()
+          peeker = null
+          return
+        case 'send': {
+          testing.writeAllSync(peerFd(), Buffer.from(step.data, 'latin1'))
+          sent += step.data.length
+          return
+        }
+        case 'send_pattern':
+          testing.spawnWriter(peerFd(), testing.pattern(sent, step.len))
+          sent += step.len
+          return
+        case 'send_later':
+          testing.spawnWriter(peerFd(), Buffer.from(step.data, 'latin1'), { delayMs: step.ms })
+          sent += step.data.length
+          return
+        case 'wait_queued':
+          return void testing.waitQueued(sock, step.bytes)
+        case 'peek': {
+          const buf = Buffer.alloc(step.len)
+          const t0 = performance.now()
+          const c0 = testing.threadCpuMs()
+          const r = attempt(() => P().peekInto(buf, opts(step)))
+          const [ms, cpu] = [performance.now() - t0, testing.threadCpuMs() - c0]
+          check(step, r, buf, ctx)
+          if (step.min_ms !== undefined) assert.ok(ms >= step.min_ms, `${ctx}: returned after ${ms.toFixed(1)} ms, want >= ${step.min_ms}`)
+          if (step.max_ms !== undefined) assert.ok(ms <= step.max_ms, `${ctx}: returned after ${ms.toFixed(1)} ms, want <= ${step.max_ms}`)
+          if (step.cpu_max_ms !== undefined) assert.ok(cpu <= step.cpu_max_ms, `${ctx}: used ${cpu.toFixed(1)} ms of CPU, want <= ${step.cpu_max_ms}`)
+          return
+        }
+        case 'errqueue':
+          return void testing.errqueueEntry(sock, step.kind)
+        case 'set_rcvtimeo_ms':
+          return void testing.setRcvtimeo(sock, step.ms)
+        case 'peekv': {
+          const buf = Buffer.alloc(step.len)
+          const views = []
+          for (let k = 0; k < step.len; k++) views.push(buf.subarray(k, k + 1))
+          return void check(step, attempt(() => P().peekv(views, opts(step))), buf, ctx)
+        }
+        case 'peek_at': {
+          const buf = Buffer.alloc(step.len)
+          return void check(step, attempt(() => lc.peekInto(sock, step.offset, buf, opts(step))), buf, ctx)
+        }
+        case 'consume':
+          return void check(step, attempt(() => P().consume(step.n)), null, ctx)
+        case 'consume_fd':
+          return void check(step, attempt(() => lc.consume(sock, step.n, opts(step))), null, ctx)
+        case 'seek':
+          return void check(step, attempt(() => { P().seek(step.offset); return 0 }), null, ctx)
+        case 'expect_offset':
+          return void assert.equal(P().offset, step.value, `${ctx}: cursor`)
+        case 'shutdown_peer':
+          return void testing.shutdownWrite(peerFd())
+        case 'reset_peer':
+          testing.reset(peerFd())
+          peer = null
+          sleepMs(20)
+          return
+        case 'read': {
+          const r = attempt(() => testing.read(sock, step.len))
+          return void check(step, r[1] ? r : [r[0].length, null], r[0] || Buffer.alloc(0), ctx)
+        }
+        case 'arm':
+          return void check(step, attempt(() => { P().setLowatArmed(step.on ?? true); return 0 }), null, ctx)
+        case 'expect_rcvlowat':
+          return void assert.equal(testing.getsockopt(sock, 'SO_RCVLOWAT'), step.value, `${ctx}: SO_RCVLOWAT`)
+        case 'expect_peek_off': {
+          const [v, e] = attempt(() => testing.getsockopt(sock, 'SO_PEEK_OFF'))
+          const got = e && e.code === 'ENOTSUP' ? -1 : v
+          if (e && e.code !== 'ENOTSUP') throw e
+          return void assert.equal(got, step.value, `${ctx}: SO_PEEK_OFF`)
+        }
+        case 'expect_stat': {
+          const s = P().stats()
+          const field = STATS[step.field]
+          assert.ok(field, `unknown stat ${step.field}`)
+          return void assert.equal(s[field], step[P().mode], `${ctx}: stat ${step.field}`)
+        }
+        case 'peek_supported':
+          return void check(step, attempt(() => lc.peekSupported(sock)), null, ctx)
+        case 'wakeups':
+          return void wakeups(step, ctx)
+        default:
+          throw new Error(`${ctx}: unknown op ${step.op}`)
+      }
+    })
+
+    // A level-triggered epoll loop: wait for EPOLLIN, peek with dontWait, count wakeups.
+    function wakeups(step, ctx) {
+      if (step.send_after_ms !== undefined) {
+        testing.spawnWriter(peerFd(), Buffer.from(step.data, 'latin1'), { delayMs: step.send_after_ms })
+        sent += step.data.length
+      }
+      const ep = testing.epollIn(sock)
+      let n = 0
+      let got = Buffer.alloc(0)
+      const buf = Buffer.alloc(4096)
+      // Each empty wakeup throws EAGAIN; without stack traces that costs a few microseconds,
+      // not tens (the unarmed control must show hundreds of wakeups in 100 ms).
+      const limit = Error.stackTraceLimit
+      Error.stackTraceLimit = 0
+      try {
+        const deadline = Date.now() + step.ms
+        for (;;) {
+          const left = deadline - Date.now()
+          if (left <= 0) break
+          if (!testing.epollWait(ep, Math.max(1, left))) continue
+          n++
+          const [k, e] = attempt(() => P().peekInto(buf, { dontWait: true }))
+          if (e && e.code !== 'EAGAIN') throw e
+          if (!e) got = Buffer.concat([got, buf.subarray(0, k)])
+        }
+      } finally {
+        Error.stackTraceLimit = limit
+        testing.close(ep)
+      }
+      if (step.max !== undefined) assert.ok(n <= step.max, `${ctx}: ${n} wakeups, want <= ${step.max}`)
+      if (step.min !== undefined) assert.ok(n >= step.min, `${ctx}: ${n} wakeups, want >= ${step.min}`)
+      if (step.data !== undefined) {
+        assert.ok(got.toString('latin1').endsWith(step.data), `${ctx}: the loop did not wake for the new byte (got ${JSON.stringify(got.toString('latin1'))})`)
+      }
+    }
+  } finally {
+    if (peeker) peeker.close()
+    testing.joinWriters()
+    if (peer !== null) testing.close(peer)
+    for (const fd of owned) testing.close(fd)
+  }
+}
+
+runTable('peek.json', 'modes', 51, runOne)

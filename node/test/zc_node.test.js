@@ -1,0 +1,265 @@
+// ZeroCopySender cases only Node has: any JS value as userData, buffers kept alive under GC
+// pressure until reaped, pooled Buffers (byteOffset) and transfers, sockets libuv polls, and an
+// idle event loop with sends in flight.
+'use strict'
+const assert = require('node:assert/strict')
+const net = require('node:net')
+const { test } = require('node:test')
+const { once } = require('node:events')
+const { native: lc, testing, pattern } = require('./harness.js')
+
+const backends = ['io_uring', 'errqueue', 'copy']
+
+test('userData is any JS value, handed back unchanged (same object)', () => {
+  const p = testing.pair('tcp4')
+  const z = new lc.ZeroCopySender(p.sock, { backend: 'io_uring' })
+  try {
+    const obj = { tag: 'x' }
+    const fn = () => 1
+    const values = [obj, 'str', 42n, undefined, null, 3.5, fn, Symbol.for('s')]
+    values.forEach((v) => z.send(Buffer.from('abc'), v))
+    z.send(Buffer.from('xyz')) // no userData: undefined
+    testing.waitQueued(p.peer, 3 * values.length + 3)
+    testing.read(p.peer, 100)
+    const got = []
+    const deadline = Date.now() + 3000
+    while (got.length < values.length + 1 && Date.now() < deadline) got.push(...z.wait(100))
+    assert.equal(got.length, values.length + 1)
+    assert.equal(got[0].userData, obj, 'the very object')
+    assert.deepEqual(got.map((c) => c.userData), [...values, undefined])
+    assert.ok(got.every((c) => c.result === 3))
+    assert.equal(z.held, 0)
+  } finally {
+    z.close()
+    testing.close(p.sock)
+    testing.close(p.peer)
+  }
+})
+
+for (const backend of backends) {
+  test(`${backend}: a sent Buffer stays alive and intact under GC pressure until its completion is reaped`, async () => {
+    assert.equal(typeof global.gc, 'function', 'run with --expose-gc')
+    const p = testing.pair('tcp4')
+    const z = new lc.ZeroCopySender(p.sock, { backend })
+    let collected = 0
+    const reg = new FinalizationRegistry(() => collected++)
+    try {
+      const sizes = [65536, 100000, 4096, 300000]
+      let pos = 0
+      const sendOne = (from, n) => {
+        const b = pattern(from, n) // only the sender references it once this returns
+        reg.register(b, n)
+        return z.send(b, n, { dontWait: true })
+      }
+      for (const n of sizes) {
+        assert.equal(sendOne(pos, n), n)
+        pos += n
+      }
+      // The peer has not read: on TCP the completions wait for its ACKs, which come as its
+      // kernel queues the bytes; drop every other reference and press the GC meanwhile.
+      for (let i = 0; i < 10; i++) {
+        global.gc()
+        const junk = []
+        for (let k = 0; k < 200; k++) junk.push(Buffer.alloc(16384, 0xee))
+        await new Promise((r) => setImmediate(r))
+      }
+      assert.equal(z.held, sizes.length, 'the sender holds every buffer not reaped')
+      assert.equal(testing.drainPattern(p.peer, 0, pos, 3000), pos, 'the peer got the caller\'s bytes')
+      const got = []
+      const deadline = Date.now() + 3000
+      while (got.length < sizes.length && Date.now() < deadline) got.push(...z.wait(100))
+      assert.deepEqual(got.map((c) => c.userData).sort((a, b) => a - b), [...sizes].sort((a, b) => a - b))
+      assert.equal(z.held, 0)
+      for (let i = 0; i < 20 && collected < sizes.length; i++) {
+        global.gc()
+        await new Promise((r) => setTimeout(r, 10))
+      }
+      assert.equal(collected, sizes.length, 'released once reaped: the GC can take them')
+    } finally {
+      z.close()
+      testing.close(p.sock)
+      testing.close(p.peer)
+    }
+  })
+
+  test(`${backend}: pooled Buffer slices go out from their byteOffset, nothing of the pool around them`, () => {
+    const p = testing.pair('tcp4')
+    const z = new lc.ZeroCopySender(p.sock, { backend })
+    try {
+      const a = Buffer.from('first-')
+      const b = Buffer.from('second')
+      assert.equal(a.buffer, b.buffer, 'both are slices of the 8 KiB pool')
+      assert.ok(b.byteOffset > 0)
+      z.send(b, 1)
+      z.send([a, b.subarray(0, 3)], 2)
+      assert.equal(testing.read(p.peer, 100).toString() + (testing.inq(p.peer) ? testing.read(p.peer, 100).toString() : ''), 'secondfirst-sec')
+    } finally {
+      z.close()
+      testing.close(p.sock)
+      testing.close(p.peer)
+    }
+  })
+}
+
+test('a transfer cannot detach a buffer with a zerocopy send in flight: it copies, the wire gets the caller\'s bytes', () => {
+  const p = testing.pair('tcp4')
+  const z = new lc.ZeroCopySender(p.sock, { backend: 'io_uring' })
+  try {
+    const b = Buffer.from(pattern(0, 200000)) // JS-owned memory, transferable until sent
+    z.send(b, 'big', { dontWait: true })
+    const moved = structuredClone(b.buffer, { transfer: [b.buffer] })
+    assert.equal(b.length, 200000, 'still attached: the transfer made a copy')
+    assert.equal(moved.byteLength, b.buffer.byteLength)
+    new Uint8Array(moved).fill(0) // the copy's owner scribbles on its memory
+    assert.equal(testing.drainPattern(p.peer, 0, 200000, 3000), 200000)
+  } finally {
+    z.close()
+    testing.close(p.sock)
+    testing.close(p.peer)
+  }
+})
+
+test('the copy backend needs no guard: a transfer after the send detaches, the bytes were copied already', () => {
+  const p = testing.pair('tcp4')
+  const z = new lc.ZeroCopySender(p.sock, { backend: 'copy' })
+  try {
+    const b = Buffer.from(pattern(0, 100000)) // JS-owned memory (an addon's is untransferable)
+    z.send(b, 1)
+    structuredClone(b.buffer, { transfer: [b.buffer] })
+    assert.equal(b.length, 0, 'detached')
+    assert.equal(testing.drainPattern(p.peer, 0, 100000, 3000), 100000)
+    const c = z.reap()
+    assert.equal(c.length, 1)
+    assert.equal(c[0].copied, true)
+    // A detached buffer sends nothing and gets no completion.
+    assert.equal(z.send(b, 2), 0)
+    assert.deepEqual(z.reap(), [])
+  } finally {
+    z.close()
+    testing.close(p.sock)
+    testing.close(p.peer)
+  }
+})
+
+async function nodePair(serverOpts = {}) {
+  const srv = net.createServer({ pauseOnConnect: true, ...serverOpts })
+  srv.listen(0, '127.0.0.1')
+  await once(srv, 'listening')
+  const client = net.connect(srv.address().port, '127.0.0.1')
+  const [[sock]] = await Promise.all([once(srv, 'connection'), once(client, 'connect')])
+  return { srv, client, sock }
+}
+
+test('on a net.Socket: auto never picks the error queue, errqueue is refused, io_uring works beside Node\'s own writes', async () => {
+  const { srv, client, sock } = await nodePair()
+  try {
+    assert.throws(() => new lc.ZeroCopySender(client, { backend: 'errqueue' }), { name: 'TypeError', code: 'ERR_INVALID_ARG_VALUE' })
+    const z = new lc.ZeroCopySender(client)
+    assert.ok(['io_uring', 'copy'].includes(z.backend), z.backend)
+    // Ordering: Node writes only once nothing of lowcopy's is queued before it, and v.v.
+    client.write('node-1;')
+    await new Promise((r) => client.write('', r))
+    z.send(Buffer.from('lowcopy-2;'), 'x')
+    client.write('node-3;')
+    sock.setEncoding('latin1')
+    let got = ''
+    sock.on('data', (d) => (got += d))
+    sock.resume()
+    while (got.length < 'node-1;lowcopy-2;node-3;'.length) await once(sock, 'data')
+    assert.equal(got, 'node-1;lowcopy-2;node-3;')
+    const c = await z.waitAsync(3000)
+    assert.deepEqual(c.map((x) => x.userData), ['x'])
+    z.close()
+  } finally {
+    client.destroy()
+    sock.destroy()
+    srv.close()
+  }
+})
+
+// CPU time of the whole process over `ms` of an idle event loop.
+async function idleCpuMs(ms) {
+  const u0 = process.cpuUsage()
+  await new Promise((r) => setTimeout(r, ms))
+  const u = process.cpuUsage(u0)
+  return (u.user + u.system) / 1000
+}
+
+test('no spin: an idle process with zerocopy sends in flight on a net.Socket uses ~0% CPU (and the error queue would spin)', async () => {
+  const { srv, client, sock } = await nodePair()
+  let z
+  try {
+    // The server side never reads: the client's sends stay in flight (unacknowledged data
+    // beyond the peer's window), their completions pending.
+    z = new lc.ZeroCopySender(client, { backend: 'io_uring' })
+    const chunk = Buffer.alloc(65536, 0x61)
+    let n = 0
+    while (z.trySend(chunk, n) > 0) n++
+    assert.ok(n > 0)
+    await new Promise((r) => setTimeout(r, 100)) // let ACKs and notifications arrive
+    const cpu = await idleCpuMs(1000)
+    assert.ok(z.inflight + z.held > 0, 'sends are still held')
+    assert.ok(cpu < 50, `idle with sends in flight used ${cpu.toFixed(1)} ms of CPU in 1000 ms`)
+    console.log(`# io_uring on a net.Socket, ${n} sends held: ${cpu.toFixed(1)} ms CPU per idle second`)
+
+    // Control: the error-queue backend on the same socket, given as an int fd (which lowcopy
+    // cannot tell from one libuv does not poll). Its notifications keep EPOLLERR up and libuv
+    // wakes for them on every loop iteration until they are reaped.
+    const fd = client._handle.fd
+    const eq = new lc.ZeroCopySender(fd, { backend: 'errqueue' })
+    const small = Buffer.alloc(1000, 0x62)
+    for (let i = 0; i < 4; i++) eq.trySend(small, i)
+    sock.resume() // let the peer read, so the kernel acknowledges and notifies
+    await new Promise((r) => setTimeout(r, 100))
+    const spin = await idleCpuMs(500)
+    console.log(`# control: errqueue notifications left unreaped on a socket libuv polls: ${spin.toFixed(1)} ms CPU per 500 ms`)
+    // (On a loaded machine the spinning process gets only its share of a core.)
+    assert.ok(spin > 40 && spin > 5 * cpu / 2, `the control did not spin (${spin.toFixed(1)} ms vs ${cpu.toFixed(1)} ms idle per second): the test would not see a spin`)
+    eq.reap()
+    eq.close()
+  } finally {
+    if (z) z.close()
+    client.destroy()
+    sock.destroy()
+    srv.close()
+  }
+})
+
+test('close() with sends in flight returns how many and keeps their buffers; waitAsync then rejects', async () => {
+  const p = testing.pair('tcp4')
+  testing.setsockopt(p.peer, 'SO_RCVBUFFORCE', 65536)
+  const z = new lc.ZeroCopySender(p.sock, { backend: 'io_uring' })
+  try {
+    const b = Buffer.alloc(65536, 1)
+    let n = 0
+    while (z.trySend(b, n) > 0) n++
+    const pending = z.waitAsync(5000)
+    const left = z.close()
+    assert.ok(left > 0, 'sends still in flight')
+    await assert.rejects(pending, { name: 'AbortError' })
+    assert.equal(z.closed, true)
+    assert.throws(() => z.send(b), { code: 'EBADF' })
+    assert.equal(z.close(), 0)
+  } finally {
+    testing.close(p.sock)
+    testing.close(p.peer)
+  }
+})
+
+test('waitAsync resolves with the completions on the JS thread (io_uring stays with its thread)', async () => {
+  const p = testing.pair('tcp4')
+  const z = new lc.ZeroCopySender(p.sock, { backend: 'io_uring' })
+  try {
+    z.send(pattern(0, 5000), 'a')
+    testing.spawnReader(p.peer, 0, 5000, 50)
+    const got = []
+    while (got.length < 1) got.push(...(await z.waitAsync(3000)))
+    assert.equal(got[0].userData, 'a')
+    assert.deepEqual(await z.waitAsync(10), [], 'nothing in flight: at once')
+    assert.equal(testing.joinReaders(), 5000)
+  } finally {
+    z.close()
+    testing.close(p.sock)
+    testing.close(p.peer)
+  }
+})

@@ -1,0 +1,334 @@
+//! Low-water-mark receive: `set_rcvlowat`, `recv_atleast`, `recv_atleast_into`, `Receiver`.
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::util::{
+    blocking, count, deadline_of, dup_of, guard, left, read_bytes, record, timeout_of, Handle,
+    IoResultExt, SendPtr, WriteBuf,
+};
+
+record! {
+    /// Counters of low-water-mark receives (`recv_atleast`), added to on every call, failed
+    /// ones included.
+    RecvStats from lowcopy::RecvStats {
+        /// Calls made.
+        calls,
+        /// Syscalls made (including failed ones).
+        syscalls,
+        /// `poll` returns that reported the socket ready: the wakeups.
+        wakeups,
+        /// Wakeups after which the call still had fewer than `min` bytes; it waited again.
+        early_wakeups,
+        /// Calls that ran out of time.
+        timeouts,
+        /// `SO_RCVLOWAT` changes made, restores included.
+        lowat_changes,
+        /// Bytes returned.
+        bytes,
+    }
+}
+
+/// Sets `SO_RCVLOWAT` to `nbytes` and returns the value the kernel keeps, in bytes.
+///
+/// TCP caps it at `tcp_rmem[2] / 2` (16 MiB by default), or at `SO_RCVBUF / 2` when the
+/// receive buffer is locked; values above 2**31-1 are passed as 2**31-1 and capped the same
+/// way; 0 is kept as 1. Setting it on TCP also grows an unlocked receive buffer to about
+/// twice the mark. On a listening socket each connection gets the value when its handshake
+/// completes. AF_UNIX and UDP store the value, but their poll ignores it.
+///
+/// Errors (`OSError`): `EBADF`, `ENOTSOCK`, and other `setsockopt`/`getsockopt` errors.
+#[pyfunction]
+fn set_rcvlowat(sock: &Bound<'_, PyAny>, nbytes: &Bound<'_, PyAny>) -> PyResult<usize> {
+    guard(|| {
+        let n = count(nbytes, "nbytes")?;
+        let fd = dup_of(sock)?;
+        lowcopy::set_rcvlowat(fd.as_fd(), n).py()
+    })
+}
+
+/// Receives at least `min` bytes with one wakeup where the kernel allows (the socket's
+/// `SO_RCVLOWAT` raised to what is still missing while it sleeps in `poll`, then restored),
+/// then whatever else is queued, up to `nbytes`; returns them.
+///
+/// `min` is clamped to 1..nbytes. `timeout` in seconds: None waits without limit, 0 returns
+/// what is queued now. The socket's `O_NONBLOCK` and `SO_RCVTIMEO` play no part.
+///
+/// Returns at least `min` bytes when they came in time; fewer (but some) when the peer shut
+/// down, time ran out, or an error or signal came after them (the error is left for the next
+/// call); `b""` at end of stream. Datagram sockets: whole datagrams are appended while they
+/// fit. The GIL is released while the call waits; a signal before any byte runs the Python
+/// handlers and the call goes on with the time left.
+///
+/// Errors (`OSError`): `TimeoutError` (`ETIMEDOUT`: nothing came in time), `EINVAL`
+/// (`nbytes` 0), `EBADF`, `ENOTSOCK`, `EOPNOTSUPP`, `EMSGSIZE` (the next datagram is larger
+/// than `nbytes`; it stays queued), and the socket's errors (`ConnectionResetError` ...).
+#[pyfunction]
+#[pyo3(signature = (sock, nbytes, min, timeout = None))]
+fn recv_atleast(
+    py: Python<'_>,
+    sock: &Bound<'_, PyAny>,
+    nbytes: &Bound<'_, PyAny>,
+    min: &Bound<'_, PyAny>,
+    timeout: Option<f64>,
+) -> PyResult<Py<PyBytes>> {
+    guard(|| {
+        let (nbytes, min) = (count(nbytes, "nbytes")?, count(min, "min")?);
+        let deadline = deadline_of(timeout_of(timeout)?);
+        let fd = dup_of(sock)?;
+        let mut stats = lowcopy::RecvStats::default();
+        read_bytes(py, nbytes, false, |p, n| {
+            // SAFETY: `read_bytes` owns `n` writable bytes at `p` for this call.
+            unsafe {
+                lowcopy::lowat::recv_atleast_raw(
+                    fd.as_fd(),
+                    p.get(),
+                    n,
+                    min,
+                    time(deadline, timeout),
+                    &mut stats,
+                )
+            }
+        })
+    })
+}
+
+/// The timeout for one try: what is left of the caller's (0 stays 0: "do not wait").
+fn time(deadline: Option<std::time::Instant>, asked: Option<f64>) -> Option<Duration> {
+    match asked {
+        Some(0.0) => Some(Duration::ZERO),
+        _ => left(deadline),
+    }
+}
+
+/// `recv_atleast` into a writable buffer: `nbytes` of it (0: all of it); returns the bytes
+/// written. Results and errors as `recv_atleast`. With `stats`, the call's counters are
+/// added to that `RecvCounters`.
+#[pyfunction]
+#[pyo3(signature = (sock, buffer, min, timeout = None, nbytes = 0))]
+fn recv_atleast_into(
+    py: Python<'_>,
+    sock: &Bound<'_, PyAny>,
+    buffer: &Bound<'_, PyAny>,
+    min: &Bound<'_, PyAny>,
+    timeout: Option<f64>,
+    nbytes: i64,
+) -> PyResult<usize> {
+    guard(|| {
+        let min = count(min, "min")?;
+        let deadline = deadline_of(timeout_of(timeout)?);
+        let fd = dup_of(sock)?;
+        let b = WriteBuf::get(buffer, nbytes)?;
+        let (ptr, len): (SendPtr, usize) = (b.ptr, b.len);
+        let mut stats = lowcopy::RecvStats::default();
+        let r = blocking(py, || {
+            // SAFETY: the export keeps `len` writable bytes at `ptr` alive and un-resizable
+            // until it is released below.
+            unsafe {
+                lowcopy::lowat::recv_atleast_raw(
+                    fd.as_fd(),
+                    ptr.get(),
+                    len,
+                    min,
+                    time(deadline, timeout),
+                    &mut stats,
+                )
+            }
+        });
+        b.release(py);
+        r
+    })
+}
+
+/// `recv_atleast_into`, also returning the call's counters: `(bytes written, RecvStats)`
+/// (wakeups, early wakeups, `SO_RCVLOWAT` changes, syscalls). Results and errors as
+/// `recv_atleast`.
+#[pyfunction]
+#[pyo3(signature = (sock, buffer, min, timeout = None, nbytes = 0))]
+fn recv_atleast_stats(
+    py: Python<'_>,
+    sock: &Bound<'_, PyAny>,
+    buffer: &Bound<'_, PyAny>,
+    min: &Bound<'_, PyAny>,
+    timeout: Option<f64>,
+    nbytes: i64,
+) -> PyResult<(usize, RecvStats)> {
+    guard(|| {
+        let min = count(min, "min")?;
+        let deadline = deadline_of(timeout_of(timeout)?);
+        let fd = dup_of(sock)?;
+        let b = WriteBuf::get(buffer, nbytes)?;
+        let (ptr, len): (SendPtr, usize) = (b.ptr, b.len);
+        let mut stats = lowcopy::RecvStats::default();
+        let r = blocking(py, || {
+            // SAFETY: the export keeps `len` writable bytes at `ptr` alive and un-resizable
+            // until it is released below.
+            unsafe {
+                lowcopy::lowat::recv_atleast_raw(
+                    fd.as_fd(),
+                    ptr.get(),
+                    len,
+                    min,
+                    time(deadline, timeout),
+                    &mut stats,
+                )
+            }
+        });
+        b.release(py);
+        Ok((r?, stats.into()))
+    })
+}
+
+/// A receiver of `min`-byte chunks on one socket: `recv_atleast` that learns the socket
+/// once (its type, protocol and `SO_RCVLOWAT`, in the constructor) and leaves the mark of
+/// its last call in place between calls, so a loop receiving chunks of the same size makes
+/// the raw loop's syscalls per chunk: `poll` and `recv` (one `setsockopt` more when `min`
+/// changes). `close()` puts back the mark found at creation.
+///
+/// Results, errors and the behaviour of each call are those of `recv_atleast`. While the
+/// receiver lives, the socket's `SO_RCVLOWAT` is the bytes its last call still missed (usually
+/// `min`): a poll or asyncio reader on the same socket sees that mark. Works on its own
+/// duplicate of the socket's descriptor; not for use by two threads at once (`RuntimeError`).
+#[pyclass(frozen, module = "lowcopy._lowcopy")]
+pub struct Receiver {
+    h: Handle<lowcopy::Receiver<OwnedFd>>,
+}
+
+impl Receiver {
+    fn recv_raw(
+        &self,
+        py: Python<'_>,
+        ptr: SendPtr,
+        len: usize,
+        min: usize,
+        timeout: Option<f64>,
+    ) -> PyResult<usize> {
+        let deadline = deadline_of(timeout_of(timeout)?);
+        self.h.with(|r| {
+            blocking(py, || {
+                // SAFETY: the caller owns `len` writable bytes at `ptr` (a buffer export or
+                // a Vec) for this whole call.
+                unsafe { r.recv_atleast_raw(ptr.get(), len, min, time(deadline, timeout)) }
+            })
+        })
+    }
+}
+
+#[pymethods]
+impl Receiver {
+    /// Learns the socket (over a duplicate of its descriptor): 2 or 3 `getsockopt`.
+    ///
+    /// Errors (`OSError`): `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a stream, datagram or
+    /// seqpacket socket).
+    #[new]
+    fn new(sock: &Bound<'_, PyAny>) -> PyResult<Self> {
+        guard(|| {
+            let fd = dup_of(sock)?;
+            let r = lowcopy::Receiver::new(fd).py()?;
+            Ok(Receiver {
+                h: Handle::new("Receiver", r),
+            })
+        })
+    }
+
+    /// `recv_atleast(sock, nbytes, min, timeout)` on this receiver's socket; returns the
+    /// bytes. Results and errors as `recv_atleast`.
+    #[pyo3(signature = (nbytes, min, timeout = None))]
+    fn recv_atleast(
+        &self,
+        py: Python<'_>,
+        nbytes: &Bound<'_, PyAny>,
+        min: &Bound<'_, PyAny>,
+        timeout: Option<f64>,
+    ) -> PyResult<Py<PyBytes>> {
+        guard(|| {
+            let (nbytes, min) = (count(nbytes, "nbytes")?, count(min, "min")?);
+            let mut v: Vec<u8> = Vec::new();
+            v.try_reserve_exact(nbytes.max(1))
+                .map_err(|_| pyo3::exceptions::PyMemoryError::new_err(()))?;
+            let n = self.recv_raw(py, SendPtr(v.as_mut_ptr()), nbytes, min, timeout)?;
+            assert!(
+                n <= nbytes,
+                "the core reported more bytes than the buffer holds"
+            );
+            // SAFETY: the kernel wrote the first `n <= capacity` bytes.
+            unsafe { v.set_len(n) };
+            Ok(PyBytes::new(py, &v).unbind())
+        })
+    }
+
+    /// `recv_atleast` into a writable buffer: `nbytes` of it (0: all of it); returns the
+    /// bytes written. No allocation: the data path.
+    #[pyo3(signature = (buffer, min, timeout = None, nbytes = 0))]
+    fn recv_atleast_into(
+        &self,
+        py: Python<'_>,
+        buffer: &Bound<'_, PyAny>,
+        min: &Bound<'_, PyAny>,
+        timeout: Option<f64>,
+        nbytes: i64,
+    ) -> PyResult<usize> {
+        guard(|| {
+            let min = count(min, "min")?;
+            let b = WriteBuf::get(buffer, nbytes)?;
+            let r = self.recv_raw(py, b.ptr, b.len, min, timeout);
+            b.release(py);
+            r
+        })
+    }
+
+    /// The counters so far (`RecvStats`; the constructor's syscalls included).
+    fn stats(&self) -> PyResult<RecvStats> {
+        guard(|| self.h.with(|r| Ok(r.stats().into())))
+    }
+
+    /// The receiver's own duplicate of the socket's descriptor.
+    fn fileno(&self) -> PyResult<i32> {
+        guard(|| self.h.with(|r| Ok(r.get_ref().as_raw_fd())))
+    }
+
+    /// Puts back the socket's `SO_RCVLOWAT` found at creation and closes the duplicate.
+    /// Idempotent; later calls other than `close` raise `ValueError`.
+    fn close(&self) -> PyResult<()> {
+        guard(|| {
+            drop(self.h.take()?);
+            Ok(())
+        })
+    }
+
+    /// Whether `close()` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.h.is_closed()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
+        self.close()
+    }
+
+    fn __repr__(&self) -> String {
+        match self.h.with(|r| Ok(r.get_ref().as_raw_fd())) {
+            Ok(fd) => format!("<lowcopy.Receiver fd={fd}>"),
+            Err(_) if self.h.is_closed() => "<lowcopy.Receiver [closed]>".to_string(),
+            Err(_) => "<lowcopy.Receiver [in use]>".to_string(),
+        }
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Receiver>()?;
+    m.add_function(wrap_pyfunction!(recv_atleast_stats, m)?)?;
+    m.add_class::<RecvStats>()?;
+    m.add_function(wrap_pyfunction!(set_rcvlowat, m)?)?;
+    m.add_function(wrap_pyfunction!(recv_atleast, m)?)?;
+    m.add_function(wrap_pyfunction!(recv_atleast_into, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,818 @@
+//! `ZeroCopySender`: zerocopy sends whose buffers stay pinned until their completion.
+//!
+//! Every send passes a binding-made token as the core's `user_data`; the token indexes a
+//! slab entry holding the caller's `user_data` object and the send's buffers (a `bytes`
+//! reference, or a buffer export that keeps a `bytearray`/`array`/mmap from being resized
+//! or closed). A completion maps back through the token; its entry is released there, on
+//! the thread that reaps (attached), never on another thread.
+//!
+//! A sender closed (or collected) with sends in flight does not free what the kernel may
+//! still read: it moves, with its descriptor and entries, to a list of closing senders that
+//! later sender calls on any thread (`ZeroCopySender(...)`, `reap`, `wait`, `close`) drain
+//! without blocking; each is dropped once its last completion came.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyString, PyTuple};
+
+use crate::util::{
+    blocking, deadline_of, dup_of, flags_of, guard, is_eintr, left, record, timeout_of, zc_backend,
+    zc_flags, Handle, IoResultExt, ReadBuf,
+};
+use lowcopy::zc::Completion as CoreCompletion;
+
+record! {
+    /// Counters of a `ZeroCopySender`. Byte counts in bytes.
+    ZcStats from lowcopy::ZcStats {
+        /// Send calls that returned > 0.
+        sends,
+        /// Bytes those sends accepted.
+        bytes,
+        /// Kernel sends that asked for zerocopy (`MSG_ZEROCOPY` or io_uring SEND_ZC).
+        zerocopy_sends,
+        /// Kernel sends that copied (copy backend, fallbacks, adaptive mode).
+        copy_sends,
+        /// Completions handed to the caller.
+        completions,
+        /// Of those, completions with `ZcFlag.COPIED`.
+        completions_copied,
+        /// `ENOBUFS` from a zerocopy send (optmem or locked-pages limit), each answered by a
+        /// copy.
+        enobufs,
+        /// Sends that fell back to a copy because the id window was full.
+        window_full,
+        /// Syscalls made to send.
+        syscalls_send,
+        /// Syscalls made to collect completions (error-queue reads, waits).
+        syscalls_reap,
+        /// Error-queue entries that were not zerocopy notifications (timestamps, ICMP).
+        errqueue_other,
+        /// Notified ids that matched no send in flight, ignored.
+        unexpected_ids,
+        /// 1 once the adaptive option stopped asking for zerocopy.
+        zerocopy_off,
+    }
+}
+
+/// One completed send: its `user_data` (the very object given to the send), the bytes the
+/// send accepted (`result`), and `flags` (`ZcFlag`: `COPIED`, `FALLBACK`). Once it is
+/// returned, the send's buffer may be reused or resized.
+#[pyclass(frozen, freelist = 256, module = "lowcopy._lowcopy")]
+pub struct Completion {
+    /// The object given as `user_data` with the send, unchanged.
+    #[pyo3(get)]
+    user_data: Py<PyAny>,
+    /// Bytes the send accepted (> 0).
+    #[pyo3(get)]
+    result: i64,
+    /// `ZcFlag` bits: `COPIED` (the kernel or a plain send copied the data), `FALLBACK`
+    /// (zerocopy was not possible for some of it).
+    #[pyo3(get)]
+    flags: Py<PyAny>,
+    raw_flags: u32,
+}
+
+#[pymethods]
+impl Completion {
+    /// Whether the data was copied rather than sent from the pinned buffer.
+    #[getter]
+    fn copied(&self) -> bool {
+        self.raw_flags & lowcopy::zc::COPIED != 0
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "Completion(user_data={}, result={}, flags={})",
+            self.user_data.bind(py).repr()?,
+            self.result,
+            self.flags.bind(py).repr()?
+        ))
+    }
+}
+
+/// What a send pins until its completion.
+enum Pins {
+    One(ReadBuf),
+    Many(Vec<ReadBuf>),
+}
+
+impl Pins {
+    fn release(self, py: Python<'_>) {
+        match self {
+            Pins::One(b) => b.release(py),
+            Pins::Many(v) => v.into_iter().for_each(|b| b.release(py)),
+        }
+    }
+}
+
+struct Entry {
+    user_data: Py<PyAny>,
+    pins: Pins,
+}
+
+/// In-flight sends by token: `slot index | generation << 32` (a token is never reused while
+/// its completion could still arrive).
+#[derive(Default)]
+struct Slab {
+    slots: Vec<(u32, Option<Entry>)>,
+    free: Vec<u32>,
+}
+
+impl Slab {
+    fn insert(&mut self, e: Entry) -> u64 {
+        let i = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push((0, None));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let slot = &mut self.slots[i as usize];
+        slot.0 = slot.0.wrapping_add(1);
+        slot.1 = Some(e);
+        (u64::from(slot.0) << 32) | u64::from(i)
+    }
+
+    fn remove(&mut self, token: u64) -> Option<Entry> {
+        let (i, gen) = ((token & 0xffff_ffff) as usize, (token >> 32) as u32);
+        let slot = self.slots.get_mut(i)?;
+        if slot.0 != gen || slot.1.is_none() {
+            return None;
+        }
+        self.free.push(i as u32);
+        slot.1.take()
+    }
+
+    fn release_all(&mut self, py: Python<'_>) {
+        for (_, e) in self.slots.iter_mut() {
+            if let Some(e) = e.take() {
+                e.pins.release(py);
+            }
+        }
+        self.free.clear();
+        self.slots.clear();
+    }
+}
+
+struct Sender {
+    zc: lowcopy::ZeroCopySender<OwnedFd>,
+    slab: Slab,
+    out: Vec<CoreCompletion>,
+    /// io_uring: an eventfd registered with the ring (`IORING_REGISTER_EVENTFD`) the first
+    /// time `completion_fd()` is asked for. The ring is set up with `DEFER_TASKRUN`, so its
+    /// own descriptor never polls readable for notifications (they wait as task work until
+    /// the owner enters the ring); the kernel signals a registered eventfd when it queues
+    /// that work. Reset before each reap. Not registered unless asked for: signalling it
+    /// costs the kernel a little on every completion.
+    efd: Option<OwnedFd>,
+}
+
+/// An eventfd registered with the io_uring ring `ring`, or None if the kernel refuses.
+fn ring_eventfd(ring: std::os::fd::BorrowedFd<'_>) -> Option<OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: eventfd takes no pointers; the result is checked before it is owned.
+    let e = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if e < 0 {
+        return None;
+    }
+    // SAFETY: a fresh descriptor that nothing else owns.
+    let efd = unsafe { OwnedFd::from_raw_fd(e) };
+    const IORING_REGISTER_EVENTFD: libc::c_uint = 4;
+    let arg: libc::c_int = efd.as_raw_fd();
+    // SAFETY: io_uring_register reads one int (the eventfd) from `arg`, alive for the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_io_uring_register,
+            ring.as_raw_fd(),
+            IORING_REGISTER_EVENTFD,
+            &arg as *const libc::c_int,
+            1,
+        )
+    };
+    (r == 0).then_some(efd)
+}
+
+/// Resets the ring's eventfd (a non-blocking read of its counter) before a reap.
+fn reset_eventfd(efd: &Option<OwnedFd>) {
+    if let Some(e) = efd {
+        let mut v = 0u64;
+        // SAFETY: reads 8 bytes into a live u64; EAGAIN (nothing signalled) is fine.
+        let _ = unsafe { libc::read(e.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+    }
+}
+
+/// Completions handed out per core reap call.
+const REAP_BATCH: usize = 64;
+
+impl Sender {
+    /// Maps core completions back to Python ones, releasing their pins here.
+    fn convert(
+        &mut self,
+        py: Python<'_>,
+        n: usize,
+        into: &mut Vec<Py<Completion>>,
+    ) -> PyResult<()> {
+        for c in &self.out[..n] {
+            let Some(e) = self.slab.remove(c.user_data) else {
+                // Cannot happen: every token sent is in the slab until its completion.
+                continue;
+            };
+            e.pins.release(py);
+            into.push(Py::new(
+                py,
+                Completion {
+                    user_data: e.user_data,
+                    result: c.result,
+                    flags: zc_flags(py, c.flags)?,
+                    raw_flags: c.flags,
+                },
+            )?);
+        }
+        Ok(())
+    }
+
+    /// Every completion ready now. An error after some were taken is left for the next
+    /// call (it recurs), so none is lost.
+    fn reap_all(&mut self, py: Python<'_>) -> PyResult<Vec<Py<Completion>>> {
+        reset_eventfd(&self.efd);
+        let mut got = Vec::new();
+        loop {
+            let n = match self.zc.reap(&mut self.out) {
+                Ok(n) => n,
+                Err(_) if !got.is_empty() => return Ok(got),
+                Err(e) => return Err(crate::util::os_error(e)),
+            };
+            self.convert(py, n, &mut got)?;
+            if n < self.out.len() {
+                return Ok(got);
+            }
+        }
+    }
+
+    /// Reaps what is ready and releases its pins, discarding the completions (closing).
+    fn settle(&mut self, py: Python<'_>) -> io::Result<()> {
+        reset_eventfd(&self.efd);
+        loop {
+            let n = self.zc.reap(&mut self.out)?;
+            for i in 0..n {
+                if let Some(e) = self.slab.remove(self.out[i].user_data) {
+                    e.pins.release(py);
+                }
+            }
+            if n < self.out.len() {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Senders closed with sends in flight: kept (descriptor, ring, pinned buffers) until their
+/// last completion came. Never dropped at interpreter exit (a static), so memory the kernel
+/// may still read is never freed.
+static CLOSING: Mutex<Vec<Sender>> = Mutex::new(Vec::new());
+static ANY_CLOSING: AtomicBool = AtomicBool::new(false);
+
+/// Drains closing senders without blocking, on this (attached) thread; drops those with
+/// nothing left in flight. An io_uring sender owned by another thread stays (`EEXIST`).
+fn sweep(py: Python<'_>) {
+    if !ANY_CLOSING.load(Ordering::Acquire) {
+        return;
+    }
+    // Take the list out: releasing a buffer may run Python code that comes back here.
+    let list = std::mem::take(&mut *CLOSING.lock().unwrap_or_else(|p| p.into_inner()));
+    let mut keep = Vec::new();
+    for mut s in list {
+        let _ = s.settle(py);
+        if s.zc.inflight() > 0 {
+            keep.push(s);
+        } else {
+            s.slab.release_all(py);
+            drop(s);
+        }
+    }
+    let mut g = CLOSING.lock().unwrap_or_else(|p| p.into_inner());
+    g.extend(keep);
+    ANY_CLOSING.store(!g.is_empty(), Ordering::Release);
+}
+
+/// Closes `s`: settles what completed; with sends still in flight, keeps it in `CLOSING`.
+fn retire(py: Python<'_>, mut s: Sender) {
+    let _ = s.settle(py);
+    if s.zc.inflight() == 0 {
+        s.slab.release_all(py);
+        return;
+    }
+    let mut g = CLOSING.lock().unwrap_or_else(|p| p.into_inner());
+    g.push(s);
+    ANY_CLOSING.store(true, Ordering::Release);
+}
+
+/// Number of senders closed with sends still in flight (kept until their completions).
+#[pyfunction]
+fn _closing_senders(py: Python<'_>) -> usize {
+    sweep(py);
+    CLOSING.lock().unwrap_or_else(|p| p.into_inner()).len()
+}
+
+/// Send flags: `MSG_DONTWAIT`, `MSG_MORE`; `MSG_NOSIGNAL` is accepted and always applied (a
+/// library never raises SIGPIPE: `BrokenPipeError` instead); other bits are `EINVAL`.
+fn send_flags(raw: i32) -> PyResult<lowcopy::Flags> {
+    flags_of(raw & !libc::MSG_NOSIGNAL)
+}
+
+/// A socket address from a Python address tuple: `(host, port)` for IPv4,
+/// `(host, port[, flowinfo[, scope_id]])` for IPv6; `host` an IP literal or a name resolved
+/// with `socket.getaddrinfo`.
+fn address_of(a: &Bound<'_, PyAny>) -> PyResult<SocketAddr> {
+    let t = a
+        .cast::<PyTuple>()
+        .map_err(|_| PyTypeError::new_err("address must be a tuple (host, port)"))?;
+    if t.len() < 2 || t.len() > 4 {
+        return Err(PyTypeError::new_err("address must be a tuple (host, port)"));
+    }
+    let host_obj = t.get_item(0)?;
+    let host: String = host_obj
+        .cast::<PyString>()
+        .map_err(|_| PyTypeError::new_err("address host must be a str"))?
+        .to_string();
+    let port: u16 = t
+        .get_item(1)?
+        .extract()
+        .map_err(|_| PyValueError::new_err("port must be 0-65535"))?;
+    let ip: IpAddr = match host.parse() {
+        Ok(ip) => ip,
+        Err(_) => {
+            let socket = a.py().import("socket")?;
+            let infos = socket.call_method1("getaddrinfo", (host.as_str(), port))?;
+            let first = infos
+                .try_iter()?
+                .next()
+                .ok_or_else(|| PyValueError::new_err("host did not resolve"))??;
+            let sa = first.get_item(4)?;
+            sa.get_item(0)?.extract::<String>()?.parse().map_err(|_| {
+                PyValueError::new_err("getaddrinfo returned an address that is not IP")
+            })?
+        }
+    };
+    Ok(match ip {
+        IpAddr::V4(v4) => SocketAddr::from((v4, port)),
+        IpAddr::V6(v6) => {
+            let flow: u32 = if t.len() > 2 {
+                t.get_item(2)?.extract()?
+            } else {
+                0
+            };
+            let scope: u32 = if t.len() > 3 {
+                t.get_item(3)?.extract()?
+            } else {
+                0
+            };
+            SocketAddr::V6(std::net::SocketAddrV6::new(v6, port, flow, scope))
+        }
+    })
+}
+
+/// `a` as a C socket address and its length.
+fn sockaddr_of(a: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: all-zero is a valid sockaddr_storage.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match a {
+        SocketAddr::V4(v4) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: v4.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from(*v4.ip()).to_be(),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is large and aligned enough for any sockaddr.
+            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin) };
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(v6) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: v6.port().to_be(),
+                sin6_flowinfo: v6.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: v6.ip().octets(),
+                },
+                sin6_scope_id: v6.scope_id(),
+            };
+            // SAFETY: as above.
+            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin6) };
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (ss, len as libc::socklen_t)
+}
+
+/// Iovecs over pinned buffers, for a detached closure.
+#[derive(Clone, Copy)]
+struct PinnedIov<'a>(&'a [libc::iovec]);
+// SAFETY: the iovecs point at buffers pinned in the slab until the send's completion; only
+// the calling thread's kernel call reads them.
+unsafe impl Send for PinnedIov<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for PinnedIov<'_> {}
+
+impl<'a> PinnedIov<'a> {
+    fn get(self) -> &'a [libc::iovec] {
+        self.0
+    }
+}
+
+/// Zerocopy sends over one socket: every send's buffer stays alive and un-resizable until
+/// its completion is reaped, and the completion hands back the send's `user_data` object.
+///
+/// A completion means "the buffer may be reused", not "delivered": TCP notifies only after
+/// the peer acknowledged, so never block a send on completions. Works on its own duplicate
+/// of the socket's descriptor; create one sender per socket, before any other
+/// `MSG_ZEROCOPY` send on it. Not for use by two threads at once (`RuntimeError`); the
+/// io_uring backend belongs to the first thread that sends (`EEXIST` elsewhere).
+#[pyclass(frozen, module = "lowcopy._lowcopy")]
+pub struct ZeroCopySender {
+    h: Handle<Sender>,
+}
+
+impl ZeroCopySender {
+    /// Sends `pins` (already exported) with the token of a new slab entry; on failure or a
+    /// zero-byte send (no completion follows) the entry is released at once.
+    fn send_pinned(
+        &self,
+        py: Python<'_>,
+        pins: Pins,
+        user_data: Py<PyAny>,
+        flags: lowcopy::Flags,
+        addr: Option<SocketAddr>,
+        reap: bool,
+    ) -> PyResult<(usize, Vec<Py<Completion>>)> {
+        let iov: Vec<libc::iovec> = match &pins {
+            Pins::One(b) => vec![b.iovec(py)],
+            Pins::Many(v) => v.iter().map(|b| b.iovec(py)).collect(),
+        };
+        self.h.with(|s| {
+            let token = s.slab.insert(Entry { user_data, pins });
+            let iov = PinnedIov(&iov);
+            let mut got = Vec::new();
+            let zc = &mut s.zc;
+            let out = &mut s.out;
+            let mut call = || -> io::Result<(usize, usize)> {
+                // SAFETY: the iovecs describe buffers pinned in the slab entry `token` until
+                // its completion is reaped (or the sender is retired with it).
+                unsafe {
+                    match (addr, reap) {
+                        (Some(a), _) => {
+                            let (sa, len) = sockaddr_of(&a);
+                            // SAFETY: all-zero is a valid msghdr; the pointers set are to
+                            // `sa` and the iovecs, both alive for the call.
+                            let mut msg: libc::msghdr = std::mem::zeroed();
+                            msg.msg_name = (&sa as *const libc::sockaddr_storage).cast_mut().cast();
+                            msg.msg_namelen = len;
+                            msg.msg_iov = iov.get().as_ptr().cast_mut();
+                            msg.msg_iovlen = iov.get().len() as _;
+                            zc.send_msg_raw(&msg, flags, token).map(|n| (n, 0))
+                        }
+                        (None, true) => zc.send_reap_raw(iov.get(), flags, token, out),
+                        (None, false) => zc.send_raw(iov.get(), flags, token).map(|n| (n, 0)),
+                    }
+                }
+            };
+            let r = if flags.dontwait() {
+                call().py()
+            } else {
+                blocking(py, &mut call)
+            };
+            match r {
+                Ok((n, k)) => {
+                    if n == 0 {
+                        if let Some(e) = s.slab.remove(token) {
+                            e.pins.release(py);
+                        }
+                    }
+                    s.convert(py, k, &mut got)?;
+                    Ok((n, got))
+                }
+                Err(e) => {
+                    if let Some(e) = s.slab.remove(token) {
+                        e.pins.release(py);
+                    }
+                    Err(e)
+                }
+            }
+        })
+    }
+}
+
+#[pymethods]
+impl ZeroCopySender {
+    /// Makes a sender over a duplicate of `sock`'s descriptor with `backend` (`ZcBackend`).
+    ///
+    /// `adaptive=True` stops asking for zerocopy after 16 consecutive completions the kernel
+    /// copied anyway (loopback, veth, devices without scatter-gather). Allocates everything
+    /// the data path needs. The error-queue backend sets `SO_ZEROCOPY` on the socket.
+    ///
+    /// Errors (`OSError`): `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (an explicit zerocopy backend
+    /// on a socket that has none: AF_UNIX, MPTCP, raw), io_uring setup errors for an
+    /// explicit `IO_URING` (`EPERM` when disabled by sysctl, `ENOSYS`, `ENOMEM`).
+    /// `ValueError` for a backend that is not a `ZcBackend`.
+    #[new]
+    #[pyo3(signature = (sock, backend = 0, *, adaptive = false))]
+    fn new(
+        py: Python<'_>,
+        sock: &Bound<'_, PyAny>,
+        backend: u32,
+        adaptive: bool,
+    ) -> PyResult<Self> {
+        guard(|| {
+            sweep(py);
+            let b = lowcopy::ZcBackend::try_from(backend)
+                .map_err(|_| PyValueError::new_err(format!("unknown ZcBackend {backend}")))?;
+            let opts = lowcopy::ZcOptions::new().backend(b).adaptive(adaptive);
+            let fd = dup_of(sock)?;
+            let zc = py
+                .detach(|| lowcopy::ZeroCopySender::with_options(fd, opts))
+                .py()?;
+            Ok(ZeroCopySender {
+                h: Handle::new(
+                    "ZeroCopySender",
+                    Sender {
+                        zc,
+                        slab: Slab::default(),
+                        out: vec![CoreCompletion::default(); REAP_BATCH],
+                        efd: None,
+                    },
+                ),
+            })
+        })
+    }
+
+    /// Sends `data` (any C-contiguous bytes-like object) and returns the bytes accepted.
+    ///
+    /// Exactly one `Completion` carrying `user_data` (any object, returned unchanged)
+    /// follows every send that returned > 0; none follows a failed or zero-byte send.
+    /// Until that completion is reaped the sender keeps `data` alive, and a `bytearray`,
+    /// `array` or mmap cannot be resized or closed (`BufferError`); do not write to it
+    /// either (the kernel may still read it: the bytes on the wire would change).
+    ///
+    /// As `socket.send`: a blocking send on a stream accepts everything unless a signal or
+    /// `SO_SNDTIMEO` stops it part way (then the part sent is returned); non-blocking
+    /// (`MSG_DONTWAIT`, or a socket with a timeout) accepts what fits; a datagram is one
+    /// send. The GIL is released while it may block. `flags`: `MSG_DONTWAIT`, `MSG_MORE`,
+    /// `MSG_NOSIGNAL` (always applied).
+    ///
+    /// Errors (`OSError`): `EINVAL` (other flags), `EBUSY` (4096 completions unreaped: reap
+    /// first), `EMSGSIZE`, and the socket's send errors (`BlockingIOError`,
+    /// `BrokenPipeError`, `ConnectionResetError`, `EDESTADDRREQ` ...).
+    #[pyo3(signature = (data, user_data = None, flags = 0))]
+    fn send(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        user_data: Option<Py<PyAny>>,
+        flags: i32,
+    ) -> PyResult<usize> {
+        guard(|| {
+            let flags = send_flags(flags)?;
+            let pin = ReadBuf::get(data)?;
+            let ud = user_data.unwrap_or_else(|| py.None());
+            Ok(self
+                .send_pinned(py, Pins::One(pin), ud, flags, None, false)?
+                .0)
+        })
+    }
+
+    /// Sends several buffers as one send (gathered, as `socket.sendmsg`), optionally to
+    /// `address` (unconnected UDP: `(host, port)`, IPv6 `(host, port, flowinfo, scope_id)`);
+    /// returns the bytes accepted. One completion for the whole send; every buffer is pinned
+    /// until it. At most `IOV_MAX` (1024) buffers (`EMSGSIZE`). Results and errors as
+    /// `send`, plus address errors (`EINVAL`, `EAFNOSUPPORT`, `EISCONN` ...).
+    #[pyo3(signature = (buffers, user_data = None, flags = 0, address = None))]
+    fn sendmsg(
+        &self,
+        py: Python<'_>,
+        buffers: &Bound<'_, PyAny>,
+        user_data: Option<Py<PyAny>>,
+        flags: i32,
+        address: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<usize> {
+        guard(|| {
+            let flags = send_flags(flags)?;
+            let addr = address.map(address_of).transpose()?;
+            let mut pins = Vec::new();
+            for b in buffers.try_iter()? {
+                match ReadBuf::get(&b?) {
+                    Ok(p) => pins.push(p),
+                    Err(e) => {
+                        pins.into_iter().for_each(|p| p.release(py));
+                        return Err(e);
+                    }
+                }
+            }
+            let ud = user_data.unwrap_or_else(|| py.None());
+            Ok(self
+                .send_pinned(py, Pins::Many(pins), ud, flags, addr, false)?
+                .0)
+        })
+    }
+
+    /// `send`, then the completions ready now in the same call: returns
+    /// `(bytes accepted, [Completion, ...])`. Reads the error queue at most once per 32
+    /// sends (io_uring completions cost no syscall): the cheapest way to keep a sender
+    /// loop's completions flowing. Errors as `send` (then nothing is reaped); once the send
+    /// went out, a failure to collect is left to the next `reap` or `wait`.
+    #[pyo3(signature = (data, user_data = None, flags = 0))]
+    fn send_reap(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        user_data: Option<Py<PyAny>>,
+        flags: i32,
+    ) -> PyResult<(usize, Py<PyList>)> {
+        guard(|| {
+            let flags = send_flags(flags)?;
+            let pin = ReadBuf::get(data)?;
+            let ud = user_data.unwrap_or_else(|| py.None());
+            let (n, got) = self.send_pinned(py, Pins::One(pin), ud, flags, None, true)?;
+            Ok((n, PyList::new(py, got)?.unbind()))
+        })
+    }
+
+    /// Every completion ready now, oldest first, without blocking (an empty list when none
+    /// is); releases their buffers. Errors (`OSError`): error-queue read errors; `EEXIST` on
+    /// io_uring from a thread other than the one that sent first.
+    fn reap(&self, py: Python<'_>) -> PyResult<Py<PyList>> {
+        guard(|| {
+            let got = self.h.with(|s| s.reap_all(py))?;
+            sweep(py);
+            Ok(PyList::new(py, got)?.unbind())
+        })
+    }
+
+    /// Waits up to `timeout` seconds (None: no limit, 0: just check) until a completion is
+    /// ready; returns how many are ready to `reap`. Returns 0 at once when nothing is in
+    /// flight. The GIL is released while waiting; a signal runs the Python handlers and, if
+    /// they do not raise, the wait goes on with the time left.
+    ///
+    /// Errors (`OSError`): `TimeoutError` when sends are in flight and none completed in
+    /// time; a pending socket error (`ConnectionResetError` ...) reported instead of a
+    /// completion.
+    #[pyo3(signature = (timeout = None))]
+    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<usize> {
+        guard(|| {
+            let deadline = deadline_of(timeout_of(timeout)?);
+            let zero = timeout == Some(0.0);
+            let r = self.h.with(|s| {
+                let zc = &mut s.zc;
+                blocking(py, || {
+                    let t = if zero {
+                        Some(std::time::Duration::ZERO)
+                    } else {
+                        left(deadline)
+                    };
+                    zc.wait(t)
+                })
+            });
+            sweep(py);
+            r
+        })
+    }
+
+    /// Sends whose completion has not arrived yet.
+    #[getter]
+    fn inflight(&self) -> PyResult<usize> {
+        guard(|| self.h.with(|s| Ok(s.zc.inflight())))
+    }
+
+    /// The backend in use (`ZcBackend`, never `AUTO`).
+    #[getter]
+    fn backend(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        guard(|| {
+            let b = self.h.with(|s| Ok(s.zc.backend() as u32))?;
+            zc_backend(py, b)
+        })
+    }
+
+    /// The counters so far (`ZcStats`).
+    fn stats(&self) -> PyResult<ZcStats> {
+        guard(|| self.h.with(|s| Ok(s.zc.stats().into())))
+    }
+
+    /// The sender's own duplicate of the socket's descriptor.
+    fn fileno(&self) -> PyResult<i32> {
+        guard(|| self.h.with(|s| Ok(s.zc.get_ref().as_raw_fd())))
+    }
+
+    /// The descriptor to watch for completions, then `reap()`: for the io_uring backend an
+    /// eventfd the kernel signals when notifications are queued (readable; `reap` resets
+    /// it), else the socket (its error queue raises `EPOLLERR`, which every poller reports).
+    /// Remove it from any event loop before `close()`.
+    fn completion_fd(&self) -> PyResult<i32> {
+        guard(|| {
+            self.h.with(|s| {
+                if s.efd.is_none() && s.zc.backend() == lowcopy::ZcBackend::IoUring {
+                    s.efd = ring_eventfd(s.zc.completion_fd());
+                }
+                Ok(match &s.efd {
+                    Some(e) => e.as_raw_fd(),
+                    None => s.zc.completion_fd().as_raw_fd(),
+                })
+            })
+        })
+    }
+
+    /// Closes the sender. Completions not reaped are discarded (their buffers released).
+    ///
+    /// With `timeout` > 0 (seconds, None: no limit) it first waits for sends in flight.
+    /// Sends still in flight after that are never abandoned to freed memory: the sender
+    /// keeps their buffers (and its descriptor duplicate, and ring) until their completions
+    /// come, checked without blocking by later sender calls (`ZeroCopySender(...)`, `reap`,
+    /// `wait`, `close`) on any thread. A sender collected without `close()` does the same.
+    /// Idempotent; later calls other than `close` raise `ValueError`.
+    #[pyo3(signature = (timeout = 0.0))]
+    fn close(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        guard(|| {
+            let deadline = deadline_of(timeout_of(timeout)?);
+            let Some(mut s) = self.h.take()? else {
+                sweep(py);
+                return Ok(());
+            };
+            let mut r = Ok(());
+            while timeout != Some(0.0) && s.zc.inflight() > 0 {
+                if s.settle(py).is_err() {
+                    break;
+                }
+                let t = left(deadline);
+                if t == Some(std::time::Duration::ZERO) {
+                    break;
+                }
+                let zc = &mut s.zc;
+                match py.detach(|| zc.wait(t)) {
+                    Ok(_) => {}
+                    Err(e) if is_eintr(&e) => {
+                        if let Err(e) = py.check_signals() {
+                            r = Err(e);
+                            break;
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+            retire(py, s);
+            sweep(py);
+            r
+        })
+    }
+
+    /// Whether `close()` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.h.is_closed()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> PyResult<()> {
+        self.close(py, Some(0.0))
+    }
+
+    fn __repr__(&self) -> String {
+        match self
+            .h
+            .with(|s| Ok((s.zc.get_ref().as_raw_fd(), s.zc.backend(), s.zc.inflight())))
+        {
+            Ok((fd, b, n)) => {
+                format!("<lowcopy.ZeroCopySender fd={fd} backend={b:?} inflight={n}>")
+            }
+            Err(_) if self.h.is_closed() => "<lowcopy.ZeroCopySender [closed]>".to_string(),
+            Err(_) => "<lowcopy.ZeroCopySender [in use]>".to_string(),
+        }
+    }
+}
+
+impl Drop for ZeroCopySender {
+    /// Collected without `close()`: as `close(0)` (sends in flight keep their buffers).
+    fn drop(&mut self) {
+        if let Some(s) = self.h.take_now() {
+            Python::attach(|py| retire(py, s));
+        }
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<ZcStats>()?;
+    m.add_class::<Completion>()?;
+    m.add_class::<ZeroCopySender>()?;
+    m.add_function(wrap_pyfunction!(_closing_senders, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,196 @@
+"""lowcopy.asyncio: awaitable peeks, sends and completions; the loop idles (wakes counted)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import lowcopy
+from fixtures import Pair, errqueue_entry, pattern, stream_pair, tcp_pair
+from lowcopy.asyncio import AsyncPeeker, AsyncReceiver, AsyncSender
+
+
+@pytest.fixture
+def tcp() -> Iterator[Pair]:
+    p = tcp_pair()
+    yield p
+    p.close()
+
+
+def later(delay: float, f: object, *args: object) -> threading.Timer:
+    t = threading.Timer(delay, f, args)  # type: ignore[arg-type]
+    t.start()
+    return t
+
+
+@pytest.mark.asyncio
+async def test_peek_waits_for_bytes_beyond_the_cursor_without_waking(tcp: Pair) -> None:
+    assert tcp.peer is not None
+    tcp.peer.sendall(b"head")
+    async with AsyncPeeker(tcp.sock) as ap:
+        assert await ap.peek(10) == b"head"
+        # Bytes before the cursor stay queued: with the mark armed they do not wake the loop.
+        task = asyncio.create_task(ap.peek(10))
+        await asyncio.sleep(0.5)
+        assert not task.done()
+        assert ap.callbacks == 0
+        tcp.peer.sendall(b"tail")
+        assert await asyncio.wait_for(task, 3) == b"tail"
+        assert ap.callbacks == 1
+        buf = bytearray(8)
+        ap.peeker.seek(0)
+        assert await ap.peek_into(buf) == 8 and buf == b"headtail"
+        tcp.peer.shutdown(socket.SHUT_WR)
+        assert await asyncio.wait_for(ap.peek(10), 3) == b""
+
+
+@pytest.mark.asyncio
+async def test_unix_futile_wakes_back_off() -> None:
+    """AF_UNIX's poll ignores the mark: bytes before the cursor keep the socket readable, so
+    wakes find nothing new; they back off to 100 ms instead of spinning."""
+    p = stream_pair("unix")
+    assert p.peer is not None
+    try:
+        async with AsyncPeeker(p.sock) as ap:
+            p.peer.sendall(b"x")
+            assert await ap.peek(1) == b"x"
+            task = asyncio.create_task(ap.peek(1))
+            await asyncio.sleep(1.0)
+            assert not task.done()
+            assert ap.callbacks <= 25, ap.callbacks  # a spin would be tens of thousands
+            p.peer.sendall(b"y")
+            assert await asyncio.wait_for(task, 3) == b"y"
+    finally:
+        p.close()
+
+
+@pytest.mark.asyncio
+async def test_an_error_queue_entry_nobody_reads_does_not_spin_a_peek(tcp: Pair) -> None:
+    assert tcp.peer is not None
+    async with AsyncPeeker(tcp.sock) as ap:
+        errqueue_entry(tcp.sock, "timestamp", "test")  # EPOLLERR stays up
+        task = asyncio.create_task(ap.peek(4))
+        await asyncio.sleep(1.0)
+        assert ap.callbacks <= 25, ap.callbacks
+        tcp.peer.sendall(b"data")
+        assert await asyncio.wait_for(task, 3) == b"data"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("backend", [lowcopy.ZcBackend.ERRQUEUE, lowcopy.ZcBackend.IO_URING,
+                                     lowcopy.ZcBackend.COPY], ids=lambda b: b.name)
+async def test_request_response_with_a_peeker_and_a_sender_idles(tcp: Pair,
+                                                                  backend: lowcopy.ZcBackend) -> None:
+    """A peeker and a zerocopy sender on one socket: completions are reaped when the kernel
+    reports them, peeks wake for replies, and between rounds the loop sleeps."""
+    assert tcp.peer is not None
+    peer = tcp.peer
+    async with AsyncPeeker(tcp.sock) as ap, AsyncSender(tcp.sock, backend) as tx:
+
+        def answer(n: int) -> None:
+            got = b""
+            while len(got) < n:
+                got += peer.recv(n - len(got))
+            peer.sendall(b"reply")
+
+        pos = 0
+        for i in range(5):
+            req = pattern(pos, 3000)
+            t = threading.Thread(target=answer, args=(3000,))
+            t.start()
+            assert await asyncio.wait_for(tx.sendall(req), 5) == 3000
+            pos += 3000
+            assert await asyncio.wait_for(ap.peek(5), 5) == b"reply"
+            assert ap.peeker.consume(5) == 5
+            t.join()
+        assert tx.sender.inflight == 0
+        before = (ap.callbacks, tx.callbacks)
+        await asyncio.sleep(0.5)  # idle: nothing waits, nothing wakes
+        assert (ap.callbacks, tx.callbacks) == before
+        assert tx.callbacks <= 20
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("backend", [lowcopy.ZcBackend.ERRQUEUE, lowcopy.ZcBackend.IO_URING],
+                         ids=lambda b: b.name)
+async def test_sendall_returns_when_the_buffer_is_free(backend: lowcopy.ZcBackend) -> None:
+    # A peer with a small window that starts reading after 0.3 s.
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(1)
+    c = socket.socket()
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    c.connect(ls.getsockname())
+    s, _ = ls.accept()
+    ls.close()
+    total = 4 << 20
+    got = bytearray()
+
+    def reader() -> None:
+        time.sleep(0.3)
+        while len(got) < total:
+            d = c.recv(1 << 20)
+            assert d
+            got.extend(d)
+
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        buf = bytearray(pattern(0, total))
+        async with AsyncSender(s, backend) as tx:
+            t0 = time.monotonic()
+            assert await asyncio.wait_for(tx.sendall(buf), 10) == total
+            assert time.monotonic() - t0 >= 0.25
+            buf.extend(b"x")  # free again: no BufferError
+            assert tx.callbacks < 200, tx.callbacks
+        t.join(10)
+        assert bytes(got) == pattern(0, total)
+    finally:
+        s.close()
+        c.close()
+
+
+@pytest.mark.asyncio
+async def test_completions_carry_user_data(tcp: Pair) -> None:
+    assert tcp.peer is not None
+    async with AsyncSender(tcp.sock, lowcopy.ZcBackend.IO_URING) as tx:
+        sent = 0
+        for i in range(3):
+            sent += await tx.send(pattern(sent, 1000), ("req", i))
+        peer = tcp.peer
+        reader = later(0.1, lambda: peer.recv(1 << 20))
+        seen: list[object] = []
+        while len(seen) < 3:
+            seen += [c.user_data for c in await asyncio.wait_for(tx.completions(), 5)]
+        reader.join()
+        assert sorted(seen) == [("req", 0), ("req", 1), ("req", 2)]  # type: ignore[type-var]
+
+
+@pytest.mark.asyncio
+async def test_recv_atleast_wakes_once_for_min_bytes(tcp: Pair) -> None:
+    assert tcp.peer is not None
+    peer = tcp.peer
+    total = 65536
+    data = pattern(0, total)
+
+    def trickle() -> None:
+        for i in range(0, total, total // 8):
+            time.sleep(0.02)
+            peer.sendall(data[i : i + total // 8])
+
+    t = threading.Thread(target=trickle)
+    async with AsyncReceiver(tcp.sock) as rx:
+        t.start()
+        got = await asyncio.wait_for(rx.recv_atleast(2 * total, total), 5)
+        t.join()
+        assert got == data
+        assert rx.callbacks <= 3, rx.callbacks  # one wakeup for the lot, not eight
+        peer.sendall(b"tail")
+        peer.shutdown(socket.SHUT_WR)
+        assert await asyncio.wait_for(rx.recv_atleast(100, 50), 5) == b"tail"  # end of stream
+        assert await asyncio.wait_for(rx.recv_atleast(100, 50), 5) == b""

@@ -1,0 +1,355 @@
+"""Python-only cases of ZeroCopySender: buffer pinning, user_data round trip, senders closed or
+collected with sends in flight, waits and signals, threads, wrong arguments."""
+
+from __future__ import annotations
+
+import errno
+import gc
+import signal
+import socket
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+import lowcopy
+from fixtures import Pair, pattern, tcp_pair, udp_pair
+
+ZC_BACKENDS = [lowcopy.ZcBackend.ERRQUEUE, lowcopy.ZcBackend.IO_URING]
+ALL_BACKENDS = [*ZC_BACKENDS, lowcopy.ZcBackend.COPY]
+
+
+class Buf(bytearray):
+    """A bytearray that can be watched with a weak reference."""
+
+
+def stalled_pair() -> Pair:
+    """TCP whose peer does not read and has a small locked receive buffer (64 KiB, 1400-byte
+    segments, set before connecting): bytes a send accepted beyond it stay in the sender's
+    queue, so zerocopy completions do not come until the peer reads."""
+    ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    ls.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 1400)
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(1)
+    c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 1400)
+    c.connect(ls.getsockname())
+    s, _ = ls.accept()
+    ls.close()
+    # Room for a send far larger than the peer can take.
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 22)
+    return Pair(s, c)
+
+
+@pytest.fixture
+def stalled() -> Iterator[Pair]:
+    p = stalled_pair()
+    yield p
+    p.close()
+
+
+def drain(peer: socket.socket, n: int, start: int = 0) -> None:
+    peer.settimeout(5)
+    got = 0
+    while got < n:
+        d = peer.recv(1 << 20)
+        assert d, f"peer got {got} of {n}"
+        assert d == pattern(start + got, len(d)), f"wrong bytes at {start + got}"
+        got += len(d)
+
+
+def reap_until_idle(z: lowcopy.ZeroCopySender, timeout: float = 5.0) -> list[lowcopy.Completion]:
+    got: list[lowcopy.Completion] = []
+    end = time.monotonic() + timeout
+    while True:
+        got += z.reap()
+        if z.inflight == 0:
+            return got
+        assert time.monotonic() < end, f"{z.inflight} sends never completed"
+        try:
+            z.wait(0.05)
+        except TimeoutError:
+            pass
+
+
+def send_in_flight(z: lowcopy.ZeroCopySender, buf: bytearray | bytes, ud: object) -> int:
+    """A non-blocking send that the stalled peer cannot take in full: its completion waits
+    until the peer reads."""
+    n = z.send(buf, ud, socket.MSG_DONTWAIT)
+    assert 0 < n
+    time.sleep(0.05)
+    z.reap()
+    assert z.inflight >= 1, "the send completed at once: the peer is not stalled"
+    return n
+
+
+@pytest.mark.parametrize("backend", ZC_BACKENDS, ids=lambda b: b.name)
+def test_a_buffer_in_flight_is_pinned_until_reaped(stalled: Pair, backend: lowcopy.ZcBackend) -> None:
+    assert stalled.peer is not None
+    buf = Buf(pattern(0, 1 << 20))
+    ref = weakref.ref(buf)
+    with lowcopy.ZeroCopySender(stalled.sock, backend) as z:
+        n = send_in_flight(z, buf, "first")
+        with pytest.raises(BufferError):
+            buf.extend(b"x")  # resizing would free memory the kernel still reads
+        with pytest.raises(BufferError):
+            buf.clear()
+        del buf
+        gc.collect()
+        assert ref() is not None, "the sender must keep the buffer alive"
+        drain(stalled.peer, n)
+        done = reap_until_idle(z)
+        assert [c.user_data for c in done] == ["first"] and done[0].result == n
+        gc.collect()
+        assert ref() is None, "released at the reap"
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS, ids=lambda b: b.name)
+def test_user_data_comes_back_unchanged(backend: lowcopy.ZcBackend) -> None:
+    p = tcp_pair()
+    assert p.peer is not None
+    objs: list[object] = [None, 7, "str", {"a": [1, 2]}, (1, "x"), object()]
+    objs.append(objs[3])  # the same object twice
+    try:
+        with lowcopy.ZeroCopySender(p.sock, backend) as z:
+            pos = 0
+            for i, ud in enumerate(objs):
+                pos += z.send(pattern(pos, 100 + i), ud)
+            drain(p.peer, pos)
+            done = reap_until_idle(z)
+            assert len(done) == len(objs)
+            got = sorted(done, key=lambda c: c.result)
+            for c, ud in zip(got, objs):
+                assert c.user_data is ud
+                assert isinstance(c.flags, lowcopy.ZcFlag)
+                assert c.copied == bool(c.flags & lowcopy.ZcFlag.COPIED)
+                assert "Completion(user_data=" in repr(c)
+            assert z.stats().completions == len(objs)
+    finally:
+        p.close()
+
+
+@pytest.mark.parametrize("backend", ZC_BACKENDS, ids=lambda b: b.name)
+@pytest.mark.parametrize("how", ["close", "collect"])
+def test_closed_or_collected_with_sends_in_flight(stalled: Pair, backend: lowcopy.ZcBackend,
+                                                 how: str) -> None:
+    """Neither frees memory the kernel may still read nor leaks it: the buffers stay pinned
+    until the kernel reports the sends complete, then a later sender call releases them."""
+    assert stalled.peer is not None
+    base = lowcopy._lowcopy._closing_senders()
+    buf = Buf(pattern(0, 1 << 20))
+    ref = weakref.ref(buf)
+    z = lowcopy.ZeroCopySender(stalled.sock, backend)
+    n = send_in_flight(z, buf, "x")
+    if how == "close":
+        z.close()
+        assert z.closed
+        with pytest.raises(ValueError):
+            z.reap()
+    else:
+        del z
+        gc.collect()
+    assert lowcopy._lowcopy._closing_senders() == base + 1
+    with pytest.raises(BufferError):
+        buf.extend(b"x")
+    del buf
+    gc.collect()
+    assert ref() is not None
+    drain(stalled.peer, n)
+    end = time.monotonic() + 5
+    while lowcopy._lowcopy._closing_senders() > base:  # any sender call drains them
+        assert time.monotonic() < end, "the closed sender never let go"
+        time.sleep(0.01)
+    gc.collect()
+    assert ref() is None
+
+
+def test_close_with_a_timeout_waits_for_sends_in_flight(stalled: Pair) -> None:
+    assert stalled.peer is not None
+    base = lowcopy._lowcopy._closing_senders()
+    z = lowcopy.ZeroCopySender(stalled.sock, lowcopy.ZcBackend.ERRQUEUE)
+    n = send_in_flight(z, bytearray(pattern(0, 1 << 20)), None)
+    peer = stalled.peer
+    t = threading.Thread(target=lambda: (time.sleep(0.2), drain(peer, n)))
+    t.start()
+    t0 = time.monotonic()
+    z.close(timeout=5)
+    t.join()
+    assert 0.1 < time.monotonic() - t0 < 4
+    assert lowcopy._lowcopy._closing_senders() == base
+
+
+def test_wait(stalled: Pair) -> None:
+    assert stalled.peer is not None
+    with lowcopy.ZeroCopySender(stalled.sock, lowcopy.ZcBackend.ERRQUEUE) as z:
+        assert z.wait(5) == 0  # nothing in flight: at once
+        n = send_in_flight(z, bytearray(pattern(0, 1 << 20)), None)
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError):
+            z.wait(0.2)
+        assert time.monotonic() - t0 >= 0.15
+        with pytest.raises(TimeoutError):
+            z.wait(0)
+        drain(stalled.peer, n)
+        assert z.wait(5) >= 1
+        assert len(z.reap()) == 1
+
+
+def test_ctrl_c_ends_a_wait_promptly(stalled: Pair) -> None:
+    assert stalled.peer is not None
+    with lowcopy.ZeroCopySender(stalled.sock, lowcopy.ZcBackend.IO_URING) as z:
+        n = send_in_flight(z, bytearray(pattern(0, 1 << 20)), None)
+        main = threading.main_thread().ident
+        assert main is not None
+        threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT)).start()
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            z.wait(None)
+        assert time.monotonic() - t0 < 2
+        drain(stalled.peer, n)
+        reap_until_idle(z)
+
+
+def test_io_uring_belongs_to_the_first_thread_that_sends() -> None:
+    p = tcp_pair()
+    assert p.peer is not None
+    try:
+        with lowcopy.ZeroCopySender(p.sock, lowcopy.ZcBackend.IO_URING) as z:
+            z.send(pattern(0, 3), 1)
+            errs: list[BaseException] = []
+
+            def other() -> None:
+                try:
+                    z.send(pattern(3, 3), 2)
+                except BaseException as e:
+                    errs.append(e)
+
+            t = threading.Thread(target=other)
+            t.start()
+            t.join()
+            assert len(errs) == 1 and isinstance(errs[0], FileExistsError)
+            assert errs[0].errno == errno.EEXIST
+            drain(p.peer, 3)
+            assert [c.user_data for c in reap_until_idle(z)] == [1]
+    finally:
+        p.close()
+
+
+def test_send_arguments() -> None:
+    p = tcp_pair()
+    assert p.peer is not None
+    try:
+        with lowcopy.ZeroCopySender(p.sock, lowcopy.ZcBackend.COPY) as z:
+            assert z.backend is lowcopy.ZcBackend.COPY
+            with pytest.raises(TypeError):
+                z.send("str")  # type: ignore[arg-type]
+            with pytest.raises(BufferError):
+                z.send(memoryview(b"abcdef")[::2])
+            with pytest.raises(OSError) as ei:
+                z.send(b"x", None, socket.MSG_PEEK)
+            assert ei.value.errno == errno.EINVAL
+            with pytest.raises(OSError) as ei:
+                z.sendmsg([b"x"] * 1025)
+            assert ei.value.errno == errno.EMSGSIZE
+            assert z.inflight == 0 and z.reap() == []
+            # MSG_NOSIGNAL is accepted (and always applied).
+            assert z.send(b"ab", "nosig", socket.MSG_NOSIGNAL) == 2
+            # Any buffer: memoryview slices, array, mmap.
+            import array
+            import mmap
+
+            m = mmap.mmap(-1, 4096)
+            m[:3] = b"mmm"
+            assert z.sendmsg([memoryview(b"xyz")[1:], array.array("B", b"ar"),
+                              memoryview(m)[:3]], "v") == 7
+            done = z.reap()
+            assert [c.user_data for c in done] == ["nosig", "v"]
+            m.close()  # released at the reap: the mmap can close
+            assert p.peer.recv(100) == b"abyzarmmm"
+        with pytest.raises(ValueError):
+            lowcopy.ZeroCopySender(p.sock, 9)
+    finally:
+        p.close()
+
+
+def test_a_reset_peer_is_connection_reset_or_broken_pipe() -> None:
+    import struct
+
+    p = tcp_pair()
+    assert p.peer is not None
+    p.peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    p.peer.close()
+    p.peer = None
+    time.sleep(0.05)
+    try:
+        with lowcopy.ZeroCopySender(p.sock, lowcopy.ZcBackend.ERRQUEUE) as z:
+            with pytest.raises((ConnectionResetError, BrokenPipeError)):
+                z.send(b"x" * 100)
+                z.send(b"x" * 100)
+            assert z.inflight == 0
+    finally:
+        p.close()
+
+
+def test_sendmsg_to_an_address() -> None:
+    pair, dest = udp_pair(connect=False)
+    assert dest is not None and pair.peer is not None
+    try:
+        with lowcopy.ZeroCopySender(pair.sock, lowcopy.ZcBackend.ERRQUEUE) as z:
+            assert z.sendmsg([b"hello ", b"world"], "u", address=dest) == 11
+            assert z.sendmsg([b"by name"], "n", address=("localhost", dest[1])) == 7
+            pair.peer.settimeout(3)
+            assert pair.peer.recv(100) == b"hello world"
+            assert pair.peer.recv(100) == b"by name"
+            done = reap_until_idle(z)
+            assert sorted(c.user_data for c in done) == ["n", "u"]
+            with pytest.raises(TypeError):
+                z.sendmsg([b"x"], address="127.0.0.1")  # type: ignore[arg-type]
+            with pytest.raises(OSError) as ei:
+                z.sendmsg([b"x"], address=("::1", dest[1]))  # IPv6 to an IPv4 socket
+            assert ei.value.errno in (errno.EAFNOSUPPORT, errno.EINVAL)
+            with pytest.raises(OSError) as ei:
+                z.send(b"no destination")
+            assert ei.value.errno == errno.EDESTADDRREQ
+    finally:
+        pair.close()
+
+
+def test_send_reap_and_ebusy() -> None:
+    p = tcp_pair()
+    assert p.peer is not None
+    p.peer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+    try:
+        with lowcopy.ZeroCopySender(p.sock, lowcopy.ZcBackend.COPY) as z:
+            n, done = z.send_reap(b"abc", "sr")
+            assert n == 3 and [c.user_data for c in done] == ["sr"]
+            for i in range(4096):
+                z.send(b"y", i)
+            with pytest.raises(OSError) as ei:
+                z.send(b"z", "busy")
+            assert ei.value.errno == errno.EBUSY  # 4096 completions unreaped
+            assert len(z.reap()) == 4096
+            assert z.send(b"z", "ok") == 1
+            assert z.stats().sends == 4098
+    finally:
+        p.close()
+
+
+def test_repr_fileno_completion_fd() -> None:
+    p = tcp_pair()
+    try:
+        z = lowcopy.ZeroCopySender(p.sock, lowcopy.ZcBackend.IO_URING)
+        assert z.fileno() != p.sock.fileno()
+        assert z.completion_fd() not in (z.fileno(), p.sock.fileno())  # the ring
+        assert "IoUring" in repr(z)
+        z.close()
+        z.close()
+        assert "closed" in repr(z)
+        e = lowcopy.ZeroCopySender(p.sock, lowcopy.ZcBackend.ERRQUEUE)
+        assert e.completion_fd() == e.fileno()  # the socket's error queue
+        e.close()
+    finally:
+        p.close()
