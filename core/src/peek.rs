@@ -1546,7 +1546,11 @@ mod tests {
         let (mut client, server) = tcp_pair();
         client.write_all(b"0123456789abcdef").unwrap();
         let mut p = Peeker::with_kind(&server, PeekMode::Offset, StreamKind::Tcp4).unwrap();
-        assert_eq!(p.stats().syscalls, 2, "only SO_PEEK_OFF = 0 and SO_OOBINLINE");
+        assert_eq!(
+            p.stats().syscalls,
+            2,
+            "only SO_PEEK_OFF = 0 and SO_OOBINLINE"
+        );
         let mut buf = [0u8; 4];
         let dw = Flags::DONTWAIT;
         let r = p.peek_at(0, &mut [IoSliceMut::new(&mut buf)], dw).unwrap();
