@@ -614,6 +614,15 @@ impl<'a> Run<'a> {
     }
 }
 
+/// RLIMIT_MEMLOCK is unlimited (root has CAP_IPC_LOCK, which the limit does not bind).
+fn memlock_unlimited() -> bool {
+    // SAFETY: all-zero is a valid rlimit; getrlimit writes one.
+    let mut r: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: a live rlimit.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut r) };
+    rc == 0 && r.rlim_cur == libc::RLIM_INFINITY
+}
+
 /// What this kernel offers decides what the zerocopy backends can do (lowcopy::probe, as the
 /// C runner reads lowcopy_probe): an explicit backend the kernel lacks must be refused at
 /// `new` (the run ends there: io_uring disabled or filtered, SO_ZEROCOPY unknown), and AUTO
@@ -671,6 +680,13 @@ fn run_one(table: &Value, sc: &Value, transport: &str, backend: &str) {
         "[{} | {transport} | {backend}]",
         sc["name"].as_str().unwrap()
     );
+    if sc["needs"] == "memlock" && !is_root() && !memlock_unlimited() {
+        skip(
+            &format!("zc.json: {ctx}"),
+            "zerocopy pages in flight count against RLIMIT_MEMLOCK without CAP_IPC_LOCK; this scenario fills a socket with them",
+        );
+        return;
+    }
     let mut steps = sc["steps"].as_array().unwrap().clone();
     let rule = &table["no_zerocopy"];
     let no_zerocopy = rule["transports"]

@@ -26,8 +26,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <lowcopy.h>
 
@@ -995,6 +997,12 @@ static int setup(struct run *r, const cJSON *sc)
         rc = udp_fixture(r, r->transport);
     if (rc < 0 || r->peer < 0) /* failed, or "closed" / "file": nothing to tune */
         return rc;
+    /* zc.json's "needs": "memlock": pinned pages beyond RLIMIT_MEMLOCK without CAP_IPC_LOCK. */
+    struct rlimit ml;
+    if (json_is(get(sc, "needs"), "memlock") && geteuid() != 0 &&
+        (getrlimit(RLIMIT_MEMLOCK, &ml) != 0 || ml.rlim_cur != RLIM_INFINITY))
+        return skip_run(r, "zerocopy pages in flight count against RLIMIT_MEMLOCK without "
+                           "CAP_IPC_LOCK; this scenario fills a socket with them");
     /* zc.json's kernel_rules: a scenario that needs zerocopy does not apply to an auto run
      * where AUTO can only pick copies. */
     if (json_is(get(sc, "needs"), "zerocopy") && strcmp(r->variant, "auto") == 0 &&
