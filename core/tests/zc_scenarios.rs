@@ -654,7 +654,9 @@ fn kernel_rules(sc: &Value, steps: &mut Vec<Value>, transport: &str, backend: &s
         return true;
     };
     let refuse = match backend {
-        "io_uring" if !caps.uring_send_zc => Some(serde_json::json!(["EPERM", "EOPNOTSUPP"])),
+        "io_uring" if !caps.uring_send_zc => {
+            Some(serde_json::json!(["EPERM", "EOPNOTSUPP", "ENOMEM"]))
+        }
         "errqueue" if !so_zerocopy => Some(serde_json::json!(["ENOPROTOOPT", "EOPNOTSUPP"])),
         _ => None,
     };

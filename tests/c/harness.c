@@ -145,6 +145,7 @@ static const struct {
     {"EMSGSIZE", EMSGSIZE},     {"ECONNRESET", ECONNRESET}, {"EPIPE", EPIPE},
     {"ETIMEDOUT", ETIMEDOUT},   {"EBUSY", EBUSY},           {"ENOBUFS", ENOBUFS},
     {"ECONNREFUSED", ECONNREFUSED}, {"EPERM", EPERM},       {"ENOPROTOOPT", ENOPROTOOPT},
+    {"ENOMEM", ENOMEM},
     {"ENOTCONN", ENOTCONN},     {"EINTR", EINTR},
 };
 _Static_assert(sizeof ERRNOS / sizeof ERRNOS[0] == ERRNOS_RX, "ERRNOS_* count ERRNOS' entries");

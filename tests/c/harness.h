@@ -37,8 +37,8 @@ enum {
  * and a runner must not accept a name that its Rust twin cannot produce. */
 enum {
 
-    ERRNOS_COMMON = 15, /* common::errno_name today */
-    ERRNOS_RX = 17,     /* rx_scenarios.rs's ename: common's, ENOTCONN and EINTR */
+    ERRNOS_COMMON = 16, /* common::errno_name today */
+    ERRNOS_RX = 18,     /* rx_scenarios.rs's ename: common's, ENOTCONN and EINTR */
 };
 
 /* ---- small utilities ------------------------------------------------------------------ */

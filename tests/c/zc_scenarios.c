@@ -1052,6 +1052,8 @@ static cJSON *kernel_rules(const cJSON *steps, const struct run *r)
         cJSON *errs = must(cJSON_CreateArray());
         cJSON_AddItemToArray(errs, must(cJSON_CreateString("EPERM")));
         cJSON_AddItemToArray(errs, must(cJSON_CreateString("EOPNOTSUPP")));
+        /* io_uring_setup under RLIMIT_MEMLOCK pressure (a normal user's pinned pages). */
+        cJSON_AddItemToArray(errs, must(cJSON_CreateString("ENOMEM")));
         cJSON *s = refuse_first_new(steps, errs);
         cJSON_Delete(errs);
         return s;

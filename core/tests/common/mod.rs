@@ -245,6 +245,7 @@ pub fn errno_name(code: i32) -> &'static str {
         libc::ECONNREFUSED => "ECONNREFUSED",
         libc::EPERM => "EPERM",
         libc::ENOPROTOOPT => "ENOPROTOOPT",
+        libc::ENOMEM => "ENOMEM",
         _ => "E?",
     }
 }
