@@ -191,7 +191,15 @@ function runOne(table, sc, transport, backend) {
             got.push(...c)
             return c.length
           })
-          if (step.expect_err !== undefined || step.expect_ret !== undefined) check(step, r, null, ctx)
+          // Every wait states what it may return (zc.json): expect_ret_min with expect_err is
+          // "that error, or a return >= min".
+          if (step.expect_ret_min !== undefined) {
+            if (r[1]) check(step, r, null, ctx)
+            else assert.ok(r[0] >= step.expect_ret_min, `${ctx}: wait returned ${r[0]}, want >= ${step.expect_ret_min}`)
+          } else {
+            assert.ok(step.expect_err !== undefined || step.expect_ret !== undefined, `${ctx}: a wait step needs expect_ret, expect_ret_min or expect_err`)
+            check(step, r, null, ctx)
+          }
           if (step.max_ms !== undefined) assert.ok(performance.now() - t0 <= step.max_ms, `${ctx}: waited ${performance.now() - t0} ms`)
           return
         }

@@ -586,13 +586,21 @@ class ZcRun:
             t0 = time.monotonic()
             ms = step["timeout_ms"]
             timeout = None if ms < 0 else ms / 1000
-            if "expect_err" in step or "expect_ret" in step:
-                self.check(step, lambda: self.z().wait(timeout), ctx)
-            else:
+            # Every wait states what it may return (zc.json): expect_ret_min with expect_err
+            # is "that error, or a return >= min".
+            if "expect_ret_min" in step:
                 try:
-                    self.z().wait(timeout)
-                except (TimeoutError, ConnectionResetError):
-                    pass
+                    n = self.z().wait(timeout)
+                except OSError as e:
+                    check_err(step, e, ctx)
+                else:
+                    want = step["expect_ret_min"]
+                    assert n >= want, f"{ctx}: wait returned {n}, want >= {want}"
+            else:
+                assert "expect_err" in step or "expect_ret" in step, (
+                    f"{ctx}: a wait step needs expect_ret, expect_ret_min or expect_err"
+                )
+                self.check(step, lambda: self.z().wait(timeout), ctx)
             if "max_ms" in step:
                 took = (time.monotonic() - t0) * 1000
                 assert took <= step["max_ms"], f"{ctx}: waited {took:.0f} ms"

@@ -220,6 +220,15 @@ impl Tracker {
         self.slots.capacity() * size_of::<Slot>() + self.ids.capacity() * size_of::<IdEntry>()
     }
 
+    /// A tracker whose first send takes kernel id `first` (the fuzzer starts near 2^32 to
+    /// cross the wrap without 4 billion sends).
+    #[cfg(feature = "fuzzing")]
+    pub fn starting_at(max_requests: usize, max_ids: usize, first: u32) -> Self {
+        let mut t = Self::new(max_requests, max_ids);
+        t.base = first;
+        t
+    }
+
     /// The id the kernel will give the next successful `MSG_ZEROCOPY` send.
     pub fn next_id(&self) -> u32 {
         self.base.wrapping_add(self.n_ids as u32)
