@@ -175,6 +175,12 @@ fault_suite no-peek-off-tcp "Rust peek table, urgent data (discard prefix)" \
 fault_suite no-peek-off-tcp "C peek table, ASan" build/bin/c_scenarios tests/scenarios/peek.json
 fault_suite no-peek-off-tcp "relay, byte-exact (AUTO = discard)" \
 	python3 tests/relay/test_relay.py "$ROOT/build/bin"
+fault_suite no-peek-off-tcp "Python peek table" python/run-tests.sh pytest test_scenarios.py -k test_peek_table
+fault_suite no-peek-off-tcp "Node peek table" node --test node/test/peek_scenarios.test.js
+fault_suite no-io-uring,no-so-zerocopy "Python zerocopy table (copies)" \
+	python/run-tests.sh pytest test_scenarios.py -k test_zc_table
+fault_suite no-io-uring,no-so-zerocopy "Node zerocopy table (copies)" node --test node/test/zc_scenarios.test.js
+fault_suite zcrx-16 "Python receive table" python/run-tests.sh pytest test_scenarios.py -k test_rx_table
 for f in no-io-uring no-so-zerocopy no-io-uring,no-so-zerocopy; do
 	fault_suite "$f" "Rust zerocopy table" "${cargo_test[@]}" --test zc_scenarios
 	fault_suite "$f" "C zerocopy table, ASan" build/bin/c_zc_scenarios tests/scenarios/zc.json

@@ -72,6 +72,20 @@ function check(step, [ret, err], data, ctx, pos) {
 /// One node:test test per run of every scenario: transports x (axis values). `runOne(table,
 /// scenario, transport, value)` does the run; the descriptors open afterwards must be those
 /// open before. At least `minRuns` runs (a table that stopped expanding fails).
+/// What this kernel offers (lowcopy's probe): the tables' kernel rules read it, never a
+/// kernel's facts written in a table.
+const caps = native.probe()
+
+/// A run that does not apply here: logged for the suite's skip count ($LOWCOPY_SKIP_LOG, as
+/// the Rust and C runners do), and reported skipped. The caller returns at once.
+function skipPart(tc, part, reason) {
+  const log = process.env.LOWCOPY_SKIP_LOG
+  if (log) require('node:fs').appendFileSync(log, `${part}: ${reason}\n`)
+  tc.skip(reason)
+}
+
+/// runOne(table, scenario, transport, axisValue, skip): skip(part, reason) marks the run not
+/// applicable here (the caller returns after it).
 function runTable(file, axis, minRuns, runOne) {
   const table = loadTable(file)
   let runs = 0
@@ -80,10 +94,10 @@ function runTable(file, axis, minRuns, runOne) {
     for (const t of sc.transports) {
       for (const v of values) {
         runs++
-        test(`${file} | ${sc.name} | ${t}${v ? ' | ' + v : ''}`, () => {
+        test(`${file} | ${sc.name} | ${t}${v ? ' | ' + v : ''}`, (tc) => {
           const before = testing.openFds()
           try {
-            runOne(table, sc, t, v)
+            runOne(table, sc, t, v, (part, reason) => skipPart(tc, part, reason))
           } finally {
             try { testing.joinWriters() } catch { /* the run's own error matters more */ }
           }
@@ -106,4 +120,4 @@ function pattern(from, len) {
   return b
 }
 
-module.exports = { native, testing, pattern, loadTable, sleepMs, assertSysError, attempt, check, runTable }
+module.exports = { native, caps, testing, pattern, loadTable, sleepMs, assertSysError, attempt, check, runTable }

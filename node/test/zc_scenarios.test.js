@@ -4,7 +4,7 @@
 'use strict'
 const assert = require('node:assert/strict')
 const { performance } = require('node:perf_hooks')
-const { native: lc, testing, pattern, sleepMs, attempt, check, runTable } = require('./harness.js')
+const { native: lc, caps, testing, pattern, sleepMs, attempt, check, runTable } = require('./harness.js')
 
 // The core keeps one io_uring ring per thread, made the first time a sender uses io_uring on
 // it and kept for the thread's life (core/src/zc/uring.rs): make the JS thread's now, so that
@@ -24,10 +24,45 @@ const STATS = {
   copy_sends: 'copySends', zerocopy_sends: 'zerocopySends',
 }
 
-function runOne(table, sc, transport, backend) {
+/// zc.json's kernel_rules, as core/tests/zc_scenarios.rs applies them: an explicit backend
+/// this kernel lacks is refused at `new` (the run ends there), AUTO picks io_uring where
+/// SEND_ZC works, else the error queue where SO_ZEROCOPY does, else copies. Returns the steps,
+/// or null when the run does not apply here.
+function kernelRules(sc, steps, transport, backend, ctx0, skip) {
+  if (!transport.startsWith('tcp') && !transport.startsWith('udp')) return steps
+  const soZerocopy = transport.startsWith('udp') ? caps.zerocopyUdp : caps.zerocopyTcp
+  if (backend === 'auto' && sc.needs === 'zerocopy' && !caps.uringSendZc && !soZerocopy) {
+    skip(`zc.json: ${ctx0}`, 'not applicable: AUTO has no zerocopy backend here (probe: no SEND_ZC, no SO_ZEROCOPY)')
+    return null
+  }
+  const i = steps.findIndex((s) => s.op === 'new')
+  if (i < 0) return steps
+  let refuse = null
+  if (backend === 'io_uring' && !caps.uringSendZc) refuse = ['EPERM', 'EOPNOTSUPP', 'ENOMEM']
+  else if (backend === 'errqueue' && !soZerocopy) refuse = ['ENOPROTOOPT', 'EOPNOTSUPP']
+  if (refuse) return [...steps.slice(0, i), { op: 'new', expect_err: refuse }]
+  if (backend === 'auto') steps[i] = { ...steps[i], expect_backend: caps.uringSendZc ? 'io_uring' : soZerocopy ? 'errqueue' : 'copy' }
+  return steps
+}
+
+/// RLIMIT_MEMLOCK binds this process: not root (CAP_IPC_LOCK) and a finite limit.
+function memlockBound() {
+  if (process.getuid() === 0) return false
+  const m = require('node:fs').readFileSync('/proc/self/limits', 'utf8').match(/^Max locked memory\s+(\S+)/m)
+  return !m || m[1] !== 'unlimited'
+}
+
+function runOne(table, sc, transport, backend, skip) {
   const ctx0 = `[${sc.name} | ${transport} | ${backend}]`
   let steps = sc.steps.map((s) => ({ ...s }))
+  if (sc.needs === 'memlock' && memlockBound()) {
+    return skip(`zc.json: ${ctx0}`, 'zerocopy pages in flight count against RLIMIT_MEMLOCK without CAP_IPC_LOCK; this scenario fills a socket with them')
+  }
   const rule = table.no_zerocopy
+  if (!rule.transports.includes(transport)) {
+    steps = kernelRules(sc, steps, transport, backend, ctx0, skip)
+    if (!steps) return
+  }
   if (rule.transports.includes(transport)) {
     const i = steps.findIndex((s) => s.op === 'new')
     if (i >= 0) {
