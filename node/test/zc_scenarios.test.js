@@ -4,7 +4,7 @@
 'use strict'
 const assert = require('node:assert/strict')
 const { performance } = require('node:perf_hooks')
-const { native: lc, testing, pattern, sleepMs, attempt, check, runTable } = require('./harness.js')
+const { native: lc, testing, pattern, sleepMs, attempt, check, runTable, forceBuf } = require('./harness.js')
 
 const STATS = {
   completions: 'completions', syscalls_reap: 'syscallsReap', zerocopy_off: 'zerocopyOff',
@@ -34,7 +34,11 @@ function runOne(table, sc, transport, backend) {
     peer = p.peer
     peerPort = p.peerPort
     datagram = transport.startsWith('udp')
-    if (sc.socket_rcvbuf) testing.setsockopt(peer, 'SO_RCVBUFFORCE', sc.socket_rcvbuf)
+    if (sc.socket_rcvbuf && forceBuf(peer, true, sc.socket_rcvbuf, `zc.json [${sc.name} | ${transport} | ${backend}]`)) {
+      testing.close(peer) // a part this process cannot run (logged): nothing to test
+      for (const f of owned) testing.close(f)
+      return
+    }
   }
   let zc = null
   const sent = new Map() // userData -> bytes accepted
