@@ -201,9 +201,12 @@ fuzz: lib
 	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
-	  (cd fuzz && LOWCOPY_LIB_DIR=$(BUILD)/lib $(CARGO) +nightly fuzz run --features libfuzzer $$t corpus/$$t -- \
-	    -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 2>&1 | \
-	    grep -E '^(stat::number_of_executed_units|stat::average_exec_per_sec|stat::new_units_added|#[0-9]+ *DONE)|SUMMARY|panicked|ERROR'); \
+	  mkdir -p $(BUILD); \
+	  rc=0; (cd fuzz && LOWCOPY_LIB_DIR=$(BUILD)/lib $(CARGO) +nightly fuzz run --features libfuzzer $$t \
+	    corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1) > $(BUILD)/fuzz-$$t.log 2>&1 || rc=$$?; \
+	  grep -E '^(stat::number_of_executed_units|stat::average_exec_per_sec|stat::new_units_added|#[0-9]+ *DONE)|SUMMARY|panicked|ERROR' \
+	    $(BUILD)/fuzz-$$t.log || true; \
+	  [ $$rc -eq 0 ] || { echo "fuzz: $$t found something (exit $$rc): $(BUILD)/fuzz-$$t.log, fuzz/artifacts/$$t/"; exit 1; }; \
 	done
 
 fuzz-replay: lib

@@ -37,6 +37,24 @@ function assertSysError(e, names, ctx) {
   assert.equal(typeof e.syscall, 'string', `${ctx}: syscall`)
 }
 
+/// A socket buffer of `size` bytes as SO_RCVBUFFORCE / SO_SNDBUFFORCE would set it: the plain
+/// option within net.core.{r,w}mem_max (the kernel then does the same), the forced one above
+/// it. Returns null, or why it cannot be done here (no CAP_NET_ADMIN), which is also appended
+/// to $LOWCOPY_SKIP_LOG for scripts/test.sh.
+function forceBuf(fd, rcv, size, part) {
+  const fs = require('node:fs')
+  const name = rcv ? 'rmem_max' : 'wmem_max'
+  let limit = 0
+  try { limit = Number(fs.readFileSync(`/proc/sys/net/core/${name}`, 'utf8')) } catch { /* 0 */ }
+  const opt = rcv ? (size <= limit ? 'SO_RCVBUF' : 'SO_RCVBUFFORCE') : (size <= limit ? 'SO_SNDBUF' : 'SO_SNDBUFFORCE')
+  const [, e] = attempt(() => testing.setsockopt(fd, opt, size))
+  if (!e) return null
+  if (e.code !== 'EPERM') throw e
+  const why = `a ${size}-byte socket buffer is above net.core.${name} (${limit}): SO_${rcv ? 'RCV' : 'SND'}BUFFORCE needs CAP_NET_ADMIN`
+  if (process.env.LOWCOPY_SKIP_LOG) fs.appendFileSync(process.env.LOWCOPY_SKIP_LOG, `node ${part}: ${why}\n`)
+  return why
+}
+
 /// Runs `fn()` and returns [value, error].
 function attempt(fn) {
   try {
@@ -80,7 +98,7 @@ const caps = native.probe()
 /// the Rust and C runners do), and reported skipped. The caller returns at once.
 function skipPart(tc, part, reason) {
   const log = process.env.LOWCOPY_SKIP_LOG
-  if (log) require('node:fs').appendFileSync(log, `${part}: ${reason}\n`)
+  if (log) require('node:fs').appendFileSync(log, `node ${part}: ${reason}\n`)
   tc.skip(reason)
 }
 
@@ -120,4 +138,4 @@ function pattern(from, len) {
   return b
 }
 
-module.exports = { native, caps, testing, pattern, loadTable, sleepMs, assertSysError, attempt, check, runTable }
+module.exports = { native, caps, testing, pattern, loadTable, sleepMs, assertSysError, attempt, check, runTable, forceBuf }

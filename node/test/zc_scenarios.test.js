@@ -4,7 +4,7 @@
 'use strict'
 const assert = require('node:assert/strict')
 const { performance } = require('node:perf_hooks')
-const { native: lc, caps, testing, pattern, sleepMs, attempt, check, runTable } = require('./harness.js')
+const { native: lc, caps, testing, pattern, sleepMs, attempt, check, runTable, forceBuf } = require('./harness.js')
 
 // The core keeps one io_uring ring per thread, made the first time a sender uses io_uring on
 // it and kept for the thread's life (core/src/zc/uring.rs): make the JS thread's now, so that
@@ -82,7 +82,11 @@ function runOne(table, sc, transport, backend, skip) {
     peer = p.peer
     peerPort = p.peerPort
     datagram = transport.startsWith('udp')
-    if (sc.socket_rcvbuf) testing.setsockopt(peer, 'SO_RCVBUFFORCE', sc.socket_rcvbuf)
+    if (sc.socket_rcvbuf && forceBuf(peer, true, sc.socket_rcvbuf, `zc.json [${sc.name} | ${transport} | ${backend}]`)) {
+      testing.close(peer) // a part this process cannot run (logged): nothing to test
+      for (const f of owned) testing.close(f)
+      return
+    }
   }
   let zc = null
   const sent = new Map() // userData -> bytes accepted

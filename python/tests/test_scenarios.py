@@ -27,8 +27,6 @@ import lowcopy
 from fixtures import (
     IP_RECVERR,
     SO_PEEK_OFF,
-    SO_RCVBUFFORCE,
-    SO_SNDBUFFORCE,
     SO_TIMESTAMPING,
     SOF_TIMESTAMPING_SOFTWARE,
     SOF_TIMESTAMPING_TX_SOFTWARE,
@@ -37,12 +35,14 @@ from fixtures import (
     Writers,
     errno_is,
     errqueue_entry,
+    force_buf,
     inq,
     pattern,
     read_pattern,
     reset,
     send_zerocopy,
     set_rcvtimeo,
+    skip_part,
     stream_pair,
     tcp_connect,
     tcp_listener,
@@ -101,15 +101,6 @@ def deadline() -> Iterator[None]:
 CAPS = lowcopy.probe()
 
 
-def skip_part(part: str, reason: str) -> None:
-    """A run that does not apply here: logged for the suite's skip count, then skipped."""
-    log = os.environ.get("LOWCOPY_SKIP_LOG")
-    if log:
-        with open(log, "a") as f:
-            f.write(f"{part}: {reason}\n")
-    pytest.skip(reason)
-
-
 def probe_has_peek_off(transport: str) -> bool:
     """SO_PEEK_OFF for the transport's family here; true where the question does not arise."""
     return {
@@ -128,12 +119,6 @@ def auto_without_peek_off(steps: list[dict[str, Any]]) -> None:
             s["expect_mode"] = "discard"
         if s["op"] == "peek_supported" and s.get("expect_ret") == 1:
             s["expect_ret"] = 0
-
-
-def memlock_unlimited() -> bool:
-    import resource
-
-    return resource.getrlimit(resource.RLIMIT_MEMLOCK)[0] == resource.RLIM_INFINITY
 
 
 def zc_kernel_rules(sc: dict[str, Any], steps: list[dict[str, Any]], transport: str,
@@ -467,9 +452,12 @@ def test_peek_table(deadline: None, table: dict[str, Any], sc: dict[str, Any], t
     else:
         pair = stream_pair(transport)
         if "socket_rcvbuf" in sc:
-            pair.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, sc["socket_rcvbuf"])
             assert pair.peer is not None
-            pair.peer.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, sc["socket_rcvbuf"])
+            why = force_buf(pair.sock, True, sc["socket_rcvbuf"]) or force_buf(
+                pair.peer, False, sc["socket_rcvbuf"]
+            )
+            if why:
+                skip_part(f"peek.json [{sc['name']} | {transport} | {mode}]", why)
         # A blocking step that waits wrongly fails with EAGAIN instead of hanging.
         set_rcvtimeo(pair.sock, 3.0)
         fd, peer = pair.sock.fileno(), pair.peer
@@ -798,10 +786,6 @@ def test_zc_table(deadline: None, table: dict[str, Any], sc: dict[str, Any], tra
                   backend: str) -> None:
     ctx = f"[{sc['name']} | {transport} | {backend}]"
     steps = [dict(s) for s in sc["steps"]]
-    if sc.get("needs") == "memlock" and os.geteuid() != 0 and not memlock_unlimited():
-        skip_part(f"zc.json: {ctx}",
-                  "zerocopy pages in flight count against RLIMIT_MEMLOCK without CAP_IPC_LOCK; "
-                  "this scenario fills a socket with them")
     rule = table["no_zerocopy"]
     if transport not in rule["transports"]:
         steps = zc_kernel_rules(sc, steps, transport, backend, ctx)
@@ -828,9 +812,20 @@ def test_zc_table(deadline: None, table: dict[str, Any], sc: dict[str, Any], tra
             datagram = True
         else:
             pair = stream_pair(transport)
+        if sc.get("needs") == "memlock" and os.geteuid() != 0:
+            import resource
+
+            if resource.getrlimit(resource.RLIMIT_MEMLOCK)[0] != resource.RLIM_INFINITY:
+                skip_part(
+                    f"zc.json [{sc['name']} | {transport} | {backend}]",
+                    "zerocopy pages in flight count against RLIMIT_MEMLOCK without CAP_IPC_LOCK; "
+                    "this scenario fills a socket with them",
+                )
         if "socket_rcvbuf" in sc:
             assert pair.peer is not None
-            pair.peer.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, sc["socket_rcvbuf"])
+            why = force_buf(pair.peer, True, sc["socket_rcvbuf"])
+            if why:
+                skip_part(f"zc.json [{sc['name']} | {transport} | {backend}]", why)
         fd = pair.sock.fileno()
     run = ZcRun(fd, pair, dest, datagram, backend)
     try:
