@@ -921,8 +921,9 @@ size_t lowcopy_peeker_size(void);
  *
  * `domain` and `protocol` state what the socket is, as given to `socket(2)`: `AF_INET` or
  * `AF_INET6` with `IPPROTO_TCP` (or 0) or `IPPROTO_MPTCP`, or `AF_UNIX` with 0. The peeker
- * then makes no classification syscall: OFFSET and AUTO cost one `setsockopt`, DISCARD one
- * `getsockopt` (and a `setsockopt` if `SO_PEEK_OFF` was on). `AF_UNSPEC` (0) with 0 asks
+ * then makes no classification syscall: OFFSET and AUTO cost two `setsockopt`s
+ * (`SO_PEEK_OFF` and `SO_OOBINLINE`), DISCARD a `getsockopt` and the `SO_OOBINLINE`
+ * `setsockopt` (and a `setsockopt` more if `SO_PEEK_OFF` was on). `AF_UNSPEC` (0) with 0 asks
  * the socket instead (2-3 `getsockopt`, as `lowcopy_peeker_new`). Stating the kind wrong is
  * never unsafe: calls then fail as the real socket answers (an AF_UNIX socket stated as TCP
  * fails `lowcopy_peeker_consume` with `-EFAULT`).

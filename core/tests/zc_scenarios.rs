@@ -381,7 +381,11 @@ impl<'a> Run<'a> {
                         false,
                     ) {
                         Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => full += 1,
-                        Ok(n) if n > 0 => {}
+                        // Reaped at once: the window's sends, acked now, complete with it,
+                        // and must not fill the sender's 4096 slots.
+                        Ok(n) if n > 0 => {
+                            self.reap();
+                        }
                         r => panic!("{ctx}: retry {i} of a full socket: {r:?}, not EAGAIN"),
                     }
                 }

@@ -641,6 +641,9 @@ class ZcRun:
                 self.sent[2_000_000 + i] = r
                 self.stream_pos += r
                 data = pattern(self.stream_pos, step["len"])
+                # Reaped at once: the window's sends, acked now, complete with it, and must
+                # not fill the sender's 4096 slots.
+                self.reap()
             assert full * 2 >= step["count"], f"{ctx}: only {full} of {step['count']} tries found it full"
         elif op == "reap":
             self.reap()

@@ -403,7 +403,9 @@ static int op_retry_full(struct run *r, const cJSON *step)
         return -1;
     /* A try may also go through: the peer's kernel collapses a receive queue of tiny
      * segments and acks, which frees room here (more so on a loaded machine). It is a send
-     * like any other; but at least half must meet the full socket. */
+     * like any other, reaped at once (the window's sends, now acked, complete with it: the
+     * sender's 4096 slots must not fill with them); but at least half must meet the full
+     * socket. */
     uint64_t full = 0;
     for (uint64_t i = 0; i < count; i++) {
         ssize_t n = do_send(r, VIA_SEND, &len, 1, RETRY_FULL_BASE + i, MSG_DONTWAIT);
@@ -413,6 +415,8 @@ static int op_retry_full(struct run *r, const cJSON *step)
             full++;
         else if (n <= 0)
             return fail(r, "retry %" PRIu64 " of a full socket: %zd, not -EAGAIN", i, n);
+        else if (do_reap(r) < 0) /* a try that went through holds a slot until reaped */
+            return -1;
     }
     if (full * 2 < count)
         return fail(r, "only %" PRIu64 " of %" PRIu64 " tries found it full", full, count);
