@@ -107,7 +107,7 @@ pub fn tracker(data: &[u8]) {
             0 if open.is_none() => {
                 let ud = next_ud;
                 next_ud += 1;
-                let got = t.begin(ud);
+                let got = t.begin(ud).expect("slots for a few requests: no ENOMEM");
                 let full = m.live() >= m.max_req || m.slots_in_use() >= m.n_slots;
                 match got {
                     Some(slot) => {
