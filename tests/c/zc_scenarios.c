@@ -393,6 +393,8 @@ static int op_fill_window(struct run *r, const cJSON *step)
     }
 }
 
+static int do_reap(struct run *r);
+
 /* retry_full count len: non-blocking sends to a full socket; each must be -EAGAIN (never
  * -EBUSY: a failed send must not hold a request slot). */
 static int op_retry_full(struct run *r, const cJSON *step)
@@ -414,7 +416,8 @@ static int op_retry_full(struct run *r, const cJSON *step)
         if (n == -EAGAIN)
             full++;
         else if (n <= 0)
-            return fail(r, "retry %" PRIu64 " of a full socket: %zd, not -EAGAIN", i, n);
+            return fail(r, "retry %" PRIu64 " of a full socket: %zd, not -EAGAIN (%zu in flight)", i,
+                        n, lowcopy_zc_inflight(r->st->zc));
         else if (do_reap(r) < 0) /* a try that went through holds a slot until reaped */
             return -1;
     }
