@@ -791,10 +791,13 @@ static int request_round(struct run *r, const cJSON *step, size_t len, size_t re
     memset(answer, 'r', reply);
     struct writer *w = new_writer(write_later, "request_response", answer, reply);
     w->ms = ANSWER_DELAY_MS;
+    /* The clock starts before the answer's writer does: on a loaded machine this thread can
+     * lose the CPU for longer than the answer's delay between the two. */
+    uint64_t t0 = now_ns();
     if (start_writer(r, w) < 0)
         return -1;
     unsigned char *buf = room(reply);
-    uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns();
+    uint64_t cpu0 = thread_cpu_ns();
     ssize_t got = lowcopy_recv_atleast(r->fd, buf, reply, reply, REPLY_TIMEOUT_MS);
     uint64_t took = now_ns() - t0, cpu = thread_cpu_ns() - cpu0;
     join_writers(r, true); /* the answer's writer, the run's only thread here */
