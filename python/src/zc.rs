@@ -164,71 +164,6 @@ struct Sender {
     zc: lowcopy::ZeroCopySender<OwnedFd>,
     slab: Slab,
     out: Vec<CoreCompletion>,
-    /// io_uring: an eventfd registered with the ring (`IORING_REGISTER_EVENTFD`) the first
-    /// time `completion_fd()` is asked for. The ring is set up with `DEFER_TASKRUN`, so its
-    /// own descriptor never polls readable for notifications (they wait as task work until
-    /// the owner enters the ring); the kernel signals a registered eventfd when it queues
-    /// that work. Reset before each reap. Not registered unless asked for: signalling it
-    /// costs the kernel a little on every completion.
-    efd: Option<std::sync::Arc<OwnedFd>>,
-}
-
-thread_local! {
-    /// The eventfd registered with this thread's io_uring ring (the core shares one ring per
-    /// thread among all its senders, and a ring takes one eventfd): the ring's descriptor
-    /// number, and the eventfd every sender of this thread then watches. Kept for the
-    /// thread's life, as the ring is.
-    static RING_EFD: std::cell::RefCell<Option<(i32, std::sync::Arc<OwnedFd>)>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// The eventfd of this thread's ring `ring`: the one registered before, or a new one.
-fn thread_ring_eventfd(ring: std::os::fd::BorrowedFd<'_>) -> Option<std::sync::Arc<OwnedFd>> {
-    RING_EFD.with(|cell| {
-        let mut cur = cell.borrow_mut();
-        if let Some((fd, efd)) = cur.as_ref() {
-            if *fd == ring.as_raw_fd() {
-                return Some(efd.clone());
-            }
-        }
-        let efd = std::sync::Arc::new(ring_eventfd(ring)?);
-        *cur = Some((ring.as_raw_fd(), efd.clone()));
-        Some(efd)
-    })
-}
-
-/// An eventfd registered with the io_uring ring `ring`, or None if the kernel refuses.
-fn ring_eventfd(ring: std::os::fd::BorrowedFd<'_>) -> Option<OwnedFd> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: eventfd takes no pointers; the result is checked before it is owned.
-    let e = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-    if e < 0 {
-        return None;
-    }
-    // SAFETY: a fresh descriptor that nothing else owns.
-    let efd = unsafe { OwnedFd::from_raw_fd(e) };
-    const IORING_REGISTER_EVENTFD: libc::c_uint = 4;
-    let arg: libc::c_int = efd.as_raw_fd();
-    // SAFETY: io_uring_register reads one int (the eventfd) from `arg`, alive for the call.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_io_uring_register,
-            ring.as_raw_fd(),
-            IORING_REGISTER_EVENTFD,
-            &arg as *const libc::c_int,
-            1,
-        )
-    };
-    (r == 0).then_some(efd)
-}
-
-/// Resets the ring's eventfd (a non-blocking read of its counter) before a reap.
-fn reset_eventfd(efd: &Option<std::sync::Arc<OwnedFd>>) {
-    if let Some(e) = efd {
-        let mut v = 0u64;
-        // SAFETY: reads 8 bytes into a live u64; EAGAIN (nothing signalled) is fine.
-        let _ = unsafe { libc::read(e.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
-    }
 }
 
 /// Completions handed out per core reap call.
@@ -264,7 +199,6 @@ impl Sender {
     /// Every completion ready now. An error after some were taken is left for the next
     /// call (it recurs), so none is lost.
     fn reap_all(&mut self, py: Python<'_>) -> PyResult<Vec<Py<Completion>>> {
-        reset_eventfd(&self.efd);
         let mut got = Vec::new();
         loop {
             let n = match self.zc.reap(&mut self.out) {
@@ -281,7 +215,6 @@ impl Sender {
 
     /// Reaps what is ready and releases its pins, discarding the completions (closing).
     fn settle(&mut self, py: Python<'_>) -> io::Result<()> {
-        reset_eventfd(&self.efd);
         loop {
             let n = self.zc.reap(&mut self.out)?;
             for i in 0..n {
@@ -571,7 +504,6 @@ impl ZeroCopySender {
                         zc,
                         slab: Slab::default(),
                         out: vec![CoreCompletion::default(); REAP_BATCH],
-                        efd: None,
                     },
                 ),
             })
@@ -734,22 +666,18 @@ impl ZeroCopySender {
         guard(|| self.h.with(|s| Ok(s.zc.get_ref().as_raw_fd())))
     }
 
-    /// The descriptor to watch for completions, then `reap()`: for the io_uring backend an
-    /// eventfd the kernel signals when notifications are queued (readable; `reap` resets
-    /// it), else the socket (its error queue raises `EPOLLERR`, which every poller reports).
-    /// Remove it from any event loop before `close()`.
+    /// The descriptor to watch for completions, then `reap()`: for the io_uring backend the
+    /// eventfd of the calling thread's ring (readable when a notification was queued for any
+    /// io_uring sender of this thread: the same descriptor for all of them, made and
+    /// registered on the thread's first call; `reap` and `wait` reset it), else the socket
+    /// (its error queue raises `EPOLLERR`, which every poller reports). A reap of one sender
+    /// takes in the ring's other notifications and keeps them for their senders, where the
+    /// descriptor no longer shows them: after a wake, reap every io_uring sender of the
+    /// thread that has sends in flight (`lowcopy.asyncio` does). Remove it from any event
+    /// loop before the last sender of the thread is closed; lowcopy closes it, never the
+    /// caller.
     fn completion_fd(&self) -> PyResult<i32> {
-        guard(|| {
-            self.h.with(|s| {
-                if s.efd.is_none() && s.zc.backend() == lowcopy::ZcBackend::IoUring {
-                    s.efd = thread_ring_eventfd(s.zc.completion_fd());
-                }
-                Ok(match &s.efd {
-                    Some(e) => e.as_raw_fd(),
-                    None => s.zc.completion_fd().as_raw_fd(),
-                })
-            })
-        })
+        guard(|| self.h.with(|s| Ok(s.zc.completion_fd().as_raw_fd())))
     }
 
     /// Closes the sender. Completions not reaped are discarded (their buffers released).

@@ -12,6 +12,7 @@ import pytest
 
 import lowcopy
 from fixtures import Pair, errqueue_entry, pattern, stream_pair, tcp_pair
+from lowcopy import Completion
 from lowcopy.asyncio import AsyncPeeker, AsyncReceiver, AsyncSender
 
 
@@ -169,6 +170,88 @@ async def test_completions_carry_user_data(tcp: Pair) -> None:
             seen += [c.user_data for c in await asyncio.wait_for(tx.completions(), 5)]
         reader.join()
         assert sorted(seen) == [("req", 0), ("req", 1), ("req", 2)]  # type: ignore[type-var]
+
+
+def fill(sender: lowcopy.ZeroCopySender, tag: str) -> int:
+    """Sends until the socket is full (the peer reads nothing yet), so the last sends'
+    completions wait for the peer; returns the bytes sent."""
+    big = bytes(65536)
+    sent = 0
+    while True:
+        try:
+            sent += sender.send(big, (tag, sent), socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return sent
+
+
+def drain_later(peer: socket.socket, n: int, delay: float) -> threading.Thread:
+    def run() -> None:
+        time.sleep(delay)
+        got = 0
+        while got < n:
+            d = peer.recv(1 << 20)
+            assert d
+            got += len(d)
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t
+
+
+async def all_completions(tx: AsyncSender) -> list[Completion]:
+    out: list[Completion] = []
+    while tx.sender.inflight > 0:
+        out += await tx.completions()
+    return out
+
+
+@pytest.mark.asyncio
+async def test_two_io_uring_senders_share_the_thread_ring_descriptor() -> None:
+    """The io_uring senders of a thread share one ring and one completion descriptor: one
+    watch serves both, every wake (and every reap) reaps both, so neither waits for
+    notifications the other's reap took in, and the idle loop sleeps."""
+    p, q = tcp_pair(), tcp_pair()
+    assert p.peer is not None and q.peer is not None
+    try:
+        async with AsyncSender(p.sock, lowcopy.ZcBackend.IO_URING) as a, AsyncSender(
+            q.sock, lowcopy.ZcBackend.IO_URING
+        ) as b:
+            fd = a.sender.completion_fd()
+            assert b.sender.completion_fd() == fd and fd != a.sender.fileno()
+            # Round 1: both wait; the peers read later, the loop is woken.
+            na, nb = fill(a.sender, "a"), fill(b.sender, "b")
+            ra, rb = drain_later(p.peer, na, 0.2), drain_later(q.peer, nb, 0.2)
+            ca, cb = await asyncio.wait_for(
+                asyncio.gather(all_completions(a), all_completions(b)), 5
+            )
+            ra.join()
+            rb.join()
+            assert sum(c.result for c in ca) == na and {c.user_data[0] for c in ca} == {"a"}
+            assert sum(c.result for c in cb) == nb and {c.user_data[0] for c in cb} == {"b"}
+            assert a.callbacks == b.callbacks > 0  # one watch
+            # Round 2: b waits; a's reap, outside any wake, drains the ring and takes b's
+            # notifications in: b is reaped with it (not left to whether the kernel signals
+            # the descriptor again).
+            na, nb = fill(a.sender, "a"), fill(b.sender, "b")
+            tb = asyncio.create_task(all_completions(b))
+            await asyncio.sleep(0.05)
+            assert not tb.done()
+            ra, rb = drain_later(p.peer, na, 0), drain_later(q.peer, nb, 0)
+            ra.join()
+            rb.join()
+            time.sleep(0.2)  # the loop is held: the notifications wait in the ring
+            ca = await asyncio.wait_for(all_completions(a), 5)
+            cb = await asyncio.wait_for(tb, 5)
+            assert sum(c.result for c in ca) == na and {c.user_data[0] for c in ca} == {"a"}
+            assert sum(c.result for c in cb) == nb and {c.user_data[0] for c in cb} == {"b"}
+            assert a.sender.inflight == b.sender.inflight == 0
+            before = a.callbacks
+            await asyncio.sleep(0.5)  # idle: nothing in flight, nothing watched
+            assert a.callbacks == before
+            assert before <= 50, before
+    finally:
+        p.close()
+        q.close()
 
 
 @pytest.mark.asyncio
