@@ -18,12 +18,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 
 use crate::util::{
     blocking, deadline_of, dup_of, flags_of, guard, is_eintr, left, record, timeout_of, zc_backend,
-    zc_flags, Handle, IoResultExt, ReadBuf,
+    zc_flags, Handle, IoResultExt, ReadBuf, ViewSlot,
 };
 use lowcopy::zc::Completion as CoreCompletion;
 
@@ -71,15 +72,18 @@ pub struct Completion {
     /// Bytes the send accepted (> 0).
     #[pyo3(get)]
     result: i64,
-    /// `ZcFlag` bits: `COPIED` (the kernel or a plain send copied the data), `FALLBACK`
-    /// (zerocopy was not possible for some of it).
-    #[pyo3(get)]
-    flags: Py<PyAny>,
     raw_flags: u32,
 }
 
 #[pymethods]
 impl Completion {
+    /// `ZcFlag` bits: `COPIED` (the kernel or a plain send copied the data), `FALLBACK`
+    /// (zerocopy was not possible for some of it).
+    #[getter]
+    fn flags(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        zc_flags(py, self.raw_flags)
+    }
+
     /// Whether the data was copied rather than sent from the pinned buffer.
     #[getter]
     fn copied(&self) -> bool {
@@ -91,7 +95,7 @@ impl Completion {
             "Completion(user_data={}, result={}, flags={})",
             self.user_data.bind(py).repr()?,
             self.result,
-            self.flags.bind(py).repr()?
+            self.flags(py)?.bind(py).repr()?
         ))
     }
 }
@@ -103,10 +107,10 @@ enum Pins {
 }
 
 impl Pins {
-    fn release(self, py: Python<'_>) {
+    fn release(self, py: Python<'_>, spare: &mut Vec<ViewSlot>) {
         match self {
-            Pins::One(b) => b.release(py),
-            Pins::Many(v) => v.into_iter().for_each(|b| b.release(py)),
+            Pins::One(b) => b.release(py, spare),
+            Pins::Many(v) => v.into_iter().for_each(|b| b.release(py, spare)),
         }
     }
 }
@@ -150,9 +154,10 @@ impl Slab {
     }
 
     fn release_all(&mut self, py: Python<'_>) {
+        let mut spare = Vec::new();
         for (_, e) in self.slots.iter_mut() {
             if let Some(e) = e.take() {
-                e.pins.release(py);
+                e.pins.release(py, &mut spare);
             }
         }
         self.free.clear();
@@ -164,6 +169,8 @@ struct Sender {
     zc: lowcopy::ZeroCopySender<OwnedFd>,
     slab: Slab,
     out: Vec<CoreCompletion>,
+    /// Export slots of released buffers, reused by the next sends (no allocation per send).
+    spare: Vec<ViewSlot>,
 }
 
 /// Completions handed out per core reap call.
@@ -182,18 +189,60 @@ impl Sender {
                 // Cannot happen: every token sent is in the slab until its completion.
                 continue;
             };
-            e.pins.release(py);
+            e.pins.release(py, &mut self.spare);
             into.push(Py::new(
                 py,
                 Completion {
                     user_data: e.user_data,
                     result: c.result,
-                    flags: zc_flags(py, c.flags)?,
                     raw_flags: c.flags,
                 },
             )?);
         }
         Ok(())
+    }
+
+    /// The first `n` core completions as a new list of Python ones, releasing their pins
+    /// (`send_reap`'s: no intermediate vector). If a completion cannot be made (memory), the
+    /// rest are still released, and the error is returned.
+    fn completion_list<'py>(&mut self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyList>> {
+        // SAFETY: PyList_New returns a new reference (or NULL with an exception set); its
+        // items start NULL, each set at most once below (PyList_SetItem steals the reference).
+        let list = unsafe {
+            Bound::from_owned_ptr_or_err(py, ffi::PyList_New(n as ffi::Py_ssize_t))?
+                .cast_into_unchecked::<PyList>()
+        };
+        let mut filled = 0;
+        let mut err = None;
+        for c in &self.out[..n] {
+            let Some(e) = self.slab.remove(c.user_data) else {
+                continue; // cannot happen: every token sent is in the slab until reaped
+            };
+            e.pins.release(py, &mut self.spare);
+            if err.is_some() {
+                continue;
+            }
+            let item = Completion {
+                user_data: e.user_data,
+                result: c.result,
+                raw_flags: c.flags,
+            };
+            match Py::new(py, item) {
+                Ok(obj) => {
+                    // SAFETY: `filled < n`, an index of the list not set yet.
+                    unsafe { ffi::PyList_SetItem(list.as_ptr(), filled, obj.into_ptr()) };
+                    filled += 1;
+                }
+                Err(e) => err = Some(e),
+            }
+        }
+        if let Some(e) = err {
+            return Err(e);
+        }
+        if (filled as usize) < n {
+            list.del_slice(filled as usize, n)?;
+        }
+        Ok(list)
     }
 
     /// Every completion ready now. An error after some were taken is left for the next
@@ -219,7 +268,7 @@ impl Sender {
             let n = self.zc.reap(&mut self.out)?;
             for i in 0..n {
                 if let Some(e) = self.slab.remove(self.out[i].user_data) {
-                    e.pins.release(py);
+                    e.pins.release(py, &mut self.spare);
                 }
             }
             if n < self.out.len() {
@@ -399,26 +448,46 @@ pub struct ZeroCopySender {
     h: Handle<Sender>,
 }
 
+/// What a send pins: one buffer (exported under the sender's lock, into one of its spare
+/// export slots) or several already exported.
+enum Data<'a, 'py> {
+    One(&'a Bound<'py, PyAny>),
+    Many(Vec<ReadBuf>),
+}
+
 impl ZeroCopySender {
-    /// Sends `pins` (already exported) with the token of a new slab entry; on failure or a
-    /// zero-byte send (no completion follows) the entry is released at once.
-    fn send_pinned(
+    /// Pins `data` and sends it with the token of a new slab entry; on failure or a
+    /// zero-byte send (no completion follows) the entry is released at once. With `reap`,
+    /// also returns the completions ready now (`send_reap`), as a new list.
+    fn send_pinned<'py>(
         &self,
-        py: Python<'_>,
-        pins: Pins,
+        py: Python<'py>,
+        data: Data<'_, 'py>,
         user_data: Py<PyAny>,
         flags: lowcopy::Flags,
         addr: Option<SocketAddr>,
         reap: bool,
-    ) -> PyResult<(usize, Vec<Py<Completion>>)> {
-        let iov: Vec<libc::iovec> = match &pins {
-            Pins::One(b) => vec![b.iovec(py)],
-            Pins::Many(v) => v.iter().map(|b| b.iovec(py)).collect(),
-        };
+    ) -> PyResult<(usize, Option<Bound<'py, PyList>>)> {
         self.h.with(|s| {
+            let pins = match data {
+                Data::One(obj) => Pins::One(ReadBuf::get(obj, &mut s.spare)?),
+                Data::Many(v) => Pins::Many(v),
+            };
+            // One buffer (every send_reap): its iovec on the stack, no allocation.
+            let one: [libc::iovec; 1];
+            let many: Vec<libc::iovec>;
+            let iov: &[libc::iovec] = match &pins {
+                Pins::One(b) => {
+                    one = [b.iovec(py)];
+                    &one
+                }
+                Pins::Many(v) => {
+                    many = v.iter().map(|b| b.iovec(py)).collect();
+                    &many
+                }
+            };
             let token = s.slab.insert(Entry { user_data, pins });
-            let iov = PinnedIov(&iov);
-            let mut got = Vec::new();
+            let iov = PinnedIov(iov);
             let zc = &mut s.zc;
             let out = &mut s.out;
             let mut call = || -> io::Result<(usize, usize)> {
@@ -442,6 +511,7 @@ impl ZeroCopySender {
                     }
                 }
             };
+            // A non-blocking send returns at once: the GIL stays held.
             let r = if flags.dontwait() {
                 call().py()
             } else {
@@ -451,20 +521,37 @@ impl ZeroCopySender {
                 Ok((n, k)) => {
                     if n == 0 {
                         if let Some(e) = s.slab.remove(token) {
-                            e.pins.release(py);
+                            e.pins.release(py, &mut s.spare);
                         }
                     }
-                    s.convert(py, k, &mut got)?;
+                    let got = if reap {
+                        Some(s.completion_list(py, k)?)
+                    } else {
+                        None
+                    };
                     Ok((n, got))
                 }
                 Err(e) => {
                     if let Some(e) = s.slab.remove(token) {
-                        e.pins.release(py);
+                        e.pins.release(py, &mut s.spare);
                     }
                     Err(e)
                 }
             }
         })
+    }
+}
+
+/// `(n, list)` as a new tuple.
+fn pair<'py>(py: Python<'py>, n: usize, list: Bound<'py, PyList>) -> PyResult<Bound<'py, PyTuple>> {
+    let n = n.into_pyobject(py)?;
+    // SAFETY: PyTuple_New returns a new reference (or NULL with an exception set); each of
+    // its two items is set once, with a reference it steals.
+    unsafe {
+        let t = Bound::from_owned_ptr_or_err(py, ffi::PyTuple_New(2))?;
+        ffi::PyTuple_SetItem(t.as_ptr(), 0, n.into_ptr());
+        ffi::PyTuple_SetItem(t.as_ptr(), 1, list.into_ptr());
+        Ok(t.cast_into_unchecked::<PyTuple>())
     }
 }
 
@@ -504,6 +591,7 @@ impl ZeroCopySender {
                         zc,
                         slab: Slab::default(),
                         out: vec![CoreCompletion::default(); REAP_BATCH],
+                        spare: Vec::new(),
                     },
                 ),
             })
@@ -537,10 +625,9 @@ impl ZeroCopySender {
     ) -> PyResult<usize> {
         guard(|| {
             let flags = send_flags(flags)?;
-            let pin = ReadBuf::get(data)?;
             let ud = user_data.unwrap_or_else(|| py.None());
             Ok(self
-                .send_pinned(py, Pins::One(pin), ud, flags, None, false)?
+                .send_pinned(py, Data::One(data), ud, flags, None, false)?
                 .0)
         })
     }
@@ -562,19 +649,26 @@ impl ZeroCopySender {
         guard(|| {
             let flags = send_flags(flags)?;
             let addr = address.map(address_of).transpose()?;
+            // Exported before the sender is locked: iterating may run Python code.
             let mut pins = Vec::new();
+            let mut spare = Vec::new();
+            let mut fail = None;
             for b in buffers.try_iter()? {
-                match ReadBuf::get(&b?) {
+                match b.and_then(|b| ReadBuf::get(&b, &mut spare)) {
                     Ok(p) => pins.push(p),
                     Err(e) => {
-                        pins.into_iter().for_each(|p| p.release(py));
-                        return Err(e);
+                        fail = Some(e);
+                        break;
                     }
                 }
             }
+            if let Some(e) = fail {
+                pins.into_iter().for_each(|p| p.release(py, &mut spare));
+                return Err(e);
+            }
             let ud = user_data.unwrap_or_else(|| py.None());
             Ok(self
-                .send_pinned(py, Pins::Many(pins), ud, flags, addr, false)?
+                .send_pinned(py, Data::Many(pins), ud, flags, addr, false)?
                 .0)
         })
     }
@@ -591,13 +685,16 @@ impl ZeroCopySender {
         data: &Bound<'_, PyAny>,
         user_data: Option<Py<PyAny>>,
         flags: i32,
-    ) -> PyResult<(usize, Py<PyList>)> {
+    ) -> PyResult<Py<PyTuple>> {
         guard(|| {
             let flags = send_flags(flags)?;
-            let pin = ReadBuf::get(data)?;
             let ud = user_data.unwrap_or_else(|| py.None());
-            let (n, got) = self.send_pinned(py, Pins::One(pin), ud, flags, None, true)?;
-            Ok((n, PyList::new(py, got)?.unbind()))
+            let (n, got) = self.send_pinned(py, Data::One(data), ud, flags, None, true)?;
+            let got = match got {
+                Some(l) => l,
+                None => PyList::empty(py),
+            };
+            Ok(pair(py, n, got)?.unbind())
         })
     }
 
