@@ -22,9 +22,10 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 
+use crate::completion;
 use crate::util::{
     blocking, deadline_of, dup_of, flags_of, guard, is_eintr, left, record, timeout_of, zc_backend,
-    zc_flags, Handle, IoResultExt, ReadBuf, ViewSlot,
+    Handle, IoResultExt, ReadBuf, ViewSlot,
 };
 use lowcopy::zc::Completion as CoreCompletion;
 
@@ -58,45 +59,6 @@ record! {
         unexpected_ids,
         /// 1 once the adaptive option stopped asking for zerocopy.
         zerocopy_off,
-    }
-}
-
-/// One completed send: its `user_data` (the very object given to the send), the bytes the
-/// send accepted (`result`), and `flags` (`ZcFlag`: `COPIED`, `FALLBACK`). Once it is
-/// returned, the send's buffer may be reused or resized.
-#[pyclass(frozen, freelist = 256, module = "lowcopy._lowcopy")]
-pub struct Completion {
-    /// The object given as `user_data` with the send, unchanged.
-    #[pyo3(get)]
-    user_data: Py<PyAny>,
-    /// Bytes the send accepted (> 0).
-    #[pyo3(get)]
-    result: i64,
-    raw_flags: u32,
-}
-
-#[pymethods]
-impl Completion {
-    /// `ZcFlag` bits: `COPIED` (the kernel or a plain send copied the data), `FALLBACK`
-    /// (zerocopy was not possible for some of it).
-    #[getter]
-    fn flags(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        zc_flags(py, self.raw_flags)
-    }
-
-    /// Whether the data was copied rather than sent from the pinned buffer.
-    #[getter]
-    fn copied(&self) -> bool {
-        self.raw_flags & lowcopy::zc::COPIED != 0
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(format!(
-            "Completion(user_data={}, result={}, flags={})",
-            self.user_data.bind(py).repr()?,
-            self.result,
-            self.flags(py)?.bind(py).repr()?
-        ))
     }
 }
 
@@ -178,26 +140,14 @@ const REAP_BATCH: usize = 64;
 
 impl Sender {
     /// Maps core completions back to Python ones, releasing their pins here.
-    fn convert(
-        &mut self,
-        py: Python<'_>,
-        n: usize,
-        into: &mut Vec<Py<Completion>>,
-    ) -> PyResult<()> {
+    fn convert(&mut self, py: Python<'_>, n: usize, into: &mut Vec<Py<PyAny>>) -> PyResult<()> {
         for c in &self.out[..n] {
             let Some(e) = self.slab.remove(c.user_data) else {
                 // Cannot happen: every token sent is in the slab until its completion.
                 continue;
             };
             e.pins.release(py, &mut self.spare);
-            into.push(Py::new(
-                py,
-                Completion {
-                    user_data: e.user_data,
-                    result: c.result,
-                    raw_flags: c.flags,
-                },
-            )?);
+            into.push(completion::new(py, e.user_data, c.result, c.flags)?);
         }
         Ok(())
     }
@@ -222,12 +172,7 @@ impl Sender {
             if err.is_some() {
                 continue;
             }
-            let item = Completion {
-                user_data: e.user_data,
-                result: c.result,
-                raw_flags: c.flags,
-            };
-            match Py::new(py, item) {
+            match completion::new(py, e.user_data, c.result, c.flags) {
                 Ok(obj) => {
                     // SAFETY: `filled < n`, an index of the list not set yet.
                     unsafe { ffi::PyList_SetItem(list.as_ptr(), filled, obj.into_ptr()) };
@@ -247,7 +192,7 @@ impl Sender {
 
     /// Every completion ready now. An error after some were taken is left for the next
     /// call (it recurs), so none is lost.
-    fn reap_all(&mut self, py: Python<'_>) -> PyResult<Vec<Py<Completion>>> {
+    fn reap_all(&mut self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
         let mut got = Vec::new();
         loop {
             let n = match self.zc.reap(&mut self.out) {
@@ -860,7 +805,7 @@ impl Drop for ZeroCopySender {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ZcStats>()?;
-    m.add_class::<Completion>()?;
+    crate::completion::register(m)?;
     m.add_class::<ZeroCopySender>()?;
     m.add_function(wrap_pyfunction!(_closing_senders, m)?)?;
     Ok(())
