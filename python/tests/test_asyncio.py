@@ -255,6 +255,46 @@ async def test_two_io_uring_senders_share_the_thread_ring_descriptor() -> None:
 
 
 @pytest.mark.asyncio
+async def test_one_failing_io_uring_sender_does_not_starve_the_others() -> None:
+    """A sender of the shared ring whose reap fails (here: its ZeroCopySender closed behind
+    the AsyncSender's back) does not keep the ring's other senders from their completions,
+    and its error is not theirs."""
+    p, q = tcp_pair(), tcp_pair()
+    assert p.peer is not None and q.peer is not None
+    errors: list[BaseException] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _, ctx: errors.append(ctx.get("exception")))
+    try:
+        async with AsyncSender(p.sock, lowcopy.ZcBackend.IO_URING) as a, AsyncSender(
+            q.sock, lowcopy.ZcBackend.IO_URING
+        ) as b:
+            nb = fill(b.sender, "b")
+            await asyncio.sleep(0.1)
+            while b.sender.reap():  # what completed already; the last sends wait for q.peer
+                pass
+            tb = asyncio.create_task(b.completions())  # b waits: watched
+            await asyncio.sleep(0.05)
+            assert not tb.done() and b.sender.inflight > 0
+            b.sender.close()  # b's watch entry stays: its reaps now raise ValueError
+            na = fill(a.sender, "a")
+            ra = drain_later(p.peer, na, 0.1)
+            rb = drain_later(q.peer, nb, 0.1)
+            ca = await asyncio.wait_for(all_completions(a), 5)
+            ra.join()
+            rb.join()
+            assert sum(c.result for c in ca) == na
+            assert all(isinstance(e, ValueError) for e in errors), errors
+            tb.cancel()
+            a_wakes = a.callbacks
+            await asyncio.sleep(0.3)
+            assert a.callbacks - a_wakes <= 10, "a failing sender's wakes back off"
+    finally:
+        loop.set_exception_handler(None)
+        p.close()
+        q.close()
+
+
+@pytest.mark.asyncio
 async def test_recv_atleast_wakes_once_for_min_bytes(tcp: Pair) -> None:
     assert tcp.peer is not None
     peer = tcp.peer

@@ -149,7 +149,12 @@ class _Watch:
         ready = self.ep.poll(0)
         ev = ready[0][1] if ready else 0
         if self.senders and (self.ring or ev & (select.EPOLLERR | select.EPOLLHUP)):
-            self.progress(self.reap_all(ev))
+            made, err = self.reap_all(ev)
+            self.progress(made)
+            if err is not None:
+                # For the loop's exception handler; a wake that keeps failing backs off.
+                self.update()
+                raise err
         if ev and self.waiters:
             waiters, self.waiters = self.waiters, []
             for f in waiters:
@@ -161,13 +166,23 @@ class _Watch:
             return
         self.update()
 
-    def reap_all(self, ev: int = 0) -> bool:
-        """Reaps every sender watched here with sends in flight; True if any completion came.
-        (Each drops out of ``senders`` once it has nothing in flight.)"""
+    def reap_all(
+        self, ev: int = 0, skip: AsyncSender | None = None
+    ) -> tuple[bool, Exception | None]:
+        """Reaps every sender watched here with sends in flight (but ``skip``): whether any
+        completion came, and the first error met (one sender's error does not keep the
+        others from being reaped; each meets its own again in its own calls). Each drops out
+        of ``senders`` once it has nothing in flight."""
         made = False
+        err: Exception | None = None
         for s in list(self.senders):
-            made = s._reap(ev) or made
-        return made
+            if s is skip:
+                continue
+            try:
+                made = s._reap(ev) or made
+            except Exception as e:  # noqa: BLE001 (reported once all were reaped)
+                err = err or e
+        return made, err
 
     def progress(self, made: bool) -> None:
         """A waiter or handler reports whether its wake did anything: futile wakes back off."""
@@ -388,12 +403,10 @@ class AsyncSender:
         it, so every sender of the loop's ring with sends in flight is reaped too: what it
         took in for them would otherwise wait, unannounced, until their next call."""
         w = self._done
+        self._reap(0)  # this sender's errors are its caller's
         if w is not None and w.ring:
-            self._reap(0)
-            w.reap_all()
+            w.reap_all(skip=self)
             w.update()
-        else:
-            self._reap(0)
 
     def _reap(self, ev: int) -> bool:
         """Reaps this sender; routes sendall parts to their futures and wakes waiters. With
