@@ -67,18 +67,18 @@
 #define LOWCOPY_SYSCALLS_lowcopy_zc_new(X) X(getsockopt) X(setsockopt) X(io_uring_setup) X(io_uring_register) X(mmap) X(munmap) X(close) X(brk) X(mremap) X(mprotect) X(madvise) X(getrandom) X(futex)
 #define LOWCOPY_SYSCALLS_lowcopy_zc_options_default(X)
 #define LOWCOPY_SYSCALLS_lowcopy_zc_new_opts(X) X(getsockopt) X(setsockopt) X(io_uring_setup) X(io_uring_register) X(mmap) X(munmap) X(close) X(brk) X(mremap) X(mprotect) X(madvise) X(getrandom) X(futex)
-#define LOWCOPY_SYSCALLS_lowcopy_zc_send(X) X(sendmsg) X(io_uring_enter) X(recvmmsg) X(getsockopt) X(setsockopt) X(poll) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(io_uring_setup) X(io_uring_register) X(close) X(brk) X(mmap) X(munmap) X(mremap) X(mprotect) X(madvise) X(getrandom) X(futex)
-#define LOWCOPY_SYSCALLS_lowcopy_zc_sendv(X) X(sendmsg) X(io_uring_enter) X(recvmmsg) X(getsockopt) X(setsockopt) X(poll) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(io_uring_setup) X(io_uring_register) X(close) X(brk) X(mmap) X(munmap) X(mremap) X(mprotect) X(madvise) X(getrandom) X(futex)
-#define LOWCOPY_SYSCALLS_lowcopy_zc_sendmsg(X) X(sendmsg) X(io_uring_enter) X(recvmmsg) X(getsockopt) X(setsockopt) X(poll) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(io_uring_setup) X(io_uring_register) X(close) X(brk) X(mmap) X(munmap) X(mremap) X(mprotect) X(madvise) X(getrandom) X(futex)
-#define LOWCOPY_SYSCALLS_lowcopy_zc_send_reap(X) X(sendmsg) X(io_uring_enter) X(recvmmsg) X(getsockopt) X(setsockopt) X(poll) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(io_uring_setup) X(io_uring_register) X(close) X(brk) X(mmap) X(munmap) X(mremap) X(mprotect) X(madvise) X(getrandom) X(futex)
-#define LOWCOPY_SYSCALLS_lowcopy_zc_reap(X) X(recvmmsg) X(io_uring_enter) X(getsockopt) X(brk) X(mmap) X(munmap) X(mremap) X(mprotect) X(madvise) X(getrandom) X(futex)
-#define LOWCOPY_SYSCALLS_lowcopy_zc_wait(X) X(io_uring_enter) X(recvmmsg) X(getsockopt) X(poll) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(close) X(clock_gettime) X(brk) X(mmap) X(munmap) X(mremap) X(mprotect) X(madvise) X(getrandom) X(futex)
+#define LOWCOPY_SYSCALLS_lowcopy_zc_send(X) X(sendmsg) X(io_uring_enter) X(recvmmsg) X(read) X(getsockopt) X(setsockopt) X(poll) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(io_uring_setup) X(io_uring_register) X(close) X(brk) X(mmap) X(munmap) X(mremap) X(mprotect) X(madvise) X(getrandom) X(futex)
+#define LOWCOPY_SYSCALLS_lowcopy_zc_sendv(X) X(sendmsg) X(io_uring_enter) X(recvmmsg) X(read) X(getsockopt) X(setsockopt) X(poll) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(io_uring_setup) X(io_uring_register) X(close) X(brk) X(mmap) X(munmap) X(mremap) X(mprotect) X(madvise) X(getrandom) X(futex)
+#define LOWCOPY_SYSCALLS_lowcopy_zc_sendmsg(X) X(sendmsg) X(io_uring_enter) X(recvmmsg) X(read) X(getsockopt) X(setsockopt) X(poll) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(io_uring_setup) X(io_uring_register) X(close) X(brk) X(mmap) X(munmap) X(mremap) X(mprotect) X(madvise) X(getrandom) X(futex)
+#define LOWCOPY_SYSCALLS_lowcopy_zc_send_reap(X) X(sendmsg) X(io_uring_enter) X(recvmmsg) X(read) X(getsockopt) X(setsockopt) X(poll) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(io_uring_setup) X(io_uring_register) X(close) X(brk) X(mmap) X(munmap) X(mremap) X(mprotect) X(madvise) X(getrandom) X(futex)
+#define LOWCOPY_SYSCALLS_lowcopy_zc_reap(X) X(recvmmsg) X(io_uring_enter) X(read) X(getsockopt) X(brk) X(mmap) X(munmap) X(mremap) X(mprotect) X(madvise) X(getrandom) X(futex)
+#define LOWCOPY_SYSCALLS_lowcopy_zc_wait(X) X(io_uring_enter) X(recvmmsg) X(read) X(getsockopt) X(poll) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(close) X(clock_gettime) X(brk) X(mmap) X(munmap) X(mremap) X(mprotect) X(madvise) X(getrandom) X(futex)
 #define LOWCOPY_SYSCALLS_lowcopy_zc_inflight(X)
-#define LOWCOPY_SYSCALLS_lowcopy_zc_pollfd(X) X(io_uring_setup) X(io_uring_register) X(close) X(brk) X(mmap) X(munmap) X(mremap) X(mprotect) X(madvise) X(getrandom) X(futex)
+#define LOWCOPY_SYSCALLS_lowcopy_zc_pollfd(X) X(io_uring_setup) X(io_uring_register) X(eventfd2) X(close) X(brk) X(mmap) X(munmap) X(mremap) X(mprotect) X(madvise) X(getrandom) X(futex)
 #define LOWCOPY_SYSCALLS_lowcopy_zc_ring_close(X) X(munmap) X(close) X(brk) X(madvise) X(futex)
 #define LOWCOPY_SYSCALLS_lowcopy_zc_backend(X)
 #define LOWCOPY_SYSCALLS_lowcopy_zc_stats(X)
-#define LOWCOPY_SYSCALLS_lowcopy_zc_free(X) X(io_uring_enter) X(recvmmsg) X(getsockopt) X(poll) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(close) X(clock_gettime) X(munmap) X(brk) X(madvise) X(futex) X(mmap) X(mremap) X(mprotect) X(getrandom)
+#define LOWCOPY_SYSCALLS_lowcopy_zc_free(X) X(io_uring_enter) X(recvmmsg) X(read) X(getsockopt) X(poll) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(close) X(clock_gettime) X(munmap) X(brk) X(madvise) X(futex) X(mmap) X(mremap) X(mprotect) X(getrandom)
 
 #define LOWCOPY_SYSCALLS_ALL(X) \
     X(accept) \
@@ -92,6 +92,7 @@
     X(epoll_create1) \
     X(epoll_ctl) \
     X(epoll_wait) \
+    X(eventfd2) \
     X(exit) \
     X(fcntl) \
     X(futex) \
@@ -110,6 +111,7 @@
     X(mremap) \
     X(munmap) \
     X(poll) \
+    X(read) \
     X(recvfrom) \
     X(recvmmsg) \
     X(recvmsg) \

@@ -185,10 +185,11 @@ crate::versions::default_version!("lowcopy_zc_options_default", "LOWCOPY_0.3");
 /// and the requests whose tables are allocated now and kept (`reserve`) and held at most
 /// (`max_pending`). With `reserve` equal to `max_pending` nothing is allocated after this
 /// call, once an io_uring sender joined its ring (its first send, wait or
-/// `lowcopy_zc_pollfd`: call that during setup; the thread's first sender makes the ring). Errors as `lowcopy_zc_new`, plus `-EINVAL` for NULL `opts`, `size` out of range,
-/// `max_pending` 0 or above `LOWCOPY_ZC_PENDING_LIMIT`, or `reserve` above `max_pending`,
-/// `-E2BIG` for a non-zero byte past this library's `sizeof(lowcopy_zc_options)` (a field of
-/// a newer library, which this one cannot honour), and `-ENOMEM` for the tables.
+/// `lowcopy_zc_pollfd`: call that during setup; the thread's first sender makes the ring). Errors
+/// as `lowcopy_zc_new`, plus `-EINVAL` for NULL `opts`, `size` out of range, `max_pending` 0 or
+/// above `LOWCOPY_ZC_PENDING_LIMIT`, or `reserve` above `max_pending`, `-E2BIG` for a non-zero byte
+/// past this library's `sizeof(lowcopy_zc_options)` (a field of a newer library, which this one
+/// cannot honour), and `-ENOMEM` for the tables.
 ///
 /// Syscalls: getsockopt, setsockopt, io_uring_setup, io_uring_register, mmap, munmap, close, brk,
 /// mremap, mprotect, madvise, getrandom, futex.
@@ -268,11 +269,12 @@ crate::versions::default_version!("lowcopy_zc_new_opts", "LOWCOPY_0.3");
 /// `-ENOMEM`; AUTO falls back to the error queue instead), the socket's send errors
 /// (`-EAGAIN`, `-EINTR`, `-EPIPE`, `-ECONNRESET`, `-EMSGSIZE`, `-EDESTADDRREQ`, ...).
 ///
-/// Syscalls: sendmsg, io_uring_enter, recvmmsg, getsockopt, setsockopt, poll, epoll_create1,
-/// epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. setsockopt:
-/// an AUTO sender falling back to the error queue; io_uring_setup and io_uring_register: the
-/// first io_uring use on a thread, which makes its ring; the memory calls: tables growing past
-/// the reserve, and joining a ring.
+/// Syscalls: sendmsg, io_uring_enter, recvmmsg, read, getsockopt, setsockopt, poll,
+/// epoll_create1, epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap,
+/// munmap, mremap, mprotect, madvise, getrandom, futex. setsockopt: an AUTO sender falling
+/// back to the error queue; io_uring_setup and io_uring_register: the first io_uring use on a
+/// thread, which makes its ring; read: the ring's eventfd, once asked for; the memory calls:
+/// tables growing past the reserve, and joining a ring.
 ///
 /// # Safety
 /// `z` must be NULL or a live sender; `buf` NULL or readable for `len` bytes until the
@@ -299,11 +301,12 @@ pub unsafe extern "C" fn lowcopy_zc_send(
 /// `lowcopy_zc_send` from `iovcnt` iovecs (1 to 1024). Errors as `lowcopy_zc_send`, plus
 /// `-EINVAL` for NULL `iov` or `iovcnt <= 0` and `-EMSGSIZE` for `iovcnt > 1024`.
 ///
-/// Syscalls: sendmsg, io_uring_enter, recvmmsg, getsockopt, setsockopt, poll, epoll_create1,
-/// epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. setsockopt:
-/// an AUTO sender falling back to the error queue; io_uring_setup and io_uring_register: the
-/// first io_uring use on a thread, which makes its ring; the memory calls: tables growing past
-/// the reserve, and joining a ring.
+/// Syscalls: sendmsg, io_uring_enter, recvmmsg, read, getsockopt, setsockopt, poll,
+/// epoll_create1, epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap,
+/// munmap, mremap, mprotect, madvise, getrandom, futex. setsockopt: an AUTO sender falling
+/// back to the error queue; io_uring_setup and io_uring_register: the first io_uring use on a
+/// thread, which makes its ring; read: the ring's eventfd, once asked for; the memory calls:
+/// tables growing past the reserve, and joining a ring.
 ///
 /// # Safety
 /// `z` must be NULL or a live sender; `iov` NULL or `iovcnt` iovecs over readable memory that
@@ -339,11 +342,12 @@ pub unsafe extern "C" fn lowcopy_zc_sendv(
 /// `msg_control` with a non-zero length (as `sendmsg(2)`, whatever the backend), and the
 /// kernel's address errors (`-EINVAL` for a bad `msg_namelen`, `-EAFNOSUPPORT`).
 ///
-/// Syscalls: sendmsg, io_uring_enter, recvmmsg, getsockopt, setsockopt, poll, epoll_create1,
-/// epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. setsockopt:
-/// an AUTO sender falling back to the error queue; io_uring_setup and io_uring_register: the
-/// first io_uring use on a thread, which makes its ring; the memory calls: tables growing past
-/// the reserve, and joining a ring.
+/// Syscalls: sendmsg, io_uring_enter, recvmmsg, read, getsockopt, setsockopt, poll,
+/// epoll_create1, epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap,
+/// munmap, mremap, mprotect, madvise, getrandom, futex. setsockopt: an AUTO sender falling
+/// back to the error queue; io_uring_setup and io_uring_register: the first io_uring use on a
+/// thread, which makes its ring; read: the ring's eventfd, once asked for; the memory calls:
+/// tables growing past the reserve, and joining a ring.
 ///
 /// # Safety
 /// `z` must be NULL or a live sender; `msg` NULL or a valid msghdr whose iovecs stay readable
@@ -394,11 +398,12 @@ pub unsafe extern "C" fn lowcopy_zc_sendmsg(
 /// reading completions after it is not reported here (`*n_out` counts what was ready) but by
 /// the next `lowcopy_zc_reap` or `lowcopy_zc_wait`.
 ///
-/// Syscalls: sendmsg, io_uring_enter, recvmmsg, getsockopt, setsockopt, poll, epoll_create1,
-/// epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. setsockopt:
-/// an AUTO sender falling back to the error queue; io_uring_setup and io_uring_register: the
-/// first io_uring use on a thread, which makes its ring; the memory calls: tables growing past
-/// the reserve, and joining a ring.
+/// Syscalls: sendmsg, io_uring_enter, recvmmsg, read, getsockopt, setsockopt, poll,
+/// epoll_create1, epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap,
+/// munmap, mremap, mprotect, madvise, getrandom, futex. setsockopt: an AUTO sender falling
+/// back to the error queue; io_uring_setup and io_uring_register: the first io_uring use on a
+/// thread, which makes its ring; read: the ring's eventfd, once asked for; the memory calls:
+/// tables growing past the reserve, and joining a ring.
 ///
 /// # Safety
 /// As `lowcopy_zc_sendv`; `out` NULL or writable for `cap` entries of `size` bytes; `n_out`
@@ -567,7 +572,8 @@ impl CompletionOut {
 /// (io_uring backend from another thread than the one the sender belongs to), `-EIO` (its
 /// ring was retired), error-queue read errors.
 ///
-/// Syscalls: recvmmsg, io_uring_enter, getsockopt, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. The memory calls:
+/// Syscalls: recvmmsg, io_uring_enter, read, getsockopt, brk, mmap, munmap, mremap, mprotect,
+/// madvise, getrandom, futex. read: the ring's eventfd, once asked for; the memory calls:
 /// tables going back to the reserve.
 ///
 /// # Safety
@@ -604,9 +610,10 @@ crate::versions::default_version!("lowcopy_zc_reap", "LOWCOPY_0.2");
 /// notifies only once the peer acknowledged, so a peer that stops reading delays completions
 /// without bound), a pending socket error (`-ECONNRESET`, ...) reported instead of a completion.
 ///
-/// Syscalls: io_uring_enter, recvmmsg, getsockopt, poll, epoll_create1, epoll_ctl, epoll_wait,
-/// close, clock_gettime, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. The memory calls: tables going back to the
-/// reserve.
+/// Syscalls: io_uring_enter, recvmmsg, read, getsockopt, poll, epoll_create1, epoll_ctl,
+/// epoll_wait, close, clock_gettime, brk, mmap, munmap, mremap, mprotect, madvise, getrandom,
+/// futex. read: the ring's eventfd, once asked for; the memory calls: tables going back to
+/// the reserve.
 ///
 /// # Safety
 /// `z` must be NULL or a live sender.
@@ -644,25 +651,30 @@ pub unsafe extern "C" fn lowcopy_zc_inflight(z: *const lowcopy_zc) -> size_t {
 }
 
 /// The fd to put in epoll for completions: the socket for the error queue (`EPOLLERR` is
-/// always reported), the ring for io_uring (`EPOLLIN`); for the copy backend the socket, which
-/// never needs watching (copy completions are ready when the send returns). `-EINVAL` for
-/// NULL.
+/// always reported), for io_uring an eventfd of the thread's ring (`EPOLLIN`); for the copy
+/// backend the socket, which never needs watching (copy completions are ready when the send
+/// returns). `-EINVAL` for NULL.
 ///
-/// The io_uring ring is the calling thread's, shared by every sender used on that thread:
-/// asking for it joins the sender to this thread's ring if it joined none yet (the sender then
-/// belongs to this thread). It is readable while a completion of any of those senders waits in
-/// it; any call on one of them that enters or drains the ring (send, reap, wait) takes them
-/// all in and keeps the others' for them, where the ring no longer shows them. So an event
-/// loop reaps every sender of the thread with sends in flight (`lowcopy_zc_inflight`) after a
-/// wakeup and before it sleeps again, not only the one it was woken for (a reap with nothing
-/// to collect makes no syscall). Add it to epoll once per thread. lowcopy closes it when the thread has exited and no sender joined to it is
-/// left: never close it yourself. If the thread cannot have a ring (`-EMFILE`, `-ENOMEM` at
-/// its setup), this is the socket and the sender never uses a ring (AUTO falls back to the
-/// error queue; `LOWCOPY_ZC_IO_URING` fails each send with that error).
+/// io_uring: the ring is the calling thread's, shared by every sender used on that thread;
+/// asking for this joins the sender to this thread's ring if it joined none yet (the sender
+/// then belongs to this thread). The first call on a thread makes an eventfd and registers it
+/// with the ring (`IORING_REGISTER_EVENTFD`: one more descriptor per thread; from then on each
+/// reap and wait resets it with one `read`); the kernel signals it when it queues a
+/// notification for any sender of the thread (the ring's own descriptor does not show those:
+/// with `DEFER_TASKRUN` they wait as task work). Any call on one of the thread's senders that
+/// enters or drains the ring (send, reap, wait) takes every notification in and keeps the
+/// others' for them, where the eventfd no longer shows them. So an event loop reaps every
+/// sender of the thread with sends in flight (`lowcopy_zc_inflight`) after a wakeup and before
+/// it sleeps again, not only the one it was woken for. Add it to epoll once per thread.
+/// lowcopy closes it when the thread has exited and no sender joined to its ring is left, or
+/// at `lowcopy_zc_ring_close`: never close it yourself. If the thread cannot have a ring
+/// (`-EMFILE`, `-ENOMEM` at its setup), this is the socket and the sender never uses a ring
+/// (AUTO falls back to the error queue; `LOWCOPY_ZC_IO_URING` fails each send with that
+/// error).
 ///
-/// Syscalls: io_uring_setup, io_uring_register, close, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex. Only an
-/// io_uring sender that joins a ring here makes any (the thread's first io_uring use makes its
-/// ring).
+/// Syscalls: io_uring_setup, io_uring_register, eventfd2, close, brk, mmap, munmap, mremap,
+/// mprotect, madvise, getrandom, futex. Only an io_uring sender makes any: joining a ring (the
+/// thread's first io_uring use makes it) and the ring's eventfd (the thread's first call).
 ///
 /// # Safety
 /// `z` must be NULL or a live sender.
@@ -738,8 +750,9 @@ crate::versions::default_version!("lowcopy_zc_stats", "LOWCOPY_0.2");
 /// A sender on which a call panicked is released too and gives `-ENOTRECOVERABLE`: treat
 /// every buffer it was given as in use by the kernel until the socket is closed.
 ///
-/// Syscalls: io_uring_enter, recvmmsg, getsockopt, poll, epoll_create1, epoll_ctl, epoll_wait,
-/// close, clock_gettime, munmap, brk, madvise, futex, mmap, mremap, mprotect, getrandom.
+/// Syscalls: io_uring_enter, recvmmsg, read, getsockopt, poll, epoll_create1, epoll_ctl,
+/// epoll_wait, close, clock_gettime, munmap, brk, madvise, futex, mmap, mremap, mprotect,
+/// getrandom.
 ///
 /// # Safety
 /// `z` must be NULL or a sender from `lowcopy_zc_new` not yet freed.

@@ -158,6 +158,21 @@ pub fn poll_one(fd: BorrowedFd<'_>, events: i16, timeout_ms: c_int) -> io::Resul
     cvt(unsafe { libc::poll(&mut pfd, 1, timeout_ms) }).map(|_| pfd.revents)
 }
 
+/// A non-blocking, close-on-exec eventfd.
+pub fn eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: no pointers; the descriptor is owned at once.
+    let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
+    // SAFETY: a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Reads (and so resets) an eventfd's counter without blocking; `EAGAIN` (zero) is fine.
+pub fn eventfd_reset(fd: BorrowedFd<'_>) {
+    let mut v = 0u64;
+    // SAFETY: reads 8 bytes into a live u64.
+    let _ = unsafe { libc::read(fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+}
+
 /// A new epoll instance (`EPOLL_CLOEXEC`), owned.
 pub fn epoll_create() -> io::Result<OwnedFd> {
     // SAFETY: epoll_create1 takes no pointers; on success we own the new fd.

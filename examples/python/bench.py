@@ -207,12 +207,15 @@ def tx_child(mode: str, dst: str, port: int, secs: float) -> None:
                 completions += 1
                 copied += c.copied
     r1 = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    cpu_user = r1.ru_utime - r0.ru_utime
+    cpu_sys = r1.ru_stime - r0.ru_stime
+    cpu = cpu_user + cpu_sys
     ok = tx is None or completions == sends
     if tx is not None:
         tx.close()
     print(f"py tx mode={mode} sends={sends} bytes={nbytes} completions={completions} "
-          f"copied={copied} secs={t_loop:.3f} cpu={cpu:.4f} "
+          f"copied={copied} secs={t_loop:.3f} cpu={cpu:.4f} cpu_user={cpu_user:.4f} "
+          f"cpu_sys={cpu_sys:.4f} "
           f"mb_per_cpu_s={nbytes / 1e6 / cpu:.1f} mb_s={nbytes / 1e6 / t_loop:.1f} ok={int(ok)}")
 
 
@@ -299,11 +302,14 @@ def tx_table(zc_bench: str, secs: float, repeat: int) -> None:
                     "sends": float(kv(line, "sends")),
                     "compl": float(kv(line, "completions") or 0),
                     "copied": float(kv(line, "copied") or 0),
+                    "user": float(kv(line, "cpu_user") or 0),
+                    "sys": float(kv(line, "cpu_sys") or 0),
                 })
     print(f"\nZerocopy send, tx-only path (UDP v4 out of a dropping ifb, {SIZE}-byte datagrams, "
-          f"app loop, {secs} s per run, median of {repeat}); MB per CPU-second of the sender")
+          f"app loop, {secs} s per run, median of {repeat}); MB per CPU-second of the sender; "
+          "its user and system CPU per send in us")
     print(f"  {'who':6} {'mode':10} {'MB/CPUs':>8} {'MB/s':>7} {'sends':>8} {'copied':>7} "
-          f"{'x C lc-errq':>11} {'x py send':>9}")
+          f"{'user us':>7} {'sys us':>7} {'x C lc-errq':>11} {'x py send':>9}")
     med = {m: statistics.median([r["mb_cpu"] for r in v]) for m, v in runs.items() if v}
     for kind, mode in modes:
         v = runs[mode]
@@ -313,8 +319,9 @@ def tx_table(zc_bench: str, secs: float, repeat: int) -> None:
         cop = f"{100 * row['copied'] / row['compl']:.0f}%" if row["compl"] > 0 else "-"
         xc = f"{med[mode] / med['lc-errq']:.2f}" if "lc-errq" in med else "-"
         xp = f"{med[mode] / med['py-send']:.2f}" if "py-send" in med else "-"
+        us = 1e6 / row["sends"] if row["sends"] else 0.0
         print(f"  {kind:6} {mode:10} {row['mb_cpu']:8.0f} {row['mb_s']:7.0f} {row['sends']:8.0f} "
-              f"{cop:>7} {xc:>11} {xp:>9}")
+              f"{cop:>7} {row['user'] * us:7.2f} {row['sys'] * us:7.2f} {xc:>11} {xp:>9}")
     for py, c in (("py-errq", "lc-errq"), ("py-uring", "lc-uring")):
         if py in med and c in med:
             x = med[py] / med[c]

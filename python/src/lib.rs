@@ -16,6 +16,7 @@
 //!   the Python handlers (`KeyboardInterrupt` ...) and, if they do not raise, the call goes on
 //!   with the time it has left (PEP 475).
 
+mod completion;
 mod lowat;
 mod peek;
 mod probe;

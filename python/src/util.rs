@@ -3,6 +3,7 @@
 
 use std::ffi::CStr;
 use std::io;
+use std::mem::MaybeUninit;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
@@ -11,6 +12,7 @@ use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::{
     PyBufferError, PyMemoryError, PyOSError, PySystemError, PyTypeError, PyValueError,
 };
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyInt};
@@ -270,35 +272,101 @@ impl WriteBuf {
     }
 }
 
+/// Room for one buffer export (`Py_buffer`, 80 bytes), on the heap: the exporter may keep
+/// the view's address until it is released, so a view never moves. A sender keeps a few
+/// spare ones, so that a send does not allocate.
+pub struct ViewSlot(Box<MaybeUninit<ffi::Py_buffer>>);
+
+// SAFETY: a slot is plain memory; the export it may hold is only read or released with the
+// interpreter attached (as pyo3's own `PyUntypedBuffer`, which is Send and Sync).
+unsafe impl Send for ViewSlot {}
+// SAFETY: as above; shared references only read the view's fields.
+unsafe impl Sync for ViewSlot {}
+
+/// Spare [`ViewSlot`]s a sender keeps at most.
+pub const SPARE_VIEWS: usize = 64;
+
 /// A read-only buffer kept for as long as the kernel may read it: `bytes` by reference (it
 /// is immutable; no export needed), anything else as a C-contiguous buffer export, which
 /// stops a `bytearray`, `array` or mmap from being resized or closed (`BufferError`) until
 /// [`ReadBuf::release`].
 pub enum ReadBuf {
     Bytes(Py<PyBytes>),
-    Export(PyUntypedBuffer),
+    Export(Export),
+}
+
+/// A buffer export (`PyObject_GetBuffer`, `PyBUF_FULL_RO`), released by
+/// [`Export::release`] on an attached thread, or, if dropped unreleased, by attaching.
+pub struct Export(Option<ViewSlot>);
+
+impl Export {
+    /// The exported view (initialised while `self.0` is `Some`).
+    fn view(&self) -> Option<&ffi::Py_buffer> {
+        // SAFETY: the slot was filled by a successful PyObject_GetBuffer and is released only
+        // when taken out of the Option.
+        self.0.as_ref().map(|b| unsafe { b.0.assume_init_ref() })
+    }
+
+    /// Releases the export here (attached) and hands back its slot for reuse.
+    pub fn release(mut self, _py: Python<'_>) -> Option<ViewSlot> {
+        let mut slot = self.0.take()?;
+        // SAFETY: an exported view, released exactly once (the Option is now empty).
+        unsafe { ffi::PyBuffer_Release(slot.0.as_mut_ptr()) };
+        Some(slot)
+    }
+}
+
+impl Drop for Export {
+    fn drop(&mut self) {
+        if let Some(mut slot) = self.0.take() {
+            // SAFETY: as in `release`, with the interpreter attached for the call.
+            Python::attach(|_| unsafe { ffi::PyBuffer_Release(slot.0.as_mut_ptr()) });
+        }
+    }
 }
 
 // The pointers inside are only dereferenced by the kernel, and only while the owner holds
 // this value.
 impl ReadBuf {
-    pub fn get(obj: &Bound<'_, PyAny>) -> PyResult<ReadBuf> {
+    /// `obj` pinned: `bytes` by reference, else exported into a slot from `spare` (or a
+    /// new one). `TypeError` for an object without the buffer protocol, `BufferError` for
+    /// a buffer that is not C-contiguous.
+    pub fn get(obj: &Bound<'_, PyAny>, spare: &mut Vec<ViewSlot>) -> PyResult<ReadBuf> {
         if let Ok(b) = obj.cast::<PyBytes>() {
             return Ok(ReadBuf::Bytes(b.clone().unbind()));
         }
-        let buf = PyUntypedBuffer::get(obj).map_err(|_| {
+        let mut slot = spare.pop().unwrap_or_else(|| ViewSlot(Box::new_uninit()));
+        // SAFETY: `slot` is writable room for one Py_buffer, which the call fills on success
+        // (and leaves unexported on failure).
+        let r = unsafe {
+            ffi::PyObject_GetBuffer(obj.as_ptr(), slot.0.as_mut_ptr(), ffi::PyBUF_FULL_RO)
+        };
+        if r != 0 {
+            spare.push(slot);
             let name = obj
                 .get_type()
                 .name()
                 .map(|n| n.to_string())
                 .unwrap_or_default();
-            PyTypeError::new_err(format!("a bytes-like object is required, not '{name}'"))
-        })?;
-        if !buf.is_c_contiguous() {
-            buf.release(obj.py());
+            // (The exporter's own error is replaced, as socket.send does.)
+            drop(PyErr::take(obj.py()));
+            return Err(PyTypeError::new_err(format!(
+                "a bytes-like object is required, not '{name}'"
+            )));
+        }
+        let e = Export(Some(slot));
+        let contiguous = match e.view() {
+            // SAFETY: a live exported view.
+            Some(v) => (unsafe { ffi::PyBuffer_IsContiguous(v, b'C' as std::ffi::c_char) }) != 0,
+            None => false,
+        };
+        if !contiguous {
+            if let Some(slot) = e.release(obj.py()) {
+                spare.push(slot);
+            }
             return Err(PyBufferError::new_err("the buffer is not C-contiguous"));
         }
-        Ok(ReadBuf::Export(buf))
+        Ok(ReadBuf::Export(e))
     }
 
     pub fn iovec(&self, py: Python<'_>) -> libc::iovec {
@@ -310,18 +378,31 @@ impl ReadBuf {
                     iov_len: s.len(),
                 }
             }
-            ReadBuf::Export(b) => libc::iovec {
-                iov_base: b.buf_ptr(),
-                iov_len: b.len_bytes(),
+            ReadBuf::Export(e) => match e.view() {
+                Some(v) => libc::iovec {
+                    iov_base: v.buf,
+                    iov_len: usize::try_from(v.len).unwrap_or(0),
+                },
+                None => libc::iovec {
+                    iov_base: std::ptr::null_mut(),
+                    iov_len: 0,
+                },
             },
         }
     }
 
-    /// Releases the export (or the reference) on this attached thread.
-    pub fn release(self, py: Python<'_>) {
+    /// Releases the export (or the reference) on this attached thread; the export's slot
+    /// goes back to `spare` (up to [`SPARE_VIEWS`]).
+    pub fn release(self, py: Python<'_>, spare: &mut Vec<ViewSlot>) {
         match self {
             ReadBuf::Bytes(b) => drop(b),
-            ReadBuf::Export(b) => b.release(py),
+            ReadBuf::Export(e) => {
+                if let Some(slot) = e.release(py) {
+                    if spare.len() < SPARE_VIEWS {
+                        spare.push(slot);
+                    }
+                }
+            }
         }
     }
 }

@@ -18,12 +18,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 
+use crate::completion;
 use crate::util::{
     blocking, deadline_of, dup_of, flags_of, guard, is_eintr, left, record, timeout_of, zc_backend,
-    zc_flags, Handle, IoResultExt, ReadBuf,
+    Handle, IoResultExt, ReadBuf, ViewSlot,
 };
 use lowcopy::zc::Completion as CoreCompletion;
 
@@ -60,42 +62,6 @@ record! {
     }
 }
 
-/// One completed send: its `user_data` (the very object given to the send), the bytes the
-/// send accepted (`result`), and `flags` (`ZcFlag`: `COPIED`, `FALLBACK`). Once it is
-/// returned, the send's buffer may be reused or resized.
-#[pyclass(frozen, freelist = 256, module = "lowcopy._lowcopy")]
-pub struct Completion {
-    /// The object given as `user_data` with the send, unchanged.
-    #[pyo3(get)]
-    user_data: Py<PyAny>,
-    /// Bytes the send accepted (> 0).
-    #[pyo3(get)]
-    result: i64,
-    /// `ZcFlag` bits: `COPIED` (the kernel or a plain send copied the data), `FALLBACK`
-    /// (zerocopy was not possible for some of it).
-    #[pyo3(get)]
-    flags: Py<PyAny>,
-    raw_flags: u32,
-}
-
-#[pymethods]
-impl Completion {
-    /// Whether the data was copied rather than sent from the pinned buffer.
-    #[getter]
-    fn copied(&self) -> bool {
-        self.raw_flags & lowcopy::zc::COPIED != 0
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(format!(
-            "Completion(user_data={}, result={}, flags={})",
-            self.user_data.bind(py).repr()?,
-            self.result,
-            self.flags.bind(py).repr()?
-        ))
-    }
-}
-
 /// What a send pins until its completion.
 enum Pins {
     One(ReadBuf),
@@ -103,10 +69,10 @@ enum Pins {
 }
 
 impl Pins {
-    fn release(self, py: Python<'_>) {
+    fn release(self, py: Python<'_>, spare: &mut Vec<ViewSlot>) {
         match self {
-            Pins::One(b) => b.release(py),
-            Pins::Many(v) => v.into_iter().for_each(|b| b.release(py)),
+            Pins::One(b) => b.release(py, spare),
+            Pins::Many(v) => v.into_iter().for_each(|b| b.release(py, spare)),
         }
     }
 }
@@ -150,9 +116,10 @@ impl Slab {
     }
 
     fn release_all(&mut self, py: Python<'_>) {
+        let mut spare = Vec::new();
         for (_, e) in self.slots.iter_mut() {
             if let Some(e) = e.take() {
-                e.pins.release(py);
+                e.pins.release(py, &mut spare);
             }
         }
         self.free.clear();
@@ -164,71 +131,8 @@ struct Sender {
     zc: lowcopy::ZeroCopySender<OwnedFd>,
     slab: Slab,
     out: Vec<CoreCompletion>,
-    /// io_uring: an eventfd registered with the ring (`IORING_REGISTER_EVENTFD`) the first
-    /// time `completion_fd()` is asked for. The ring is set up with `DEFER_TASKRUN`, so its
-    /// own descriptor never polls readable for notifications (they wait as task work until
-    /// the owner enters the ring); the kernel signals a registered eventfd when it queues
-    /// that work. Reset before each reap. Not registered unless asked for: signalling it
-    /// costs the kernel a little on every completion.
-    efd: Option<std::sync::Arc<OwnedFd>>,
-}
-
-thread_local! {
-    /// The eventfd registered with this thread's io_uring ring (the core shares one ring per
-    /// thread among all its senders, and a ring takes one eventfd): the ring's descriptor
-    /// number, and the eventfd every sender of this thread then watches. Kept for the
-    /// thread's life, as the ring is.
-    static RING_EFD: std::cell::RefCell<Option<(i32, std::sync::Arc<OwnedFd>)>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// The eventfd of this thread's ring `ring`: the one registered before, or a new one.
-fn thread_ring_eventfd(ring: std::os::fd::BorrowedFd<'_>) -> Option<std::sync::Arc<OwnedFd>> {
-    RING_EFD.with(|cell| {
-        let mut cur = cell.borrow_mut();
-        if let Some((fd, efd)) = cur.as_ref() {
-            if *fd == ring.as_raw_fd() {
-                return Some(efd.clone());
-            }
-        }
-        let efd = std::sync::Arc::new(ring_eventfd(ring)?);
-        *cur = Some((ring.as_raw_fd(), efd.clone()));
-        Some(efd)
-    })
-}
-
-/// An eventfd registered with the io_uring ring `ring`, or None if the kernel refuses.
-fn ring_eventfd(ring: std::os::fd::BorrowedFd<'_>) -> Option<OwnedFd> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: eventfd takes no pointers; the result is checked before it is owned.
-    let e = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-    if e < 0 {
-        return None;
-    }
-    // SAFETY: a fresh descriptor that nothing else owns.
-    let efd = unsafe { OwnedFd::from_raw_fd(e) };
-    const IORING_REGISTER_EVENTFD: libc::c_uint = 4;
-    let arg: libc::c_int = efd.as_raw_fd();
-    // SAFETY: io_uring_register reads one int (the eventfd) from `arg`, alive for the call.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_io_uring_register,
-            ring.as_raw_fd(),
-            IORING_REGISTER_EVENTFD,
-            &arg as *const libc::c_int,
-            1,
-        )
-    };
-    (r == 0).then_some(efd)
-}
-
-/// Resets the ring's eventfd (a non-blocking read of its counter) before a reap.
-fn reset_eventfd(efd: &Option<std::sync::Arc<OwnedFd>>) {
-    if let Some(e) = efd {
-        let mut v = 0u64;
-        // SAFETY: reads 8 bytes into a live u64; EAGAIN (nothing signalled) is fine.
-        let _ = unsafe { libc::read(e.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
-    }
+    /// Export slots of released buffers, reused by the next sends (no allocation per send).
+    spare: Vec<ViewSlot>,
 }
 
 /// Completions handed out per core reap call.
@@ -236,35 +140,59 @@ const REAP_BATCH: usize = 64;
 
 impl Sender {
     /// Maps core completions back to Python ones, releasing their pins here.
-    fn convert(
-        &mut self,
-        py: Python<'_>,
-        n: usize,
-        into: &mut Vec<Py<Completion>>,
-    ) -> PyResult<()> {
+    fn convert(&mut self, py: Python<'_>, n: usize, into: &mut Vec<Py<PyAny>>) -> PyResult<()> {
         for c in &self.out[..n] {
             let Some(e) = self.slab.remove(c.user_data) else {
                 // Cannot happen: every token sent is in the slab until its completion.
                 continue;
             };
-            e.pins.release(py);
-            into.push(Py::new(
-                py,
-                Completion {
-                    user_data: e.user_data,
-                    result: c.result,
-                    flags: zc_flags(py, c.flags)?,
-                    raw_flags: c.flags,
-                },
-            )?);
+            e.pins.release(py, &mut self.spare);
+            into.push(completion::new(py, e.user_data, c.result, c.flags)?);
         }
         Ok(())
     }
 
+    /// The first `n` core completions as a new list of Python ones, releasing their pins
+    /// (`send_reap`'s: no intermediate vector). If a completion cannot be made (memory), the
+    /// rest are still released, and the error is returned.
+    fn completion_list<'py>(&mut self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyList>> {
+        // SAFETY: PyList_New returns a new reference (or NULL with an exception set); its
+        // items start NULL, each set at most once below (PyList_SetItem steals the reference).
+        let list = unsafe {
+            Bound::from_owned_ptr_or_err(py, ffi::PyList_New(n as ffi::Py_ssize_t))?
+                .cast_into_unchecked::<PyList>()
+        };
+        let mut filled = 0;
+        let mut err = None;
+        for c in &self.out[..n] {
+            let Some(e) = self.slab.remove(c.user_data) else {
+                continue; // cannot happen: every token sent is in the slab until reaped
+            };
+            e.pins.release(py, &mut self.spare);
+            if err.is_some() {
+                continue;
+            }
+            match completion::new(py, e.user_data, c.result, c.flags) {
+                Ok(obj) => {
+                    // SAFETY: `filled < n`, an index of the list not set yet.
+                    unsafe { ffi::PyList_SetItem(list.as_ptr(), filled, obj.into_ptr()) };
+                    filled += 1;
+                }
+                Err(e) => err = Some(e),
+            }
+        }
+        if let Some(e) = err {
+            return Err(e);
+        }
+        if (filled as usize) < n {
+            list.del_slice(filled as usize, n)?;
+        }
+        Ok(list)
+    }
+
     /// Every completion ready now. An error after some were taken is left for the next
     /// call (it recurs), so none is lost.
-    fn reap_all(&mut self, py: Python<'_>) -> PyResult<Vec<Py<Completion>>> {
-        reset_eventfd(&self.efd);
+    fn reap_all(&mut self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
         let mut got = Vec::new();
         loop {
             let n = match self.zc.reap(&mut self.out) {
@@ -281,12 +209,11 @@ impl Sender {
 
     /// Reaps what is ready and releases its pins, discarding the completions (closing).
     fn settle(&mut self, py: Python<'_>) -> io::Result<()> {
-        reset_eventfd(&self.efd);
         loop {
             let n = self.zc.reap(&mut self.out)?;
             for i in 0..n {
                 if let Some(e) = self.slab.remove(self.out[i].user_data) {
-                    e.pins.release(py);
+                    e.pins.release(py, &mut self.spare);
                 }
             }
             if n < self.out.len() {
@@ -466,26 +393,46 @@ pub struct ZeroCopySender {
     h: Handle<Sender>,
 }
 
+/// What a send pins: one buffer (exported under the sender's lock, into one of its spare
+/// export slots) or several already exported.
+enum Data<'a, 'py> {
+    One(&'a Bound<'py, PyAny>),
+    Many(Vec<ReadBuf>),
+}
+
 impl ZeroCopySender {
-    /// Sends `pins` (already exported) with the token of a new slab entry; on failure or a
-    /// zero-byte send (no completion follows) the entry is released at once.
-    fn send_pinned(
+    /// Pins `data` and sends it with the token of a new slab entry; on failure or a
+    /// zero-byte send (no completion follows) the entry is released at once. With `reap`,
+    /// also returns the completions ready now (`send_reap`), as a new list.
+    fn send_pinned<'py>(
         &self,
-        py: Python<'_>,
-        pins: Pins,
+        py: Python<'py>,
+        data: Data<'_, 'py>,
         user_data: Py<PyAny>,
         flags: lowcopy::Flags,
         addr: Option<SocketAddr>,
         reap: bool,
-    ) -> PyResult<(usize, Vec<Py<Completion>>)> {
-        let iov: Vec<libc::iovec> = match &pins {
-            Pins::One(b) => vec![b.iovec(py)],
-            Pins::Many(v) => v.iter().map(|b| b.iovec(py)).collect(),
-        };
+    ) -> PyResult<(usize, Option<Bound<'py, PyList>>)> {
         self.h.with(|s| {
+            let pins = match data {
+                Data::One(obj) => Pins::One(ReadBuf::get(obj, &mut s.spare)?),
+                Data::Many(v) => Pins::Many(v),
+            };
+            // One buffer (every send_reap): its iovec on the stack, no allocation.
+            let one: [libc::iovec; 1];
+            let many: Vec<libc::iovec>;
+            let iov: &[libc::iovec] = match &pins {
+                Pins::One(b) => {
+                    one = [b.iovec(py)];
+                    &one
+                }
+                Pins::Many(v) => {
+                    many = v.iter().map(|b| b.iovec(py)).collect();
+                    &many
+                }
+            };
             let token = s.slab.insert(Entry { user_data, pins });
-            let iov = PinnedIov(&iov);
-            let mut got = Vec::new();
+            let iov = PinnedIov(iov);
             let zc = &mut s.zc;
             let out = &mut s.out;
             let mut call = || -> io::Result<(usize, usize)> {
@@ -509,6 +456,7 @@ impl ZeroCopySender {
                     }
                 }
             };
+            // A non-blocking send returns at once: the GIL stays held.
             let r = if flags.dontwait() {
                 call().py()
             } else {
@@ -518,20 +466,37 @@ impl ZeroCopySender {
                 Ok((n, k)) => {
                     if n == 0 {
                         if let Some(e) = s.slab.remove(token) {
-                            e.pins.release(py);
+                            e.pins.release(py, &mut s.spare);
                         }
                     }
-                    s.convert(py, k, &mut got)?;
+                    let got = if reap {
+                        Some(s.completion_list(py, k)?)
+                    } else {
+                        None
+                    };
                     Ok((n, got))
                 }
                 Err(e) => {
                     if let Some(e) = s.slab.remove(token) {
-                        e.pins.release(py);
+                        e.pins.release(py, &mut s.spare);
                     }
                     Err(e)
                 }
             }
         })
+    }
+}
+
+/// `(n, list)` as a new tuple.
+fn pair<'py>(py: Python<'py>, n: usize, list: Bound<'py, PyList>) -> PyResult<Bound<'py, PyTuple>> {
+    let n = n.into_pyobject(py)?;
+    // SAFETY: PyTuple_New returns a new reference (or NULL with an exception set); each of
+    // its two items is set once, with a reference it steals.
+    unsafe {
+        let t = Bound::from_owned_ptr_or_err(py, ffi::PyTuple_New(2))?;
+        ffi::PyTuple_SetItem(t.as_ptr(), 0, n.into_ptr());
+        ffi::PyTuple_SetItem(t.as_ptr(), 1, list.into_ptr());
+        Ok(t.cast_into_unchecked::<PyTuple>())
     }
 }
 
@@ -571,7 +536,7 @@ impl ZeroCopySender {
                         zc,
                         slab: Slab::default(),
                         out: vec![CoreCompletion::default(); REAP_BATCH],
-                        efd: None,
+                        spare: Vec::new(),
                     },
                 ),
             })
@@ -605,10 +570,9 @@ impl ZeroCopySender {
     ) -> PyResult<usize> {
         guard(|| {
             let flags = send_flags(flags)?;
-            let pin = ReadBuf::get(data)?;
             let ud = user_data.unwrap_or_else(|| py.None());
             Ok(self
-                .send_pinned(py, Pins::One(pin), ud, flags, None, false)?
+                .send_pinned(py, Data::One(data), ud, flags, None, false)?
                 .0)
         })
     }
@@ -630,19 +594,26 @@ impl ZeroCopySender {
         guard(|| {
             let flags = send_flags(flags)?;
             let addr = address.map(address_of).transpose()?;
+            // Exported before the sender is locked: iterating may run Python code.
             let mut pins = Vec::new();
+            let mut spare = Vec::new();
+            let mut fail = None;
             for b in buffers.try_iter()? {
-                match ReadBuf::get(&b?) {
+                match b.and_then(|b| ReadBuf::get(&b, &mut spare)) {
                     Ok(p) => pins.push(p),
                     Err(e) => {
-                        pins.into_iter().for_each(|p| p.release(py));
-                        return Err(e);
+                        fail = Some(e);
+                        break;
                     }
                 }
             }
+            if let Some(e) = fail {
+                pins.into_iter().for_each(|p| p.release(py, &mut spare));
+                return Err(e);
+            }
             let ud = user_data.unwrap_or_else(|| py.None());
             Ok(self
-                .send_pinned(py, Pins::Many(pins), ud, flags, addr, false)?
+                .send_pinned(py, Data::Many(pins), ud, flags, addr, false)?
                 .0)
         })
     }
@@ -659,13 +630,16 @@ impl ZeroCopySender {
         data: &Bound<'_, PyAny>,
         user_data: Option<Py<PyAny>>,
         flags: i32,
-    ) -> PyResult<(usize, Py<PyList>)> {
+    ) -> PyResult<Py<PyTuple>> {
         guard(|| {
             let flags = send_flags(flags)?;
-            let pin = ReadBuf::get(data)?;
             let ud = user_data.unwrap_or_else(|| py.None());
-            let (n, got) = self.send_pinned(py, Pins::One(pin), ud, flags, None, true)?;
-            Ok((n, PyList::new(py, got)?.unbind()))
+            let (n, got) = self.send_pinned(py, Data::One(data), ud, flags, None, true)?;
+            let got = match got {
+                Some(l) => l,
+                None => PyList::empty(py),
+            };
+            Ok(pair(py, n, got)?.unbind())
         })
     }
 
@@ -734,22 +708,18 @@ impl ZeroCopySender {
         guard(|| self.h.with(|s| Ok(s.zc.get_ref().as_raw_fd())))
     }
 
-    /// The descriptor to watch for completions, then `reap()`: for the io_uring backend an
-    /// eventfd the kernel signals when notifications are queued (readable; `reap` resets
-    /// it), else the socket (its error queue raises `EPOLLERR`, which every poller reports).
-    /// Remove it from any event loop before `close()`.
+    /// The descriptor to watch for completions, then `reap()`: for the io_uring backend the
+    /// eventfd of the calling thread's ring (readable when a notification was queued for any
+    /// io_uring sender of this thread: the same descriptor for all of them, made and
+    /// registered on the thread's first call; `reap` and `wait` reset it), else the socket
+    /// (its error queue raises `EPOLLERR`, which every poller reports). A reap of one sender
+    /// takes in the ring's other notifications and keeps them for their senders, where the
+    /// descriptor no longer shows them: after a wake, reap every io_uring sender of the
+    /// thread that has sends in flight (`lowcopy.asyncio` does). Remove it from any event
+    /// loop before the last sender of the thread is closed; lowcopy closes it, never the
+    /// caller.
     fn completion_fd(&self) -> PyResult<i32> {
-        guard(|| {
-            self.h.with(|s| {
-                if s.efd.is_none() && s.zc.backend() == lowcopy::ZcBackend::IoUring {
-                    s.efd = thread_ring_eventfd(s.zc.completion_fd());
-                }
-                Ok(match &s.efd {
-                    Some(e) => e.as_raw_fd(),
-                    None => s.zc.completion_fd().as_raw_fd(),
-                })
-            })
-        })
+        guard(|| self.h.with(|s| Ok(s.zc.completion_fd().as_raw_fd())))
     }
 
     /// Closes the sender. Completions not reaped are discarded (their buffers released).
@@ -835,7 +805,7 @@ impl Drop for ZeroCopySender {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ZcStats>()?;
-    m.add_class::<Completion>()?;
+    crate::completion::register(m)?;
     m.add_class::<ZeroCopySender>()?;
     m.add_function(wrap_pyfunction!(_closing_senders, m)?)?;
     Ok(())

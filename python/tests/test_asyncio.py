@@ -12,6 +12,7 @@ import pytest
 
 import lowcopy
 from fixtures import Pair, errqueue_entry, pattern, stream_pair, tcp_pair
+from lowcopy import Completion
 from lowcopy.asyncio import AsyncPeeker, AsyncReceiver, AsyncSender
 
 
@@ -131,8 +132,11 @@ async def test_sendall_returns_when_the_buffer_is_free(backend: lowcopy.ZcBacken
     total = 4 << 20
     got = bytearray()
 
+    reading: list[float] = []
+
     def reader() -> None:
         time.sleep(0.3)
+        reading.append(time.monotonic())
         while len(got) < total:
             d = c.recv(1 << 20)
             assert d
@@ -143,9 +147,9 @@ async def test_sendall_returns_when_the_buffer_is_free(backend: lowcopy.ZcBacken
     try:
         buf = bytearray(pattern(0, total))
         async with AsyncSender(s, backend) as tx:
-            t0 = time.monotonic()
             assert await asyncio.wait_for(tx.sendall(buf), 10) == total
-            assert time.monotonic() - t0 >= 0.25
+            # Not before the peer began to read: most of the 4 MiB was still unsent then.
+            assert reading and time.monotonic() > reading[0]
             buf.extend(b"x")  # free again: no BufferError
             assert tx.callbacks < 200, tx.callbacks
         t.join(10)
@@ -169,6 +173,128 @@ async def test_completions_carry_user_data(tcp: Pair) -> None:
             seen += [c.user_data for c in await asyncio.wait_for(tx.completions(), 5)]
         reader.join()
         assert sorted(seen) == [("req", 0), ("req", 1), ("req", 2)]  # type: ignore[type-var]
+
+
+def fill(sender: lowcopy.ZeroCopySender, tag: str) -> int:
+    """Sends until the socket is full (the peer reads nothing yet), so the last sends'
+    completions wait for the peer; returns the bytes sent."""
+    big = bytes(65536)
+    sent = 0
+    while True:
+        try:
+            sent += sender.send(big, (tag, sent), socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return sent
+
+
+def drain_later(peer: socket.socket, n: int, delay: float) -> threading.Thread:
+    def run() -> None:
+        time.sleep(delay)
+        got = 0
+        while got < n:
+            d = peer.recv(1 << 20)
+            assert d
+            got += len(d)
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t
+
+
+async def all_completions(tx: AsyncSender) -> list[Completion]:
+    out: list[Completion] = []
+    while tx.sender.inflight > 0:
+        out += await tx.completions()
+    return out
+
+
+@pytest.mark.asyncio
+async def test_two_io_uring_senders_share_the_thread_ring_descriptor() -> None:
+    """The io_uring senders of a thread share one ring and one completion descriptor: one
+    watch serves both, every wake (and every reap) reaps both, so neither waits for
+    notifications the other's reap took in, and the idle loop sleeps."""
+    p, q = tcp_pair(), tcp_pair()
+    assert p.peer is not None and q.peer is not None
+    try:
+        async with AsyncSender(p.sock, lowcopy.ZcBackend.IO_URING) as a, AsyncSender(
+            q.sock, lowcopy.ZcBackend.IO_URING
+        ) as b:
+            fd = a.sender.completion_fd()
+            assert b.sender.completion_fd() == fd and fd != a.sender.fileno()
+            # Round 1: both wait; the peers read later, the loop is woken.
+            na, nb = fill(a.sender, "a"), fill(b.sender, "b")
+            ra, rb = drain_later(p.peer, na, 0.2), drain_later(q.peer, nb, 0.2)
+            ca, cb = await asyncio.wait_for(
+                asyncio.gather(all_completions(a), all_completions(b)), 5
+            )
+            ra.join()
+            rb.join()
+            assert sum(c.result for c in ca) == na and {c.user_data[0] for c in ca} == {"a"}
+            assert sum(c.result for c in cb) == nb and {c.user_data[0] for c in cb} == {"b"}
+            assert a.callbacks == b.callbacks > 0  # one watch
+            # Round 2: b waits; a's reap, outside any wake, drains the ring and takes b's
+            # notifications in: b is reaped with it (not left to whether the kernel signals
+            # the descriptor again).
+            na, nb = fill(a.sender, "a"), fill(b.sender, "b")
+            tb = asyncio.create_task(all_completions(b))
+            await asyncio.sleep(0.05)
+            assert not tb.done()
+            ra, rb = drain_later(p.peer, na, 0), drain_later(q.peer, nb, 0)
+            ra.join()
+            rb.join()
+            time.sleep(0.2)  # the loop is held: the notifications wait in the ring
+            ca = await asyncio.wait_for(all_completions(a), 5)
+            cb = await asyncio.wait_for(tb, 5)
+            assert sum(c.result for c in ca) == na and {c.user_data[0] for c in ca} == {"a"}
+            assert sum(c.result for c in cb) == nb and {c.user_data[0] for c in cb} == {"b"}
+            assert a.sender.inflight == b.sender.inflight == 0
+            before = a.callbacks
+            await asyncio.sleep(0.5)  # idle: nothing in flight, nothing watched
+            assert a.callbacks == before
+            assert before <= 50, before
+    finally:
+        p.close()
+        q.close()
+
+
+@pytest.mark.asyncio
+async def test_one_failing_io_uring_sender_does_not_starve_the_others() -> None:
+    """A sender of the shared ring whose reap fails (here: its ZeroCopySender closed behind
+    the AsyncSender's back) does not keep the ring's other senders from their completions,
+    and its error is not theirs."""
+    p, q = tcp_pair(), tcp_pair()
+    assert p.peer is not None and q.peer is not None
+    errors: list[BaseException] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _, ctx: errors.append(ctx.get("exception")))
+    try:
+        async with AsyncSender(p.sock, lowcopy.ZcBackend.IO_URING) as a, AsyncSender(
+            q.sock, lowcopy.ZcBackend.IO_URING
+        ) as b:
+            nb = fill(b.sender, "b")
+            await asyncio.sleep(0.1)
+            while b.sender.reap():  # what completed already; the last sends wait for q.peer
+                pass
+            tb = asyncio.create_task(b.completions())  # b waits: watched
+            await asyncio.sleep(0.05)
+            assert not tb.done() and b.sender.inflight > 0
+            b.sender.close()  # b's watch entry stays: its reaps now raise ValueError
+            na = fill(a.sender, "a")
+            ra = drain_later(p.peer, na, 0.1)
+            rb = drain_later(q.peer, nb, 0.1)
+            ca = await asyncio.wait_for(all_completions(a), 5)
+            ra.join()
+            rb.join()
+            assert sum(c.result for c in ca) == na
+            assert all(isinstance(e, ValueError) for e in errors), errors
+            tb.cancel()
+            a_wakes = a.callbacks
+            await asyncio.sleep(0.3)
+            assert a.callbacks - a_wakes <= 10, "a failing sender's wakes back off"
+    finally:
+        loop.set_exception_handler(None)
+        p.close()
+        q.close()
 
 
 @pytest.mark.asyncio

@@ -132,6 +132,42 @@ def test_user_data_comes_back_unchanged(backend: lowcopy.ZcBackend) -> None:
         p.close()
 
 
+class Tag:
+    """A user_data object that can be watched with a weak reference."""
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS, ids=lambda b: b.name)
+def test_completion_is_a_read_only_record_that_frees_its_user_data(
+    backend: lowcopy.ZcBackend,
+) -> None:
+    p = tcp_pair()
+    assert p.peer is not None
+    try:
+        with lowcopy.ZeroCopySender(p.sock, backend) as z:
+            tag = Tag()
+            ref = weakref.ref(tag)
+            n, done = z.send_reap(pattern(0, 100), tag)
+            del tag
+            drain(p.peer, n)
+            done += reap_until_idle(z)
+            assert len(done) == 1
+            c = done[0]
+            assert type(c) is lowcopy.Completion and c.user_data is ref() and c.result == 100
+            assert repr(c) == f"Completion(user_data={ref()!r}, result=100, flags={c.flags!r})"
+            for name in ("user_data", "result", "flags", "copied", "other"):
+                with pytest.raises(AttributeError):
+                    setattr(c, name, 1)
+            with pytest.raises(TypeError):
+                lowcopy.Completion()  # type: ignore[call-arg]
+            with pytest.raises(TypeError):
+                type("Sub", (lowcopy.Completion,), {})
+            assert ref() is not None
+            del c, done
+            assert ref() is None, "the last completion held the last reference"
+    finally:
+        p.close()
+
+
 @pytest.mark.parametrize("backend", ZC_BACKENDS, ids=lambda b: b.name)
 @pytest.mark.parametrize("how", ["close", "collect"])
 def test_closed_or_collected_with_sends_in_flight(stalled: Pair, backend: lowcopy.ZcBackend,

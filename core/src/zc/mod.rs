@@ -51,7 +51,9 @@
 //! thread), made the first time a sender is created or used there and kept until the thread
 //! exits (longer if a sender bound to it outlives the thread). A sender owns no descriptor: it
 //! joins the ring of the first thread that uses it, and its requests carry its route on that
-//! ring and its request slot in their user_data. Whoever drains the ring's completions hands
+//! ring and its request slot in their user_data. An event loop watches the ring's eventfd
+//! ([`ZeroCopySender::completion_fd`], made on the thread's first call: a second descriptor
+//! per thread). Whoever drains the ring's completions hands
 //! each sender's notifications to that sender, at once if it is the caller, else through a
 //! small inbox (4 bytes per notification) that the sender empties when it next collects. The
 //! ring outlives its senders: a sender dropped with sends in flight leaves the kernel to
@@ -143,9 +145,10 @@ pub struct ZcOptions {
     pub adaptive: bool,
     /// Requests (sends held in flight or completed and not yet reaped) whose tracking is
     /// allocated when the sender is created and kept for its life: 32 bytes each plus a
-    /// quarter, and 8 more each for the error queue's ids (see the module documentation). While the sender holds no more than this,
-    /// nothing is allocated or freed; beyond, its tables grow, and they shrink back to this
-    /// once it holds nothing. 0 to `max_pending`; [`DEFAULT_RESERVE`] by default.
+    /// quarter, and 8 more each for the error queue's ids (see the module documentation). While the
+    /// sender holds no more than this, nothing is allocated or freed; beyond, its tables grow, and
+    /// they shrink back to this once it holds nothing. 0 to `max_pending`; [`DEFAULT_RESERVE`] by
+    /// default.
     pub reserve: usize,
     /// Requests held at once at most: a send beyond it is `EBUSY` until completions are
     /// reaped. 1 to [`PENDING_LIMIT`]; [`MAX_PENDING`] by default. Also bounds the error-queue
@@ -477,11 +480,11 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// Creates a sender on the socket `fd` set up as `opts` says.
     ///
     /// Allocates the tables for [`ZcOptions::reserve`] requests (32 bytes each plus a quarter,
-    /// and 8 more each for the error queue; see the module documentation); nothing else. An io_uring sender (explicit, or picked by
-    /// AUTO) makes sure the calling thread has its ring (made on the thread's first sender,
-    /// kept until the thread exits) but joins a ring only at its first use. The error-queue
-    /// backend sets `SO_ZEROCOPY` on the socket (left set afterwards; it only matters to
-    /// `MSG_ZEROCOPY` sends).
+    /// and 8 more each for the error queue; see the module documentation); nothing else. An
+    /// io_uring sender (explicit, or picked by AUTO) makes sure the calling thread has its ring
+    /// (made on the thread's first sender, kept until the thread exits) but joins a ring only at
+    /// its first use. The error-queue backend sets `SO_ZEROCOPY` on the socket (left set
+    /// afterwards; it only matters to `MSG_ZEROCOPY` sends).
     ///
     /// # Errors
     /// `EINVAL` (options out of range: see [`ZcOptions::reserve`] and
@@ -597,22 +600,26 @@ impl<F: AsFd> ZeroCopySender<F> {
     }
 
     /// The descriptor to watch (poll, epoll) for completions: the socket for the error queue
-    /// (`EPOLLERR` is always reported), the ring for io_uring (`EPOLLIN`). Copy completions
-    /// are ready when the send returns; for the copy backend this is the socket, which never
-    /// needs watching.
+    /// (`EPOLLERR` is always reported), for io_uring an eventfd of the thread's ring
+    /// (`EPOLLIN`). Copy completions are ready when the send returns; for the copy backend
+    /// this is the socket, which never needs watching.
     ///
-    /// The io_uring ring is the calling thread's, shared by every sender used on that thread:
-    /// asking for it joins the sender to that thread's ring if it joined none yet (the sender
-    /// then belongs to this thread). It is readable while a completion of any of those senders
-    /// waits in it; any call on one of them that enters or drains the ring (send, reap, wait)
-    /// takes them all in and keeps the others' for them, where the ring no longer shows them.
-    /// So an event loop reaps every sender of the thread that has sends in flight
-    /// ([`ZeroCopySender::inflight`]) after a wakeup and before it sleeps again, not only the
-    /// one it was woken for; a reap with nothing to collect costs no syscall. The ring stays
-    /// open while any sender joined to it exists; lowcopy closes it, never the caller. If the calling thread cannot have a ring
-    /// (its setup fails: `EMFILE`, `ENOMEM`), this is the socket, and the sender never uses a
-    /// ring: an AUTO sender falls back to the error queue, an io_uring one fails every send
-    /// with that error.
+    /// io_uring: the ring is the calling thread's, shared by every sender used on that thread;
+    /// asking for this joins the sender to that thread's ring if it joined none yet (the
+    /// sender then belongs to this thread). The first call on a thread makes an eventfd and
+    /// registers it with the ring (`IORING_REGISTER_EVENTFD`; one more descriptor per thread,
+    /// and from then on each reap, wait or collect resets it with one `read`): the kernel
+    /// signals it when it queues a notification for any sender of the thread. (The ring's own
+    /// descriptor does not do: with `DEFER_TASKRUN` notifications wait as task work, which
+    /// epoll does not report.) Any call on one of the thread's senders that enters or drains
+    /// the ring (send, reap, wait) takes every notification in and keeps the others' for them,
+    /// where the eventfd no longer shows them. So an event loop reaps every sender of the
+    /// thread that has sends in flight ([`ZeroCopySender::inflight`]) after a wakeup and
+    /// before it sleeps again, not only the one it was woken for. The descriptor stays open
+    /// while any sender joined to the ring exists; lowcopy closes it, never the caller. If the
+    /// calling thread cannot have a ring (its setup fails: `EMFILE`, `ENOMEM`), this is the
+    /// socket, and the sender never uses a ring: an AUTO sender falls back to the error queue,
+    /// an io_uring one fails every send with that error.
     pub fn completion_fd(&self) -> BorrowedFd<'_> {
         match &self.engine {
             Engine::IoUring(r) => match r.join() {

@@ -42,9 +42,9 @@
 
 use std::cell::{RefCell, UnsafeCell};
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Mutex, Once, OnceLock};
 
 use io_uring::{cqueue, opcode, types, IoUring};
 use libc::{c_int, msghdr};
@@ -136,6 +136,11 @@ struct Shared {
     forks: u64,
     /// An SQE could not be submitted and cannot be taken back: never enter the ring again.
     poisoned: AtomicBool,
+    /// The eventfd registered with the ring (`IORING_REGISTER_EVENTFD`) once a completion fd
+    /// was asked for: the kernel signals it when it queues a notification (as task work, with
+    /// `DEFER_TASKRUN`), which the ring's own descriptor does not show to epoll. Set once, by
+    /// the owning thread.
+    efd: OnceLock<OwnedFd>,
     /// Routes of senders dropped on other threads, for the owner to release.
     released: Mutex<Vec<Released>>,
     any_released: AtomicBool,
@@ -253,6 +258,7 @@ impl Local {
                 owner: thread_token(),
                 forks: FORKS.load(Ordering::Relaxed),
                 poisoned: AtomicBool::new(false),
+                efd: OnceLock::new(),
                 released: Mutex::new(Vec::new()),
                 any_released: AtomicBool::new(false),
             }),
@@ -494,12 +500,27 @@ impl Binding {
         })
     }
 
-    /// The ring's descriptor, shared by every sender of the thread; readable when a CQE is
-    /// waiting.
+    /// The descriptor to watch for this thread's notifications: the ring's eventfd, made and
+    /// registered on the first call (on the ring's thread; elsewhere, or if that fails, the
+    /// ring's own descriptor, which shows posted completions only).
     pub fn fd(&self) -> BorrowedFd<'_> {
-        // SAFETY: the ring's fd stays open as long as `Shared` lives, which our Arc ensures
-        // for at least the borrow of `self`.
-        unsafe { BorrowedFd::borrow_raw(self.shared.fd) }
+        if let Some(e) = self.shared.efd.get() {
+            return e.as_fd();
+        }
+        let _ = self.with(|l| {
+            let e = crate::sys::eventfd()?;
+            // SAFETY: see `Local::ring`: `l` is this thread's Local, borrowed for the closure.
+            let ring = unsafe { Local::ring(&l.shared) };
+            ring.submitter().register_eventfd(e.as_raw_fd())?;
+            let _ = l.shared.efd.set(e);
+            Ok(())
+        });
+        match self.shared.efd.get() {
+            Some(e) => e.as_fd(),
+            // SAFETY: the ring's fd stays open as long as `Shared` lives, which our Arc
+            // ensures for at least the borrow of `self`.
+            None => unsafe { BorrowedFd::borrow_raw(self.shared.fd) },
+        }
     }
 
     /// `EIO` for a retired ring, `EEXIST` on a thread other than the ring's (a child of
@@ -658,6 +679,13 @@ impl Binding {
     ) -> io::Result<()> {
         self.with(|l| {
             l.take_released();
+            if enter {
+                // Before draining: a notification queued after this read signals it again.
+                if let Some(e) = l.shared.efd.get() {
+                    *syscalls += 1;
+                    crate::sys::eventfd_reset(e.as_fd());
+                }
+            }
             // SAFETY: `l` is the thread's Local, borrowed for this closure; `ring` lives in it.
             let ring = unsafe { Local::ring(&l.shared) };
             // Bounded: each round moves up to a queue's worth out of the overflow list.

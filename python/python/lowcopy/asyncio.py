@@ -10,9 +10,12 @@
   sendall(data)`` (returns once the kernel no longer reads ``data``: every part's completion
   came), ``await completions()`` (completions of ``send`` calls, with their ``user_data``).
 
-How it waits: every socket (and every io_uring ring) is watched through one private epoll
-instance whose descriptor is the only one added to the loop (``loop.add_reader``), and only
-while something waits. So lowcopy never registers the socket's own descriptor (no clash with
+How it waits: every socket (and the io_uring ring of the loop's thread) is watched through one
+private epoll instance whose descriptor is the only one added to the loop (``loop.add_reader``),
+and only while something waits. The io_uring senders of a thread share one ring, and so one
+completion descriptor (the ring's eventfd); a reap of any of them takes in the others'
+notifications too (kept for them, no longer shown by the descriptor), so every wake and every
+reap made here reaps all of that loop's io_uring senders with sends in flight. So lowcopy never registers the socket's own descriptor (no clash with
 an asyncio transport on it, no second ``add_reader`` replacing the first), and the events it
 watches are exactly those it needs: ``EPOLLIN`` while a peek waits, and for the error-queue
 backend only ``EPOLLERR`` (its completion notifications), drained by reaping. A wake that
@@ -33,7 +36,6 @@ import os
 import select
 import socket
 from collections import deque
-from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -52,14 +54,15 @@ class _Watch:
     """One descriptor watched through a private epoll instance, registered with the loop only
     while interest is declared; shared by every lowcopy object on the same socket."""
 
-    _by_key: dict[tuple[int, int, int], _Watch] = {}
+    _by_key: dict[tuple[int, ...], _Watch] = {}
 
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
         fd: int,
-        key: tuple[int, int, int] | None,
+        key: tuple[int, ...],
         base: int = 0,
+        ring: bool = False,
     ) -> None:
         self.loop = loop
         self.key = key
@@ -72,10 +75,11 @@ class _Watch:
         self.added = False
         self.paused: asyncio.TimerHandle | None = None
         self.want_in = 0
-        # Called on a wake with the events: for a socket only when they include EPOLLERR or
-        # EPOLLHUP (the error queue), for a ring on every wake.
-        self.on_event: Callable[[int], None] | None = None
-        self.want_err = False
+        # The senders watched here with sends in flight, reaped on a wake: for a socket only
+        # when its events include EPOLLERR or EPOLLHUP (the error queue), for a ring (the
+        # eventfd of the thread's shared io_uring ring) on every wake, all of them.
+        self.ring = ring
+        self.senders: dict[AsyncSender, None] = {}
         self.waiters: list[asyncio.Future[int]] = []
         self.futile = 0
         self.callbacks = 0
@@ -92,12 +96,25 @@ class _Watch:
         cls._by_key[key] = w
         return w
 
+    @classmethod
+    def for_ring(cls, loop: asyncio.AbstractEventLoop, fd: int) -> _Watch:
+        """The watch of the thread's io_uring completion descriptor ``fd`` (the same for every
+        io_uring sender of the thread; it stays open while any of them exists, and so while
+        this watch does). Keyed by number: eventfds share one anonymous inode."""
+        key = (id(loop), -1, fd)
+        w = cls._by_key.get(key)
+        if w is not None:
+            w.users += 1
+            return w
+        w = cls(loop, fd, key, select.EPOLLIN, ring=True)
+        cls._by_key[key] = w
+        return w
+
     def release(self) -> None:
         self.users -= 1
         if self.users > 0:
             return
-        if self.key is not None:
-            _Watch._by_key.pop(self.key, None)
+        _Watch._by_key.pop(self.key, None)
         self._remove()
         for f in self.waiters:
             if not f.done():
@@ -112,7 +129,7 @@ class _Watch:
         if mask != self.mask:
             self.ep.modify(self.fd, mask)
             self.mask = mask
-        wanted = self.want_in > 0 or self.want_err
+        wanted = self.want_in > 0 or bool(self.senders)
         if wanted and not self.added and self.paused is None:
             self.loop.add_reader(self.ep.fileno(), self._ready)
             self.added = True
@@ -131,10 +148,13 @@ class _Watch:
         self.callbacks += 1
         ready = self.ep.poll(0)
         ev = ready[0][1] if ready else 0
-        if self.on_event is not None and (
-            self.key is None or ev & (select.EPOLLERR | select.EPOLLHUP)
-        ):
-            self.on_event(ev)
+        if self.senders and (self.ring or ev & (select.EPOLLERR | select.EPOLLHUP)):
+            made, err = self.reap_all(ev)
+            self.progress(made)
+            if err is not None:
+                # For the loop's exception handler; a wake that keeps failing backs off.
+                self.update()
+                raise err
         if ev and self.waiters:
             waiters, self.waiters = self.waiters, []
             for f in waiters:
@@ -145,6 +165,24 @@ class _Watch:
             self._remove()
             return
         self.update()
+
+    def reap_all(
+        self, ev: int = 0, skip: AsyncSender | None = None
+    ) -> tuple[bool, Exception | None]:
+        """Reaps every sender watched here with sends in flight (but ``skip``): whether any
+        completion came, and the first error met (one sender's error does not keep the
+        others from being reaped; each meets its own again in its own calls). Each drops out
+        of ``senders`` once it has nothing in flight."""
+        made = False
+        err: Exception | None = None
+        for s in list(self.senders):
+            if s is skip:
+                continue
+            try:
+                made = s._reap(ev) or made
+            except Exception as e:  # noqa: BLE001 (reported once all were reaped)
+                err = err or e
+        return made, err
 
     def progress(self, made: bool) -> None:
         """A waiter or handler reports whether its wake did anything: futile wakes back off."""
@@ -347,12 +385,10 @@ class AsyncSender:
         b = self.sender.backend
         self._done: _Watch | None = None
         if b == ZcBackend.IO_URING:
-            self._done = _Watch(loop, self.sender.completion_fd(), None, select.EPOLLIN)
+            self._done = _Watch.for_ring(loop, self.sender.completion_fd())
         elif b == ZcBackend.ERRQUEUE:
             self._done = _Watch.for_socket(loop, self.sender.fileno())
         # (copies complete when the send returns: nothing to watch)
-        if self._done is not None:
-            self._done.on_event = self._on_event
         self._closed = False
 
     @property
@@ -362,8 +398,20 @@ class AsyncSender:
 
     # -- completions -------------------------------------------------------------------------
 
-    def _pump(self) -> bool:
-        """Reaps what is ready; routes sendall parts to their futures. True if any came."""
+    def _pump(self) -> None:
+        """Reaps what is ready. On io_uring this drains the thread's ring for every sender on
+        it, so every sender of the loop's ring with sends in flight is reaped too: what it
+        took in for them would otherwise wait, unannounced, until their next call."""
+        w = self._done
+        self._reap(0)  # this sender's errors are its caller's
+        if w is not None and w.ring:
+            w.reap_all(skip=self)
+            w.update()
+
+    def _reap(self, ev: int) -> bool:
+        """Reaps this sender; routes sendall parts to their futures and wakes waiters. With
+        ``ev`` (a wake's events) holding EPOLLERR/EPOLLHUP and nothing reaped, consumes a
+        pending socket error. True if any completion came."""
         got = self.sender.reap()
         for c in got:
             ud = c.user_data
@@ -379,23 +427,23 @@ class AsyncSender:
             for f in waiters:
                 if not f.done():
                     f.set_result(None)
-        self._watch_completions()
-        return bool(got)
-
-    def _on_event(self, ev: int) -> None:
-        made = self._pump()
-        if not made and ev & (select.EPOLLERR | select.EPOLLHUP) and self.sender.inflight > 0:
+        if not got and ev & (select.EPOLLERR | select.EPOLLHUP) and self.sender.inflight > 0:
             try:
                 self.sender.wait(0)  # reports a pending socket error (and consumes it)
             except OSError:
                 pass
-        assert self._done is not None
-        self._done.progress(made)
+        self._watch_completions()
+        return bool(got)
 
     def _watch_completions(self) -> None:
-        if self._done is not None and not self._closed:
-            self._done.want_err = self.sender.inflight > 0
-            self._done.update()
+        w = self._done
+        if w is None:
+            return
+        if not self._closed and self.sender.inflight > 0:
+            w.senders[self] = None
+        else:
+            w.senders.pop(self, None)
+        w.update()
 
     async def completions(self) -> list[Completion]:
         """Waits until at least one completion of a :meth:`send` is there; returns all that
@@ -483,8 +531,7 @@ class AsyncSender:
             return
         self._closed = True
         if self._done is not None:
-            self._done.on_event = None
-            self._done.want_err = False
+            self._done.senders.pop(self, None)
             self._done.update()
             self._done.release()
         self.sender.close(timeout)
