@@ -574,8 +574,9 @@ typedef struct lowcopy_zc_send_stats {
    */
   uint64_t completions_copied;
   /**
-   * `ENOBUFS` from zerocopy sends (optmem or locked-pages limit), each answered by a
-   * retry and then a copy; never returned to the caller.
+   * `ENOBUFS` from error-queue zerocopy sends (optmem or locked-pages limit) and
+   * `ENOMEM` from io_uring ones (`RLIMIT_MEMLOCK`, for a thread without `CAP_IPC_LOCK`),
+   * each answered by a retry and then a copy; never returned to the caller.
    */
   uint64_t enobufs;
   /**

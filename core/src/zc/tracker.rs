@@ -42,8 +42,8 @@ pub struct Completion {
 /// `IORING_NOTIF_USAGE_ZC_COPIED`), or by a plain send.
 pub const COPIED: u32 = 1;
 /// Completion flag: some or all of the request went out as a plain copied send because
-/// zerocopy was not possible (`ENOBUFS`, adaptive mode, full id window). The copy backend
-/// sets only [`COPIED`]: copying is what it was asked to do.
+/// zerocopy was not possible (`ENOBUFS`, io_uring `ENOMEM`, adaptive mode, full id window).
+/// The copy backend sets only [`COPIED`]: copying is what it was asked to do.
 pub const FALLBACK: u32 = 2;
 
 /// Index of a request slot.
