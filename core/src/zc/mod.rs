@@ -27,15 +27,20 @@
 //! reaped) in a table that starts with room for [`ZcOptions::reserve`] requests
 //! ([`DEFAULT_RESERVE`] = 16), grows by doubling while more are held, up to
 //! [`ZcOptions::max_pending`] ([`MAX_PENDING`] = 4096; past it a send is `EBUSY`), and goes back
-//! to the reserve as soon as the sender holds nothing. A request is one 32-byte slot, which
+//! to the reserve as soon as the sender holds nothing (an error-queue sender whose tables grew
+//! goes back to room for [`REAP_EVERY`] requests if that is more: `send_reap` holds that many
+//! between two reads of the error queue, and shrinking below it made a sender that keeps
+//! sending reallocate and copy its tables every 32 sends; 1.5 KiB of tables by default). A
+//! request is one 32-byte slot, which
 //! also links it into the free list or the ready queue (a send touches one slot of the
 //! table: with thousands of senders on a thread, every line touched is a cache miss); a
 //! quarter more slots are kept for failed io_uring requests whose notification is still to
 //! come; the error-queue backend adds a window of two 4-byte zerocopy ids per request,
 //! rounded up to a power of two. Exactly, for the default reserve: 640 bytes of slots (768
-//! with the error queue's ids); an idle sender is those and the sender itself (344 bytes),
+//! with the error queue's ids); an idle sender is those and the sender itself (392 bytes,
+//! laid out so that a send touches 4 of its cache lines; the C handle rounds it to 448),
 //! and an io_uring sender that joined a ring also has its 64-byte route there with room for
-//! 12 parked notifications (48 bytes): about 1.1 KiB in all on every backend. Nothing is
+//! 12 parked notifications (48 bytes): about 1.2 KiB in all on every backend. Nothing is
 //! allocated or freed while the requests held fit the reserve: a caller that must not
 //! allocate after setup sets `reserve` to `max_pending` (1024 requests: 40 KiB, 48 KiB with
 //! the error queue) and joins the ring during setup (an io_uring sender joins at its first
@@ -370,18 +375,41 @@ impl Ring {
 /// drop(payload); // only now may the buffer change
 /// # Ok::<(), std::io::Error>(())
 /// ```
+// Laid out in declaration order (`repr(C)`): what every send and reap touches first (the
+// engine, the socket, the hot counters, the tracker's hot fields: 245 bytes), the rest after.
+// With many senders on a thread each send finds its sender cold, and every cache line it
+// touches is a miss: the C handle puts this 8 bytes after a line boundary, so a send touches
+// 4 lines of it (the test the_hot_fields_fit_four_cache_lines), where Rust's own layout
+// spread it over 7 (cachegrind, examples/c/zc_bench.c -N 1000).
+#[repr(C)]
 pub struct ZeroCopySender<F: AsFd> {
-    fd: F,
-    stream: bool,
     engine: Engine,
-    tracker: Tracker,
-    adaptive: Adaptive,
+    fd: F,
     sends_since_reap: u32,
+    adaptive: Adaptive,
+    stream: bool,
     /// io_uring: the last request found the socket full; poll before queueing another.
     uring_full: bool,
+    /// The counters of every send and reap; the others are in `stats`.
+    hot: HotStats,
+    /// Its hot fields first (see [`Tracker`]), its cold ones after: last of the hot part.
+    tracker: Tracker,
+    stats: ZcStats,
     /// io_uring: waits for socket space that a non-empty error queue does not end.
     waiter: Waiter,
-    stats: ZcStats,
+}
+
+/// The [`ZcStats`] counters that every send or reap updates, kept together (the sender's
+/// `stats` holds the others; [`ZeroCopySender::stats`] merges them).
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
+struct HotStats {
+    sends: u64,
+    bytes: u64,
+    zerocopy_sends: u64,
+    syscalls_send: u64,
+    completions: u64,
+    completions_copied: u64,
 }
 
 impl<F: AsFd> fmt::Debug for ZeroCopySender<F> {
@@ -509,11 +537,16 @@ impl<F: AsFd> ZeroCopySender<F> {
         // Only the error queue needs the id window made now (io_uring makes it if AUTO falls
         // back to the error queue).
         let ids = matches!(engine, Engine::ErrQueue);
+        let mut tracker = Tracker::new(opts.reserve, opts.max_pending, ids)?;
+        if ids {
+            // send_reap holds REAP_EVERY requests between two reads of the error queue.
+            tracker.keep_after_growth(REAP_EVERY as usize, true);
+        }
         Ok(ZeroCopySender {
             fd,
             stream,
             engine,
-            tracker: Tracker::new(opts.reserve, opts.max_pending, ids)?,
+            tracker,
             adaptive: Adaptive {
                 enabled: opts.adaptive,
                 ..Adaptive::default()
@@ -521,6 +554,7 @@ impl<F: AsFd> ZeroCopySender<F> {
             sends_since_reap: 0,
             uring_full: false,
             waiter: Waiter::default(),
+            hot: HotStats::default(),
             stats: ZcStats::default(),
         })
     }
@@ -548,6 +582,7 @@ impl<F: AsFd> ZeroCopySender<F> {
             sends_since_reap: _,
             uring_full: _,
             waiter: _,
+            hot: _,
             stats: _,
         } = &*me;
         // SAFETY: `me` is never used or dropped again: `fd` is moved out once, and each field
@@ -589,6 +624,10 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// The counters so far.
     pub fn stats(&self) -> ZcStats {
         let mut s = self.stats;
+        let h = self.hot;
+        (s.sends, s.bytes, s.zerocopy_sends, s.syscalls_send) =
+            (h.sends, h.bytes, h.zerocopy_sends, h.syscalls_send);
+        (s.completions, s.completions_copied) = (h.completions, h.completions_copied);
         s.zerocopy_off = self.adaptive.off as u64;
         s
     }
@@ -810,8 +849,8 @@ impl<F: AsFd> ZeroCopySender<F> {
         };
         self.tracker.finish(slot);
         if matches!(r, Ok(n) if n > 0) {
-            self.stats.sends += 1;
-            self.stats.bytes += *r.as_ref().unwrap() as u64;
+            self.hot.sends += 1;
+            self.hot.bytes += *r.as_ref().unwrap() as u64;
         }
         r
     }
@@ -838,6 +877,9 @@ impl<F: AsFd> ZeroCopySender<F> {
             None => Ok(()),
             Some((_, true)) => {
                 self.engine = plain_engine(self.fd.as_fd());
+                if matches!(self.engine, Engine::ErrQueue) {
+                    self.tracker.keep_after_growth(REAP_EVERY as usize, true);
+                }
                 Ok(())
             }
             Some((e, false)) => Err(e),
@@ -889,13 +931,13 @@ impl<F: AsFd> ZeroCopySender<F> {
             if !zc {
                 break;
             }
-            self.stats.syscalls_send += 1;
+            self.hot.syscalls_send += 1;
             // SAFETY: msg points at the caller's name, control and iovecs.
             match unsafe { sys::sendmsg(self.fd.as_fd(), msg, flags | libc::MSG_ZEROCOPY) } {
                 // TCP numbers only sends that queued data; a datagram takes an id even with no
                 // payload (its header goes out through the zerocopy path: observed on 6.18).
                 Ok(n) if n > 0 || !self.stream => {
-                    self.stats.zerocopy_sends += 1;
+                    self.hot.zerocopy_sends += 1;
                     self.tracker.add_id(slot, n);
                     return Ok(n);
                 }
@@ -907,7 +949,7 @@ impl<F: AsFd> ZeroCopySender<F> {
                 Err(e) => return Err(e),
             }
         }
-        self.stats.syscalls_send += 1;
+        self.hot.syscalls_send += 1;
         // SAFETY: as above.
         let n = unsafe { sys::sendmsg(self.fd.as_fd(), msg, flags) }?;
         if n > 0 {
@@ -950,7 +992,7 @@ impl<F: AsFd> ZeroCopySender<F> {
                 self.fd.as_fd(),
                 libc::POLLOUT,
                 ms,
-                &mut self.stats.syscalls_send,
+                &mut self.hot.syscalls_send,
             )? == 0
             {
                 return Err(errno(libc::EAGAIN));
@@ -1016,7 +1058,7 @@ impl<F: AsFd> ZeroCopySender<F> {
                 self.fd.as_fd(),
                 libc::POLLOUT,
                 -1,
-                &mut self.stats.syscalls_send,
+                &mut self.hot.syscalls_send,
             ) {
                 Ok(_) => self.uring_full = false,
                 Err(_) if sent > 0 => return Ok(sent),
@@ -1032,7 +1074,7 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// # Safety
     /// As [`ZeroCopySender::send_parts`].
     unsafe fn uring_copy(&mut self, slot: SlotId, msg: &msghdr, flags: c_int) -> io::Result<usize> {
-        self.stats.syscalls_send += 1;
+        self.hot.syscalls_send += 1;
         // SAFETY: msg points at the caller's name, control and iovecs.
         let n = unsafe { sys::sendmsg(self.fd.as_fd(), msg, flags) }?;
         if n > 0 {
@@ -1060,10 +1102,10 @@ impl<F: AsFd> ZeroCopySender<F> {
         let (tracker, adaptive) = (&mut self.tracker, &mut self.adaptive);
         let unexpected = &mut self.stats.unexpected_ids;
         let mut on_notif = |n| apply_notif(tracker, adaptive, unexpected, n);
-        let syscalls = &mut self.stats.syscalls_send;
+        let syscalls = &mut self.hot.syscalls_send;
         // SAFETY: forwarded caller guarantees on msg and the buffers.
         let sr = unsafe { u.send(self.fd.as_fd(), msg, flags, slot, syscalls, &mut on_notif) }?;
-        self.stats.zerocopy_sends += 1;
+        self.hot.zerocopy_sends += 1;
         let (res, bytes) = (sr.res, sr.res.max(0) as usize);
         if sr.more {
             self.tracker.add_notif(slot, bytes);
@@ -1193,8 +1235,8 @@ impl<F: AsFd> ZeroCopySender<F> {
 
     fn pop(&mut self, out: &mut [Completion]) -> usize {
         let n = self.tracker.pop_ready(out);
-        self.stats.completions += n as u64;
-        self.stats.completions_copied +=
+        self.hot.completions += n as u64;
+        self.hot.completions_copied +=
             out[..n].iter().filter(|c| c.flags & COPIED != 0).count() as u64;
         n
     }
@@ -1867,6 +1909,23 @@ mod tests {
         );
     }
 
+    /// The hot part of a sender (everything but `stats`, `waiter` and the tracker's cold
+    /// tail) is 4 cache lines or less, 8 bytes in: where it sits in the C ABI's handle, which
+    /// is aligned to a line (see the `repr(C)` note on `ZeroCopySender`).
+    #[test]
+    fn the_hot_fields_fit_four_cache_lines() {
+        type S = ZeroCopySender<BorrowedFd<'static>>;
+        let tracker = std::mem::offset_of!(S, tracker);
+        let end = 8 + tracker + Tracker::HOT_BYTES;
+        println!(
+            "engine {} tracker {tracker} hot end {end}, sender {} bytes",
+            std::mem::size_of::<Engine>(),
+            std::mem::size_of::<S>()
+        );
+        assert!(end <= 256, "the hot fields end at byte {end}");
+        assert!(std::mem::offset_of!(S, stats) > tracker);
+    }
+
     /// An idle sender is small on every backend: the struct and its reserve's tables. A burst
     /// of 1000 requests held grows the tables; reaping them brings them back to the reserve.
     #[test]
@@ -1911,12 +1970,47 @@ mod tests {
                 n += k;
             }
             assert_eq!(n, 1000, "{backend:?}");
+            // The error queue keeps room for REAP_EVERY requests once it grew (what send_reap
+            // holds between two reads): 40 slots and 64 ids.
+            let back = if backend == ZcBackend::ErrQueue {
+                40 * 32 + 64 * 4
+            } else {
+                idle
+            };
             assert_eq!(
                 zc.tracker.heap_bytes(),
-                idle,
+                back,
                 "{backend:?}: back to the reserve"
             );
+            assert!(base + back <= 2048, "{backend:?}: {} bytes", base + back);
         }
+    }
+
+    /// An error-queue sender that keeps sending through send_reap holds up to REAP_EVERY
+    /// requests between two reads, more than the default reserve: its tables grow once and
+    /// then stay, rather than being reallocated (and copied) at every batch.
+    #[test]
+    fn send_reap_batches_do_not_reallocate_the_tables() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
+        let opts = ZcOptions::new().backend(ZcBackend::ErrQueue);
+        let mut zc = ZeroCopySender::with_options(&tx, opts).unwrap();
+        let mut out = [Completion::default(); 64];
+        let mut got = 0;
+        let mut d = [0u8; 100];
+        for i in 0..10 * REAP_EVERY as u64 {
+            let (n, k) = zc
+                .send_reap(&[IoSlice::new(&[1; 100])], Flags::NONE, i, &mut out)
+                .unwrap();
+            assert_eq!(n, 100);
+            assert_eq!(rx.recv(&mut d).unwrap(), 100);
+            got += k;
+        }
+        assert!(got >= 9 * REAP_EVERY as usize, "{got}");
+        // The slots grew once (20 to 40; the reserve's 32 ids hold a batch), then stayed:
+        // shrinking back to the reserve after each read made 20 tables here.
+        assert!(zc.tracker.resizes <= 2, "{} tables", zc.tracker.resizes);
     }
 
     #[test]
