@@ -105,13 +105,9 @@ pub(crate) fn ret_unit(r: io::Result<()>) -> c_int {
 }
 
 /// An opaque C handle over a core object, and whether a call on it panicked.
-// The flag first: every call reads it, and so it shares the first cache line of the object,
-// whose hot fields come first (`lowcopy_zc`). As Rust placed it, after the object, it took a
-// line of its own.
-#[repr(C)]
 pub(crate) struct Guarded<T> {
-    panicked: Cell<bool>,
     pub(crate) inner: T,
+    panicked: Cell<bool>,
 }
 
 impl<T> Guarded<T> {

@@ -102,9 +102,6 @@ impl Default for lowcopy_zc_options {
 
 /// Zerocopy sends over one socket with per-send user_data completions (opaque). Created by
 /// `lowcopy_zc_new`, released by `lowcopy_zc_free`.
-// On a cache line boundary: the sender's hot fields, 8 bytes in (after the panic flag), then
-// fill four lines exactly (core/src/zc/mod.rs), not five.
-#[repr(C, align(64))]
 pub struct lowcopy_zc(Guarded<CSender>);
 crate::handle!(lowcopy_zc, CSender);
 

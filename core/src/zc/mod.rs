@@ -37,10 +37,9 @@
 //! quarter more slots are kept for failed io_uring requests whose notification is still to
 //! come; the error-queue backend adds a window of two 4-byte zerocopy ids per request,
 //! rounded up to a power of two. Exactly, for the default reserve: 640 bytes of slots (768
-//! with the error queue's ids); an idle sender is those and the sender itself (392 bytes,
-//! laid out so that a send touches 4 of its cache lines; the C handle rounds it to 448),
+//! with the error queue's ids); an idle sender is those and the sender itself (344 bytes),
 //! and an io_uring sender that joined a ring also has its 64-byte route there with room for
-//! 12 parked notifications (48 bytes): about 1.2 KiB in all on every backend. Nothing is
+//! 12 parked notifications (48 bytes): about 1.1 KiB in all on every backend. Nothing is
 //! allocated or freed while the requests held fit the reserve: a caller that must not
 //! allocate after setup sets `reserve` to `max_pending` (1024 requests: 40 KiB, 48 KiB with
 //! the error queue) and joins the ring during setup (an io_uring sender joins at its first
@@ -375,41 +374,18 @@ impl Ring {
 /// drop(payload); // only now may the buffer change
 /// # Ok::<(), std::io::Error>(())
 /// ```
-// Laid out in declaration order (`repr(C)`): what every send and reap touches first (the
-// engine, the socket, the hot counters, the tracker's hot fields: 245 bytes), the rest after.
-// With many senders on a thread each send finds its sender cold, and every cache line it
-// touches is a miss: the C handle puts this 8 bytes after a line boundary, so a send touches
-// 4 lines of it (the test the_hot_fields_fit_four_cache_lines), where Rust's own layout
-// spread it over 7 (cachegrind, examples/c/zc_bench.c -N 1000).
-#[repr(C)]
 pub struct ZeroCopySender<F: AsFd> {
-    engine: Engine,
     fd: F,
-    sends_since_reap: u32,
-    adaptive: Adaptive,
     stream: bool,
+    engine: Engine,
+    tracker: Tracker,
+    adaptive: Adaptive,
+    sends_since_reap: u32,
     /// io_uring: the last request found the socket full; poll before queueing another.
     uring_full: bool,
-    /// The counters of every send and reap; the others are in `stats`.
-    hot: HotStats,
-    /// Its hot fields first (see [`Tracker`]), its cold ones after: last of the hot part.
-    tracker: Tracker,
-    stats: ZcStats,
     /// io_uring: waits for socket space that a non-empty error queue does not end.
     waiter: Waiter,
-}
-
-/// The [`ZcStats`] counters that every send or reap updates, kept together (the sender's
-/// `stats` holds the others; [`ZeroCopySender::stats`] merges them).
-#[derive(Clone, Copy, Debug, Default)]
-#[repr(C)]
-struct HotStats {
-    sends: u64,
-    bytes: u64,
-    zerocopy_sends: u64,
-    syscalls_send: u64,
-    completions: u64,
-    completions_copied: u64,
+    stats: ZcStats,
 }
 
 impl<F: AsFd> fmt::Debug for ZeroCopySender<F> {
@@ -554,7 +530,6 @@ impl<F: AsFd> ZeroCopySender<F> {
             sends_since_reap: 0,
             uring_full: false,
             waiter: Waiter::default(),
-            hot: HotStats::default(),
             stats: ZcStats::default(),
         })
     }
@@ -582,7 +557,6 @@ impl<F: AsFd> ZeroCopySender<F> {
             sends_since_reap: _,
             uring_full: _,
             waiter: _,
-            hot: _,
             stats: _,
         } = &*me;
         // SAFETY: `me` is never used or dropped again: `fd` is moved out once, and each field
@@ -624,10 +598,6 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// The counters so far.
     pub fn stats(&self) -> ZcStats {
         let mut s = self.stats;
-        let h = self.hot;
-        (s.sends, s.bytes, s.zerocopy_sends, s.syscalls_send) =
-            (h.sends, h.bytes, h.zerocopy_sends, h.syscalls_send);
-        (s.completions, s.completions_copied) = (h.completions, h.completions_copied);
         s.zerocopy_off = self.adaptive.off as u64;
         s
     }
@@ -849,8 +819,8 @@ impl<F: AsFd> ZeroCopySender<F> {
         };
         self.tracker.finish(slot);
         if matches!(r, Ok(n) if n > 0) {
-            self.hot.sends += 1;
-            self.hot.bytes += *r.as_ref().unwrap() as u64;
+            self.stats.sends += 1;
+            self.stats.bytes += *r.as_ref().unwrap() as u64;
         }
         r
     }
@@ -931,13 +901,13 @@ impl<F: AsFd> ZeroCopySender<F> {
             if !zc {
                 break;
             }
-            self.hot.syscalls_send += 1;
+            self.stats.syscalls_send += 1;
             // SAFETY: msg points at the caller's name, control and iovecs.
             match unsafe { sys::sendmsg(self.fd.as_fd(), msg, flags | libc::MSG_ZEROCOPY) } {
                 // TCP numbers only sends that queued data; a datagram takes an id even with no
                 // payload (its header goes out through the zerocopy path: observed on 6.18).
                 Ok(n) if n > 0 || !self.stream => {
-                    self.hot.zerocopy_sends += 1;
+                    self.stats.zerocopy_sends += 1;
                     self.tracker.add_id(slot, n);
                     return Ok(n);
                 }
@@ -949,7 +919,7 @@ impl<F: AsFd> ZeroCopySender<F> {
                 Err(e) => return Err(e),
             }
         }
-        self.hot.syscalls_send += 1;
+        self.stats.syscalls_send += 1;
         // SAFETY: as above.
         let n = unsafe { sys::sendmsg(self.fd.as_fd(), msg, flags) }?;
         if n > 0 {
@@ -992,7 +962,7 @@ impl<F: AsFd> ZeroCopySender<F> {
                 self.fd.as_fd(),
                 libc::POLLOUT,
                 ms,
-                &mut self.hot.syscalls_send,
+                &mut self.stats.syscalls_send,
             )? == 0
             {
                 return Err(errno(libc::EAGAIN));
@@ -1058,7 +1028,7 @@ impl<F: AsFd> ZeroCopySender<F> {
                 self.fd.as_fd(),
                 libc::POLLOUT,
                 -1,
-                &mut self.hot.syscalls_send,
+                &mut self.stats.syscalls_send,
             ) {
                 Ok(_) => self.uring_full = false,
                 Err(_) if sent > 0 => return Ok(sent),
@@ -1074,7 +1044,7 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// # Safety
     /// As [`ZeroCopySender::send_parts`].
     unsafe fn uring_copy(&mut self, slot: SlotId, msg: &msghdr, flags: c_int) -> io::Result<usize> {
-        self.hot.syscalls_send += 1;
+        self.stats.syscalls_send += 1;
         // SAFETY: msg points at the caller's name, control and iovecs.
         let n = unsafe { sys::sendmsg(self.fd.as_fd(), msg, flags) }?;
         if n > 0 {
@@ -1102,10 +1072,10 @@ impl<F: AsFd> ZeroCopySender<F> {
         let (tracker, adaptive) = (&mut self.tracker, &mut self.adaptive);
         let unexpected = &mut self.stats.unexpected_ids;
         let mut on_notif = |n| apply_notif(tracker, adaptive, unexpected, n);
-        let syscalls = &mut self.hot.syscalls_send;
+        let syscalls = &mut self.stats.syscalls_send;
         // SAFETY: forwarded caller guarantees on msg and the buffers.
         let sr = unsafe { u.send(self.fd.as_fd(), msg, flags, slot, syscalls, &mut on_notif) }?;
-        self.hot.zerocopy_sends += 1;
+        self.stats.zerocopy_sends += 1;
         let (res, bytes) = (sr.res, sr.res.max(0) as usize);
         if sr.more {
             self.tracker.add_notif(slot, bytes);
@@ -1235,8 +1205,8 @@ impl<F: AsFd> ZeroCopySender<F> {
 
     fn pop(&mut self, out: &mut [Completion]) -> usize {
         let n = self.tracker.pop_ready(out);
-        self.hot.completions += n as u64;
-        self.hot.completions_copied +=
+        self.stats.completions += n as u64;
+        self.stats.completions_copied +=
             out[..n].iter().filter(|c| c.flags & COPIED != 0).count() as u64;
         n
     }
@@ -1907,23 +1877,6 @@ mod tests {
             "memlock child: ok ({} KiB locked before the sends)",
             used / 1024
         );
-    }
-
-    /// The hot part of a sender (everything but `stats`, `waiter` and the tracker's cold
-    /// tail) is 4 cache lines or less, 8 bytes in: where it sits in the C ABI's handle, which
-    /// is aligned to a line (see the `repr(C)` note on `ZeroCopySender`).
-    #[test]
-    fn the_hot_fields_fit_four_cache_lines() {
-        type S = ZeroCopySender<BorrowedFd<'static>>;
-        let tracker = std::mem::offset_of!(S, tracker);
-        let end = 8 + tracker + Tracker::HOT_BYTES;
-        println!(
-            "engine {} tracker {tracker} hot end {end}, sender {} bytes",
-            std::mem::size_of::<Engine>(),
-            std::mem::size_of::<S>()
-        );
-        assert!(end <= 256, "the hot fields end at byte {end}");
-        assert!(std::mem::offset_of!(S, stats) > tracker);
     }
 
     /// An idle sender is small on every backend: the struct and its reserve's tables. A burst

@@ -133,56 +133,46 @@ fn free_slots(len: usize) -> io::Result<Vec<Slot>> {
 }
 
 /// Request slots, the id window in flight, and the ready queue.
-///
-/// Laid out in declaration order (`repr(C)`), the fields every send and reap reads or writes
-/// first, 137 bytes, the rest after: with a thousand senders on a thread each send finds its
-/// sender's lines cold, so the fewer it touches the better (measured with cachegrind:
-/// examples/c/zc_bench.c -N 1000).
 #[derive(Debug)]
-#[repr(C)]
 pub struct Tracker {
     slots: Vec<Slot>,
-    /// Ring of ids in flight, oldest first: `ids[(head + k) & mask]` is id `base + k`.
-    ids: Vec<IdEntry>,
     /// Free slots, most recently freed first (its line is likely still cached).
     free_head: SlotId,
+    n_free: usize,
     /// Slots whose completion is ready, oldest first, linked through `next`.
     ready_head: SlotId,
     ready_tail: SlotId,
-    /// Oldest id in flight (or the next id when none is).
-    base: u32,
-    n_free: usize,
     n_ready: usize,
+    /// Ring of ids in flight, oldest first: `ids[(head + k) & mask]` is id `base + k`.
+    ids: Vec<IdEntry>,
     head: usize,
     n_ids: usize,
+    /// Oldest id in flight (or the next id when none is).
+    base: u32,
     /// Closed requests that accepted bytes and still wait for notifications.
     inflight: usize,
     /// Requests not yet reaped, counting neither free slots nor ghosts.
     live: usize,
-    /// Requests held at most, and table sizes at most (below 2^31: [`Tracker::build`]).
-    max_live: u32,
-    max_slots: u32,
-    max_ids: u32,
-    /// The tables are larger than the reserve: shrink them when nothing is held.
-    grown: bool,
     /// Closed requests that accepted nothing but still wait for a notification: io_uring
     /// posts one even for a failed SEND_ZC, and on TCP it can be chained to the notification
     /// of earlier data still unacknowledged (io_link_skb, io_uring/notif.c), so it may come
     /// only when the peer acks. Invisible to the caller; they hold a slot of the spare room.
     ghosts: usize,
-    /// Table sizes to shrink back to: the reserve's, or more ([`Tracker::keep_after_growth`]).
+    max_live: usize,
+    /// The tables are larger than the reserve: shrink them when nothing is held.
+    grown: bool,
+    /// Table sizes to shrink back to (the reserve's, or more: [`Tracker::keep_after_growth`])
+    /// and at most.
     min_slots: usize,
+    max_slots: usize,
     min_ids: usize,
+    max_ids: usize,
     /// Tables made since the first (grown or shrunk).
     #[cfg(test)]
     pub resizes: u32,
 }
 
 impl Tracker {
-    /// Bytes from the start of a tracker to the end of its hot fields (`grown` is the last).
-    #[cfg(test)]
-    pub const HOT_BYTES: usize = std::mem::offset_of!(Tracker, grown) + 1;
-
     /// A tracker that holds up to `max_requests` requests not yet reaped (in flight or ready),
     /// with slots for `reserve` of them allocated now and kept (`reserve <= max_requests`).
     /// Up to `2 * max_requests` zerocopy ids (rounded up to a power of two) may be in flight;
@@ -202,7 +192,6 @@ impl Tracker {
         min_ids: usize,
         max_ids: usize,
     ) -> io::Result<Self> {
-        // Every count fits a u32 (PENDING_LIMIT is 2^20): slots, ids and their limits.
         debug_assert!(reserve <= max_requests && max_requests < DONE as usize / 2);
         let (min_slots, min_ids) = (slots_for(reserve), min_ids.min(max_ids));
         Ok(Tracker {
@@ -219,12 +208,12 @@ impl Tracker {
             inflight: 0,
             live: 0,
             ghosts: 0,
-            max_live: max_requests as u32,
+            max_live: max_requests,
             grown: false,
             min_slots,
-            max_slots: slots_for(max_requests) as u32,
+            max_slots: slots_for(max_requests),
             min_ids,
-            max_ids: max_ids as u32,
+            max_ids,
             #[cfg(test)]
             resizes: 0,
         })
@@ -236,13 +225,10 @@ impl Tracker {
     /// sends), so that it does not reallocate and copy its tables at every batch. The tables
     /// made now stay the reserve's. `ids`: the id window too (the error queue's).
     pub fn keep_after_growth(&mut self, requests: usize, ids: bool) {
-        let requests = requests.min(self.max_live as usize);
+        let requests = requests.min(self.max_live);
         self.min_slots = self.min_slots.max(slots_for(requests));
         if ids {
-            self.min_ids = self
-                .min_ids
-                .max(ids_for(requests))
-                .min(self.max_ids as usize);
+            self.min_ids = self.min_ids.max(ids_for(requests)).min(self.max_ids);
         }
     }
 
@@ -283,15 +269,14 @@ impl Tracker {
     /// until it is reaped).
     #[inline]
     pub fn room(&self) -> usize {
-        (self.max_live as usize - self.live)
-            .min(self.n_free + self.max_slots as usize - self.slots.len())
+        (self.max_live - self.live).min(self.n_free + self.max_slots - self.slots.len())
     }
 
     /// Whether a quarter or less of the room is left, or three quarters of the id window are
     /// in flight: time to collect.
     #[inline]
     pub fn low(&self) -> bool {
-        self.room() < self.max_live as usize / 4 || self.n_ids > self.max_ids as usize * 3 / 4
+        self.room() < self.max_live / 4 || self.n_ids > self.max_ids * 3 / 4
     }
 
     /// Notifications still expected for requests not yet completed: what a sender that goes
@@ -315,10 +300,10 @@ impl Tracker {
     #[cold]
     #[inline(never)]
     fn grow_ids(&mut self) -> bool {
-        if self.ids.len() >= self.max_ids as usize {
+        if self.ids.len() >= self.max_ids {
             return false;
         }
-        let len = (self.ids.len() * 2).max(8).min(self.max_ids as usize);
+        let len = (self.ids.len() * 2).max(8).min(self.max_ids);
         let Ok(mut v) = alloc(len, 0) else {
             return false;
         };
@@ -343,7 +328,7 @@ impl Tracker {
     /// `ENOMEM` when the slots must grow and cannot.
     #[inline]
     pub fn begin(&mut self, user_data: u64) -> io::Result<Option<SlotId>> {
-        if self.live >= self.max_live as usize {
+        if self.live >= self.max_live {
             return Ok(None);
         }
         if self.free_head == NIL && !self.grow_slots()? {
@@ -368,10 +353,10 @@ impl Tracker {
     #[inline(never)]
     fn grow_slots(&mut self) -> io::Result<bool> {
         let old = self.slots.len();
-        if old >= self.max_slots as usize {
+        if old >= self.max_slots {
             return Ok(false);
         }
-        let len = (old * 2).max(8).min(self.max_slots as usize);
+        let len = (old * 2).max(8).min(self.max_slots);
         self.slots.try_reserve_exact(len - old).map_err(enomem)?;
         self.slots.resize(len, Slot::default());
         // Called with no free slot: the new ones become the free list, in order.
@@ -380,11 +365,11 @@ impl Tracker {
         }
         self.free_head = old as SlotId;
         self.n_free = len - old;
+        self.grown |= len > self.min_slots;
         #[cfg(test)]
         {
             self.resizes += 1;
         }
-        self.grown |= len > self.min_slots;
         Ok(true)
     }
 
