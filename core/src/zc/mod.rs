@@ -611,7 +611,9 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// asking for this joins the sender to that thread's ring if it joined none yet (the
     /// sender then belongs to this thread). The first call on a thread makes an eventfd and
     /// registers it with the ring (`IORING_REGISTER_EVENTFD`; one more descriptor per thread,
-    /// and from then on each reap, wait or collect resets it with one `read`): the kernel
+    /// and from then on a reap, wait or collect resets it with one `read` if the ring was
+    /// entered since the last reset or new notifications show, so that reaping all of a
+    /// thread's senders after a wakeup costs one or two `read`s, not one each): the kernel
     /// signals it when it queues a notification for any sender of the thread. (The ring's own
     /// descriptor does not do: with `DEFER_TASKRUN` notifications wait as task work, which
     /// epoll does not report.) Any call on one of the thread's senders that enters or drains
@@ -1877,6 +1879,76 @@ mod tests {
             "memlock child: ok ({} KiB locked before the sends)",
             used / 1024
         );
+    }
+
+    /// An event loop that watches the thread's eventfd reaps every sender with sends in flight
+    /// after a wakeup: the first reap resets the eventfd and takes in every notification (the
+    /// others' go to their inboxes); the others find nothing new and make no syscall (they
+    /// made one `read` each: 64 or more here).
+    #[test]
+    fn reaping_many_senders_after_a_wakeup_resets_the_eventfd_once() {
+        if uring::thread_ring().is_err() {
+            return; // no io_uring SEND_ZC here
+        }
+        const N: usize = 64;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (mut clients, mut peers) = (Vec::new(), Vec::new());
+        for _ in 0..N {
+            clients.push(TcpStream::connect(l.local_addr().unwrap()).unwrap());
+            peers.push(l.accept().unwrap().0);
+        }
+        let opts = ZcOptions::new().backend(ZcBackend::IoUring);
+        let mut zcs: Vec<_> = clients
+            .iter()
+            .map(|c| ZeroCopySender::with_options(c, opts).unwrap())
+            .collect();
+        let efd = zcs[0].completion_fd().as_raw_fd(); // registers the ring's eventfd
+                                                      // More than the connection holds: each send's notification waits until the peer has
+                                                      // read and acknowledged all of it.
+        let data = vec![3u8; 1 << 20];
+        let mut sent = Vec::new();
+        for (i, zc) in zcs.iter_mut().enumerate() {
+            let n = zc
+                .send(&[IoSlice::new(&data)], Flags::DONTWAIT, i as u64)
+                .unwrap();
+            assert!(n > 0);
+            sent.push(n);
+        }
+        assert!(
+            zcs.iter().all(|z| z.inflight() == 1),
+            "notified before the peer read"
+        );
+        let mut got = vec![0u8; 1 << 20];
+        for (s, &n) in peers.iter_mut().zip(&sent) {
+            std::io::Read::read_exact(s, &mut got[..n]).unwrap();
+        }
+        // The acks came and the notifications wait (deferred): the eventfd says so.
+        let mut p = libc::pollfd {
+            fd: efd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let ready = unsafe { libc::poll(&mut p, 1, 5000) };
+        assert_eq!(ready, 1, "the eventfd was not signalled");
+        std::thread::sleep(Duration::from_millis(50)); // the other acks
+        let before: u64 = zcs.iter().map(|z| z.stats().syscalls_reap).sum();
+        let mut out = [Completion::default(); 4];
+        let mut got = 0;
+        for zc in zcs.iter_mut().filter(|z| z.inflight() > 0) {
+            got += zc.reap(&mut out).unwrap();
+        }
+        let reap_syscalls = zcs.iter().map(|z| z.stats().syscalls_reap).sum::<u64>() - before;
+        // About 3 (a reset, an io_uring_enter for the deferred notifications, a reset after
+        // it); more when acks still arrive meanwhile, each wave of them one enter and resets.
+        assert!(
+            reap_syscalls <= N as u64 / 4,
+            "{reap_syscalls} syscalls to reap {N} senders"
+        );
+        for zc in &mut zcs {
+            got += drain(zc).len();
+        }
+        assert_eq!(got, N);
     }
 
     /// An idle sender is small on every backend: the struct and its reserve's tables. A burst
