@@ -433,8 +433,9 @@ print_tables() {
                     kb = kernel_base(base, kv(line[cell SUBSEP base, 1], "backend"))
                     nk = kb == "" ? 0 : pratio2(cell, M[m], base, kb " " nx, kb)
                     if (nk > 0) {
-                        printf "  %s    lowcopy own part: (%s / %s) / (%s %s / %s) = %.3fx (rounds %.2f-%.2f of %d; want >= 0.95: %s)\n",
-                            name, M[m], base, kb, nx, kb, nk, r2lo, r2hi, r2n, verdict(nk >= 0.95)
+                        printf "  %s    lowcopy own part: (%s / %s) / (%s %s / %s) = %.3fx (rounds %.2f-%.2f of %d; want >= 0.95: %s)%s\n",
+                            name, M[m], base, kb, nx, kb, nk, r2lo, r2hi, r2n, verdict(nk >= 0.95),
+                            r2n < 5 ? " [under 5 rounds: a loaded machine moves one round by 20-35%]" : ""
                     } else if (kb != "")
                         printf "  %s    (run %s and %s %s to judge the part lowcopy adds)\n", name, kb, kb, nx
                     nc = pratio2(cell, M[m], base, "copy " nx, "copy")
