@@ -574,8 +574,9 @@ typedef struct lowcopy_zc_send_stats {
    */
   uint64_t completions_copied;
   /**
-   * `ENOBUFS` from zerocopy sends (optmem or locked-pages limit), each answered by a
-   * retry and then a copy; never returned to the caller.
+   * `ENOBUFS` from error-queue zerocopy sends (optmem or locked-pages limit) and
+   * `ENOMEM` from io_uring ones (`RLIMIT_MEMLOCK`, for a thread without `CAP_IPC_LOCK`),
+   * each answered by a retry and then a copy; never returned to the caller.
    */
   uint64_t enobufs;
   /**
@@ -1578,8 +1579,10 @@ size_t lowcopy_zc_inflight(const struct lowcopy_zc *z);
  * io_uring: the ring is the calling thread's, shared by every sender used on that thread;
  * asking for this joins the sender to this thread's ring if it joined none yet (the sender
  * then belongs to this thread). The first call on a thread makes an eventfd and registers it
- * with the ring (`IORING_REGISTER_EVENTFD`: one more descriptor per thread; from then on each
- * reap and wait resets it with one `read`); the kernel signals it when it queues a
+ * with the ring (`IORING_REGISTER_EVENTFD`: one more descriptor per thread; from then on a
+ * reap or wait resets it with one `read` if the ring was entered since the last reset or new
+ * notifications show: reaping all of a thread's senders after a wakeup costs one or two
+ * `read`s, not one each); the kernel signals it when it queues a
  * notification for any sender of the thread (the ring's own descriptor does not show those:
  * with `DEFER_TASKRUN` they wait as task work). Any call on one of the thread's senders that
  * enters or drains the ring (send, reap, wait) takes every notification in and keeps the

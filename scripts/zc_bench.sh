@@ -21,7 +21,9 @@
 #                         MB per CPU-second) and the spread of the runs
 #   ZC_BENCH_PATHS="loopback veth tx-only"   ZC_BENCH_FAMILIES="4 6"
 #   ZC_BENCH_PROTOS="tcp udp"
-#   ZC_BENCH_MODES="copy zc-l1 zc-l8 zc-l32 lc-errq lc-uring lc-auto"
+#   ZC_BENCH_MODES="copy zc-l1 zc-l8 zc-l32 ur-raw lc-errq lc-uring lc-auto"
+#                         (ur-raw: io_uring SEND_ZC without lowcopy, the io_uring rows'
+#                         baseline as zc-l32 is the error queue's)
 #   ZC_BENCH_LOOP=selftest  the selftest's send loop, poll(POLLOUT) after
 #                         every send; "app": poll only after EAGAIN, as an
 #                         application would (zc_bench -P), for every mode
@@ -40,6 +42,13 @@
 #                         (the dropping destinations) and ZC_BENCH_BIN=$BIN set, remove the
 #                         namespaces and exit with CMD's status (3: no ifb device); how
 #                         examples/node/bench.js runs its Node senders beside this program
+#
+# Many senders (rows "MODE xN") are judged, as issue 13 asks ("within 5% of one
+# sender's"), by what lowcopy adds: MODE xN / MODE over the same kernel path without
+# lowcopy (zc-l32 for the error queue, ur-raw for io_uring) xN / x1, MB per
+# CPU-second, median of per-round ratios, want >= 0.95. The kernel alone loses
+# 5-15% spreading sends over 1,000 sockets (plain copies as much), so MODE xN /
+# MODE itself cannot be held to 0.95; it is printed, and the ratio beside copies.
 #
 # Columns: MB sent; MB/s during the send loop; sends (calls that returned
 # > 0); compl (completions handed back); copied (% of completions the kernel
@@ -68,7 +77,7 @@ REPEAT=${ZC_BENCH_REPEAT:-1}
 PATHS=${ZC_BENCH_PATHS:-"loopback veth tx-only"}
 FAMILIES=${ZC_BENCH_FAMILIES:-"4 6"}
 PROTOS=${ZC_BENCH_PROTOS:-"tcp udp"}
-MODES=${ZC_BENCH_MODES:-"copy zc-l1 zc-l8 zc-l32 lc-errq lc-uring lc-auto"}
+MODES=${ZC_BENCH_MODES:-"copy zc-l1 zc-l8 zc-l32 ur-raw lc-errq lc-uring lc-auto"}
 SENDERS=${ZC_BENCH_SENDERS:-1}
 BEFORE_LIB=${ZC_BENCH_BEFORE_LIB:-}
 if [[ -n $BEFORE_LIB && ! -e $BEFORE_LIB/liblowcopy.so.0 ]]; then
@@ -308,7 +317,8 @@ print_tables() {
         sort_(r, c)
         return c % 2 ? r[(c + 1) / 2] : (r[c / 2] + r[c / 2 + 1]) / 2
     }
-    # Median over rounds of (a / b) / (c / d), MB per CPU-second; 0 if any is absent.
+    # Median over rounds of (a / b) / (c / d), MB per CPU-second; 0 if any is absent. The
+    # smallest and largest round go to r2lo, r2hi, the number of rounds to r2n.
     function pratio2(cell, a, b, c, d,    n, i, k, x, r, j) {
         n = 1e9
         split(a SUBSEP b SUBSEP c SUBSEP d, x, SUBSEP)
@@ -323,7 +333,15 @@ print_tables() {
         }
         if (!k) return 0
         sort_(r, k)
+        r2lo = r[1]; r2hi = r[k]; r2n = k
         return k % 2 ? r[(k + 1) / 2] : (r[k / 2] + r[k / 2 + 1]) / 2
+    }
+    # The same kernel path without lowcopy, for a lowcopy mode: raw MSG_ZEROCOPY read every 32
+    # sends for the error queue (what send_reap does), raw io_uring SEND_ZC for io_uring.
+    function kernel_base(mode, backend) {
+        if (mode == "lc-errq" || backend == "errqueue") return "zc-l32"
+        if (mode == "lc-uring" || backend == "io_uring") return "ur-raw"
+        return ""
     }
     # As pratio, for MB/s (kept per run as the mb_s key).
     function pratio_s(cell, a, b,    ka, kb, n, i, c, r, x, y) {
@@ -440,15 +458,25 @@ print_tables() {
                     if (a > 0) printf "  %s  %s / %s: %.3fx MB/CPUs, %.3fx MB/s\n", name, now, M[m], a, b
                 } else if (M[m] ~ / x[0-9]+$/ && ((cell SUBSEP base) in runs)) {
                     a = pratio(cell, M[m], base); b = pratio_s(cell, M[m], base)
-                    printf "  %s  %s = %.3fx %s MB/CPUs, %.3fx MB/s", name, M[m], a, base, b
-                    # Against what the kernel itself loses spreading plain copies over as many
-                    # sockets (copy xN / copy in the same rounds), when that row was run.
+                    printf "  %s  %s = %.3fx %s MB/CPUs, %.3fx MB/s\n", name, M[m], a, base, b
+                    if (base !~ /^lc-/) continue
+                    # "Within 5% of one sender": the kernel itself loses more than that
+                    # spreading sends over as many sockets (cold socket state, the same for
+                    # plain copies), so the gate is the part lowcopy adds: its xN / x1 over
+                    # xN / x1 of the same kernel path without lowcopy, in the same rounds.
                     nx = substr(M[m], length(base) + 2)
-                    nc = base == "copy" ? 0 : pratio2(cell, M[m], base, "copy " nx, "copy")
+                    kb = kernel_base(base, kv(line[cell SUBSEP base, 1], "backend"))
+                    nk = kb == "" ? 0 : pratio2(cell, M[m], base, kb " " nx, kb)
+                    if (nk > 0) {
+                        printf "  %s    lowcopy own part: (%s / %s) / (%s %s / %s) = %.3fx (rounds %.2f-%.2f of %d; want >= 0.95: %s)%s\n",
+                            name, M[m], base, kb, nx, kb, nk, r2lo, r2hi, r2n, verdict(nk >= 0.95),
+                            r2n < 5 ? " [under 5 rounds: a loaded machine moves one round by 20-35%]" : ""
+                    } else if (kb != "")
+                        printf "  %s    (run %s and %s %s to judge the part lowcopy adds)\n", name, kb, kb, nx
+                    nc = pratio2(cell, M[m], base, "copy " nx, "copy")
                     if (nc > 0)
-                        printf "; over copy %s / copy: %.3fx (want >= 0.95: %s)\n", nx, nc, verdict(nc >= 0.95)
-                    else
-                        printf "\n"
+                        printf "  %s    beside plain copies: over copy %s / copy = %.3fx (rounds %.2f-%.2f)\n",
+                            name, nx, nc, r2lo, r2hi
                 }
             }
         }

@@ -9,17 +9,18 @@
 # 2. Throughput on the tx-only path (scripts/zc_bench.sh: UDP out of a
 #    dropping ifb device, where the kernel really pins pages) with 1 sender and
 #    with 1,000 senders on one thread (sharing its io_uring ring), beside plain
-#    copies and raw MSG_ZEROCOPY with as many sockets (what the kernel's own
-#    zerocopy path costs across that many sockets), medians of several runs.
-#    Many senders are judged against one sender relative to what plain copies
-#    lose over as many sockets in the same rounds (the kernel's own cost).
+#    copies, raw MSG_ZEROCOPY and raw io_uring SEND_ZC with as many sockets
+#    (what the kernel's own paths cost across that many sockets), medians of
+#    several runs. Many senders are judged against one sender by the part
+#    lowcopy adds: lc-errq xN / lc-errq over zc-l32 xN / zc-l32, lc-uring xN /
+#    lc-uring over ur-raw xN / ur-raw, in the same rounds (want >= 0.95).
 #
 # Needs root (network namespaces; the descriptor limit is raised for 10,000
 # connections, 20,000 sockets). Builds nothing: run `make examples` first.
 # Environment:
 #   ZC_SCALE_COUNTS="1,100,1000,10000"   ZC_SCALE_BACKENDS="errqueue,io_uring,copy"
 #   ZC_SCALE_SENDERS="1 1000"   sender counts of the throughput table
-#   ZC_SCALE_MODES="copy zc-l32 lc-errq lc-uring"
+#   ZC_SCALE_MODES="copy zc-l32 ur-raw lc-errq lc-uring"
 #   ZC_SCALE_REPEAT=5   runs per throughput cell (the table shows medians)
 #   ZC_SCALE_SECONDS=1  seconds per throughput run
 #   ZC_SCALE_BEFORE_LIB=DIR  an older build's liblowcopy.so.0, measured beside
@@ -102,7 +103,7 @@ END {
 
 # Throughput: 1 and many senders on one thread, tx-only.
 env ZC_BENCH_PATHS=tx-only ZC_BENCH_PROTOS=udp ZC_BENCH_FAMILIES=4 \
-    ZC_BENCH_MODES="${ZC_SCALE_MODES:-copy zc-l32 lc-errq lc-uring}" \
+    ZC_BENCH_MODES="${ZC_SCALE_MODES:-copy zc-l32 ur-raw lc-errq lc-uring}" \
     ZC_BENCH_SENDERS="${ZC_SCALE_SENDERS:-1 1000}" \
     ZC_BENCH_REPEAT="${ZC_SCALE_REPEAT:-5}" ZC_BENCH_SECONDS="${ZC_SCALE_SECONDS:-1}" \
     ZC_BENCH_BEFORE_LIB="$BEFORE" BIN="$BIN/zc_bench" \

@@ -658,8 +658,10 @@ pub unsafe extern "C" fn lowcopy_zc_inflight(z: *const lowcopy_zc) -> size_t {
 /// io_uring: the ring is the calling thread's, shared by every sender used on that thread;
 /// asking for this joins the sender to this thread's ring if it joined none yet (the sender
 /// then belongs to this thread). The first call on a thread makes an eventfd and registers it
-/// with the ring (`IORING_REGISTER_EVENTFD`: one more descriptor per thread; from then on each
-/// reap and wait resets it with one `read`); the kernel signals it when it queues a
+/// with the ring (`IORING_REGISTER_EVENTFD`: one more descriptor per thread; from then on a
+/// reap or wait resets it with one `read` if the ring was entered since the last reset or new
+/// notifications show: reaping all of a thread's senders after a wakeup costs one or two
+/// `read`s, not one each); the kernel signals it when it queues a
 /// notification for any sender of the thread (the ring's own descriptor does not show those:
 /// with `DEFER_TASKRUN` they wait as task work). Any call on one of the thread's senders that
 /// enters or drains the ring (send, reap, wait) takes every notification in and keeps the

@@ -33,6 +33,13 @@
  *   lc-errq   lowcopy_zc_new(LOWCOPY_ZC_ERRQUEUE) + lowcopy_zc_send_reap
  *   lc-uring  lowcopy_zc_new(LOWCOPY_ZC_IO_URING) + lowcopy_zc_send_reap
  *   lc-auto   lowcopy_zc_new(LOWCOPY_ZC_AUTO, LOWCOPY_ZC_ADAPTIVE) + send_reap
+ *   ur-raw    io_uring SEND_ZC without lowcopy, as lowcopy's io_uring backend
+ *             makes it: one ring for the thread (8192 CQEs, SINGLE_ISSUER,
+ *             DEFER_TASKRUN), MSG_DONTWAIT, one request at a time, waiting in
+ *             io_uring_enter for its result; notifications (REPORT_USAGE) are
+ *             taken whenever the completion queue is looked at. The io_uring
+ *             rows' baseline, as zc-l32 is the error queue's: what the kernel's
+ *             own path costs, over one socket or many.
  *
  * Measured by the sender: its own CPU (getrusage(RUSAGE_SELF) user+sys, from
  * the first send to the last completion), its own syscalls (counted here for
@@ -59,6 +66,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <linux/errqueue.h>
+#include <linux/io_uring.h>
 #include <netinet/in.h>
 #include <netinet/ip.h>
 #include <netinet/ip6.h>
@@ -72,8 +80,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -98,10 +108,10 @@
 #define RX_BATCH 64             /* datagrams per recvmmsg */
 #define RX_PEEK 64              /* bytes of each datagram verified */
 
-enum mode { M_COPY, M_ZC_L1, M_ZC_L8, M_ZC_L32, M_LC_ERRQ, M_LC_URING, M_LC_AUTO, M_COUNT };
+enum mode { M_COPY, M_ZC_L1, M_ZC_L8, M_ZC_L32, M_LC_ERRQ, M_LC_URING, M_LC_AUTO, M_UR_RAW, M_COUNT };
 
 static const char *const mode_names[M_COUNT] = {
-    "copy", "zc-l1", "zc-l8", "zc-l32", "lc-errq", "lc-uring", "lc-auto",
+    "copy", "zc-l1", "zc-l8", "zc-l32", "lc-errq", "lc-uring", "lc-auto", "ur-raw",
 };
 
 /* ---------------------------------------------------------------- config */
@@ -470,6 +480,136 @@ static void lc_reap(struct tx *t)
         die("lowcopy_zc_reap: %s", strerror((int)-n));
 }
 
+/* ---------------------------------------------------------------- raw io_uring */
+
+/* The thread's ring (ur-raw), set up by hand: no liburing, no lowcopy. */
+static struct {
+    int fd;
+    unsigned *sq_tail, *sq_mask, *sq_array;
+    unsigned *cq_head, *cq_tail, *cq_mask;
+    struct io_uring_sqe *sqes;
+    struct io_uring_cqe *cqes;
+    long long *idx;             /* request (user_data) -> send index; -1: it sent nothing */
+    size_t capidx;
+    uint64_t next;              /* the next request's user_data */
+} ur = { .fd = -1 };
+
+static void *ur_map(size_t len, off_t off)
+{
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ur.fd, off);
+    if (p == MAP_FAILED)
+        die("mmap io_uring: %s", strerror(errno));
+    return p;
+}
+
+static void ur_setup(void)
+{
+    struct io_uring_params p = {
+        .flags = IORING_SETUP_CQSIZE | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+        .cq_entries = 8192,
+    };
+    ur.fd = (int)syscall(__NR_io_uring_setup, 8, &p);
+    if (ur.fd < 0)
+        die("io_uring_setup: %s", strerror(errno));
+    if (!(p.features & IORING_FEAT_SINGLE_MMAP))
+        die("io_uring without IORING_FEAT_SINGLE_MMAP");
+    size_t sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned);
+    size_t cq_len = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
+    char *rings = ur_map(sq_len > cq_len ? sq_len : cq_len, IORING_OFF_SQ_RING);
+    ur.sqes = ur_map(p.sq_entries * sizeof(struct io_uring_sqe), IORING_OFF_SQES);
+    ur.sq_tail = (unsigned *)(rings + p.sq_off.tail);
+    ur.sq_mask = (unsigned *)(rings + p.sq_off.ring_mask);
+    ur.sq_array = (unsigned *)(rings + p.sq_off.array);
+    ur.cq_head = (unsigned *)(rings + p.cq_off.head);
+    ur.cq_tail = (unsigned *)(rings + p.cq_off.tail);
+    ur.cq_mask = (unsigned *)(rings + p.cq_off.ring_mask);
+    ur.cqes = (struct io_uring_cqe *)(rings + p.cq_off.cqes);
+}
+
+/* Takes every CQE posted: the result of request `want` (its res in *res, true returned),
+ * notifications of any request. A result that accepted bytes is recorded as a send here,
+ * before a notification of it that follows in the same batch. */
+static bool ur_drain(struct tx *t, uint64_t want, int *res)
+{
+    bool got = false;
+    unsigned head = *ur.cq_head, tail = __atomic_load_n(ur.cq_tail, __ATOMIC_ACQUIRE);
+    for (; head != tail; head++) {
+        const struct io_uring_cqe *c = &ur.cqes[head & *ur.cq_mask];
+        if (c->flags & IORING_CQE_F_NOTIF) {
+            long long i = ur.idx[c->user_data];
+            if (i >= 0)
+                complete_one(t, (uint64_t)i, 0, (unsigned)c->res & IORING_NOTIF_USAGE_ZC_COPIED, false);
+        } else if (c->user_data == want) {
+            *res = c->res;
+            got = true;
+            if (c->res > 0) {
+                record_send(t, c->res);
+                ur.idx[want] = t->sends - 1;
+            }
+        }
+    }
+    __atomic_store_n(ur.cq_head, head, __ATOMIC_RELEASE);
+    return got;
+}
+
+/* io_uring_enter: submit `n`, then run deferred work and wait for `wait` CQEs. */
+static int ur_enter(unsigned n, unsigned wait)
+{
+    return (int)syscall(__NR_io_uring_enter, ur.fd, n, wait, IORING_ENTER_GETEVENTS, NULL, 0);
+}
+
+/* One SEND_ZC of the payload on the connection in use, waiting for its result. */
+static ssize_t ur_send(struct tx *t, const void *buf, size_t len)
+{
+    uint64_t me = ur.next++;
+    if (me >= ur.capidx) {
+        ur.capidx = ur.capidx ? 2 * ur.capidx : 1 << 16;
+        ur.idx = realloc(ur.idx, ur.capidx * sizeof(*ur.idx));
+        if (!ur.idx)
+            die("out of memory");
+    }
+    ur.idx[me] = -1;
+    unsigned tail = *ur.sq_tail, i = tail & *ur.sq_mask;
+    struct io_uring_sqe *e = &ur.sqes[i];
+    memset(e, 0, sizeof(*e));
+    e->opcode = IORING_OP_SEND_ZC;
+    e->fd = t->fd;
+    e->addr = (uintptr_t)buf;
+    e->len = (unsigned)len;
+    e->msg_flags = MSG_DONTWAIT;
+    e->ioprio = IORING_SEND_ZC_REPORT_USAGE;
+    e->user_data = me;
+    ur.sq_array[i] = i;
+    __atomic_store_n(ur.sq_tail, tail + 1, __ATOMIC_RELEASE);
+    unsigned submit = 1;
+    int res = 0;
+    for (;;) {
+        t->sys_send++;
+        int r = ur_enter(submit, 1);
+        if (r < 0 && errno != EINTR && errno != EAGAIN && errno != EBUSY)
+            die("io_uring_enter: %s", strerror(errno));
+        if (r > 0)
+            submit = 0;
+        if (ur_drain(t, me, &res))
+            break;
+    }
+    return res;
+}
+
+/* After the loop: notifications still missing, up to `stop`. */
+static void ur_wait_rest(struct tx *t, double stop)
+{
+    int res;
+    while (t->completions < t->sends && now_s() < stop) {
+        t->sys_reap++;
+        if (ur_enter(0, 0) < 0 && errno != EINTR)
+            die("io_uring_enter: %s", strerror(errno));
+        ur_drain(t, UINT64_MAX, &res);
+        if (t->completions < t->sends)
+            usleep(1000);
+    }
+}
+
 /* ---------------------------------------------------------------- sender */
 
 static bool is_lc(enum mode m)
@@ -546,6 +686,10 @@ static void collect(struct tx *t)
         raw_recv_completions(t);
     else if (is_lc(t->mode))
         lc_reap(t);
+    else if (t->mode == M_UR_RAW) {
+        int res;
+        ur_drain(t, UINT64_MAX, &res); /* (no syscall) */
+    }
     t->reap_wait += reap_syscalls(t) - before;
 }
 
@@ -576,6 +720,17 @@ static bool send_one(struct tx *t)
         if (r > 0)
             record_send(t, r);
         lc_take(t, n);
+        return r > 0;
+    }
+
+    if (t->mode == M_UR_RAW) {
+        r = ur_send(t, payload, (size_t)cfg_size); /* (records the send itself) */
+        if (r == -EAGAIN) {
+            t->eagain++;
+            return false;
+        }
+        if (r < 0)
+            die("io_uring SEND_ZC: %s", strerror((int)-r));
         return r > 0;
     }
 
@@ -619,6 +774,11 @@ static void wait_rest_one(struct tx *t, double stop);
 static void wait_rest(struct tx *t)
 {
     double stop = now_s() + cfg_wait_ms / 1000.0;
+
+    if (t->mode == M_UR_RAW) {
+        ur_wait_rest(t, stop);
+        return;
+    }
 
     if (is_raw_zc(t->mode) && t->nconns > 1) {
         /* Every socket's error queue in turn (reads never block) until all came. */
@@ -684,6 +844,8 @@ static int connect_retry(const struct sockaddr_storage *ss, socklen_t alen)
 
 static const char *backend_name(const struct tx *t)
 {
+    if (t->mode == M_UR_RAW)
+        return "uring_raw";
     if (!is_lc(t->mode))
         return t->mode == M_COPY ? "sendmsg" : "msg_zerocopy";
     switch (lowcopy_zc_backend(t->z)) {
@@ -724,6 +886,8 @@ static int do_tx(void)
                 die("lowcopy_zc_new on socket %d: %s", k, strerror(-r));
         }
     }
+    if (cfg_mode == M_UR_RAW)
+        ur_setup();
     use_conn(&t, 0);
     t.limit = cfg_mode == M_ZC_L1 ? 1 : cfg_mode == M_ZC_L8 ? 8 : 32;
     tx_grow(&t);

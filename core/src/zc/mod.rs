@@ -27,7 +27,11 @@
 //! reaped) in a table that starts with room for [`ZcOptions::reserve`] requests
 //! ([`DEFAULT_RESERVE`] = 16), grows by doubling while more are held, up to
 //! [`ZcOptions::max_pending`] ([`MAX_PENDING`] = 4096; past it a send is `EBUSY`), and goes back
-//! to the reserve as soon as the sender holds nothing. A request is one 32-byte slot, which
+//! to the reserve as soon as the sender holds nothing (an error-queue sender whose tables grew
+//! goes back to room for [`REAP_EVERY`] requests if that is more: `send_reap` holds that many
+//! between two reads of the error queue, and shrinking below it made a sender that keeps
+//! sending reallocate and copy its tables every 32 sends; 1.5 KiB of tables by default). A
+//! request is one 32-byte slot, which
 //! also links it into the free list or the ready queue (a send touches one slot of the
 //! table: with thousands of senders on a thread, every line touched is a cache miss); a
 //! quarter more slots are kept for failed io_uring requests whose notification is still to
@@ -272,8 +276,9 @@ pub struct ZcStats {
     pub completions: u64,
     /// Of those, completions with the [`COPIED`] flag.
     pub completions_copied: u64,
-    /// `ENOBUFS` from zerocopy sends (optmem or locked-pages limit), each answered by a
-    /// retry and then a copy; never returned to the caller.
+    /// `ENOBUFS` from error-queue zerocopy sends (optmem or locked-pages limit) and
+    /// `ENOMEM` from io_uring ones (`RLIMIT_MEMLOCK`, for a thread without `CAP_IPC_LOCK`),
+    /// each answered by a retry and then a copy; never returned to the caller.
     pub enobufs: u64,
     /// Sends that fell back to a copy because the id window was full (twice the sender's
     /// limit of requests held in flight: 8192 ids by default).
@@ -515,11 +520,16 @@ impl<F: AsFd> ZeroCopySender<F> {
         // Only the error queue needs the id window made now (io_uring makes it if AUTO falls
         // back to the error queue).
         let ids = matches!(engine, Engine::ErrQueue);
+        let mut tracker = Tracker::new(opts.reserve, opts.max_pending, ids)?;
+        if ids {
+            // send_reap holds REAP_EVERY requests between two reads of the error queue.
+            tracker.keep_after_growth(REAP_EVERY as usize, true);
+        }
         Ok(ZeroCopySender {
             fd,
             stream,
             engine,
-            tracker: Tracker::new(opts.reserve, opts.max_pending, ids)?,
+            tracker,
             adaptive: Adaptive {
                 enabled: opts.adaptive,
                 ..Adaptive::default()
@@ -608,7 +618,9 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// asking for this joins the sender to that thread's ring if it joined none yet (the
     /// sender then belongs to this thread). The first call on a thread makes an eventfd and
     /// registers it with the ring (`IORING_REGISTER_EVENTFD`; one more descriptor per thread,
-    /// and from then on each reap, wait or collect resets it with one `read`): the kernel
+    /// and from then on a reap, wait or collect resets it with one `read` if the ring was
+    /// entered since the last reset or new notifications show, so that reaping all of a
+    /// thread's senders after a wakeup costs one or two `read`s, not one each): the kernel
     /// signals it when it queues a notification for any sender of the thread. (The ring's own
     /// descriptor does not do: with `DEFER_TASKRUN` notifications wait as task work, which
     /// epoll does not report.) Any call on one of the thread's senders that enters or drains
@@ -645,8 +657,10 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// `poll(POLLOUT)` before queueing the next request (a failed SEND_ZC still posts a
     /// notification, which the kernel may hold until the peer acks earlier data), so retrying
     /// a full socket costs a poll and no request slot. `ENOBUFS` from a zerocopy send (optmem
-    /// or locked-pages limit) is never returned: completions are collected and the send is
-    /// retried, then made by copy.
+    /// or locked-pages limit), and on io_uring `ENOMEM` (the pages of its sends in flight are
+    /// charged to `RLIMIT_MEMLOCK` when the thread that made the ring lacks `CAP_IPC_LOCK`),
+    /// is never returned: completions are collected and the send is retried once, then made
+    /// by copy (its completion flagged [`COPIED`] | [`FALLBACK`]).
     ///
     /// # Errors
     /// `EBUSY` ([`ZcOptions::max_pending`] requests unreaped: reap first), `ENOMEM` (the
@@ -842,6 +856,9 @@ impl<F: AsFd> ZeroCopySender<F> {
             None => Ok(()),
             Some((_, true)) => {
                 self.engine = plain_engine(self.fd.as_fd());
+                if matches!(self.engine, Engine::ErrQueue) {
+                    self.tracker.keep_after_growth(REAP_EVERY as usize, true);
+                }
                 Ok(())
             }
             Some((e, false)) => Err(e),
@@ -940,7 +957,7 @@ impl<F: AsFd> ZeroCopySender<F> {
         user: &[iovec],
         flags: c_int,
     ) -> io::Result<usize> {
-        let blocking = flags & libc::MSG_DONTWAIT == 0;
+        let (blocking, caller_flags) = (flags & libc::MSG_DONTWAIT == 0, flags);
         let flags = flags | libc::MSG_DONTWAIT;
         self.ring()?.check_owner()?; // before any wait: another thread is refused at once
         if self.uring_full {
@@ -970,7 +987,7 @@ impl<F: AsFd> ZeroCopySender<F> {
             std::slice::from_raw_parts_mut(space.as_mut_ptr().cast::<iovec>(), user.len())
         };
         let total: usize = user.iter().map(|v| v.iov_len).sum();
-        let (mut sent, mut first) = (0usize, 0usize);
+        let (mut sent, mut first, mut nomem) = (0usize, 0usize, false);
         loop {
             msg.msg_iov = iov[first..].as_mut_ptr();
             msg.msg_iovlen = (iov.len() - first) as _;
@@ -983,6 +1000,26 @@ impl<F: AsFd> ZeroCopySender<F> {
                         return Ok(sent);
                     }
                     advance(iov, &mut first, n);
+                }
+                // The locked-pages limit: a ring made by a thread without CAP_IPC_LOCK charges
+                // each SEND_ZC's pages to the user's RLIMIT_MEMLOCK until its notification
+                // (io_uring/notif.h io_notif_account_mem), and says ENOMEM past it; or no
+                // kernel memory. As ENOBUFS on the error queue: collect (notifications give
+                // the pages back) and retry once, then send the rest by copy.
+                Err(e) if e.raw_os_error() == Some(libc::ENOMEM) => {
+                    self.stats.enobufs += 1;
+                    if !nomem {
+                        nomem = true;
+                        self.collect()?;
+                        continue;
+                    }
+                    // SAFETY: msg points at the caller's name and control and at the iovecs
+                    // not yet sent (set at the top of this round).
+                    return match unsafe { self.uring_copy(slot, msg, caller_flags) } {
+                        Ok(n) => Ok(sent + n),
+                        Err(_) if sent > 0 => Ok(sent),
+                        Err(e) => Err(e),
+                    };
                 }
                 Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
                     self.uring_full = true;
@@ -1007,6 +1044,23 @@ impl<F: AsFd> ZeroCopySender<F> {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// The io_uring backend's copy fallback: one plain `sendmsg` of `msg` for `slot`, whose
+    /// completion (flagged [`COPIED`] | [`FALLBACK`]) waits for nothing more than the
+    /// notifications its earlier requests still expect.
+    ///
+    /// # Safety
+    /// As [`ZeroCopySender::send_parts`].
+    unsafe fn uring_copy(&mut self, slot: SlotId, msg: &msghdr, flags: c_int) -> io::Result<usize> {
+        self.stats.syscalls_send += 1;
+        // SAFETY: msg points at the caller's name, control and iovecs.
+        let n = unsafe { sys::sendmsg(self.fd.as_fd(), msg, flags) }?;
+        if n > 0 {
+            self.stats.copy_sends += 1;
+            self.tracker.add_done(slot, n, COPIED | FALLBACK);
+        }
+        Ok(n)
     }
 
     /// One SEND_ZC / SENDMSG_ZC request for `slot`, waiting for its result (not for its
@@ -1601,6 +1655,309 @@ mod tests {
         check::<ZeroCopySender<BorrowedFd<'static>>>();
     }
 
+    /// The environment variable that makes `uring_enomem_falls_back_to_copies` run its body
+    /// (in a child process of its own).
+    const MEMLOCK_CHILD: &str = "LOWCOPY_TEST_MEMLOCK_CHILD";
+
+    /// io_uring under the locked-pages limit: a ring made by a thread without `CAP_IPC_LOCK`
+    /// charges each SEND_ZC's pages to `RLIMIT_MEMLOCK` and answers `ENOMEM` past it
+    /// (io_uring/notif.h). As with `ENOBUFS` on the error queue, the send is retried once and
+    /// then made by copy: the caller never sees the error, every send gets exactly one
+    /// completion with its user data (`COPIED | FALLBACK` for the copies), and the stats
+    /// count each `ENOMEM` and each copy. How: the test runs itself again as a child process
+    /// (this test binary, this test only), which drops `CAP_IPC_LOCK` from its capability
+    /// sets (capset(2); root has it, and with it no limit applies) and lowers
+    /// `RLIMIT_MEMLOCK` before its first ring is made; the parent only checks the child's
+    /// verdict, so this process keeps its capabilities and limits.
+    #[test]
+    fn uring_enomem_falls_back_to_copies() {
+        if std::env::var_os(MEMLOCK_CHILD).is_some() {
+            memlock_child();
+            return;
+        }
+        if uring::thread_ring().is_err() {
+            return; // no io_uring SEND_ZC here
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "zc::tests::uring_enomem_falls_back_to_copies",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(MEMLOCK_CHILD, "1")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "child failed:\n{text}");
+        assert!(
+            text.contains("memlock child: ok") || text.contains("memlock child: skipped"),
+            "the child ran no test:\n{text}"
+        );
+    }
+
+    /// Drops `CAP_IPC_LOCK` from the effective and permitted sets of the calling process.
+    fn drop_ipc_lock() {
+        #[repr(C)]
+        struct Header {
+            version: u32,
+            pid: c_int,
+        }
+        #[repr(C)]
+        #[derive(Clone, Copy, Default)]
+        struct Data {
+            effective: u32,
+            permitted: u32,
+            inheritable: u32,
+        }
+        const VERSION_3: u32 = 0x2008_0522; // _LINUX_CAPABILITY_VERSION_3
+        const CAP_IPC_LOCK: u32 = 14;
+        let mut h = Header {
+            version: VERSION_3,
+            pid: 0,
+        };
+        let mut d = [Data::default(); 2];
+        // SAFETY: capget writes two Data for version 3 into `d`.
+        let r = unsafe { libc::syscall(libc::SYS_capget, &mut h as *mut Header, d.as_mut_ptr()) };
+        assert_eq!(r, 0, "capget: {}", io::Error::last_os_error());
+        d[0].effective &= !(1 << CAP_IPC_LOCK);
+        d[0].permitted &= !(1 << CAP_IPC_LOCK);
+        // SAFETY: capset reads the header and two Data.
+        let r = unsafe { libc::syscall(libc::SYS_capset, &mut h as *mut Header, d.as_ptr()) };
+        assert_eq!(r, 0, "capset: {}", io::Error::last_os_error());
+    }
+
+    /// Sets the soft `RLIMIT_MEMLOCK` (the one the kernel checks), below the hard one.
+    fn set_memlock(bytes: u64) {
+        let mut l = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes one rlimit.
+        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut l) }, 0);
+        l.rlim_cur = bytes.min(l.rlim_max);
+        // SAFETY: a valid rlimit; a soft limit up to the hard one needs no privilege.
+        let r = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &l) };
+        assert_eq!(r, 0, "setrlimit: {}", io::Error::last_os_error());
+    }
+
+    /// The body of `uring_enomem_falls_back_to_copies`, in the child process.
+    fn memlock_child() {
+        drop_ipc_lock();
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
+        let opts = ZcOptions::new().backend(ZcBackend::IoUring);
+        // The thread's ring, made now: without CAP_IPC_LOCK its own pages are charged too.
+        let mut zc = match ZeroCopySender::with_options(&tx, opts) {
+            Ok(z) => z,
+            Err(e) => {
+                println!("memlock child: skipped (no io_uring: {e})");
+                return;
+            }
+        };
+        // What the user has locked already (the ring's own pages, at least) is not shown
+        // anywhere: find the smallest limit under which a 4 KiB send (1 + 2 pages charged,
+        // io_notif_account_mem) goes zerocopy.
+        let mut got = [0u8; 40000];
+        let mut zerocopy_under = |zc: &mut ZeroCopySender<&UdpSocket>, limit: u64| {
+            set_memlock(limit);
+            let before = zc.stats().enobufs;
+            assert_eq!(
+                zc.send(&[IoSlice::new(&[1; 4096])], Flags::NONE, 1000)
+                    .unwrap(),
+                4096
+            );
+            assert_eq!(rx.recv(&mut got).unwrap(), 4096);
+            assert_eq!(drain(zc).len(), 1);
+            zc.stats().enobufs == before
+        };
+        let (mut lo, mut hi) = (0u64, 64 << 20);
+        assert!(
+            zerocopy_under(&mut zc, hi),
+            "64 MiB of locked memory is not enough"
+        );
+        while hi - lo > 4096 {
+            let mid = (lo + hi) / 2 / 4096 * 4096;
+            if zerocopy_under(&mut zc, mid) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        let used = hi - 3 * 4096;
+        // Room for 6 pages: a 16 KiB datagram (4 + 2) goes zerocopy, a 32 KiB one (8 + 2)
+        // is refused twice and copied. Loopback notifies before the send returns, so each
+        // send finds the room free again.
+        set_memlock(used + 6 * 4096);
+        let st = zc.stats();
+        let (probe_sends, probe_copies, probe_enobufs) = (st.sends, st.copy_sends, st.enobufs);
+        let size = |i: u64| if i % 2 == 0 { 16384 } else { 32768 };
+        let mut seen = vec![0u32; 200];
+        let take = |zc: &mut ZeroCopySender<&UdpSocket>, seen: &mut Vec<u32>| {
+            let mut fallbacks = vec![];
+            let mut all = drain(zc);
+            let mut out = [Completion::default(); 16];
+            while let Ok(n @ 1..) = zc.reap(&mut out) {
+                all.extend_from_slice(&out[..n]);
+            }
+            for c in all {
+                assert_eq!(c.result, size(c.user_data), "{c:?}");
+                seen[c.user_data as usize] += 1;
+                if c.flags & FALLBACK != 0 {
+                    assert_ne!(c.flags & COPIED, 0, "{c:?}");
+                    fallbacks.push(c.user_data);
+                }
+            }
+            fallbacks
+        };
+        let mut send = |zc: &mut ZeroCopySender<&UdpSocket>, i: u64| {
+            let data = vec![i as u8; size(i) as usize];
+            assert_eq!(
+                zc.send(&[IoSlice::new(&data)], Flags::NONE, i).unwrap(),
+                data.len()
+            );
+            assert_eq!(rx.recv(&mut got).unwrap(), data.len());
+            assert!(
+                got[..data.len()].iter().all(|&b| b == i as u8),
+                "datagram {i}"
+            );
+        };
+        for i in 0..100u64 {
+            send(&mut zc, i);
+        }
+        // Other processes of this user that lock memory meanwhile (another run of this test)
+        // move the limit's room: the pattern is exact only on a quiet machine, so only
+        // a mix of both is asserted, and the counts that follow from it.
+        let fallbacks = take(&mut zc, &mut seen);
+        let st = zc.stats();
+        assert!(
+            !fallbacks.is_empty() && fallbacks.len() < 100,
+            "{fallbacks:?}"
+        );
+        let copies = fallbacks.len() as u64;
+        if fallbacks != (1..100).step_by(2).collect::<Vec<_>>() {
+            println!("memlock child: other lockers meanwhile; copied {fallbacks:?}");
+        }
+        assert_eq!(st.copy_sends - probe_copies, copies, "{st:?}");
+        assert_eq!(st.enobufs - probe_enobufs, 2 * copies, "{st:?}");
+        // No room at all: every send is refused twice, then copied.
+        set_memlock(0);
+        for i in 100..200u64 {
+            send(&mut zc, i);
+        }
+        assert_eq!(take(&mut zc, &mut seen), (100..200).collect::<Vec<_>>());
+        let st = zc.stats();
+        assert!(
+            seen.iter().all(|&n| n == 1),
+            "one completion per send: {seen:?}"
+        );
+        assert_eq!(st.enobufs - probe_enobufs, 2 * copies + 200, "{st:?}");
+        assert_eq!(st.copy_sends - probe_copies, copies + 100, "{st:?}");
+        assert_eq!(st.sends - probe_sends, 200, "{st:?}");
+        assert_eq!(st.completions, st.sends, "{st:?}");
+        assert_eq!(zc.inflight(), 0);
+
+        // A blocking TCP send of 1 MiB: refused, then sent whole by one copy.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut all = vec![0u8; 1 << 20];
+            std::io::Read::read_exact(&mut s, &mut all).unwrap();
+            all
+        });
+        let mut zc = ZeroCopySender::with_options(&c, opts).unwrap();
+        let data: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
+        assert_eq!(
+            zc.send(&[IoSlice::new(&data)], Flags::NONE, 7).unwrap(),
+            1 << 20
+        );
+        assert_eq!(reader.join().unwrap(), data);
+        let c = drain(&mut zc);
+        assert_eq!(c.len(), 1);
+        assert_eq!((c[0].user_data, c[0].result), (7, 1 << 20));
+        assert_eq!(c[0].flags, COPIED | FALLBACK);
+        let st = zc.stats();
+        assert_eq!((st.enobufs, st.copy_sends), (2, 1), "{st:?}");
+        println!(
+            "memlock child: ok ({} KiB locked before the sends)",
+            used / 1024
+        );
+    }
+
+    /// An event loop that watches the thread's eventfd reaps every sender with sends in flight
+    /// after a wakeup: the first reap resets the eventfd and takes in every notification (the
+    /// others' go to their inboxes); the others find nothing new and make no syscall (they
+    /// made one `read` each: 64 or more here).
+    #[test]
+    fn reaping_many_senders_after_a_wakeup_resets_the_eventfd_once() {
+        if uring::thread_ring().is_err() {
+            return; // no io_uring SEND_ZC here
+        }
+        const N: usize = 64;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (mut clients, mut peers) = (Vec::new(), Vec::new());
+        for _ in 0..N {
+            clients.push(TcpStream::connect(l.local_addr().unwrap()).unwrap());
+            peers.push(l.accept().unwrap().0);
+        }
+        let opts = ZcOptions::new().backend(ZcBackend::IoUring);
+        let mut zcs: Vec<_> = clients
+            .iter()
+            .map(|c| ZeroCopySender::with_options(c, opts).unwrap())
+            .collect();
+        let efd = zcs[0].completion_fd().as_raw_fd(); // registers the ring's eventfd
+                                                      // More than the connection holds: each send's notification waits until the peer has
+                                                      // read and acknowledged all of it.
+        let data = vec![3u8; 1 << 20];
+        let mut sent = Vec::new();
+        for (i, zc) in zcs.iter_mut().enumerate() {
+            let n = zc
+                .send(&[IoSlice::new(&data)], Flags::DONTWAIT, i as u64)
+                .unwrap();
+            assert!(n > 0);
+            sent.push(n);
+        }
+        assert!(
+            zcs.iter().all(|z| z.inflight() == 1),
+            "notified before the peer read"
+        );
+        let mut got = vec![0u8; 1 << 20];
+        for (s, &n) in peers.iter_mut().zip(&sent) {
+            std::io::Read::read_exact(s, &mut got[..n]).unwrap();
+        }
+        // The acks came and the notifications wait (deferred): the eventfd says so.
+        let mut p = libc::pollfd {
+            fd: efd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let ready = unsafe { libc::poll(&mut p, 1, 5000) };
+        assert_eq!(ready, 1, "the eventfd was not signalled");
+        std::thread::sleep(Duration::from_millis(50)); // the other acks
+        let before: u64 = zcs.iter().map(|z| z.stats().syscalls_reap).sum();
+        let mut out = [Completion::default(); 4];
+        let mut got = 0;
+        for zc in zcs.iter_mut().filter(|z| z.inflight() > 0) {
+            got += zc.reap(&mut out).unwrap();
+        }
+        let reap_syscalls = zcs.iter().map(|z| z.stats().syscalls_reap).sum::<u64>() - before;
+        // About 3 (a reset, an io_uring_enter for the deferred notifications, a reset after
+        // it); more when acks still arrive meanwhile, each wave of them one enter and resets.
+        assert!(
+            reap_syscalls <= N as u64 / 4,
+            "{reap_syscalls} syscalls to reap {N} senders"
+        );
+        for zc in &mut zcs {
+            got += drain(zc).len();
+        }
+        assert_eq!(got, N);
+    }
+
     /// An idle sender is small on every backend: the struct and its reserve's tables. A burst
     /// of 1000 requests held grows the tables; reaping them brings them back to the reserve.
     #[test]
@@ -1645,12 +2002,47 @@ mod tests {
                 n += k;
             }
             assert_eq!(n, 1000, "{backend:?}");
+            // The error queue keeps room for REAP_EVERY requests once it grew (what send_reap
+            // holds between two reads): 40 slots and 64 ids.
+            let back = if backend == ZcBackend::ErrQueue {
+                40 * 32 + 64 * 4
+            } else {
+                idle
+            };
             assert_eq!(
                 zc.tracker.heap_bytes(),
-                idle,
+                back,
                 "{backend:?}: back to the reserve"
             );
+            assert!(base + back <= 2048, "{backend:?}: {} bytes", base + back);
         }
+    }
+
+    /// An error-queue sender that keeps sending through send_reap holds up to REAP_EVERY
+    /// requests between two reads, more than the default reserve: its tables grow once and
+    /// then stay, rather than being reallocated (and copied) at every batch.
+    #[test]
+    fn send_reap_batches_do_not_reallocate_the_tables() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
+        let opts = ZcOptions::new().backend(ZcBackend::ErrQueue);
+        let mut zc = ZeroCopySender::with_options(&tx, opts).unwrap();
+        let mut out = [Completion::default(); 64];
+        let mut got = 0;
+        let mut d = [0u8; 100];
+        for i in 0..10 * REAP_EVERY as u64 {
+            let (n, k) = zc
+                .send_reap(&[IoSlice::new(&[1; 100])], Flags::NONE, i, &mut out)
+                .unwrap();
+            assert_eq!(n, 100);
+            assert_eq!(rx.recv(&mut d).unwrap(), 100);
+            got += k;
+        }
+        assert!(got >= 9 * REAP_EVERY as usize, "{got}");
+        // The slots grew once (20 to 40; the reserve's 32 ids hold a batch), then stayed:
+        // shrinking back to the reserve after each read made 20 tables here.
+        assert!(zc.tracker.resizes <= 2, "{} tables", zc.tracker.resizes);
     }
 
     #[test]

@@ -42,8 +42,8 @@ pub struct Completion {
 /// `IORING_NOTIF_USAGE_ZC_COPIED`), or by a plain send.
 pub const COPIED: u32 = 1;
 /// Completion flag: some or all of the request went out as a plain copied send because
-/// zerocopy was not possible (`ENOBUFS`, adaptive mode, full id window). The copy backend
-/// sets only [`COPIED`]: copying is what it was asked to do.
+/// zerocopy was not possible (`ENOBUFS`, io_uring `ENOMEM`, adaptive mode, full id window).
+/// The copy backend sets only [`COPIED`]: copying is what it was asked to do.
 pub const FALLBACK: u32 = 2;
 
 /// Index of a request slot.
@@ -161,11 +161,15 @@ pub struct Tracker {
     max_live: usize,
     /// The tables are larger than the reserve: shrink them when nothing is held.
     grown: bool,
-    /// Table sizes when idle (the reserve) and at most.
+    /// Table sizes to shrink back to (the reserve's, or more: [`Tracker::keep_after_growth`])
+    /// and at most.
     min_slots: usize,
     max_slots: usize,
     min_ids: usize,
     max_ids: usize,
+    /// Tables made since the first (grown or shrunk).
+    #[cfg(test)]
+    pub resizes: u32,
 }
 
 impl Tracker {
@@ -210,7 +214,22 @@ impl Tracker {
             max_slots: slots_for(max_requests),
             min_ids,
             max_ids,
+            #[cfg(test)]
+            resizes: 0,
         })
+    }
+
+    /// Once the tables had to grow past the reserve, shrink them back to room for `requests`
+    /// (at most the limit) rather than to the reserve: for a sender that holds that many
+    /// between two collections as a rule (the error queue's `send_reap`, [`super::REAP_EVERY`]
+    /// sends), so that it does not reallocate and copy its tables at every batch. The tables
+    /// made now stay the reserve's. `ids`: the id window too (the error queue's).
+    pub fn keep_after_growth(&mut self, requests: usize, ids: bool) {
+        let requests = requests.min(self.max_live);
+        self.min_slots = self.min_slots.max(slots_for(requests));
+        if ids {
+            self.min_ids = self.min_ids.max(ids_for(requests)).min(self.max_ids);
+        }
     }
 
     /// Bytes the tables hold on the heap now.
@@ -307,6 +326,10 @@ impl Tracker {
         }
         self.ids = v;
         self.head = 0;
+        #[cfg(test)]
+        {
+            self.resizes += 1;
+        }
         self.grown |= self.ids.len() > self.min_ids;
         true
     }
@@ -355,7 +378,11 @@ impl Tracker {
         }
         self.free_head = old as SlotId;
         self.n_free = len - old;
-        self.grown = true;
+        self.grown |= len > self.min_slots;
+        #[cfg(test)]
+        {
+            self.resizes += 1;
+        }
         Ok(true)
     }
 
@@ -377,6 +404,10 @@ impl Tracker {
         self.free_head = if self.min_slots > 0 { 0 } else { NIL };
         self.n_free = self.min_slots;
         self.grown = false;
+        #[cfg(test)]
+        {
+            self.resizes += 1;
+        }
     }
 
     /// Records `bytes` accepted by a zerocopy send of `slot` that took the next kernel id;

@@ -210,6 +210,11 @@ struct Routes {
 struct Local {
     shared: Arc<Shared>,
     routes: Routes,
+    /// The eventfd was reset since the ring was last entered: whatever signalled it then was
+    /// drained, and a later signal comes with work the completion queue's flags show. Lets
+    /// the reaps of a thread's other senders after a wakeup skip the eventfd `read` (one per
+    /// sender: with a thousand senders reaped after a wakeup, a thousand syscalls).
+    efd_clean: bool,
 }
 
 thread_local! {
@@ -263,6 +268,7 @@ impl Local {
                 any_released: AtomicBool::new(false),
             }),
             routes: Routes::default(),
+            efd_clean: false,
         })
     }
 
@@ -602,6 +608,7 @@ impl Binding {
             let mut interrupted = false;
             loop {
                 *syscalls += 1;
+                l.efd_clean = false; // entering may take in what signalled the eventfd
                 if let Err(e) = ring.submit_and_wait(1) {
                     match e.raw_os_error() {
                         // A signal: the send, once submitted, runs on. Cancel it, as a signal
@@ -679,15 +686,25 @@ impl Binding {
     ) -> io::Result<()> {
         self.with(|l| {
             l.take_released();
-            if enter {
-                // Before draining: a notification queued after this read signals it again.
-                if let Some(e) = l.shared.efd.get() {
-                    *syscalls += 1;
-                    crate::sys::eventfd_reset(e.as_fd());
-                }
-            }
             // SAFETY: `l` is the thread's Local, borrowed for this closure; `ring` lives in it.
             let ring = unsafe { Local::ring(&l.shared) };
+            if enter {
+                // Before draining: a notification queued after this read signals it again.
+                // Not again while nothing entered the ring since the last reset and nothing
+                // new shows (deferred work, overflow, posted entries): then the eventfd holds
+                // no signal whose work was taken in without a reset after it.
+                if let Some(e) = l.shared.efd.get() {
+                    let fresh = {
+                        let sq = ring.submission();
+                        sq.taskrun() || sq.cq_overflow()
+                    } || !ring.completion().is_empty();
+                    if !l.efd_clean || fresh {
+                        *syscalls += 1;
+                        crate::sys::eventfd_reset(e.as_fd());
+                        l.efd_clean = true;
+                    }
+                }
+            }
             // Bounded: each round moves up to a queue's worth out of the overflow list.
             for _ in 0..64 {
                 let flagged = {
@@ -696,6 +713,8 @@ impl Binding {
                 };
                 if enter && flagged {
                     *syscalls += 1;
+                    // What signals the eventfd between its reset and this may be taken in now.
+                    l.efd_clean = false;
                     // SAFETY: no SQEs to submit and no argument: GETEVENTS only runs the task
                     // work and flushes the overflow list.
                     let r = unsafe {
@@ -739,6 +758,7 @@ impl Binding {
             // SAFETY: `l` is the thread's Local, borrowed for this closure; `ring` lives in it.
             let ring = unsafe { Local::ring(&l.shared) };
             *syscalls += 1;
+            l.efd_clean = false;
             let r = if timeout_ms < 0 {
                 ring.submit_and_wait(1)
             } else {
