@@ -138,6 +138,58 @@ pub fn poll_one(fd: BorrowedFd<'_>, events: i16, timeout_ms: c_int) -> io::Resul
     cvt(unsafe { libc::poll(&mut pfd, 1, timeout_ms) }).map(|_| pfd.revents)
 }
 
+/// `poll` on `fd` for `events` and on `other` for `POLLIN`; returns `fd`'s revents and
+/// whether `other` was readable.
+pub fn poll_two(
+    fd: BorrowedFd<'_>,
+    events: i16,
+    other: BorrowedFd<'_>,
+    timeout_ms: c_int,
+) -> io::Result<(i16, bool)> {
+    let mut pfd = [
+        libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: other.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    // SAFETY: a live array of two pollfds.
+    cvt(unsafe { libc::poll(pfd.as_mut_ptr(), 2, timeout_ms) })?;
+    Ok((pfd[0].revents, pfd[1].revents != 0))
+}
+
+/// A new eventfd (counter 0, `EFD_CLOEXEC | EFD_NONBLOCK`), owned.
+pub fn eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: eventfd takes no pointers; on success we own the new fd.
+    let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })?;
+    // SAFETY: `fd` was just returned by eventfd and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Adds 1 to an eventfd's counter (making it readable).
+pub fn eventfd_add(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let one: u64 = 1;
+    // SAFETY: the kernel reads 8 bytes from a live local.
+    let n = unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Bytes queued for reading (`SIOCINQ`, which is `FIONREAD`).
+pub fn inq(fd: BorrowedFd<'_>) -> io::Result<usize> {
+    let mut n: c_int = 0;
+    // SAFETY: SIOCINQ writes one int into a live local.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n) })?;
+    Ok(n.max(0) as usize)
+}
+
 /// A new epoll instance (`EPOLL_CLOEXEC`), owned.
 pub fn epoll_create() -> io::Result<OwnedFd> {
     // SAFETY: epoll_create1 takes no pointers; on success we own the new fd.
