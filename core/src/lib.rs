@@ -107,8 +107,8 @@ pub use peek::{
     consume, peek_at, peek_supported, PeekMode, PeekResult, PeekStats, Peeker, StreamKind,
 };
 pub use probe::{probe, Caps};
-pub use zc::{Completion, ZcBackend, ZcOptions, ZcStats, ZeroCopySender};
 pub use wait::{wait_beyond, AbortHandle, Interest, Waiter, Wakeup};
+pub use zc::{Completion, ZcBackend, ZcOptions, ZcStats, ZeroCopySender};
 pub use zcrx::{Chunk, ZcrxStats, ZeroCopyReceiver};
 
 /// `IOV_MAX`: the most iovecs one call takes.

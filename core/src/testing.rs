@@ -164,8 +164,7 @@ pub fn local_addr(fd: BorrowedFd<'_>) -> io::Result<SocketAddr> {
         }
         libc::AF_INET6 => {
             // SAFETY: the kernel wrote a sockaddr_in6 (family checked).
-            let a =
-                unsafe { *(&ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            let a = unsafe { *(&ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
             let ip = Ipv6Addr::from(a.sin6_addr.s6_addr);
             Ok((ip, u16::from_be(a.sin6_port)).into())
         }
@@ -726,7 +725,10 @@ mod tests {
         assert_eq!(e.raw_os_error(), Some(libc::EAGAIN));
         let e = wait_queued(p.sock.as_fd(), 1, Duration::from_millis(5)).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ETIMEDOUT));
-        assert_eq!(close(1 << 20).unwrap_err().raw_os_error(), Some(libc::EBADF));
+        assert_eq!(
+            close(1 << 20).unwrap_err().raw_os_error(),
+            Some(libc::EBADF)
+        );
         assert!(!is_open(1 << 20));
         assert!(is_open(p.sock.as_raw_fd()));
     }

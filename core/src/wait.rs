@@ -91,7 +91,9 @@ impl AbortHandle {
     /// # Syscalls
     /// One `eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)`.
     pub fn new() -> io::Result<Self> {
-        Ok(AbortHandle { fd: sys::eventfd()? })
+        Ok(AbortHandle {
+            fd: sys::eventfd()?,
+        })
     }
 
     /// Aborts: every wait given this handle, pending or later, returns [`Wakeup::Aborted`].
@@ -215,9 +217,7 @@ impl Waiter {
             };
             match self.wait_abortable(fd.as_fd(), interest.events(), ms, abort, &mut calls) {
                 Ok(None) => return Ok(Wakeup::Aborted),
-                Ok(Some(ev)) if ev & libc::POLLNVAL != 0 => {
-                    return Err(sys::errno(libc::EBADF))
-                }
+                Ok(Some(ev)) if ev & libc::POLLNVAL != 0 => return Err(sys::errno(libc::EBADF)),
                 Ok(Some(0)) if ms == 0 || deadline.is_some_and(|d| Instant::now() >= d) => {
                     return Ok(Wakeup::TimedOut)
                 }

@@ -37,7 +37,8 @@ fn ready_timeout_and_abort() {
     );
     // Writable at once.
     assert_eq!(
-        w.wait_ready(&p.sock, Interest::Writable, None, None).unwrap(),
+        w.wait_ready(&p.sock, Interest::Writable, None, None)
+            .unwrap(),
         Wakeup::Ready
     );
     // Aborted from another thread while sleeping without a limit.
@@ -84,8 +85,17 @@ fn busy_error_queue_does_not_spin() {
         errqueue_entry(p.sock.as_fd(), kind, kind);
         wait_queued(p.peer.as_fd(), 1);
         let mut w = Waiter::new();
-        let r = w.wait_ready(&p.sock, Interest::Readable, None, Some(Duration::from_secs(5)));
-        assert_eq!(r.unwrap(), Wakeup::Ready, "{kind}: the first POLLERR is for the caller");
+        let r = w.wait_ready(
+            &p.sock,
+            Interest::Readable,
+            None,
+            Some(Duration::from_secs(5)),
+        );
+        assert_eq!(
+            r.unwrap(),
+            Wakeup::Ready,
+            "{kind}: the first POLLERR is for the caller"
+        );
         let c0 = thread_cpu();
         let t0 = Instant::now();
         let r = w.wait_ready(&p.sock, Interest::Readable, None, Some(300 * MS));
@@ -108,7 +118,12 @@ fn busy_error_queue_does_not_spin() {
             std::thread::sleep(50 * MS);
             write_all(peer.as_fd(), b"data");
         });
-        let r = w.wait_ready(&p.sock, Interest::Readable, None, Some(Duration::from_secs(5)));
+        let r = w.wait_ready(
+            &p.sock,
+            Interest::Readable,
+            None,
+            Some(Duration::from_secs(5)),
+        );
         assert_eq!(r.unwrap(), Wakeup::Ready, "{kind}");
         j.join().unwrap();
         assert!(inq(p.sock.as_fd()) >= 4);
@@ -123,7 +138,12 @@ fn errors_interest_wakes_for_a_notification() {
     let r = w.wait_ready(&p.sock, Interest::Errors, None, Some(20 * MS));
     assert_eq!(r.unwrap(), Wakeup::TimedOut);
     errqueue_entry(p.sock.as_fd(), "zerocopy", "zerocopy");
-    let r = w.wait_ready(&p.sock, Interest::Errors, None, Some(Duration::from_secs(5)));
+    let r = w.wait_ready(
+        &p.sock,
+        Interest::Errors,
+        None,
+        Some(Duration::from_secs(5)),
+    );
     assert_eq!(r.unwrap(), Wakeup::Ready);
 }
 
@@ -154,7 +174,10 @@ fn wait_beyond_offset() {
         let c0 = thread_cpu();
         let r = wait_beyond(&p.sock, 10, None, Some(200 * MS));
         assert_eq!(r.unwrap(), Wakeup::TimedOut, "{t}");
-        assert!(thread_cpu() - c0 < 100 * MS, "{t}: spun on the bytes before the offset");
+        assert!(
+            thread_cpu() - c0 < 100 * MS,
+            "{t}: spun on the bytes before the offset"
+        );
         // Bytes that stay before the offset wake it once each, never end it.
         let peer = p.peer.try_clone().unwrap();
         let j = std::thread::spawn(move || {

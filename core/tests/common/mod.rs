@@ -7,8 +7,8 @@ use std::net::Ipv4Addr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
 
-pub use lowcopy::testing::{Pair, TcpOpts};
 use lowcopy::testing as t;
+pub use lowcopy::testing::{Pair, TcpOpts};
 
 pub fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
     if ret < 0 {
@@ -21,8 +21,9 @@ pub fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
 /// A connected stream pair: `tcp4`, `tcp6`, `mptcp4`, `unix` (`sock` is peeked, `peer` writes).
 pub fn pair(transport: &str) -> Pair {
     match transport {
-        "tcp4" | "tcp6" | "mptcp4" | "unix" => t::pair(transport)
-            .unwrap_or_else(|e| panic!("{transport} pair: {e}")),
+        "tcp4" | "tcp6" | "mptcp4" | "unix" => {
+            t::pair(transport).unwrap_or_else(|e| panic!("{transport} pair: {e}"))
+        }
         t => panic!("unknown transport {t}"),
     }
 }
