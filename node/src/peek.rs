@@ -203,7 +203,7 @@ pub struct Shared {
     peeker: Mutex<Option<Core>>,
     /// `close()` was called while an async peek held the peeker: that peek closes it.
     close_requested: AtomicBool,
-    /// The eventfds of pending async peeks: `close()` makes them readable to wake them.
+    /// The abort handles of pending async peeks: `close()` aborts them to wake them.
     waiters: Mutex<Vec<Arc<AbortHandle>>>,
 }
 

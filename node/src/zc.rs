@@ -169,7 +169,7 @@ pub struct Inner {
     next: u32,
     /// Sends whose buffers are held (in flight or completed, not reaped).
     held: usize,
-    /// Eventfds of pending `waitAsync`s, made readable by `close()`.
+    /// Abort handles of pending `waitAsync`s, aborted by `close()`.
     waiters: Vec<Arc<AbortHandle>>,
     backend: ZcBackend,
     fd: i32,
@@ -890,7 +890,7 @@ impl Task for ZcWaitTask {
         if self.cancel.is_aborted() {
             return Err(Fail::Aborted.into_error(&env, "waitAsync"));
         }
-        // SAFETY: not closed (the cancel eventfd would be readable), so the JS object that
+        // SAFETY: not closed (`close()` would have aborted `cancel`), so the JS object that
         // `close()` needs is alive; on the JS thread, no other borrow of it is live.
         let this = unsafe { &*self.this };
         let mut this = this.inner.borrow_mut();
