@@ -109,6 +109,11 @@ pub use peek::{
 pub use probe::{probe, Caps};
 pub use wait::{wait_beyond, AbortHandle, Interest, Waiter, Wakeup};
 pub use zc::{Completion, ZcBackend, ZcOptions, ZcStats, ZeroCopySender};
+
+/// Internals for fuzz/ (cargo feature `fuzzing`, test-only).
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub use zc::fuzzing;
 pub use zcrx::{Chunk, ZcrxStats, ZeroCopyReceiver};
 
 /// `IOV_MAX`: the most iovecs one call takes.
