@@ -13,6 +13,9 @@
 //! - [`zcrx`]: zero-copy TCP receive ([`ZeroCopyReceiver`]: `mmap` + `TCP_ZEROCOPY_RECEIVE`,
 //!   with a copy path for every byte that cannot be mapped).
 //! - [`probe()`]: what the running kernel offers, found by trying.
+//! - [`wait`]: sleeping on a socket without spinning on its error queue, abortable from
+//!   another thread ([`Waiter`], [`AbortHandle`], [`wait_beyond`]): the waits lowcopy's own
+//!   calls make, for code that waits elsewhere (a binding's worker thread).
 //!
 //! The same primitives are the C ABI (`liblowcopy.so.0`, `include/lowcopy.h`) and the Python
 //! and Node packages: they are thin adapters over this crate, and every behaviour documented
@@ -92,7 +95,9 @@ pub mod lowat;
 pub mod peek;
 pub mod probe;
 mod sys;
-mod wait;
+#[cfg(feature = "testing")]
+pub mod testing;
+pub mod wait;
 pub mod zc;
 pub mod zcrx;
 
@@ -102,6 +107,7 @@ pub use peek::{
     consume, peek_at, peek_supported, PeekMode, PeekResult, PeekStats, Peeker, StreamKind,
 };
 pub use probe::{probe, Caps};
+pub use wait::{wait_beyond, AbortHandle, Interest, Waiter, Wakeup};
 pub use zc::{Completion, ZcBackend, ZcOptions, ZcStats, ZeroCopySender};
 
 /// Internals for fuzz/ (cargo feature `fuzzing`, test-only).

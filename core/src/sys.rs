@@ -173,6 +173,42 @@ pub fn eventfd_reset(fd: BorrowedFd<'_>) {
     let _ = unsafe { libc::read(fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
 }
 
+/// `poll` on `fd` for `events` and on `other` for `POLLIN`; returns `fd`'s revents and
+/// whether `other` was readable.
+pub fn poll_two(
+    fd: BorrowedFd<'_>,
+    events: i16,
+    other: BorrowedFd<'_>,
+    timeout_ms: c_int,
+) -> io::Result<(i16, bool)> {
+    let mut pfd = [
+        libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: other.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    // SAFETY: a live array of two pollfds.
+    cvt(unsafe { libc::poll(pfd.as_mut_ptr(), 2, timeout_ms) })?;
+    Ok((pfd[0].revents, pfd[1].revents != 0))
+}
+
+/// Adds 1 to an eventfd's counter (making it readable).
+pub fn eventfd_add(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let one: u64 = 1;
+    // SAFETY: the kernel reads 8 bytes from a live local.
+    let n = unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// A new epoll instance (`EPOLL_CLOEXEC`), owned.
 pub fn epoll_create() -> io::Result<OwnedFd> {
     // SAFETY: epoll_create1 takes no pointers; on success we own the new fd.

@@ -17,7 +17,6 @@ mod error;
 mod peek;
 mod probe;
 mod rx;
-mod sys;
 pub mod testing;
 mod zc;
 mod zcrx;

@@ -6,14 +6,13 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
 
-use lowcopy::{Flags, PeekMode};
+use lowcopy::{AbortHandle, Flags, PeekMode, Wakeup};
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
 
 use crate::args::{self, alloc, alloc_len, bool_opt, size, size_arg, with_fd};
 use crate::error::{sys_error, type_error, value_error, Fail, OrThrow};
-use crate::sys;
 
 /// Options of a peek or consume.
 // Read field by field by the calls (for their TypeErrors); here for the types.
@@ -204,8 +203,8 @@ pub struct Shared {
     peeker: Mutex<Option<Core>>,
     /// `close()` was called while an async peek held the peeker: that peek closes it.
     close_requested: AtomicBool,
-    /// The eventfds of pending async peeks: `close()` makes them readable to wake them.
-    waiters: Mutex<Vec<Arc<OwnedFd>>>,
+    /// The abort handles of pending async peeks: `close()` aborts them to wake them.
+    waiters: Mutex<Vec<Arc<AbortHandle>>>,
 }
 
 fn lock(m: &Mutex<Option<Core>>) -> std::sync::MutexGuard<'_, Option<Core>> {
@@ -591,7 +590,7 @@ impl Peeker {
         if self.closed() {
             return Err(sys_error(&env, libc::EBADF, "peekAsync"));
         }
-        let cancel = Arc::new(sys::eventfd().or_throw(&env, "peekAsync")?);
+        let cancel = Arc::new(AbortHandle::new().or_throw(&env, "peekAsync")?);
         self.shared
             .waiters
             .lock()
@@ -600,7 +599,7 @@ impl Peeker {
         Ok(AsyncTask::new(PeekTask {
             src: Src::Peeker(self.shared.clone(), cancel),
             len,
-            deadline: sys::deadline(timeout),
+            deadline: deadline(timeout),
         }))
     }
 
@@ -694,7 +693,7 @@ impl Peeker {
             .unwrap_or_else(|p| p.into_inner())
             .iter()
         {
-            sys::eventfd_signal(w.as_fd());
+            w.abort();
         }
         // An async peek holding the peeker drops it when it ends.
         if let Ok(mut g) = self.shared.peeker.try_lock() {
@@ -951,15 +950,25 @@ fn seek_body(
     Ok(std::ptr::null_mut())
 }
 
+/// The deadline `timeout` from now (`None`: no limit, or one beyond what an `Instant` holds).
+pub(crate) fn deadline(timeout: Option<std::time::Duration>) -> Option<std::time::Instant> {
+    timeout.and_then(|t| std::time::Instant::now().checked_add(t))
+}
+
+/// The time left until `deadline` (`None`: no limit).
+pub(crate) fn left(deadline: Option<std::time::Instant>) -> Option<std::time::Duration> {
+    deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()))
+}
+
 /// What an async peek reads from.
 pub enum Src {
     /// A `Peeker`'s cursor.
-    Peeker(Arc<Shared>, Arc<OwnedFd>),
+    Peeker(Arc<Shared>, Arc<AbortHandle>),
     /// `peekAtAsync`: a duplicate of the caller's fd, at a fixed offset.
     At {
         fd: OwnedFd,
         offset: usize,
-        cancel: OwnedFd,
+        cancel: AbortHandle,
     },
 }
 
@@ -967,11 +976,13 @@ pub enum Src {
 pub struct PeekTask {
     src: Src,
     len: usize,
+    /// When the wait ends (`None`: no limit), counted from the call.
     deadline: Option<std::time::Instant>,
 }
 
 impl PeekTask {
     fn run(&mut self) -> std::result::Result<Vec<u8>, Fail> {
+        let deadline = self.deadline;
         let mut buf = Vec::new();
         buf.try_reserve_exact(self.len)
             .map_err(|_| Fail::Errno(libc::ENOMEM))?;
@@ -991,9 +1002,10 @@ impl PeekTask {
                         r => break r.map_err(Fail::from),
                     }
                     let off = p.offset();
-                    match sys::wait_beyond(p.as_fd(), off, cancel.as_fd(), self.deadline) {
-                        Ok(sys::Woken::Cancelled) => break Err(Fail::Aborted),
-                        Ok(sys::Woken::TimedOut) => break Err(Fail::Errno(libc::ETIMEDOUT)),
+                    let left = left(deadline);
+                    match lowcopy::wait_beyond(p.as_fd(), off, Some(&**cancel), left) {
+                        Ok(Wakeup::Aborted) => break Err(Fail::Aborted),
+                        Ok(Wakeup::TimedOut) => break Err(Fail::Errno(libc::ETIMEDOUT)),
                         Ok(_) => {}
                         Err(e) => break Err(e.into()),
                     }
@@ -1018,9 +1030,9 @@ impl PeekTask {
                     Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {}
                     r => break r?,
                 }
-                match sys::wait_beyond(fd.as_fd(), *offset, cancel.as_fd(), self.deadline)? {
-                    sys::Woken::TimedOut => return Err(Fail::Errno(libc::ETIMEDOUT)),
-                    sys::Woken::Cancelled => return Err(Fail::Aborted),
+                match lowcopy::wait_beyond(fd, *offset, Some(cancel), left(deadline))? {
+                    Wakeup::TimedOut => return Err(Fail::Errno(libc::ETIMEDOUT)),
+                    Wakeup::Aborted => return Err(Fail::Aborted),
                     _ => {}
                 }
             },
@@ -1067,7 +1079,7 @@ pub fn peek_at_async(
     let len = alloc_len(&env, &length, "length")?;
     let timeout = args::timeout_opt(&env, options.as_ref())?;
     let dup = args::dup_fd(&env, &fd, "peekAtAsync")?;
-    let cancel = sys::eventfd().or_throw(&env, "peekAtAsync")?;
+    let cancel = AbortHandle::new().or_throw(&env, "peekAtAsync")?;
     Ok(AsyncTask::new(PeekTask {
         src: Src::At {
             fd: dup,
@@ -1075,6 +1087,6 @@ pub fn peek_at_async(
             cancel,
         },
         len,
-        deadline: sys::deadline(timeout),
+        deadline: deadline(timeout),
     }))
 }

@@ -5,20 +5,19 @@
 //! may change with the tables. Descriptors returned here belong to the caller, who closes
 //! them with `testing.close`.
 
-use std::io::{Read, Write};
-use std::mem::size_of;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::io::Read;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::fd::{AsFd, BorrowedFd, IntoRawFd};
 use std::sync::Mutex;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use lowcopy::testing as t;
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
 
 use crate::error::{sys_error, value_error, OrThrow};
-use crate::sys::{self, check};
 
 /// Peer writers started by `spawnWriter` and not joined yet.
 static WRITERS: Mutex<Vec<JoinHandle<std::result::Result<(), String>>>> = Mutex::new(Vec::new());
@@ -27,70 +26,6 @@ fn borrow(fd: i32) -> BorrowedFd<'static> {
     // SAFETY: test fixtures act on numbers the test owns (or on purpose on closed ones, which
     // the kernel answers with EBADF); no memory is reached through the number.
     unsafe { BorrowedFd::borrow_raw(fd) }
-}
-
-fn owned(fd: RawFd) -> OwnedFd {
-    // SAFETY: called only on fresh fds returned by socket/accept/open.
-    unsafe { OwnedFd::from_raw_fd(fd) }
-}
-
-fn raw_socket(family: i32, ty: i32, proto: i32) -> std::io::Result<OwnedFd> {
-    // SAFETY: plain socket(2).
-    let fd = check(unsafe { libc::socket(family, ty | libc::SOCK_CLOEXEC, proto) })?;
-    Ok(owned(fd))
-}
-
-/// A sockaddr_storage for loopback of the family, port 0 (or `port`).
-fn loopback(v6: bool, port: u16) -> (libc::sockaddr_storage, libc::socklen_t) {
-    let ip = if v6 {
-        IpAddr::V6(Ipv6Addr::LOCALHOST)
-    } else {
-        IpAddr::V4(Ipv4Addr::LOCALHOST)
-    };
-    sockaddr(ip, port)
-}
-
-fn sockaddr(ip: IpAddr, port: u16) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: all-zero is a valid sockaddr_storage.
-    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let len = match ip {
-        IpAddr::V6(ip) => {
-            // SAFETY: sockaddr_storage is large and aligned enough for a sockaddr_in6.
-            let a = unsafe {
-                &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>()
-            };
-            a.sin6_family = libc::AF_INET6 as _;
-            a.sin6_addr.s6_addr = ip.octets();
-            a.sin6_port = port.to_be();
-            size_of::<libc::sockaddr_in6>()
-        }
-        IpAddr::V4(ip) => {
-            // SAFETY: sockaddr_storage is large and aligned enough for a sockaddr_in.
-            let a = unsafe {
-                &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>()
-            };
-            a.sin_family = libc::AF_INET as _;
-            a.sin_addr.s_addr = u32::from(ip).to_be();
-            a.sin_port = port.to_be();
-            size_of::<libc::sockaddr_in>()
-        }
-    };
-    (ss, len as libc::socklen_t)
-}
-
-fn sockname(fd: BorrowedFd<'_>) -> std::io::Result<(libc::sockaddr_storage, libc::socklen_t)> {
-    // SAFETY: all-zero is a valid sockaddr_storage.
-    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    // SAFETY: `ss` is live and `len` bytes long.
-    check(unsafe {
-        libc::getsockname(
-            fd.as_raw_fd(),
-            (&mut ss as *mut libc::sockaddr_storage).cast(),
-            &mut len,
-        )
-    })?;
-    Ok((ss, len))
 }
 
 /// Options of the TCP fixtures.
@@ -102,64 +37,16 @@ pub struct TcpOpts {
     pub listener_rcvbuf: Option<i32>,
 }
 
-/// A listening loopback socket: `proto` 0 (TCP) or IPPROTO_MPTCP.
-fn listener_raw(v6: bool, proto: i32, o: &TcpOpts) -> std::io::Result<OwnedFd> {
-    let l = raw_socket(
-        if v6 { libc::AF_INET6 } else { libc::AF_INET },
-        libc::SOCK_STREAM,
-        proto,
-    )?;
-    if let Some(m) = o.mss {
-        sys::setsockopt_int(l.as_fd(), libc::IPPROTO_TCP, libc::TCP_MAXSEG, m)?;
+impl TcpOpts {
+    fn core(&self, v6: bool, mptcp: bool) -> t::TcpOpts {
+        t::TcpOpts {
+            v6,
+            mptcp,
+            mss: self.mss,
+            listener_rcvbuf: self.listener_rcvbuf,
+            ..t::TcpOpts::default()
+        }
     }
-    if let Some(b) = o.listener_rcvbuf {
-        sys::setsockopt_int(l.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, b)?;
-    }
-    let (ss, len) = loopback(v6, 0);
-    // SAFETY: `ss` holds `len` meaningful bytes.
-    check(unsafe {
-        libc::bind(
-            l.as_raw_fd(),
-            (&ss as *const libc::sockaddr_storage).cast(),
-            len,
-        )
-    })?;
-    // SAFETY: no pointers.
-    check(unsafe { libc::listen(l.as_raw_fd(), 16) })?;
-    Ok(l)
-}
-
-fn connect_raw(l: BorrowedFd<'_>, proto: i32, o: &TcpOpts) -> std::io::Result<OwnedFd> {
-    let (ss, len) = sockname(l)?;
-    let c = raw_socket(ss.ss_family as i32, libc::SOCK_STREAM, proto)?;
-    if let Some(m) = o.mss {
-        sys::setsockopt_int(c.as_fd(), libc::IPPROTO_TCP, libc::TCP_MAXSEG, m)?;
-    }
-    if proto == 0 {
-        sys::setsockopt_int(c.as_fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)?;
-    }
-    // SAFETY: `ss` holds `len` meaningful bytes.
-    check(unsafe {
-        libc::connect(
-            c.as_raw_fd(),
-            (&ss as *const libc::sockaddr_storage).cast(),
-            len,
-        )
-    })?;
-    Ok(c)
-}
-
-fn accept_raw(l: BorrowedFd<'_>) -> std::io::Result<OwnedFd> {
-    // SAFETY: accept4 with NULL address is allowed.
-    let s = check(unsafe {
-        libc::accept4(
-            l.as_raw_fd(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            libc::SOCK_CLOEXEC,
-        )
-    })?;
-    Ok(owned(s))
 }
 
 /// A connected pair of descriptors: `sock` is the one under test, `peer` the other end.
@@ -181,87 +68,22 @@ pub fn pair(env: Env, transport: String, opts: Option<TcpOpts>) -> Result<Pair> 
         listener_rcvbuf: None,
     });
     let r = (|| -> std::io::Result<Pair> {
-        let tcp = |v6: bool, proto: i32| -> std::io::Result<Pair> {
-            let l = listener_raw(v6, proto, &o)?;
-            let c = connect_raw(l.as_fd(), proto, &o)?;
-            let s = accept_raw(l.as_fd())?;
-            Ok(Pair {
-                sock: s.into_raw_fd(),
-                peer: c.into_raw_fd(),
-                peer_port: None,
-            })
-        };
-        match transport.as_str() {
-            "tcp4" => tcp(false, 0),
-            "tcp6" => tcp(true, 0),
-            "mptcp4" => tcp(false, libc::IPPROTO_MPTCP),
-            "unix" => {
-                let mut sv = [0; 2];
-                // SAFETY: `sv` has room for two fds.
-                check(unsafe {
-                    libc::socketpair(
-                        libc::AF_UNIX,
-                        libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-                        0,
-                        sv.as_mut_ptr(),
-                    )
-                })?;
-                Ok(Pair {
-                    sock: sv[0],
-                    peer: sv[1],
-                    peer_port: None,
-                })
-            }
+        let (p, peer_port) = match transport.as_str() {
+            "tcp4" => (t::tcp_pair(&o.core(false, false))?, None),
+            "tcp6" => (t::tcp_pair(&o.core(true, false))?, None),
+            "mptcp4" => (t::tcp_pair(&o.core(false, true))?, None),
+            "unix" => (t::pair("unix")?, None),
             "udp4" | "udp6" | "udp4_unconnected" => {
-                let v6 = transport == "udp6";
-                let fam = if v6 { libc::AF_INET6 } else { libc::AF_INET };
-                let (a, b) = (
-                    raw_socket(fam, libc::SOCK_DGRAM, 0)?,
-                    raw_socket(fam, libc::SOCK_DGRAM, 0)?,
-                );
-                for s in [&a, &b] {
-                    let (ss, len) = loopback(v6, 0);
-                    // SAFETY: `ss` holds `len` meaningful bytes.
-                    check(unsafe {
-                        libc::bind(
-                            s.as_raw_fd(),
-                            (&ss as *const libc::sockaddr_storage).cast(),
-                            len,
-                        )
-                    })?;
-                }
-                let (sa, la) = sockname(a.as_fd())?;
-                let (sb, lb) = sockname(b.as_fd())?;
-                // SAFETY: ports sit at the same offset in sockaddr_in and sockaddr_in6.
-                let port_b = u16::from_be(unsafe {
-                    (*(&sb as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>()).sin_port
-                });
-                if transport != "udp4_unconnected" {
-                    // SAFETY: addresses of `len` meaningful bytes.
-                    check(unsafe {
-                        libc::connect(
-                            a.as_raw_fd(),
-                            (&sb as *const libc::sockaddr_storage).cast(),
-                            lb,
-                        )
-                    })?;
-                }
-                // SAFETY: as above.
-                check(unsafe {
-                    libc::connect(
-                        b.as_raw_fd(),
-                        (&sa as *const libc::sockaddr_storage).cast(),
-                        la,
-                    )
-                })?;
-                Ok(Pair {
-                    sock: a.into_raw_fd(),
-                    peer: b.into_raw_fd(),
-                    peer_port: Some(port_b as u32),
-                })
+                let (p, port) = t::udp_pair(transport == "udp6", transport != "udp4_unconnected")?;
+                (p, Some(port as u32))
             }
-            _ => Err(std::io::Error::from_raw_os_error(libc::EINVAL)),
-        }
+            _ => return Err(std::io::Error::from_raw_os_error(libc::EINVAL)),
+        };
+        Ok(Pair {
+            sock: p.sock.into_raw_fd(),
+            peer: p.peer.into_raw_fd(),
+            peer_port,
+        })
     })();
     r.or_throw(&env, "testing.pair")
 }
@@ -273,7 +95,7 @@ pub fn listener(env: Env, v6: bool, opts: Option<TcpOpts>) -> Result<i32> {
         mss: None,
         listener_rcvbuf: None,
     });
-    Ok(listener_raw(v6, 0, &o)
+    Ok(t::tcp_listener(&o.core(v6, false))
         .or_throw(&env, "testing.listener")?
         .into_raw_fd())
 }
@@ -285,7 +107,7 @@ pub fn connect(env: Env, fd: i32, opts: Option<TcpOpts>) -> Result<i32> {
         mss: None,
         listener_rcvbuf: None,
     });
-    Ok(connect_raw(borrow(fd), 0, &o)
+    Ok(t::tcp_connect(borrow(fd), &o.core(false, false))
         .or_throw(&env, "testing.connect")?
         .into_raw_fd())
 }
@@ -293,7 +115,7 @@ pub fn connect(env: Env, fd: i32, opts: Option<TcpOpts>) -> Result<i32> {
 /// `accept4` on the listener `fd`.
 #[napi(catch_unwind, namespace = "testing")]
 pub fn accept(env: Env, fd: i32) -> Result<i32> {
-    Ok(accept_raw(borrow(fd))
+    Ok(t::accept(borrow(fd))
         .or_throw(&env, "testing.accept")?
         .into_raw_fd())
 }
@@ -301,7 +123,7 @@ pub fn accept(env: Env, fd: i32) -> Result<i32> {
 /// An unconnected TCP/IPv4 socket.
 #[napi(catch_unwind, namespace = "testing")]
 pub fn tcp_socket(env: Env) -> Result<i32> {
-    Ok(raw_socket(libc::AF_INET, libc::SOCK_STREAM, 0)
+    Ok(t::socket(libc::AF_INET, libc::SOCK_STREAM, 0)
         .or_throw(&env, "testing.tcpSocket")?
         .into_raw_fd())
 }
@@ -316,10 +138,7 @@ pub fn file_fd(env: Env) -> Result<i32> {
 /// close(2).
 #[napi(catch_unwind, namespace = "testing")]
 pub fn close(env: Env, fd: i32) -> Result<()> {
-    // SAFETY: the test owns `fd`.
-    check(unsafe { libc::close(fd) })
-        .map(drop)
-        .or_throw(&env, "testing.close")
+    t::close(fd).or_throw(&env, "testing.close")
 }
 
 fn opt_name(name: &str) -> Option<(i32, i32)> {
@@ -342,7 +161,7 @@ fn opt_name(name: &str) -> Option<(i32, i32)> {
 pub fn getsockopt(env: Env, fd: i32, name: String) -> Result<i32> {
     let (l, n) =
         opt_name(&name).ok_or_else(|| value_error(&env, format!("unknown option {name}")))?;
-    sys::getsockopt_int(borrow(fd), l, n).or_throw(&env, "testing.getsockopt")
+    t::get_int(borrow(fd), l, n).or_throw(&env, "testing.getsockopt")
 }
 
 /// setsockopt of the int option named `name`.
@@ -350,75 +169,40 @@ pub fn getsockopt(env: Env, fd: i32, name: String) -> Result<i32> {
 pub fn setsockopt(env: Env, fd: i32, name: String, value: i32) -> Result<()> {
     let (l, n) =
         opt_name(&name).ok_or_else(|| value_error(&env, format!("unknown option {name}")))?;
-    sys::setsockopt_int(borrow(fd), l, n, value).or_throw(&env, "testing.setsockopt")
+    t::set_int(borrow(fd), l, n, value).or_throw(&env, "testing.setsockopt")
 }
 
 /// SO_RCVTIMEO in milliseconds (0: none).
 #[napi(catch_unwind, namespace = "testing")]
 pub fn set_rcvtimeo(env: Env, fd: i32, ms: u32) -> Result<()> {
     let d = Duration::from_millis(ms as u64);
-    let tv = libc::timeval {
-        tv_sec: d.as_secs() as _,
-        tv_usec: d.subsec_micros() as _,
-    };
-    // SAFETY: `tv` is a live local of the stated size.
-    check(unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            (&tv as *const libc::timeval).cast(),
-            size_of::<libc::timeval>() as _,
-        )
-    })
-    .map(drop)
-    .or_throw(&env, "testing.setRcvtimeo")
+    t::set_timeval(borrow(fd), libc::SO_RCVTIMEO, d).or_throw(&env, "testing.setRcvtimeo")
 }
 
 /// Sets O_NONBLOCK on the open file (shared by every duplicate).
 #[napi(catch_unwind, namespace = "testing")]
 pub fn set_nonblocking(env: Env, fd: i32) -> Result<()> {
-    let r = (|| {
-        // SAFETY: F_GETFL/F_SETFL take no pointers.
-        let fl = check(unsafe { libc::fcntl(fd, libc::F_GETFL) })?;
-        // SAFETY: as above.
-        check(unsafe { libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) }).map(drop)
-    })();
-    r.or_throw(&env, "testing.setNonblocking")
+    t::set_nonblocking(borrow(fd)).or_throw(&env, "testing.setNonblocking")
 }
 
 /// Bytes queued for reading (SIOCINQ).
 #[napi(catch_unwind, namespace = "testing")]
 pub fn inq(env: Env, fd: i32) -> Result<u32> {
-    Ok(sys::inq(borrow(fd)).or_throw(&env, "testing.inq")? as u32)
+    Ok(t::inq(borrow(fd)).or_throw(&env, "testing.inq")? as u32)
 }
 
 /// Waits (sleeping 1 ms at a time, at most `timeoutMs`) until `bytes` are queued; throws
 /// ETIMEDOUT otherwise.
 #[napi(catch_unwind, namespace = "testing")]
 pub fn wait_queued(env: Env, fd: i32, bytes: u32, timeout_ms: Option<u32>) -> Result<()> {
-    let deadline = Instant::now() + Duration::from_millis(timeout_ms.unwrap_or(5000) as u64);
-    loop {
-        let n = sys::inq(borrow(fd)).or_throw(&env, "testing.waitQueued")?;
-        if n >= bytes as usize {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            return Err(sys_error(&env, libc::ETIMEDOUT, "testing.waitQueued"));
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
-fn write_all(fd: BorrowedFd<'_>, data: &[u8]) -> std::io::Result<()> {
-    let mut f = std::fs::File::from(fd.try_clone_to_owned()?);
-    f.write_all(data)
+    let limit = Duration::from_millis(timeout_ms.unwrap_or(5000) as u64);
+    t::wait_queued(borrow(fd), bytes as usize, limit).or_throw(&env, "testing.waitQueued")
 }
 
 /// Writes all of `data` to `fd` now (blocking).
 #[napi(catch_unwind, namespace = "testing")]
 pub fn write_all_sync(env: Env, fd: i32, data: &[u8]) -> Result<()> {
-    write_all(borrow(fd), data).or_throw(&env, "testing.writeAllSync")
+    t::write_all(borrow(fd), data).or_throw(&env, "testing.writeAllSync")
 }
 
 /// How a spawned writer sends.
@@ -471,18 +255,18 @@ pub fn spawn_writer(env: Env, fd: i32, data: Buffer, opts: Option<WriterOpts>) -
         }
         std::thread::sleep(Duration::from_millis(delay as u64));
         if let Some(sizes) = zc {
-            send_zerocopy(dup.as_fd(), &data, &sizes).map_err(|e| format!("zerocopy send: {e}"))?;
+            let sizes: Vec<usize> = sizes.iter().map(|&s| s as usize).collect();
+            t::send_zerocopy(dup.as_fd(), &data, &sizes)
+                .map_err(|e| format!("zerocopy send: {e}"))?;
         } else if !data.is_empty() {
             let chunk = data.len().div_ceil(pieces as usize);
             for c in data.chunks(chunk) {
-                write_all(dup.as_fd(), c).map_err(|e| format!("write: {e}"))?;
+                t::write_all(dup.as_fd(), c).map_err(|e| format!("write: {e}"))?;
                 std::thread::sleep(Duration::from_millis(piece_ms as u64));
             }
         }
         if shut {
-            // SAFETY: no pointers.
-            check(unsafe { libc::shutdown(dup.as_raw_fd(), libc::SHUT_WR) })
-                .map_err(|e| format!("shutdown: {e}"))?;
+            t::shutdown_write(dup.as_fd()).map_err(|e| format!("shutdown: {e}"))?;
         }
         Ok(())
     });
@@ -507,111 +291,18 @@ pub fn join_writers() -> Result<()> {
     }
 }
 
-fn drain_errqueue(fd: BorrowedFd<'_>) {
-    let mut control = [0u64; 16];
-    loop {
-        // SAFETY: all-zero is a valid msghdr; it points at a live control buffer only.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of_val(&control) as _;
-        // SAFETY: the msghdr describes live memory.
-        if unsafe {
-            libc::recvmsg(
-                fd.as_raw_fd(),
-                &mut msg,
-                libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
-            )
-        } < 0
-        {
-            return;
-        }
-    }
-}
-
-/// MSG_ZEROCOPY sends from a page-aligned private copy (as core/tests/common `send_zerocopy`).
-fn send_zerocopy(fd: BorrowedFd<'_>, data: &[u8], sizes: &[u32]) -> std::io::Result<()> {
-    sys::setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_ZEROCOPY, 1)?;
-    let len = data.len().max(1).next_multiple_of(4096);
-    // SAFETY: a new private anonymous mapping, owned by this function.
-    let base = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if base == libc::MAP_FAILED {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: the mapping is `len >= data.len()` bytes long and writable.
-    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), base.cast::<u8>(), data.len()) };
-    let (mut off, mut i) = (0usize, 0usize);
-    let mut res = Ok(());
-    while off < data.len() {
-        let n = (sizes[i % sizes.len()] as usize).min(data.len() - off);
-        // SAFETY: `base + off .. + n` lies in the mapping.
-        let r = unsafe {
-            libc::send(
-                fd.as_raw_fd(),
-                base.cast::<u8>().add(off).cast(),
-                n,
-                libc::MSG_ZEROCOPY,
-            )
-        };
-        if r < 0 {
-            let e = std::io::Error::last_os_error();
-            if matches!(e.raw_os_error(), Some(libc::ENOBUFS) | Some(libc::EINTR)) {
-                drain_errqueue(fd);
-                std::thread::sleep(Duration::from_millis(1));
-                continue;
-            }
-            res = Err(e);
-            break;
-        }
-        off += r as usize;
-        i += 1;
-        if i % 16 == 0 {
-            drain_errqueue(fd);
-        }
-    }
-    drain_errqueue(fd);
-    // SAFETY: our own mapping; the kernel holds its own page references for data in flight.
-    unsafe { libc::munmap(base, len) };
-    res
-}
-
 /// shutdown(SHUT_WR).
 #[napi(catch_unwind, namespace = "testing")]
 pub fn shutdown_write(env: Env, fd: i32) -> Result<()> {
-    // SAFETY: no pointers.
-    check(unsafe { libc::shutdown(fd, libc::SHUT_WR) })
-        .map(drop)
-        .or_throw(&env, "testing.shutdownWrite")
+    t::shutdown_write(borrow(fd)).or_throw(&env, "testing.shutdownWrite")
 }
 
 /// Closes `fd` with SO_LINGER 0: the peer gets a RST.
 #[napi(catch_unwind, namespace = "testing")]
 pub fn reset(env: Env, fd: i32) -> Result<()> {
-    let lg = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: `lg` is a live local of the stated size; then the test's own fd is closed.
-    let r = check(unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&lg as *const libc::linger).cast(),
-            size_of::<libc::linger>() as _,
-        )
-    })
-    // SAFETY: the test owns `fd`.
-    .and_then(|_| check(unsafe { libc::close(fd) }));
-    r.map(drop).or_throw(&env, "testing.reset")
+    t::set_linger_zero(borrow(fd))
+        .and_then(|()| t::close(fd))
+        .or_throw(&env, "testing.reset")
 }
 
 /// One read(2) of up to `len` bytes (blocking unless the fd is non-blocking).
@@ -632,25 +323,9 @@ pub fn read(env: Env, fd: i32, len: u32) -> Result<Buffer> {
 #[napi(catch_unwind, namespace = "testing")]
 pub fn peek_raw(env: Env, fd: i32, len: u32) -> Result<Buffer> {
     let mut b = vec![0u8; len as usize];
-    // SAFETY: `b` is writable for `len` bytes.
-    let n = unsafe {
-        libc::recv(
-            fd,
-            b.as_mut_ptr().cast(),
-            b.len(),
-            libc::MSG_PEEK | libc::MSG_DONTWAIT,
-        )
-    };
-    if n < 0 {
-        return Err(sys_error(
-            &env,
-            std::io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO),
-            "testing.peekRaw",
-        ));
-    }
-    b.truncate(n as usize);
+    let flags = libc::MSG_PEEK | libc::MSG_DONTWAIT;
+    let n = t::recv(borrow(fd), &mut b, flags).or_throw(&env, "testing.peekRaw")?;
+    b.truncate(n);
     Ok(b.into())
 }
 
@@ -658,9 +333,7 @@ pub fn peek_raw(env: Env, fd: i32, len: u32) -> Result<Buffer> {
 #[napi(catch_unwind, namespace = "testing")]
 pub fn send_datagrams(env: Env, fd: i32, list: Vec<String>) -> Result<()> {
     for d in list {
-        // SAFETY: `d` is readable for its length.
-        let n = unsafe { libc::send(fd, d.as_ptr().cast(), d.len(), 0) };
-        if n != d.len() as isize {
+        if !matches!(t::send(borrow(fd), d.as_bytes(), 0), Ok(n) if n == d.len()) {
             return Err(sys_error(&env, libc::EIO, "testing.sendDatagrams"));
         }
     }
@@ -670,38 +343,18 @@ pub fn send_datagrams(env: Env, fd: i32, list: Vec<String>) -> Result<()> {
 /// A level-triggered epoll instance watching `fd` for EPOLLIN; returns its fd.
 #[napi(catch_unwind, namespace = "testing")]
 pub fn epoll_in(env: Env, fd: i32) -> Result<i32> {
-    let r = (|| {
-        // SAFETY: no pointers; the fd is owned right away.
-        let ep = owned(check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?);
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: 0,
-        };
-        // SAFETY: `ev` is a live epoll_event.
-        check(unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) })?;
-        Ok(ep.into_raw_fd())
-    })();
-    r.or_throw(&env, "testing.epollIn")
+    Ok(t::epoll_in(borrow(fd))
+        .or_throw(&env, "testing.epollIn")?
+        .into_raw_fd())
 }
 
 /// epoll_wait for one event, `ms` at most: whether one came.
 #[napi(catch_unwind, namespace = "testing")]
 pub fn epoll_wait(env: Env, epfd: i32, ms: i32) -> Result<bool> {
-    let mut ev = libc::epoll_event { events: 0, u64: 0 };
-    // SAFETY: room for one event.
-    let n = unsafe { libc::epoll_wait(epfd, &mut ev, 1, ms) };
-    if n < 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EINTR) {
-            return Ok(false);
-        }
-        return Err(sys_error(
-            &env,
-            e.raw_os_error().unwrap_or(libc::EIO),
-            "testing.epollWait",
-        ));
+    match t::epoll_wait(borrow(epfd), ms) {
+        Err(e) if e.raw_os_error() == Some(libc::EINTR) => Ok(false),
+        r => r.or_throw(&env, "testing.epollWait"),
     }
-    Ok(n > 0)
 }
 
 /// Reads from `fd` until `bytes` arrived (SO_RCVTIMEO `timeoutMs` per read, EINTR retried) and
@@ -714,22 +367,22 @@ pub fn drain_pattern(env: Env, fd: i32, from: f64, bytes: f64, timeout_ms: u32) 
     let mut buf = vec![0u8; 1 << 20];
     let mut got = 0usize;
     while got < bytes {
-        // SAFETY: `buf` is writable for its length.
-        let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len().min(bytes - got), 0) };
-        if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-            continue;
-        }
-        if n <= 0 {
-            return Err(Error::from_reason(format!(
-                "peer got {got} of {bytes} bytes ({})",
-                if n == 0 {
-                    "end of stream".to_string()
-                } else {
-                    std::io::Error::last_os_error().to_string()
-                }
-            )));
-        }
-        for (i, &b) in buf[..n as usize].iter().enumerate() {
+        let want = buf.len().min(bytes - got);
+        let n = match t::recv(borrow(fd), &mut buf[..want], 0) {
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+            Ok(0) => {
+                return Err(Error::from_reason(format!(
+                    "peer got {got} of {bytes} bytes (end of stream)"
+                )))
+            }
+            Err(e) => {
+                return Err(Error::from_reason(format!(
+                    "peer got {got} of {bytes} bytes ({e})"
+                )))
+            }
+            Ok(n) => n,
+        };
+        for (i, &b) in buf[..n].iter().enumerate() {
             let p = from + got + i;
             if b != pattern_byte(p) {
                 return Err(Error::from_reason(format!(
@@ -737,7 +390,7 @@ pub fn drain_pattern(env: Env, fd: i32, from: f64, bytes: f64, timeout_ms: u32) 
                 )));
             }
         }
-        got += n as usize;
+        got += n;
     }
     Ok(got as f64)
 }
@@ -772,23 +425,7 @@ pub fn open_fds(env: Env) -> Result<u32> {
 /// Whether `fd` is open (fcntl F_GETFD).
 #[napi(catch_unwind, namespace = "testing")]
 pub fn is_open(fd: i32) -> bool {
-    // SAFETY: no pointers.
-    unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
-}
-
-fn wait_pollerr(fd: i32) -> std::io::Result<()> {
-    let mut p = libc::pollfd {
-        fd,
-        events: 0,
-        revents: 0,
-    };
-    // SAFETY: one live pollfd.
-    let n = check(unsafe { libc::poll(&mut p, 1, 3000) })?;
-    if n == 1 && p.revents & libc::POLLERR != 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::from_raw_os_error(libc::ETIMEDOUT))
-    }
+    t::is_open(fd)
 }
 
 /// Puts an entry on `fd`'s error queue by sending one byte to the peer: `'zerocopy'` (a
@@ -798,42 +435,13 @@ fn wait_pollerr(fd: i32) -> std::io::Result<()> {
 /// POLLERR (3 s at most, else ETIMEDOUT).
 #[napi(catch_unwind, namespace = "testing")]
 pub fn errqueue_entry(env: Env, fd: i32, kind: String) -> Result<()> {
-    let b = borrow(fd);
-    let r = (|| {
-        let flags = match kind.as_str() {
-            "zerocopy" => {
-                sys::setsockopt_int(b, libc::SOL_SOCKET, libc::SO_ZEROCOPY, 1)?;
-                libc::MSG_ZEROCOPY
-            }
-            "timestamp" => {
-                let v = libc::SOF_TIMESTAMPING_TX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE;
-                sys::setsockopt_int(b, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, v as i32)?;
-                0
-            }
-            "icmp" => {
-                sys::setsockopt_int(b, libc::IPPROTO_IP, libc::IP_RECVERR, 1)?;
-                0
-            }
-            _ => return Err(std::io::Error::from_raw_os_error(libc::EINVAL)),
-        };
-        // SAFETY: one readable byte.
-        let n = unsafe { libc::send(fd, b"e".as_ptr().cast(), 1, flags) };
-        if n != 1 {
-            return Err(std::io::Error::last_os_error());
-        }
-        wait_pollerr(fd)
-    })();
-    r.or_throw(&env, "testing.errqueueEntry")
+    t::errqueue_entry(borrow(fd), &kind).or_throw(&env, "testing.errqueueEntry")
 }
 
 /// CPU time this thread has used, in milliseconds (CLOCK_THREAD_CPUTIME_ID).
 #[napi(catch_unwind, namespace = "testing")]
 pub fn thread_cpu_ms() -> f64 {
-    // SAFETY: all-zero is a valid timespec; clock_gettime writes one.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: a live timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 / 1e6
+    t::thread_cpu().unwrap_or_default().as_secs_f64() * 1e3
 }
 
 /// `tcp_rmem[2] / 2`: the most SO_RCVLOWAT TCP keeps on an unlocked buffer.
@@ -861,41 +469,24 @@ pub fn spawn_reader(env: Env, fd: i32, from: f64, to: f64, delay_ms: u32) -> Res
         .or_throw(&env, "testing.spawnReader")?;
     let h = std::thread::spawn(move || -> std::result::Result<f64, String> {
         std::thread::sleep(Duration::from_millis(delay_ms as u64));
-        let tv = libc::timeval {
-            tv_sec: 5,
-            tv_usec: 0,
-        };
-        // SAFETY: `tv` is a live local of the stated size.
-        unsafe {
-            libc::setsockopt(
-                dup.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                (&tv as *const libc::timeval).cast(),
-                size_of::<libc::timeval>() as _,
-            )
-        };
+        t::set_timeval(dup.as_fd(), libc::SO_RCVTIMEO, Duration::from_secs(5))
+            .map_err(|e| format!("SO_RCVTIMEO: {e}"))?;
         let (mut at, to) = (from as usize, to as usize);
         let mut buf = vec![0u8; 1 << 20];
         while at < to {
             let want = buf.len().min(to - at);
-            // SAFETY: `buf` is writable for `want` bytes.
-            let n = unsafe { libc::recv(dup.as_raw_fd(), buf.as_mut_ptr().cast(), want, 0) };
-            if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            if n <= 0 {
-                return Err(format!(
-                    "peer read at {at} of {to}: {}",
-                    std::io::Error::last_os_error()
-                ));
-            }
-            for (i, &b) in buf[..n as usize].iter().enumerate() {
+            let n = match t::recv(dup.as_fd(), &mut buf[..want], 0) {
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Ok(0) => return Err(format!("peer read at {at} of {to}: end of stream")),
+                Err(e) => return Err(format!("peer read at {at} of {to}: {e}")),
+                Ok(n) => n,
+            };
+            for (i, &b) in buf[..n].iter().enumerate() {
                 if b != pattern_byte(at + i) {
                     return Err(format!("wrong byte at {}", at + i));
                 }
             }
-            at += n as usize;
+            at += n;
         }
         Ok(to as f64)
     });
@@ -922,20 +513,13 @@ pub fn join_readers() -> Result<f64> {
 /// queue).
 #[napi(catch_unwind, namespace = "testing")]
 pub fn set_timestamping(env: Env, fd: i32) -> Result<()> {
-    let v = libc::SOF_TIMESTAMPING_TX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE;
-    sys::setsockopt_int(
-        borrow(fd),
-        libc::SOL_SOCKET,
-        libc::SO_TIMESTAMPING,
-        v as i32,
-    )
-    .or_throw(&env, "testing.setTimestamping")
+    t::set_timestamping(borrow(fd)).or_throw(&env, "testing.setTimestamping")
 }
 
 /// Waits (3 s at most, else ETIMEDOUT) until poll reports POLLERR on `fd`.
 #[napi(catch_unwind, namespace = "testing", js_name = "waitPollerr")]
 pub fn wait_pollerr_js(env: Env, fd: i32) -> Result<()> {
-    wait_pollerr(fd).or_throw(&env, "testing.waitPollerr")
+    t::wait_pollerr(borrow(fd), Duration::from_secs(3)).or_throw(&env, "testing.waitPollerr")
 }
 
 /// Panics inside an export: it must come back as a thrown Error, never abort the process.
@@ -947,30 +531,14 @@ pub fn panic() -> Result<()> {
 /// A blocking TCP connection to 127.0.0.1:`port` (TCP_NODELAY off), for benchmarks.
 #[napi(catch_unwind, namespace = "testing")]
 pub fn connect_port(env: Env, port: u32) -> Result<i32> {
-    let r = (|| {
-        let c = raw_socket(libc::AF_INET, libc::SOCK_STREAM, 0)?;
-        let (ss, len) = loopback(false, port as u16);
-        // SAFETY: `ss` holds `len` meaningful bytes.
-        check(unsafe {
-            libc::connect(
-                c.as_raw_fd(),
-                (&ss as *const libc::sockaddr_storage).cast(),
-                len,
-            )
-        })?;
-        Ok(c.into_raw_fd())
-    })();
-    r.or_throw(&env, "testing.connectPort")
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port as u16));
+    Ok(t::connect_to(addr, libc::SOCK_STREAM, None)
+        .or_throw(&env, "testing.connectPort")?
+        .into_raw_fd())
 }
 
 fn thread_cpu() -> std::io::Result<f64> {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes one timespec we own.
-    check(unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) })?;
-    Ok(ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64)
+    Ok(t::thread_cpu()?.as_nanos() as f64)
 }
 
 /// This thread's CPU time in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`), for benchmarks that
@@ -1046,26 +614,9 @@ pub fn udp_connect(env: Env, host: String, port: u32, sndbuf: Option<u32>) -> Re
             format!("testing.udpConnect: not an IP literal: {host}"),
         )
     })?;
-    let r = (|| {
-        let fam = if ip.is_ipv6() {
-            libc::AF_INET6
-        } else {
-            libc::AF_INET
-        };
-        let s = raw_socket(fam, libc::SOCK_DGRAM, 0)?;
-        if let Some(b) = sndbuf {
-            sys::setsockopt_int(s.as_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, b as i32)?;
-        }
-        let (ss, len) = sockaddr(ip, port as u16);
-        // SAFETY: `ss` holds `len` meaningful bytes.
-        check(unsafe {
-            libc::connect(
-                s.as_raw_fd(),
-                (&ss as *const libc::sockaddr_storage).cast(),
-                len,
-            )
-        })?;
-        Ok(s.into_raw_fd())
-    })();
-    r.or_throw(&env, "testing.udpConnect")
+    let addr = SocketAddr::new(ip, port as u16);
+    let sndbuf = sndbuf.map(|b| b.min(i32::MAX as u32) as i32);
+    Ok(t::connect_to(addr, libc::SOCK_DGRAM, sndbuf)
+        .or_throw(&env, "testing.udpConnect")?
+        .into_raw_fd())
 }

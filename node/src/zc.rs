@@ -17,11 +17,11 @@
 use std::cell::RefCell;
 use std::io::IoSlice;
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
 use lowcopy::zc::{Completion, COPIED, FALLBACK};
-use lowcopy::{Flags, ZcBackend, ZcOptions};
+use lowcopy::{AbortHandle, Flags, Interest, Waiter, Wakeup, ZcBackend, ZcOptions};
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
@@ -29,7 +29,6 @@ use napi_derive::napi;
 use crate::args::{self, is_libuv_handle, size};
 use crate::error::{sys_error, type_error, value_error, Fail, OrThrow};
 use crate::peek::{bytes_arg, View};
-use crate::sys;
 
 type Core = lowcopy::ZeroCopySender<OwnedFd>;
 
@@ -170,8 +169,8 @@ pub struct Inner {
     next: u32,
     /// Sends whose buffers are held (in flight or completed, not reaped).
     held: usize,
-    /// Eventfds of pending `waitAsync`s, made readable by `close()`.
-    waiters: Vec<Arc<OwnedFd>>,
+    /// Abort handles of pending `waitAsync`s, aborted by `close()`.
+    waiters: Vec<Arc<AbortHandle>>,
     backend: ZcBackend,
     fd: i32,
     /// Buffers kept forever because `close()` came with sends in flight.
@@ -417,7 +416,7 @@ impl Inner {
     /// Returns the sends still in flight.
     fn shut(&mut self, env: &Env) -> usize {
         for w in self.waiters.drain(..) {
-            sys::eventfd_signal(w.as_fd());
+            w.abort();
         }
         let Some(mut core) = self.core.take() else {
             return 0;
@@ -789,7 +788,7 @@ impl ZeroCopySender {
             .completion_fd()
             .try_clone_to_owned()
             .or_throw(&env, "waitAsync")?;
-        let cancel = Arc::new(sys::eventfd().or_throw(&env, "waitAsync")?);
+        let cancel = Arc::new(AbortHandle::new().or_throw(&env, "waitAsync")?);
         this.waiters.retain(|w| Arc::strong_count(w) > 1);
         this.waiters.push(cancel.clone());
         let ring = this.backend == ZcBackend::IoUring;
@@ -797,9 +796,13 @@ impl ZeroCopySender {
             this: self as *const ZeroCopySender,
             pollfd,
             cancel,
-            deadline: sys::deadline(t),
+            deadline: crate::peek::deadline(t),
             nothing: inflight == 0 || this.backend == ZcBackend::Copy,
-            events: if ring { libc::POLLIN } else { 0 },
+            interest: if ring {
+                Interest::Readable
+            } else {
+                Interest::Errors
+            },
         }))
     }
 
@@ -847,10 +850,12 @@ pub struct ZcWaitTask {
     /// promise's task keeps no reference, so `resolve` checks `closed` through `cancel`.
     this: *const ZeroCopySender,
     pollfd: OwnedFd,
-    cancel: Arc<OwnedFd>,
+    cancel: Arc<AbortHandle>,
+    /// When the wait ends (`None`: no limit), counted from the call.
     deadline: Option<std::time::Instant>,
     nothing: bool,
-    events: i16,
+    /// The ring's completions (readable), or the socket's error queue.
+    interest: Interest,
 }
 
 // SAFETY: `this` is dereferenced only in `resolve`, on the JS thread that owns the object; the
@@ -866,15 +871,15 @@ impl Task for ZcWaitTask {
             return Ok(Ok(()));
         }
         Ok(
-            match sys::poll_until(
-                self.pollfd.as_fd(),
-                self.events,
-                Some(self.cancel.as_fd()),
-                self.deadline,
+            match Waiter::new().wait_ready(
+                &self.pollfd,
+                self.interest,
+                Some(&self.cancel),
+                crate::peek::left(self.deadline),
             ) {
-                Ok(sys::Woken::Ready(_)) => Ok(()),
-                Ok(sys::Woken::Cancelled) => Err(Fail::Aborted),
-                Ok(sys::Woken::TimedOut) => Err(Fail::Errno(libc::ETIMEDOUT)),
+                Ok(Wakeup::Ready) => Ok(()),
+                Ok(Wakeup::Aborted) => Err(Fail::Aborted),
+                Ok(Wakeup::TimedOut) => Err(Fail::Errno(libc::ETIMEDOUT)),
                 Err(e) => Err(e.into()),
             },
         )
@@ -882,10 +887,10 @@ impl Task for ZcWaitTask {
 
     fn resolve(&mut self, env: Env, out: Self::Output) -> Result<Vec<ZcCompletion>> {
         out.map_err(|f| f.into_error(&env, "waitAsync"))?;
-        if sys::is_signalled(self.cancel.as_fd()) {
+        if self.cancel.is_aborted() {
             return Err(Fail::Aborted.into_error(&env, "waitAsync"));
         }
-        // SAFETY: not closed (the cancel eventfd would be readable), so the JS object that
+        // SAFETY: not closed (`close()` would have aborted `cancel`), so the JS object that
         // `close()` needs is alive; on the JS thread, no other borrow of it is live.
         let this = unsafe { &*self.this };
         let mut this = this.inner.borrow_mut();

@@ -4,7 +4,7 @@
 use std::ffi::CStr;
 use std::io;
 use std::mem::MaybeUninit;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
@@ -109,13 +109,11 @@ pub fn fd_of(obj: &Bound<'_, PyAny>) -> PyResult<RawFd> {
 
 /// Our own duplicate of `fd` (`F_DUPFD_CLOEXEC`): `EBADF` when `fd` is not open.
 pub fn dup(fd: RawFd) -> PyResult<OwnedFd> {
-    // SAFETY: fcntl takes no pointers; a number that is not open is answered with EBADF.
-    let r = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
-    if r < 0 {
-        return Err(os_error(io::Error::last_os_error()));
-    }
-    // SAFETY: a fresh descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(r) })
+    // SAFETY: the number (never negative: `fd_of` refuses those) is used only for the
+    // F_DUPFD_CLOEXEC that try_clone_to_owned makes, as the fcntl it replaces: a number that
+    // is not open is answered with EBADF, and no memory is reached through it.
+    let b = unsafe { BorrowedFd::borrow_raw(fd) };
+    b.try_clone_to_owned().map_err(os_error)
 }
 
 /// Our own duplicate of a socket argument.

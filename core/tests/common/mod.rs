@@ -3,17 +3,12 @@
 
 use std::fs::File;
 use std::io::{self, Write};
-use std::mem::size_of;
-use std::net::{Ipv4Addr, Ipv6Addr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::os::unix::net::UnixStream;
-use std::time::{Duration, Instant};
+use std::net::Ipv4Addr;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::time::Duration;
 
-/// A connected stream pair: `sock` is peeked, `peer` writes.
-pub struct Pair {
-    pub sock: OwnedFd,
-    pub peer: OwnedFd,
-}
+use lowcopy::testing as t;
+pub use lowcopy::testing::{Pair, TcpOpts};
 
 pub fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
     if ret < 0 {
@@ -23,73 +18,11 @@ pub fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
-fn tcp_pair(v6: bool) -> Pair {
-    let l = if v6 {
-        TcpListener::bind((Ipv6Addr::LOCALHOST, 0)).unwrap()
-    } else {
-        TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap()
-    };
-    let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-    let (s, _) = l.accept().unwrap();
-    c.set_nodelay(true).unwrap();
-    Pair {
-        sock: s.into(),
-        peer: c.into(),
-    }
-}
-
-/// MPTCP over IPv4 loopback, with raw socket calls (std has no MPTCP).
-fn mptcp_pair() -> Pair {
-    let mk = || {
-        // SAFETY: plain socket() call; the fd is owned right away.
-        let fd =
-            check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, libc::IPPROTO_MPTCP) })
-                .expect("MPTCP socket");
-        // SAFETY: fresh fd owned by nobody else.
-        unsafe { OwnedFd::from_raw_fd(fd) }
-    };
-    let l = mk();
-    let mut sa = libc::sockaddr_in {
-        sin_family: libc::AF_INET as _,
-        sin_port: 0,
-        sin_addr: libc::in_addr {
-            s_addr: u32::from(Ipv4Addr::LOCALHOST).to_be(),
-        },
-        sin_zero: [0; 8],
-    };
-    let mut len = size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    let p = (&mut sa as *mut libc::sockaddr_in).cast::<libc::sockaddr>();
-    // SAFETY: `p` points at a live sockaddr_in of `len` bytes.
-    unsafe {
-        check(libc::bind(l.as_raw_fd(), p, len)).unwrap();
-        check(libc::listen(l.as_raw_fd(), 4)).unwrap();
-        check(libc::getsockname(l.as_raw_fd(), p, &mut len)).unwrap();
-    }
-    let c = mk();
-    // SAFETY: as above.
-    check(unsafe { libc::connect(c.as_raw_fd(), p, len) }).unwrap();
-    // SAFETY: accept with NULL address is allowed; the fd is owned right away.
-    let s =
-        check(unsafe { libc::accept(l.as_raw_fd(), std::ptr::null_mut(), std::ptr::null_mut()) })
-            .unwrap();
-    Pair {
-        // SAFETY: fresh fd from accept.
-        sock: unsafe { OwnedFd::from_raw_fd(s) },
-        peer: c,
-    }
-}
-
+/// A connected stream pair: `tcp4`, `tcp6`, `mptcp4`, `unix` (`sock` is peeked, `peer` writes).
 pub fn pair(transport: &str) -> Pair {
     match transport {
-        "tcp4" => tcp_pair(false),
-        "tcp6" => tcp_pair(true),
-        "mptcp4" => mptcp_pair(),
-        "unix" => {
-            let (a, b) = UnixStream::pair().unwrap();
-            Pair {
-                sock: a.into(),
-                peer: b.into(),
-            }
+        "tcp4" | "tcp6" | "mptcp4" | "unix" => {
+            t::pair(transport).unwrap_or_else(|e| panic!("{transport} pair: {e}"))
         }
         t => panic!("unknown transport {t}"),
     }
@@ -120,70 +53,25 @@ pub fn get_int(
     level: libc::c_int,
     name: libc::c_int,
 ) -> io::Result<libc::c_int> {
-    let mut v: libc::c_int = 0;
-    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: live local of the stated size.
-    check(unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            (&mut v as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    })?;
-    Ok(v)
+    t::get_int(fd, level, name)
 }
 
 pub fn set_int(fd: BorrowedFd<'_>, level: libc::c_int, name: libc::c_int, v: libc::c_int) {
-    // SAFETY: live local of the stated size.
-    check(unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            (&v as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as _,
-        )
-    })
-    .unwrap();
+    t::set_int(fd, level, name, v).unwrap();
 }
 
 pub fn set_timeval(fd: BorrowedFd<'_>, name: libc::c_int, d: Duration) {
-    let tv = libc::timeval {
-        tv_sec: d.as_secs() as _,
-        tv_usec: d.subsec_micros() as _,
-    };
-    // SAFETY: live local of the stated size.
-    check(unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            name,
-            (&tv as *const libc::timeval).cast(),
-            size_of::<libc::timeval>() as _,
-        )
-    })
-    .unwrap();
+    t::set_timeval(fd, name, d).unwrap();
 }
 
 /// Bytes queued for reading (SIOCINQ).
 pub fn inq(fd: BorrowedFd<'_>) -> usize {
-    let mut n: libc::c_int = 0;
-    // SAFETY: SIOCINQ writes one int.
-    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n) }).unwrap();
-    n as usize
+    t::inq(fd).unwrap()
 }
 
 pub fn wait_queued(fd: BorrowedFd<'_>, bytes: usize) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while inq(fd) < bytes {
-        assert!(
-            Instant::now() < deadline,
-            "only {} of {bytes} bytes arrived",
-            inq(fd)
-        );
-        std::thread::sleep(Duration::from_millis(1));
+    if t::wait_queued(fd, bytes, Duration::from_secs(5)).is_err() {
+        panic!("only {} of {bytes} bytes arrived", inq(fd));
     }
 }
 
@@ -198,34 +86,16 @@ pub fn pattern(from: usize, len: usize) -> Vec<u8> {
 
 /// Writes all of `data` to `fd` (blocking).
 pub fn write_all(fd: BorrowedFd<'_>, data: &[u8]) {
-    let dup = fd.try_clone_to_owned().unwrap();
-    let mut f = File::from(dup);
-    f.write_all(data).unwrap();
+    t::write_all(fd, data).unwrap();
 }
 
 pub fn shutdown_write(fd: BorrowedFd<'_>) {
-    // SAFETY: no pointers.
-    check(unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_WR) }).unwrap();
+    t::shutdown_write(fd).unwrap();
 }
 
 /// Closes with SO_LINGER 0 so the peer gets a RST.
 pub fn reset(fd: OwnedFd) {
-    let lg = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: live local of the stated size.
-    check(unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&lg as *const libc::linger).cast(),
-            size_of::<libc::linger>() as _,
-        )
-    })
-    .unwrap();
-    drop(fd);
+    t::reset(fd).unwrap();
 }
 
 pub fn errno_name(code: i32) -> &'static str {
@@ -252,41 +122,10 @@ pub fn errno_name(code: i32) -> &'static str {
 
 // ---- Receive-side fixtures (low-water mark, zero-copy receive) ----
 
-use std::os::fd::AsFd;
-
-fn raw_socket(family: libc::c_int, ty: libc::c_int, proto: libc::c_int) -> OwnedFd {
-    // SAFETY: plain socket() call; the fd is owned right away.
-    let fd = check(unsafe { libc::socket(family, ty | libc::SOCK_CLOEXEC, proto) }).unwrap();
-    // SAFETY: fresh fd owned by nobody else.
-    unsafe { OwnedFd::from_raw_fd(fd) }
-}
-
-/// Options applied while a TCP pair is built.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct TcpOpts {
-    pub v6: bool,
-    /// TCP_MAXSEG on the listener (inherited by the accepted socket) and on the client,
-    /// before connect: 4108 makes loopback segments carry exactly one 4 KiB page.
-    pub mss: Option<i32>,
-    /// SO_RCVLOWAT on the listener, before accept.
-    pub listener_lowat: Option<i32>,
-    /// SO_RCVBUF (locked) on the listener, before accept.
-    pub listener_rcvbuf: Option<i32>,
-}
-
 /// A loopback TCP pair built with raw calls so that options can be set before connect.
 /// `sock` is the accepted side, `peer` the client.
 pub fn tcp_pair_opts(o: TcpOpts) -> Pair {
-    let (l, peer) = tcp_listener_and_client(o);
-    // SAFETY: accept with NULL address is allowed; the fd is owned right away.
-    let s =
-        check(unsafe { libc::accept(l.as_raw_fd(), std::ptr::null_mut(), std::ptr::null_mut()) })
-            .unwrap();
-    Pair {
-        // SAFETY: fresh fd from accept.
-        sock: unsafe { OwnedFd::from_raw_fd(s) },
-        peer,
-    }
+    t::tcp_pair(&o).unwrap()
 }
 
 /// A listening socket with the options of `o` applied, and a client connected to it (the
@@ -299,152 +138,29 @@ pub fn tcp_listener_and_client(o: TcpOpts) -> (OwnedFd, OwnedFd) {
 
 /// A listening loopback TCP socket with the listener options of `o` applied.
 pub fn tcp_listener(o: TcpOpts) -> OwnedFd {
-    let family = if o.v6 { libc::AF_INET6 } else { libc::AF_INET };
-    let l = raw_socket(family, libc::SOCK_STREAM, 0);
-    if let Some(m) = o.mss {
-        set_int(l.as_fd(), libc::IPPROTO_TCP, libc::TCP_MAXSEG, m);
-    }
-    if let Some(v) = o.listener_lowat {
-        set_int(l.as_fd(), libc::SOL_SOCKET, libc::SO_RCVLOWAT, v);
-    }
-    if let Some(v) = o.listener_rcvbuf {
-        set_int(l.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, v);
-    }
-    let mut ss: libc::sockaddr_storage = unsafe_zeroed_storage();
-    let len = if o.v6 {
-        // SAFETY: sockaddr_storage is large and aligned enough for a sockaddr_in6.
-        let a =
-            unsafe { &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
-        a.sin6_family = libc::AF_INET6 as _;
-        a.sin6_addr.s6_addr = Ipv6Addr::LOCALHOST.octets();
-        size_of::<libc::sockaddr_in6>()
-    } else {
-        // SAFETY: sockaddr_storage is large and aligned enough for a sockaddr_in.
-        let a =
-            unsafe { &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
-        a.sin_family = libc::AF_INET as _;
-        a.sin_addr.s_addr = u32::from(Ipv4Addr::LOCALHOST).to_be();
-        size_of::<libc::sockaddr_in>()
-    } as libc::socklen_t;
-    let p = (&ss as *const libc::sockaddr_storage).cast::<libc::sockaddr>();
-    // SAFETY: `p` points at a live sockaddr_storage holding `len` meaningful bytes.
-    unsafe {
-        check(libc::bind(l.as_raw_fd(), p, len)).unwrap();
-        check(libc::listen(l.as_raw_fd(), 4)).unwrap();
-    }
-    l
+    t::tcp_listener(&o).unwrap()
 }
 
 /// A client connected to the listener `l` (TCP_MAXSEG of `o` set before connect, NODELAY).
 pub fn tcp_connect(l: BorrowedFd<'_>, o: TcpOpts) -> OwnedFd {
-    let mut ss: libc::sockaddr_storage = unsafe_zeroed_storage();
-    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    let p = (&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr>();
-    // SAFETY: `p` points at a live sockaddr_storage of `len` bytes.
-    check(unsafe { libc::getsockname(l.as_raw_fd(), p, &mut len) }).unwrap();
-    let c = raw_socket(ss.ss_family as libc::c_int, libc::SOCK_STREAM, 0);
-    if let Some(m) = o.mss {
-        set_int(c.as_fd(), libc::IPPROTO_TCP, libc::TCP_MAXSEG, m);
-    }
-    set_int(c.as_fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY, 1);
-    // SAFETY: as above.
-    check(unsafe { libc::connect(c.as_raw_fd(), p, len) }).unwrap();
-    c
-}
-
-fn unsafe_zeroed_storage() -> libc::sockaddr_storage {
-    // SAFETY: all-zero is a valid sockaddr_storage.
-    unsafe { std::mem::zeroed() }
+    t::tcp_connect(l, &o).unwrap()
 }
 
 /// A connected UDP pair over IPv4 loopback: (`sock`, `peer`).
 pub fn udp_pair() -> Pair {
-    let a = std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    let b = std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    a.connect(b.local_addr().unwrap()).unwrap();
-    b.connect(a.local_addr().unwrap()).unwrap();
-    Pair {
-        sock: a.into(),
-        peer: b.into(),
-    }
+    t::udp_pair(false, true).unwrap().0
 }
 
 /// Sends `data` with MSG_ZEROCOPY from a page-aligned private copy, in sends whose sizes
 /// cycle through `sizes` (a size that is not a page multiple shifts later sends off page
 /// alignment, which is what makes stragglers). Blocking; drains the error queue as it goes.
-/// The copy is unmapped at the end: the kernel keeps its own references to pages in flight.
 pub fn send_zerocopy(fd: BorrowedFd<'_>, data: &[u8], sizes: &[usize]) {
-    assert!(!sizes.is_empty());
-    set_int(fd, libc::SOL_SOCKET, libc::SO_ZEROCOPY, 1);
-    let len = data.len().max(1).next_multiple_of(4096);
-    // SAFETY: a new private anonymous mapping, owned by this function.
-    let base = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    assert_ne!(base, libc::MAP_FAILED);
-    // SAFETY: the mapping is `len >= data.len()` bytes long and writable.
-    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), base.cast::<u8>(), data.len()) };
-    let (mut off, mut i) = (0usize, 0usize);
-    while off < data.len() {
-        let n = sizes[i % sizes.len()].min(data.len() - off);
-        // SAFETY: `base + off .. + n` lies in the mapping.
-        let r = unsafe {
-            libc::send(
-                fd.as_raw_fd(),
-                base.cast::<u8>().add(off).cast(),
-                n,
-                libc::MSG_ZEROCOPY,
-            )
-        };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            match e.raw_os_error() {
-                Some(libc::ENOBUFS) | Some(libc::EINTR) => {
-                    drain_errqueue(fd);
-                    std::thread::sleep(Duration::from_millis(1));
-                    continue;
-                }
-                _ => panic!("zerocopy send: {e}"),
-            }
-        }
-        off += r as usize;
-        i += 1;
-        if i % 16 == 0 {
-            drain_errqueue(fd);
-        }
-    }
-    drain_errqueue(fd);
-    // SAFETY: our own mapping; the kernel holds its own page references for data in flight.
-    unsafe { libc::munmap(base, len) };
+    t::send_zerocopy(fd, data, sizes).unwrap_or_else(|e| panic!("zerocopy send: {e}"));
 }
 
 /// Reads and discards pending MSG_ZEROCOPY notifications (never blocks).
 pub fn drain_errqueue(fd: BorrowedFd<'_>) {
-    let mut control = [0u64; 16];
-    loop {
-        // SAFETY: all-zero is a valid msghdr; it points at a live control buffer only.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of_val(&control) as _;
-        // SAFETY: the msghdr describes live memory.
-        let r = unsafe {
-            libc::recvmsg(
-                fd.as_raw_fd(),
-                &mut msg,
-                libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
-            )
-        };
-        if r < 0 {
-            return;
-        }
-    }
+    t::drain_errqueue(fd);
 }
 
 /// FNV-1a, 64 bits: the stream hash the zero-copy tests compare.
@@ -642,28 +358,15 @@ impl Signaller {
 /// CPU time this thread has used (`CLOCK_THREAD_CPUTIME_ID`): a call that sleeps uses
 /// almost none, one that spins uses about its wall time.
 pub fn thread_cpu() -> Duration {
-    // SAFETY: all-zero is a valid timespec; clock_gettime writes one.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: a live timespec.
-    check(unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) }).unwrap();
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    t::thread_cpu().unwrap()
 }
 
 /// Waits until poll reports POLLERR on `fd` (an error-queue entry or a socket error), 3 s at
 /// most.
 pub fn wait_pollerr(fd: BorrowedFd<'_>, ctx: &str) {
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: 0,
-        revents: 0,
-    };
-    // SAFETY: one live pollfd.
-    let n = unsafe { libc::poll(&mut pfd, 1, 3000) };
-    assert!(
-        n == 1 && pfd.revents & libc::POLLERR != 0,
-        "{ctx}: no POLLERR within 3 s ({n}, {:#x})",
-        pfd.revents
-    );
+    if let Err(e) = t::wait_pollerr(fd, Duration::from_secs(3)) {
+        panic!("{ctx}: no POLLERR within 3 s ({e})");
+    }
 }
 
 /// Puts an entry on `fd`'s error queue the way an application would, by sending one byte
@@ -671,22 +374,9 @@ pub fn wait_pollerr(fd: BorrowedFd<'_>, ctx: &str) {
 /// `timestamp`, a send with `SO_TIMESTAMPING` software transmit reports on (left on, so
 /// every later send adds one). Returns once poll reports POLLERR.
 pub fn errqueue_entry(fd: BorrowedFd<'_>, kind: &str, ctx: &str) {
-    let flags = match kind {
-        "zerocopy" => {
-            set_int(fd, libc::SOL_SOCKET, libc::SO_ZEROCOPY, 1);
-            libc::MSG_ZEROCOPY
-        }
-        "timestamp" => {
-            let v = libc::SOF_TIMESTAMPING_TX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE;
-            set_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, v as i32);
-            0
-        }
-        k => panic!("{ctx}: unknown error-queue entry {k}"),
-    };
-    // SAFETY: one readable byte.
-    let n = unsafe { libc::send(fd.as_raw_fd(), b"e".as_ptr().cast(), 1, flags) };
-    assert_eq!(n, 1, "{ctx}: send: {}", io::Error::last_os_error());
-    wait_pollerr(fd, ctx);
+    if let Err(e) = t::errqueue_entry(fd, kind) {
+        panic!("{ctx}: error-queue entry {kind}: {e}");
+    }
 }
 
 /// Ends the process when a run takes longer than `limit`: a hang is a failure with a
@@ -761,21 +451,9 @@ pub fn force_buf(fd: BorrowedFd<'_>, rcv: bool, bytes: i32) -> Result<(), String
     } else {
         force
     };
-    let v: libc::c_int = bytes;
-    // SAFETY: live local of the stated size.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            name,
-            (&v as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as _,
-        )
-    };
-    if r == 0 {
+    let Err(e) = t::set_int(fd, libc::SOL_SOCKET, name, bytes) else {
         return Ok(());
-    }
-    let e = io::Error::last_os_error();
+    };
     match e.raw_os_error() {
         Some(libc::EPERM) => Err(format!(
             "a {bytes}-byte socket buffer is above net.core.{max} ({limit}): SO_{}BUFFORCE needs CAP_NET_ADMIN",
