@@ -1025,9 +1025,10 @@ static void sandbox(void)
  * copy (copy_to_user/copy_from_user, FSRM) is then ~1.5x slower: every load falsely aliases
  * the store issued just before it (4K aliasing).  At offset 0, 32, 48, 64, 128 or 2048 it is
  * not; at 16 and 4080 it is (relay CPU per GB 1.5x and 2x, copy mode, iperf3).  Before the
- * pools, the copy buffers came from malloc per connection and mostly landed elsewhere in
- * the heap by chance, so copy mode looked faster than peek mode's one buffer (also offset
- * 16); page-aligned buffers give every mode the same, good, start. */
+ * pools, the copy buffers came from malloc per connection and, after a first connection had
+ * closed, from the brk heap at other offsets, by chance.  A read() drains whole skbs, so its
+ * source starts on a page; a peek at an offset starts anywhere, and the peek buffer's
+ * alignment measured no different (it is page-aligned all the same). */
 static char *page_buffers(size_t n, size_t len, size_t *map_len, size_t *stride)
 {
     long pg = sysconf(_SC_PAGESIZE);
