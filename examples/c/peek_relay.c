@@ -1021,10 +1021,11 @@ static void sandbox(void)
  * into the page (the chunk header), so every buffer began at page offset 16.  The kernel
  * copies socket data between the user buffer and skb page fragments whose data starts on a
  * page boundary, so a copy's destination ran 16 bytes ahead of its source modulo 4 KiB (or
- * behind: the send copy).  On the AMD Zen 3 this was measured on, the kernel's `rep movsb`
- * copy (copy_to_user/copy_from_user, FSRM) is then ~1.5x slower: every load falsely aliases
- * the store issued just before it (4K aliasing).  At offset 0, 32, 48, 64, 128 or 2048 it is
- * not; at 16 and 4080 it is (relay CPU per GB 1.5x and 2x, copy mode, iperf3).  Before the
+ * behind: the send copy).  On the AMD Zen 3 this was measured on, the kernel's copy
+ * (_copy_to_iter, `rep movsb` with FSRM) then takes ~1.5x the time, most likely 4K aliasing:
+ * loads that look as if they depend on the stores just issued (the VM has no hardware
+ * counters to confirm it).  At offset 0, 32, 48, 64, 128 or 2048 it does not; at 16 and 4080
+ * it does (relay CPU per GB 1.5x and 2x, copy mode, iperf3).  Before the
  * pools, the copy buffers came from malloc per connection and, after a first connection had
  * closed, from the brk heap at other offsets, by chance.  A read() drains whole skbs, so its
  * source starts on a page; a peek at an offset starts anywhere, and the peek buffer's
