@@ -643,7 +643,9 @@ uint32_t lowcopy_version(void);
  *
  * Syscalls: socket, setsockopt, getsockopt, bind, listen, getsockname, connect, accept, close,
  * io_uring_setup, io_uring_register, mmap, munmap, brk, mremap, mprotect, madvise, getrandom,
- * futex.
+ * futex, clone3, clone, rt_sigprocmask, rt_sigaction, sigaltstack, set_robust_list, rseq, exit
+ * (the io_uring probe runs on a short-lived thread of its own: tearing its ring down on the
+ * caller's thread made the caller's next blocking socket call with a timeout fail with EINTR).
  *
  * # Safety
  * `out` must be NULL or writable for `size` bytes.
@@ -679,7 +681,7 @@ int lowcopy_peek_supported(int fd);
  * socket), `-EOVERFLOW` (`offset` above `INT_MAX` for `SO_PEEK_OFF`, or above 1023 x 64 KiB
  * for the discard prefix: never truncated), `-ECONNRESET` and other `recvmsg` errors.
  *
- * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+ * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
  *
  * # Safety
  * `buf` must be NULL or writable for `len` bytes.
@@ -691,7 +693,7 @@ ssize_t lowcopy_peek_at(int fd, size_t offset, void *buf, size_t len, int flags)
  * `lowcopy_peek_at`, plus `-EINVAL` for NULL `iov` or `iovcnt <= 0`, `-EMSGSIZE` for
  * `iovcnt > IOV_MAX`.
  *
- * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+ * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
  *
  * # Safety
  * `iov` must be NULL or point to `iovcnt` iovecs, each describing writable memory.
@@ -707,7 +709,7 @@ ssize_t lowcopy_peekv_at(int fd, size_t offset, const struct iovec *iov, int iov
  * Errors: `-EINVAL` (flags other than `MSG_DONTWAIT`), `-EBADF`, `-ENOTSOCK`,
  * `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `recv` errors.
  *
- * Syscalls: getsockopt, recvfrom, recvmsg.
+ * Syscalls: getsockopt, recvfrom, recvmsg, ioctl.
  */
 ssize_t lowcopy_consume(int fd, size_t n, int flags);
 
@@ -718,6 +720,14 @@ ssize_t lowcopy_consume(int fd, size_t n, int flags);
  * AUTO when it picks it) sets the socket's `SO_PEEK_OFF` to 0; DISCARD makes sure it is -1.
  * The fd stays owned by the caller and must stay open until `lowcopy_peeker_free`; do not
  * read from it meanwhile except through `lowcopy_peeker_consume`.
+ *
+ * Urgent data: sets `SO_OOBINLINE` and leaves it set, so a TCP urgent byte (`MSG_OOB`) or an
+ * AF_UNIX out-of-band byte is an ordinary stream byte where the peer sent it: peeks deliver
+ * byte for byte what reads deliver, `lowcopy_peeker_consume(n)` drops exactly n, none is
+ * peeked twice or skipped. A peek that reaches the urgent mark returns short and the next
+ * continues after it; a DISCARD peek on a socket without `SO_PEEK_OFF` cannot pass a mark
+ * ahead of the head and returns `-EAGAIN` (blocking or not) until the bytes before the mark
+ * are consumed.
  *
  * Errors: `-EINVAL` (`out` NULL, unknown mode), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a
  * TCP, MPTCP or AF_UNIX stream socket, or OFFSET on a socket without `SO_PEEK_OFF`),
@@ -750,7 +760,7 @@ int lowcopy_peeker_new(int fd, uint32_t mode, struct lowcopy_peeker **out);
  * `MSG_DONTWAIT`), `-EOVERFLOW` (cursor beyond the mechanism's reach), `-ECONNRESET`, `-EINTR`
  * and other `recvmsg` errors.
  *
- * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+ * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
  *
  * # Safety
  * `p` must be NULL or a live peeker; `buf` NULL or writable for `len` bytes.
@@ -765,7 +775,7 @@ ssize_t lowcopy_peeker_peek(struct lowcopy_peeker *p,
  * prefix shares that budget). Errors as `lowcopy_peeker_peek`, plus `-EINVAL` for NULL `iov`
  * or `iovcnt <= 0` and `-EMSGSIZE` for `iovcnt > 1024`.
  *
- * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+ * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
  *
  * # Safety
  * `p` must be NULL or a live peeker; `iov` NULL or `iovcnt` iovecs over writable memory.
@@ -797,7 +807,7 @@ int lowcopy_peeker_seek(struct lowcopy_peeker *p, size_t offset);
  *
  * Errors: `-EINVAL` (`p` NULL), `-EAGAIN` (nothing queued), `recv` errors.
  *
- * Syscalls: recvfrom, recvmsg, setsockopt.
+ * Syscalls: recvfrom, recvmsg, setsockopt, ioctl.
  *
  * # Safety
  * `p` must be NULL or a live peeker.
@@ -911,8 +921,9 @@ size_t lowcopy_peeker_size(void);
  *
  * `domain` and `protocol` state what the socket is, as given to `socket(2)`: `AF_INET` or
  * `AF_INET6` with `IPPROTO_TCP` (or 0) or `IPPROTO_MPTCP`, or `AF_UNIX` with 0. The peeker
- * then makes no classification syscall: OFFSET and AUTO cost one `setsockopt`, DISCARD one
- * `getsockopt` (and a `setsockopt` if `SO_PEEK_OFF` was on). `AF_UNSPEC` (0) with 0 asks
+ * then makes no classification syscall: OFFSET and AUTO cost two `setsockopt`s
+ * (`SO_PEEK_OFF` and `SO_OOBINLINE`), DISCARD a `getsockopt` and the `SO_OOBINLINE`
+ * `setsockopt` (and a `setsockopt` more if `SO_PEEK_OFF` was on). `AF_UNSPEC` (0) with 0 asks
  * the socket instead (2-3 `getsockopt`, as `lowcopy_peeker_new`). Stating the kind wrong is
  * never unsafe: calls then fail as the real socket answers (an AF_UNIX socket stated as TCP
  * fails `lowcopy_peeker_consume` with `-EFAULT`).
@@ -989,7 +1000,7 @@ int lowcopy_peeker_release(struct lowcopy_peeker *p, uint32_t flags);
  * above `INT_MAX` with OFFSET, above 1023 x 64 KiB with DISCARD: the cursor is unchanged);
  * `-EINVAL` also for `res_size` out of range with a non-NULL `res`.
  *
- * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+ * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
  *
  * # Safety
  * `p` must be NULL or a live peeker; `buf` NULL or writable for `len` bytes; `res` NULL or
@@ -1008,7 +1019,7 @@ ssize_t lowcopy_peeker_peek_at(struct lowcopy_peeker *p,
  * shares that budget). Errors as `lowcopy_peeker_peek_at`, plus `-EINVAL` for NULL `iov` or
  * `iovcnt <= 0` and `-EMSGSIZE` for `iovcnt > 1024`.
  *
- * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+ * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
  *
  * # Safety
  * `p` must be NULL or a live peeker; `iov` NULL or `iovcnt` iovecs over writable memory;

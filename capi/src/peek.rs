@@ -131,7 +131,7 @@ pub extern "C" fn lowcopy_peek_supported(fd: c_int) -> c_int {
 /// socket), `-EOVERFLOW` (`offset` above `INT_MAX` for `SO_PEEK_OFF`, or above 1023 x 64 KiB
 /// for the discard prefix: never truncated), `-ECONNRESET` and other `recvmsg` errors.
 ///
-/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
 ///
 /// # Safety
 /// `buf` must be NULL or writable for `len` bytes.
@@ -158,7 +158,7 @@ pub unsafe extern "C" fn lowcopy_peek_at(
 /// `lowcopy_peek_at`, plus `-EINVAL` for NULL `iov` or `iovcnt <= 0`, `-EMSGSIZE` for
 /// `iovcnt > IOV_MAX`.
 ///
-/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
 ///
 /// # Safety
 /// `iov` must be NULL or point to `iovcnt` iovecs, each describing writable memory.
@@ -197,7 +197,7 @@ pub unsafe extern "C" fn lowcopy_peekv_at(
 /// Errors: `-EINVAL` (flags other than `MSG_DONTWAIT`), `-EBADF`, `-ENOTSOCK`,
 /// `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `recv` errors.
 ///
-/// Syscalls: getsockopt, recvfrom, recvmsg.
+/// Syscalls: getsockopt, recvfrom, recvmsg, ioctl.
 #[no_mangle]
 pub extern "C" fn lowcopy_consume(fd: c_int, n: size_t, flags: c_int) -> ssize_t {
     guard(-ENOTRECOVERABLE as ssize_t, || {
@@ -215,6 +215,14 @@ pub extern "C" fn lowcopy_consume(fd: c_int, n: size_t, flags: c_int) -> ssize_t
 /// AUTO when it picks it) sets the socket's `SO_PEEK_OFF` to 0; DISCARD makes sure it is -1.
 /// The fd stays owned by the caller and must stay open until `lowcopy_peeker_free`; do not
 /// read from it meanwhile except through `lowcopy_peeker_consume`.
+///
+/// Urgent data: sets `SO_OOBINLINE` and leaves it set, so a TCP urgent byte (`MSG_OOB`) or an
+/// AF_UNIX out-of-band byte is an ordinary stream byte where the peer sent it: peeks deliver
+/// byte for byte what reads deliver, `lowcopy_peeker_consume(n)` drops exactly n, none is
+/// peeked twice or skipped. A peek that reaches the urgent mark returns short and the next
+/// continues after it; a DISCARD peek on a socket without `SO_PEEK_OFF` cannot pass a mark
+/// ahead of the head and returns `-EAGAIN` (blocking or not) until the bytes before the mark
+/// are consumed.
 ///
 /// Errors: `-EINVAL` (`out` NULL, unknown mode), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a
 /// TCP, MPTCP or AF_UNIX stream socket, or OFFSET on a socket without `SO_PEEK_OFF`),
@@ -255,7 +263,7 @@ pub unsafe extern "C" fn lowcopy_peeker_new(
 /// `MSG_DONTWAIT`), `-EOVERFLOW` (cursor beyond the mechanism's reach), `-ECONNRESET`, `-EINTR`
 /// and other `recvmsg` errors.
 ///
-/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
 ///
 /// # Safety
 /// `p` must be NULL or a live peeker; `buf` NULL or writable for `len` bytes.
@@ -281,7 +289,7 @@ pub unsafe extern "C" fn lowcopy_peeker_peek(
 /// prefix shares that budget). Errors as `lowcopy_peeker_peek`, plus `-EINVAL` for NULL `iov`
 /// or `iovcnt <= 0` and `-EMSGSIZE` for `iovcnt > 1024`.
 ///
-/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
 ///
 /// # Safety
 /// `p` must be NULL or a live peeker; `iov` NULL or `iovcnt` iovecs over writable memory.
@@ -333,7 +341,7 @@ pub unsafe extern "C" fn lowcopy_peeker_seek(p: *mut lowcopy_peeker, offset: siz
 ///
 /// Errors: `-EINVAL` (`p` NULL), `-EAGAIN` (nothing queued), `recv` errors.
 ///
-/// Syscalls: recvfrom, recvmsg, setsockopt.
+/// Syscalls: recvfrom, recvmsg, setsockopt, ioctl.
 ///
 /// # Safety
 /// `p` must be NULL or a live peeker.
@@ -474,8 +482,9 @@ crate::versions::default_version!("lowcopy_peeker_size", "LOWCOPY_0.3");
 ///
 /// `domain` and `protocol` state what the socket is, as given to `socket(2)`: `AF_INET` or
 /// `AF_INET6` with `IPPROTO_TCP` (or 0) or `IPPROTO_MPTCP`, or `AF_UNIX` with 0. The peeker
-/// then makes no classification syscall: OFFSET and AUTO cost one `setsockopt`, DISCARD one
-/// `getsockopt` (and a `setsockopt` if `SO_PEEK_OFF` was on). `AF_UNSPEC` (0) with 0 asks
+/// then makes no classification syscall: OFFSET and AUTO cost two `setsockopt`s
+/// (`SO_PEEK_OFF` and `SO_OOBINLINE`), DISCARD a `getsockopt` and the `SO_OOBINLINE`
+/// `setsockopt` (and a `setsockopt` more if `SO_PEEK_OFF` was on). `AF_UNSPEC` (0) with 0 asks
 /// the socket instead (2-3 `getsockopt`, as `lowcopy_peeker_new`). Stating the kind wrong is
 /// never unsafe: calls then fail as the real socket answers (an AF_UNIX socket stated as TCP
 /// fails `lowcopy_peeker_consume` with `-EFAULT`).
@@ -636,7 +645,7 @@ unsafe fn release(p: *mut lowcopy_peeker, closing: bool) -> c_int {
 /// above `INT_MAX` with OFFSET, above 1023 x 64 KiB with DISCARD: the cursor is unchanged);
 /// `-EINVAL` also for `res_size` out of range with a non-NULL `res`.
 ///
-/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
 ///
 /// # Safety
 /// `p` must be NULL or a live peeker; `buf` NULL or writable for `len` bytes; `res` NULL or
@@ -667,7 +676,7 @@ crate::versions::default_version!("lowcopy_peeker_peek_at", "LOWCOPY_0.3");
 /// shares that budget). Errors as `lowcopy_peeker_peek_at`, plus `-EINVAL` for NULL `iov` or
 /// `iovcnt <= 0` and `-EMSGSIZE` for `iovcnt > 1024`.
 ///
-/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
 ///
 /// # Safety
 /// `p` must be NULL or a live peeker; `iov` NULL or `iovcnt` iovecs over writable memory;
