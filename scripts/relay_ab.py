@@ -12,7 +12,7 @@ state then differs from a fresh start; --no-probe leaves it out). Prints, per GB
 median of every count over the rounds, the ratios to the first binary, and the task-clock
 range. Needs perf, iperf3, root or perf_event_paranoid <= 1 for the tracepoints.
 """
-import argparse, json, os, socket, statistics, subprocess, sys, tempfile, time
+import argparse, json, os, signal, socket, statistics, subprocess, sys, tempfile, time
 
 EVENTS = ("task-clock,page-faults,context-switches,cpu-migrations,raw_syscalls:sys_enter,"
           "syscalls:sys_enter_read,syscalls:sys_enter_sendto,syscalls:sys_enter_recvfrom,"
@@ -88,6 +88,8 @@ def main():
     amount = ["-t", o.seconds] if o.seconds else ["-n", o.bytes or "1G"]
     bins = [os.path.abspath(b) for b in o.bins]
     names = [str(i) for i in range(len(bins))]
+    # SIGTERM/SIGINT end the run through the finally blocks: nothing it started outlives it.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("relay_ab: terminated"))
     tmp = tempfile.mkdtemp(prefix="relay_ab.")
     server_port = free_port()
     server = subprocess.Popen(["iperf3", "-s", "-p", str(server_port)],
