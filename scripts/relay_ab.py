@@ -12,7 +12,7 @@ state then differs from a fresh start; --no-probe leaves it out). Prints, per GB
 median of every count over the rounds, the ratios to the first binary, and the task-clock
 range. Needs perf, iperf3, root or perf_event_paranoid <= 1 for the tracepoints.
 """
-import argparse, json, os, signal, socket, statistics, subprocess, sys, tempfile, time
+import argparse, json, os, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
 
 EVENTS = ("task-clock,page-faults,context-switches,cpu-migrations,raw_syscalls:sys_enter,"
           "syscalls:sys_enter_read,syscalls:sys_enter_sendto,syscalls:sys_enter_recvfrom,"
@@ -104,6 +104,7 @@ def main():
     finally:
         server.kill()
         server.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
     print("per GB relayed, median of %d alternated rounds (iperf3 %s -P 2; relay %s; "
           "load average %s)" % (o.rounds, " ".join(amount), " ".join(relay_args),
                                 open("/proc/loadavg").read().split()[0]))
