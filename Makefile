@@ -53,7 +53,14 @@ header:
 
 EXAMPLES := $(patsubst examples/c/%.c,$(BUILD)/bin/%,$(wildcard examples/c/*.c))
 
-examples: lib $(EXAMPLES)
+# Beside the examples, the relay's connections-per-second client (scripts/relay_cps.sh).
+RELAY_TOOLS := $(BUILD)/bin/relay_cps
+
+examples: lib $(EXAMPLES) $(RELAY_TOOLS)
+
+$(BUILD)/bin/relay_cps: tests/relay/cps.c
+	mkdir -p $(BUILD)/bin
+	$(CC) $(STRICT) $< -o $@ -lpthread
 
 $(BUILD)/bin/%: examples/c/%.c include/lowcopy.h lib
 	mkdir -p $(BUILD)/bin
@@ -213,15 +220,17 @@ fuzz-replay: lib
 	LOWCOPY_LIB_DIR=$(BUILD)/lib $(CARGO) run -q --release --manifest-path fuzz/Cargo.toml \
 	  --bin replay -- $(foreach t,$(FUZZ_TARGETS),$(t)=fuzz/corpus/$(t))
 
-# The main job: iperf3 through the relay in every mode, then every benchmark table (the
-# zerocopy tables as medians of 3 runs: single TCP runs swing 2x on a shared machine; the
-# scale table: memory and descriptors per sender at 1 to 10,000 connections, and tx-only
-# throughput with 1 and 1,000 senders on one thread, medians of 5).
+# The main job: iperf3 through the relay in every mode, the relay's connections per second
+# (plain and sandboxed), then every benchmark table (the zerocopy tables as medians of 3
+# runs: single TCP runs swing 2x on a shared machine; the scale table: memory and descriptors
+# per sender at 1 to 10,000 connections, and tx-only throughput with 1 and 1,000 senders on
+# one thread, medians of 5).
 demo:
 	scripts/deps.sh demo
 	$(MAKE) examples
 	$(MAKE) python-demo
 	scripts/demo.sh
+	scripts/relay_cps.sh
 	$(BUILD)/bin/peek_sweep -n 9
 	ZC_BENCH_REPEAT=$${ZC_BENCH_REPEAT:-3} scripts/zc_bench.sh
 	scripts/zc_scale.sh
