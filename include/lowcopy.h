@@ -651,11 +651,13 @@ uint32_t lowcopy_version(void);
 int lowcopy_probe(struct lowcopy_caps *out, size_t size);
 
 /**
- * 1 if `SO_PEEK_OFF` works on this stream socket, 0 if not (MPTCP, kernels before 6.9 for
- * TCP/IPv4 or 6.12 for TCP/IPv6). Leaves the socket's `SO_PEEK_OFF` as it was.
+ * 1 if `SO_PEEK_OFF` works on this stream socket, 0 if not.
+ * TCP over IPv4 has it since Linux 6.9, over IPv6 since 6.12, AF_UNIX stream since 3.4; MPTCP
+ * never. Leaves the socket's `SO_PEEK_OFF` value as it was (reads it, writes it back).
  *
- * Errors: `-EBADF` (not an open fd), `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX
- * stream socket; UDP and other datagram sockets are not covered by lowcopy's peek).
+ * Errors:
+ * `-EBADF` (not an open fd), `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream
+ * socket: lowcopy's peek does not apply; UDP and other datagram sockets neither).
  *
  * Syscalls: getsockopt, setsockopt.
  */
@@ -666,18 +668,22 @@ int lowcopy_peek_supported(int fd);
  * queue into `buf`, without consuming anything.
  *
  * Returns bytes copied (> 0); 0 when the peer shut down and nothing lies beyond `offset`;
- * `-EAGAIN` when nothing lies beyond `offset` yet and `flags` has `MSG_DONTWAIT` or the fd is
- * non-blocking (a blocking call waits for one byte beyond `offset`).
+ * `-EAGAIN` when nothing lies beyond `offset` yet and the call may not wait (`MSG_DONTWAIT`, or a
+ * non-blocking fd).
+ * A blocking call waits for one byte beyond `offset`. Stateless: uses `SO_PEEK_OFF` where the
+ * socket has it (set, peek, set back to -1), else the discard prefix.
  *
- * Stateless: uses `SO_PEEK_OFF` where the socket has it (set, peek, set back to -1), else the
- * discard prefix. Requires `SO_PEEK_OFF` disabled (-1, the default) on the socket: do not mix
- * with a live `lowcopy_peeker` on the same fd. Costs 2-3 `getsockopt` besides the peek; use a
- * `lowcopy_peeker` on the data path.
+ * Precondition: `SO_PEEK_OFF` is disabled (-1, the default) on the socket, so no live peeker may
+ * use it; this call leaves it disabled. Cost: 2-3 `getsockopt` to classify the socket, one
+ * `recvmsg`, and with `offset > 0` on a socket with `SO_PEEK_OFF` two `setsockopt`. Use a peeker
+ * on the data path.
  *
  * Errors: `-EINVAL` (`buf` NULL, `len` 0 or above `SSIZE_MAX`, flags other than
- * `MSG_DONTWAIT`), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream
- * socket), `-EOVERFLOW` (`offset` above `INT_MAX` for `SO_PEEK_OFF`, or above 1023 x 64 KiB
- * for the discard prefix: never truncated), `-ECONNRESET` and other `recvmsg` errors.
+ * `MSG_DONTWAIT`),
+ * `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `-EOVERFLOW`
+ * (`offset` beyond what the mechanism can represent: `INT_MAX` for `SO_PEEK_OFF`, 64 KiB per iovec
+ * left below 1024 for the discard prefix; never truncated), `-ECONNRESET` and other `recvmsg`
+ * errors.
  *
  * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
  *
@@ -699,13 +705,15 @@ ssize_t lowcopy_peek_at(int fd, size_t offset, void *buf, size_t len, int flags)
 ssize_t lowcopy_peekv_at(int fd, size_t offset, const struct iovec *iov, int iovcnt, int flags);
 
 /**
- * Drops up to `n` bytes from the head of the receive queue, without copying them where the
- * protocol allows (TCP and MPTCP: `MSG_TRUNC`; AF_UNIX reads them into a scratch buffer).
- * Returns bytes dropped (0 for `n == 0` or at end of stream); `-EAGAIN` when nothing is
- * queued and the call may not block. The kernel lowers `SO_PEEK_OFF` by the bytes dropped.
+ * Drops up to `n` bytes from the head of the receive queue; returns bytes dropped.
+ * TCP and MPTCP use `recv(NULL, n, MSG_TRUNC)`, which copies nothing; AF_UNIX stream has no such
+ * path and reads them into a scratch buffer. The kernel lowers `SO_PEEK_OFF` by the bytes dropped.
+ * Returns 0 for `n` 0 or at end of stream.
  *
- * Errors: `-EINVAL` (flags other than `MSG_DONTWAIT`), `-EBADF`, `-ENOTSOCK`,
- * `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `recv` errors.
+ * Errors: `-EINVAL` (flags other than `MSG_DONTWAIT`),
+ * `-EAGAIN` when nothing is queued and the call may not block (`MSG_DONTWAIT` or a non-blocking
+ * fd); `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), and
+ * `recv` errors (`-ECONNRESET`, `-EINTR`, ...).
  *
  * Syscalls: getsockopt, recvfrom, recvmsg.
  */
@@ -714,14 +722,21 @@ ssize_t lowcopy_consume(int fd, size_t n, int flags);
 /**
  * Creates a peek cursor over the stream socket `fd`, at offset 0, and writes it to `*out`.
  *
- * `mode`: `LOWCOPY_PEEK_AUTO`, `LOWCOPY_PEEK_OFFSET` or `LOWCOPY_PEEK_DISCARD`. OFFSET (and
- * AUTO when it picks it) sets the socket's `SO_PEEK_OFF` to 0; DISCARD makes sure it is -1.
- * The fd stays owned by the caller and must stay open until `lowcopy_peeker_free`; do not
- * read from it meanwhile except through `lowcopy_peeker_consume`.
+ * `mode`: `LOWCOPY_PEEK_AUTO`, `LOWCOPY_PEEK_OFFSET` or `LOWCOPY_PEEK_DISCARD`.
+ * `LOWCOPY_PEEK_OFFSET` (and `LOWCOPY_PEEK_AUTO` when it picks `SO_PEEK_OFF`) sets the socket's
+ * `SO_PEEK_OFF` to 0; `LOWCOPY_PEEK_DISCARD` makes sure it is disabled (-1).
+ * Cost: 2-3 `getsockopt` to learn the socket's family, type and protocol (none when the caller
+ * states the socket's kind), then one `setsockopt` (`LOWCOPY_PEEK_OFFSET`, `LOWCOPY_PEEK_AUTO`) or
+ * one `getsockopt` (`LOWCOPY_PEEK_DISCARD`; a `setsockopt` more if `SO_PEEK_OFF` was on).
  *
- * Errors: `-EINVAL` (`out` NULL, unknown mode), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a
- * TCP, MPTCP or AF_UNIX stream socket, or OFFSET on a socket without `SO_PEEK_OFF`),
- * `-ENOMEM`.
+ * The fd stays owned by the caller and must stay open until `lowcopy_peeker_free`.
+ * Other code must not read from the socket or change `SO_PEEK_OFF` while the peeker lives: reads
+ * through `lowcopy_peeker_consume` keep the cursor right, and a read by another path must be
+ * reported with `lowcopy_peeker_note_consumed`.
+ *
+ * Errors: `-EINVAL` (`out` NULL, unknown mode), `-ENOMEM`,
+ * `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or
+ * `LOWCOPY_PEEK_OFFSET` on a socket without `SO_PEEK_OFF`), and `setsockopt`/`getsockopt` errors.
  *
  * Syscalls: getsockopt, setsockopt, brk, mmap, munmap, mremap, mprotect, madvise, getrandom,
  * futex.
@@ -734,31 +749,31 @@ int lowcopy_peeker_new(int fd, uint32_t mode, struct lowcopy_peeker **out);
 /**
  * Copies up to `len` bytes at the cursor into `buf`; the cursor advances by the result.
  *
- * Returns bytes copied (> 0); 0 at end of stream after the cursor (the peer shut down; the
- * bytes before the cursor are still queued and readable); `-EAGAIN` when nothing lies beyond
- * the cursor and `flags` has `MSG_DONTWAIT` or the fd is non-blocking. A blocking peek
- * returns as soon as one byte beyond the cursor arrives (armed or not; but a socket whose own
- * `SO_RCVLOWAT` is above 1 makes the kernel wait for that many bytes beyond the cursor, as
- * recv does), or with `-EINTR` on a signal and `-EAGAIN` when `SO_RCVTIMEO` runs out (on a
- * socket without `SO_PEEK_OFF`, MPTCP or a kernel before 6.9, a signal in the last 10 ms
- * before the timeout reads as `-EAGAIN`: the kernel keeps the timeout in jiffies). Peeked bytes stay in the receive
- * buffer: when they fill it (small segments cost far more kernel memory than their payload)
- * the peer's window is closed and a blocking peek waits until something is consumed, so a
- * caller that may block there sets `SO_RCVTIMEO` or consumes acknowledged bytes first.
+ * Returns bytes copied (> 0); 0 at end of stream after the cursor (the peer shut down; the bytes
+ * before the cursor are still queued and readable); `-EAGAIN` when nothing lies beyond the cursor
+ * and the call may not wait (`MSG_DONTWAIT`, or a non-blocking fd).
+ * A blocking peek returns as soon as one byte beyond the cursor is there (with the armed low-water
+ * mark too; a socket's own `SO_RCVLOWAT` above 1 makes the kernel wait for that many bytes beyond
+ * the cursor, as recv does), or with `-EAGAIN` when `SO_RCVTIMEO` runs out.
+ * A signal ends it with `-EINTR` (on a socket without `SO_PEEK_OFF`, MPTCP or a kernel before 6.9,
+ * a signal in the last 10 ms before the timeout reads as `-EAGAIN`: the kernel keeps the timeout
+ * in jiffies).
+ * Peeked bytes stay in the receive buffer: when they fill it (small segments cost far more kernel
+ * memory than their payload) the peer's window is closed and a blocking peek waits until something
+ * is consumed, so a caller that may block there sets `SO_RCVTIMEO` or consumes acknowledged bytes
+ * first.
  *
  * Errors: `-EINVAL` (`p` or `buf` NULL, `len` 0 or above `SSIZE_MAX`, flags other than
- * `MSG_DONTWAIT`), `-EOVERFLOW` (cursor beyond the mechanism's reach), `-ECONNRESET`, `-EINTR`
- * and other `recvmsg` errors.
+ * `MSG_DONTWAIT`),
+ * `-EOVERFLOW` (cursor beyond what the mechanism can represent), `-ECONNRESET`, `-EINTR` and other
+ * `recvmsg` errors.
  *
  * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
  *
  * # Safety
  * `p` must be NULL or a live peeker; `buf` NULL or writable for `len` bytes.
  */
-ssize_t lowcopy_peeker_peek(struct lowcopy_peeker *p,
-                            void *buf,
-                            size_t len,
-                            int flags);
+ssize_t lowcopy_peeker_peek(struct lowcopy_peeker *p, void *buf, size_t len, int flags);
 
 /**
  * `lowcopy_peeker_peek` into `iovcnt` iovecs (1 to 1024; with the discard mechanism the
@@ -776,12 +791,15 @@ ssize_t lowcopy_peeker_peekv(struct lowcopy_peeker *p,
                              int flags);
 
 /**
- * Moves the cursor to `offset` bytes after the head of the receive queue: back to
- * retransmit, ahead to skip without copying (OFFSET; DISCARD copies them at the next peek).
- * No syscall unless the low-water mark is armed. Returns 0.
+ * Moves the cursor to `offset` bytes after the head of the receive queue: back to retransmit, or
+ * ahead to skip bytes without copying them (offset mechanism; the discard one copies them at the
+ * next peek). Makes no syscall unless the low-water mark is armed.
+ * Returns 0.
  *
- * Errors: `-EINVAL` (`p` NULL), `-EOVERFLOW` (`offset` above `INT_MAX` with OFFSET, above
- * 1023 x 64 KiB with DISCARD; the cursor is unchanged).
+ * Errors: `-EINVAL` (`p` NULL),
+ * `-EOVERFLOW` if the mechanism cannot represent the offset (`INT_MAX` for `SO_PEEK_OFF`, 1023 x
+ * 64 KiB for the discard prefix); with the low-water mark armed, its `setsockopt` errors. The
+ * cursor is then unchanged.
  *
  * Syscalls: setsockopt.
  *
@@ -791,11 +809,14 @@ ssize_t lowcopy_peeker_peekv(struct lowcopy_peeker *p,
 int lowcopy_peeker_seek(struct lowcopy_peeker *p, size_t offset);
 
 /**
- * Drops up to `n` acknowledged bytes from the head of the receive queue and moves the cursor
- * back by the bytes dropped (never below 0). Never blocks. Returns bytes dropped (fewer when
- * fewer are queued; 0 for `n == 0` or at end of stream).
+ * Drops up to `n` acknowledged bytes from the head of the receive queue and moves the cursor back
+ * by the bytes dropped (never below 0). Never blocks. Returns bytes dropped: fewer than `n` when
+ * fewer are queued, 0 for `n` 0 or at end of stream. TCP and MPTCP drop them without copying
+ * (`MSG_TRUNC`); AF_UNIX reads them into a scratch buffer.
  *
- * Errors: `-EINVAL` (`p` NULL), `-EAGAIN` (nothing queued), `recv` errors.
+ * Errors: `-EINVAL` (`p` NULL),
+ * `-EAGAIN` when nothing is queued; `recv` errors (`-ECONNRESET`, ...); with the low-water mark
+ * armed, its `setsockopt` errors (the bytes were dropped and the cursor moved).
  *
  * Syscalls: recvfrom, recvmsg, setsockopt.
  *
@@ -806,9 +827,13 @@ ssize_t lowcopy_peeker_consume(struct lowcopy_peeker *p, size_t n);
 
 /**
  * Tells the peeker that `n` bytes left the head of the receive queue by another path
- * (`lowcopy_zcrx_recv` or a plain read on the same fd): the cursor moves back by `n` (never
- * below 0), as `lowcopy_peeker_consume` would move it, without a syscall (unless the
- * low-water mark is armed: it follows the cursor). Returns 0; `-EINVAL` for NULL.
+ * (`lowcopy_zcrx_recv` or a plain read on the same fd).
+ * The cursor moves back by `n` (never below 0), as `lowcopy_peeker_consume` would move it, with no
+ * syscall unless the low-water mark is armed (it follows the cursor): both of those paths lower
+ * the kernel's `SO_PEEK_OFF` by what they take (the zero-copy receiver corrects the kernel, which
+ * forgets to for mapped bytes), so cursor and kernel stay together.
+ * Returns 0; `-EINVAL` for NULL, and with the low-water mark armed its `setsockopt` errors
+ * (the cursor moved).
  *
  * Syscalls: setsockopt.
  *
@@ -839,25 +864,28 @@ size_t lowcopy_peeker_offset(const struct lowcopy_peeker *p);
 uint32_t lowcopy_peeker_mode(const struct lowcopy_peeker *p);
 
 /**
- * Arms (`on` != 0) or disarms the low-water mark: while armed the peeker keeps `SO_RCVLOWAT`
- * at cursor + 1 bytes, so poll/epoll report the fd readable only when a byte beyond the
- * cursor is queued (they ignore `SO_PEEK_OFF`) and level-triggered loops do not spin.
- * Blocking peeks still return as soon as one new byte is there.
+ * Arms (`on` != 0) or disarms the low-water mark. Returns 0.
  *
- * The mark follows seek and consume at once and is raised after peeks lazily, when a peek
- * finds nothing beyond the cursor (`-EAGAIN`): the data path pays no extra syscall. The
- * kernel caps `SO_RCVLOWAT` at `tcp_rmem[2]/2` (16 MiB by default; `SO_RCVBUF/2` when locked;
- * net/ipv4/tcp.c `tcp_set_rcvlowat`): past that cursor poll cannot be kept quiet. Nor can it
- * when the receive queue, full of peeked but unconsumed bytes, puts the socket under memory
- * pressure (more than 7/8 of `SO_RCVBUF` in kernel memory, which small segments reach with a
- * few KiB of payload) or shrinks its window to one MSS: TCP then reports `EPOLLIN` whatever
- * the mark (`tcp_epollin_ready`, net/ipv4/tcp.c). A level-triggered loop that gets `-EAGAIN`
- * from the peek should stop listening for `EPOLLIN` until it consumes (examples/c/peek_relay.c
- * does). Setting the mark grows an unlocked receive buffer to about twice the mark. Disarming, and
- * `lowcopy_peeker_free`, restore the value found when arming. Returns 0.
+ * While armed, `SO_RCVLOWAT` is kept at cursor + 1 bytes so that poll/epoll report the socket
+ * readable only when a byte beyond the cursor is queued (they ignore `SO_PEEK_OFF`), and
+ * level-triggered loops do not spin. Blocking peeks still return as soon as one new byte is there.
  *
- * Errors: `-EINVAL` (`p` NULL), `-EOPNOTSUPP` (AF_UNIX: its poll ignores `SO_RCVLOWAT`),
- * `setsockopt` errors.
+ * The mark follows seek and consume at once; after peeks it is raised lazily, when a peek finds
+ * nothing beyond the cursor (`-EAGAIN`), so the data path costs no extra syscall. The kernel caps
+ * `SO_RCVLOWAT` at `tcp_rmem[2]/2` (16 MiB by default; `SO_RCVBUF/2` when locked; net/ipv4/tcp.c
+ * `tcp_set_rcvlowat`): past that cursor poll cannot be kept quiet. Nor can it when the receive
+ * queue, full of peeked but unconsumed bytes, puts the socket under memory pressure (more than 7/8
+ * of `SO_RCVBUF` in kernel memory, which small segments reach with a few KiB of payload) or
+ * shrinks its window to one MSS: TCP then reports `-EPOLLIN` whatever the mark
+ * (`tcp_epollin_ready`, net/ipv4/tcp.c). A level-triggered loop that gets `-EAGAIN` from the peek
+ * should stop listening for `-EPOLLIN` until it consumes. Setting the mark grows an unlocked
+ * receive buffer to about twice the mark. Disarming, and releasing the peeker, restore the value
+ * found when arming.
+ * (examples/c/peek_relay.c stops listening so.)
+ *
+ * Errors: `-EINVAL` (`p` NULL),
+ * `-EOPNOTSUPP` on AF_UNIX (its poll ignores `SO_RCVLOWAT`, net/unix/af_unix.c), and
+ * `getsockopt`/`setsockopt` errors.
  *
  * Syscalls: getsockopt, setsockopt.
  *
@@ -882,9 +910,10 @@ int lowcopy_peeker_stats(const struct lowcopy_peeker *p,
                          size_t size);
 
 /**
- * Releases a peeker: restores `SO_RCVLOWAT` if the mark was armed and leaves the socket's
- * `SO_PEEK_OFF` disabled (-1). Does not close the fd; call it before closing the fd. NULL is
- * a no-op. A peeker made by `lowcopy_peeker_init` is released in place: its memory stays the
+ * Releases a peeker.
+ * Restores `SO_RCVLOWAT` if the mark was armed and leaves `SO_PEEK_OFF` disabled (-1) if this
+ * peeker used it.
+ * Does not close the fd; call it before closing the fd. NULL is a no-op. A peeker made by `lowcopy_peeker_init` is released in place: its memory stays the
  * caller's (it may be reused for another `lowcopy_peeker_init`).
  *
  * Syscalls: setsockopt, brk, munmap, madvise, futex, mmap, mremap, mprotect, getrandom.
@@ -913,19 +942,20 @@ size_t lowcopy_peeker_size(void);
  * `AF_INET6` with `IPPROTO_TCP` (or 0) or `IPPROTO_MPTCP`, or `AF_UNIX` with 0. The peeker
  * then makes no classification syscall: OFFSET and AUTO cost one `setsockopt`, DISCARD one
  * `getsockopt` (and a `setsockopt` if `SO_PEEK_OFF` was on). `AF_UNSPEC` (0) with 0 asks
- * the socket instead (2-3 `getsockopt`, as `lowcopy_peeker_new`). Stating the kind wrong is
- * never unsafe: calls then fail as the real socket answers (an AF_UNIX socket stated as TCP
- * fails `lowcopy_peeker_consume` with `-EFAULT`).
+ * the socket instead (2-3 `getsockopt`, as `lowcopy_peeker_new`).
+ * Stating the kind wrong is never unsafe: calls then fail as the real socket answers (a datagram
+ * socket answers a peek as a datagram socket would; an AF_UNIX socket stated as TCP fails
+ * `lowcopy_peeker_consume` with `-EFAULT`).
  *
  * `mode` as in `lowcopy_peeker_new`. The fd stays the caller's and must stay open until the
  * peeker is released (`lowcopy_peeker_release` or `lowcopy_peeker_free`, which leave `mem`
  * to the caller). `mem` must not be moved, copied or reused while the peeker lives.
  *
  * Errors: `-EINVAL` (`mem` or `out` NULL, `size` below `lowcopy_peeker_size()`, `mem` not
- * aligned, unknown `mode`, a `domain`/`protocol` pair other than those above), `-EBADF`,
- * `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or OFFSET on a
- * socket without `SO_PEEK_OFF`), `setsockopt`/`getsockopt` errors. Nothing is written to
- * `*out` or `mem` on error.
+ * aligned, unknown `mode`, a `domain`/`protocol` pair other than those above),
+ * `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or
+ * `LOWCOPY_PEEK_OFFSET` on a socket without `SO_PEEK_OFF`), and `setsockopt`/`getsockopt` errors.
+ * Nothing is written to `*out` or `mem` on error.
  *
  * Syscalls: getsockopt, setsockopt.
  *
@@ -969,25 +999,28 @@ int lowcopy_peeker_release(struct lowcopy_peeker *p, uint32_t flags);
  * beyond `offset` and `flags` has `MSG_DONTWAIT` or the fd is non-blocking; blocking as
  * `lowcopy_peeker_peek`.
  *
- * Cost with `SO_PEEK_OFF` (OFFSET; AUTO when it picked it): one `recvfrom` when the kernel's
- * offset already is at `offset` (where the last peek ended, kept right by
- * `lowcopy_peeker_consume`), a `setsockopt` and the `recvfrom` when it must be moved
- * (`LOWCOPY_PEEK_MOVED`); never a classification. AUTO peeks an `offset` of at most 4096 that
- * the kernel's offset is not at through a discard prefix (`LOWCOPY_PEEK_PREFIXED`; a
- * `setsockopt` more when it first switches `SO_PEEK_OFF` off). DISCARD: one `recvmsg`. With
- * the low-water mark armed, a blocking call lowers it first and one that finds nothing
- * sets it to `offset` + 1 (a `setsockopt` each); DISCARD finding nothing past `offset` asks
- * `poll` whether the peer ended and `fcntl` whether the fd blocks, and waits as
- * `lowcopy_peeker_peek` does.
+ * Cost with `SO_PEEK_OFF` (`LOWCOPY_PEEK_OFFSET`, and `LOWCOPY_PEEK_AUTO` when it picked it): one
+ * `recv`/`recvmsg` when the kernel's offset is already at `offset` (after a peek that ended there,
+ * or a consume that moved both back), a `setsockopt` and the `recv` when it must be moved; never a
+ * classification. `LOWCOPY_PEEK_AUTO` peeks an `offset` of at most 4096 bytes that the kernel's
+ * offset is not at with a discard prefix instead (one `recvmsg`, a `setsockopt` more the first
+ * time it must switch `SO_PEEK_OFF` off). `LOWCOPY_PEEK_DISCARD`: one `recvmsg` per peek that
+ * finds bytes. Beyond those: with the low-water mark armed, a blocking call lowers it first (a
+ * `setsockopt`) and one that finds nothing sets it to `offset` + 1 (a `setsockopt`); the discard
+ * mechanism, finding nothing past `offset`, asks `poll` whether the peer ended and `fcntl` whether
+ * the fd blocks, and waits as a peek at the cursor does.
+ * A moved offset sets `LOWCOPY_PEEK_MOVED` in `res->flags`, a discard prefix
+ * `LOWCOPY_PEEK_PREFIXED`.
  *
  * `res->stream_pos` is the stream position of `offset`: the bytes this peeker dropped
  * (`lowcopy_peeker_consume`, `lowcopy_peeker_note_consumed`) plus `offset`. A caller that
  * keeps its own sequence numbers compares it with its own: an offset that missed a consume
  * shows there rather than as wrong bytes. `res` is written only on success.
  *
- * Errors: as `lowcopy_peeker_peek` (the cursor is then at `offset`); `-EOVERFLOW` (`offset`
- * above `INT_MAX` with OFFSET, above 1023 x 64 KiB with DISCARD: the cursor is unchanged);
- * `-EINVAL` also for `res_size` out of range with a non-NULL `res`.
+ * Errors: `-EINVAL` also for `res_size` out of range with a non-NULL `res`;
+ * As a peek at the cursor (the cursor is then at `offset`); `-EOVERFLOW` (`offset` beyond what the
+ * mechanism can represent: `INT_MAX` with `SO_PEEK_OFF`, 1023 x 64 KiB with the discard prefix;
+ * the cursor is then unchanged).
  *
  * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
  *
