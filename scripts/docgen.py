@@ -76,6 +76,11 @@ RENAMES = {
         "python": "`PeekMode.DISCARD`",
     },
     "PeekMode::Auto": {"c": "`LOWCOPY_PEEK_AUTO`", "node": "`'auto'`", "python": "`PeekMode.AUTO`"},
+    "set_rcvlowat": {
+        "c": "`lowcopy_set_rcvlowat`",
+        "node": "`setRcvlowat`",
+        "python": "`set_rcvlowat`",
+    },
     "AUTO_DISCARD_MAX": {"c": "4096", "node": "4096", "python": "4096"},
 }
 

@@ -15,15 +15,25 @@ use crate::{
 /// Sets `SO_RCVLOWAT` to `bytes` and writes the value the kernel keeps to `*effective`;
 /// returns 0.
 ///
-/// TCP caps the mark at `tcp_rmem[2] / 2` (16 MiB with the default 32 MiB), or at half of
+// doc-copy: set_rcvlowat.kernel
+/// TCP caps it at `tcp_rmem[2] / 2` (16 MiB with the default 32 MiB maximum), or at half of
 /// `SO_RCVBUF` as read back (the kernel doubles what was set) once the application locked the
-/// receive buffer with `SO_RCVBUF`. `bytes` above `INT_MAX` is passed as `INT_MAX` and capped
-/// the same way; 0 is kept as 1. On TCP it also grows an unlocked receive buffer to about
-/// twice the mark, for good. On a listening socket the mark is copied into each connection
-/// when its handshake completes (connections already in the accept queue keep the old value),
-/// as tcp_mmap uses it. AF_UNIX and UDP keep the value but their poll ignores it.
+/// receive buffer with `SO_RCVBUF`; values above `INT_MAX` are passed as `INT_MAX` and capped the
+/// same way; 0 is kept as 1. Setting it on TCP also grows an unlocked receive buffer to about twice
+/// the mark (never shrunk again) and, when it lowers the mark, wakes pollers whose data now
+/// suffices.
 ///
-/// Errors: `-EINVAL` (`effective` NULL), `-EBADF`, `-ENOTSOCK`, `setsockopt` errors.
+/// On a listening TCP socket the value is reported the same way and copied into each connection
+/// when its handshake completes (not at `accept`): connections already waiting in the accept queue
+/// keep the old value. tcp_mmap sets its mark this way. On kernels before 21b29e74ffe5 (Oct 2025) a
+/// large inherited mark also clamped the window scale the listener advertised, so there prefer
+/// setting it after `accept`. AF_UNIX and UDP store the value, but their poll ignores it.
+// doc-end
+///
+/// Errors: `-EINVAL` (`effective` NULL),
+// doc-copy: set_rcvlowat.errors
+/// `-EBADF`, `-ENOTSOCK`, and other `setsockopt`/`getsockopt` errors.
+// doc-end
 ///
 /// Syscalls: setsockopt, getsockopt.
 ///
@@ -62,29 +72,53 @@ pub unsafe extern "C" fn lowcopy_set_rcvlowat(
 ///   fewer than `min`, or `-ETIMEDOUT` when nothing is); > 0 waits at most that long. The fd's
 ///   `O_NONBLOCK` and `SO_RCVTIMEO` play no part.
 ///
-/// Returns `min` to `len` bytes when they came in time; fewer (but > 0) when the peer shut
-/// down, time ran out, the connection was reset or a signal arrived after some bytes came
-/// (the error is left for the next call), or on a datagram socket when the next datagram does
-/// not fit; 0 at end of stream with nothing received; `-ETIMEDOUT` when nothing came in time.
+/// Returns (the buffer is `buf`, `len` bytes):
+// doc-copy: recv_atleast.returns
+/// - `min` to the buffer's length in bytes when `min` bytes came in time;
+/// - fewer than `min` (but more than 0) when the peer shut down after them, when time ran out after
+///   they came, when the connection was reset after them (the error is left pending and the next
+///   call reports it), when a signal arrived after them, or on a datagram socket when the next
+///   datagram does not fit in what is left of the buffer;
+/// - 0 at end of stream with nothing received;
+/// - `-ETIMEDOUT` when nothing came in time.
+// doc-end
 ///
-/// The error queue is never read: its entries (the notifications of a `lowcopy_zc` on the
-/// same socket, `IP_RECVERR` and `SO_TIMESTAMPING` reports) stay for their owner and neither
-/// wake nor end the call. While one is queued poll reports `POLLERR` at once, so the call
-/// sleeps on an edge-triggered epoll instance of its own instead (one fd for the call's
-/// duration). A socket error (`SO_ERROR`) is returned as `recv` returns it.
+// doc-copy: recv_atleast.kernel
+/// TCP and MPTCP: the socket's `SO_RCVLOWAT` is set to the bytes still missing while the call waits
+/// (capped by the kernel as in `lowcopy_set_rcvlowat`) and restored to the value found on entry
+/// before it returns: no change when the socket already holds the mark the call needs, so setting
+/// the mark once with `lowcopy_set_rcvlowat` saves two syscalls per call. An unlocked receive
+/// buffer grows to about twice the mark and stays so. Early wakeups below the mark (memory
+/// pressure, a window down to one MSS) are read and waited past, never lost. Never a blocking
+/// `recv`, so never the trap where a read shorter than the mark sleeps until the mark.
 ///
-/// TCP: the socket's `SO_RCVLOWAT` is set to the bytes still missing while the call waits and
-/// restored before it returns (no change, and two syscalls fewer, when it already holds that
-/// value: set it once with `lowcopy_set_rcvlowat`). Early wakeups below the mark (memory
-/// pressure, a window down to one MSS) are read and waited past. Never a blocking `recv`, so
-/// never the trap where a read shorter than the mark sleeps until the mark. AF_UNIX stream:
-/// the same result, without the saved wakeups (its poll ignores the mark). UDP and other
-/// datagram sockets: whole datagrams appended while they fit, never truncated.
+/// AF_UNIX stream and other streams: their poll ignores `SO_RCVLOWAT`, so the call wakes on every
+/// arrival and loops until `min`; the result is the same, the wakeups are not saved.
 ///
-/// Errors: `-EINVAL` (`buf` NULL, `len` 0 or above `SSIZE_MAX`, `timeout_ms` < -1), `-EBADF`,
-/// `-ENOTSOCK`, `-EOPNOTSUPP` (not a stream, datagram or seqpacket socket), `-ETIMEDOUT`,
-/// `-EMSGSIZE` (the first datagram is larger than `len`; it stays queued), `-EINTR`,
-/// `-ECONNRESET` and other socket errors.
+/// Datagram sockets (UDP, AF_UNIX datagram and seqpacket): whole datagrams are appended to the
+/// buffer while they fit, until `min` bytes; a datagram is never truncated. `-EMSGSIZE` when the
+/// first datagram is larger than the buffer (it stays queued). Zero-length datagrams are consumed
+/// and add nothing.
+// doc-end
+///
+// doc-copy: recv_atleast.errqueue
+/// The error queue: the call never reads it. Its entries (the completion notifications of a
+/// zero-copy sender on the same socket, ICMP reports queued with `IP_RECVERR`, `SO_TIMESTAMPING`
+/// reports) stay for their owner, and neither wake the call nor end it: while one is queued, `poll`
+/// reports `POLLERR` at once on every call, so the call then sleeps on an edge-triggered epoll
+/// instance of its own (one descriptor for the call's duration, 2-3 syscalls more per wait) that
+/// wakes only for new events. A socket error (`SO_ERROR`: a reset, an ICMP error with `IP_RECVERR`)
+/// is returned as `recv` returns it, at once when nothing was received; one that arrives after some
+/// bytes is left for the next call, and ends this one early only when the connection is reset or
+/// hung up.
+// doc-end
+///
+/// Errors: `-EINVAL` (`buf` NULL, `len` 0 or above `SSIZE_MAX`, `timeout_ms` < -1),
+// doc-copy: recv_atleast.errors
+/// `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a stream, datagram or seqpacket socket), `-ETIMEDOUT`
+/// (nothing came in time), `-EMSGSIZE` (the first datagram is larger than the buffer; it stays
+/// queued), `-EINTR` (a signal before any byte), and the socket's own errors (`-ECONNRESET`, ...).
+// doc-end
 ///
 /// Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close,
 /// clock_gettime.
@@ -178,16 +212,31 @@ type CLowatReceiver = lowcopy::Receiver<BorrowedFd<'static>>;
 
 /// Creates a receiver over `fd` and writes it to `*out`: learns the socket's type and
 /// protocol, and on TCP its `SO_RCVLOWAT` (2 or 3 `getsockopt`), once. Allocates the handle
-/// (one small heap block) and nothing after.
+/// (one small heap block).
 ///
-/// Each `lowcopy_receiver_recv` then makes the raw `poll` + `recv` loop's syscalls per chunk:
-/// the mark of the last call stays set between calls (one `setsockopt` when `min` changes),
-/// and `lowcopy_receiver_free` puts back the mark found here. While the receiver lives, a
-/// poll or epoll of the caller's on `fd` sees that mark. `fd` stays the caller's: it must
-/// stay open until the receiver is freed, and is never closed by lowcopy.
+// doc-copy: receiver.kernel
+/// The stateless receive asks the kernel on every call what kind of socket it has (2 `getsockopt`)
+/// and what mark it holds (1 more), and puts the mark back when it returns. A receiver does that
+/// once, when it is made, and leaves the mark of its last call in place between calls, so a loop
+/// receiving chunks of the same size makes exactly the raw loop's syscalls per chunk: `poll` and
+/// `recv` (one `setsockopt` more when `min` changes). Releasing it puts back the mark found at
+/// creation.
 ///
-/// Errors: `-EINVAL` (`out` NULL), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a stream,
-/// datagram or seqpacket socket), `-ENOMEM`.
+/// Results, errors and the behaviour of each call (early wakeups, end of stream, datagrams, the
+/// error queue) are those of the stateless receive. While the receiver lives, the socket's
+/// `SO_RCVLOWAT` is the bytes its last call still missed when it returned (usually `min`): a poll
+/// or epoll of the caller's on the same socket sees that mark. After it is made it allocates
+/// nothing; the first wait that meets a non-empty error queue makes an epoll instance (one
+/// descriptor), kept until the receiver is released.
+// doc-end
+/// The stateless receive is `lowcopy_recv_atleast`; the release, `lowcopy_receiver_free`.
+/// `fd` stays the caller's: it must stay open until the receiver is freed, and is never
+/// closed by lowcopy.
+///
+/// Errors: `-EINVAL` (`out` NULL), `-ENOMEM`,
+// doc-copy: receiver_new.errors
+/// `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a stream, datagram or seqpacket socket).
+// doc-end
 ///
 /// Syscalls: getsockopt, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex.
 ///
