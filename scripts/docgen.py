@@ -81,6 +81,17 @@ RENAMES = {
         "node": "`setRcvlowat`",
         "python": "`set_rcvlowat`",
     },
+    "crate::set_rcvlowat": {
+        "c": "`lowcopy_set_rcvlowat`",
+        "node": "`setRcvlowat`",
+        "python": "`set_rcvlowat`",
+    },
+    "crate::recv_atleast": {
+        "c": "`lowcopy_recv_atleast`",
+        "node": "`recvAtLeast`",
+        "python": "`recv_atleast`",
+    },
+    "Flags::MORE": {"c": "`MSG_MORE`", "node": "`more`", "python": "`MSG_MORE`"},
     "AUTO_DISCARD_MAX": {"c": "4096", "node": "4096", "python": "4096"},
 }
 

@@ -341,28 +341,42 @@ pub struct lowcopy_zcrx_chunk {
 
 /// Creates a zero-copy receiver over the connected TCP socket `fd` and writes it to `*out`.
 ///
-/// Maps a `window`-byte read-only window of the socket (`window` rounded up to a multiple of
-/// the page size, W; 1 byte to 1 GiB) and allocates, on the heap, the handle (about 210
-/// bytes) and the copy buffer: W bytes, at least 64 KiB and at most 1 MiB (256 KiB for a
-/// 256 KiB window), left unwritten so that only the pages the kernel copies into become
-/// resident. The window is address space only: the pages it shows are the socket's receive
-/// buffer. Nothing is allocated after this; the first wait that meets a busy error queue
-/// makes an epoll instance (a descriptor) kept until `lowcopy_zcrx_free`.
+/// Maps a `window`-byte read-only window of the socket and allocates, on the heap, the handle
+/// (about 210 bytes) and the copy buffer. The release is `lowcopy_zcrx_free`.
+// doc-copy: zcrx_new.memory
+/// `window` is rounded up to a multiple of the page size (W); it must be 1 byte to 1 GiB. Memory,
+/// all of it made here: the copy buffer, one heap block of W bytes clamped to 64 KiB ..= 1 MiB (256
+/// KiB for a 256 KiB window), never written by lowcopy, so that only the pages the kernel copies
+/// into become resident; and W bytes of address space for the window (a read-only mapping of the
+/// socket: the pages it shows are the socket's receive buffer, not memory of its own). Nothing is
+/// allocated afterwards; the first wait that meets a busy error queue makes an epoll instance (a
+/// descriptor) kept until the receiver is released.
+// doc-end
 ///
-/// Set `SO_RCVLOWAT` to about the window (`lowcopy_set_rcvlowat`) so that each wakeup brings
-/// a window's worth. Pages map only where the kernel holds whole, page-aligned payload pages
-/// (a header-splitting NIC; on loopback, a page-aligned `MSG_ZEROCOPY` sender); every other
-/// byte arrives by copy.
+// doc-copy: zcrx_new.rcvlowat
+/// Set the receive low-water mark (`lowcopy_set_rcvlowat`) to about the window's size so that each
+/// wakeup finds a window's worth of bytes. Pages map only where the kernel holds whole,
+/// page-aligned payload pages (a header-splitting NIC; on loopback, a page-aligned `MSG_ZEROCOPY`
+/// sender); every other byte arrives by copy.
+// doc-end
 ///
-/// The first receiver of the process finds which size of `struct tcp_zerocopy_receive` the
-/// kernel accepts (64 bytes since 5.12; exactly 16 on 4.18-5.6) with a zero-length request on
-/// `fd` that consumes nothing, and caches it.
+// doc-copy: zcrx_new.probe
+/// The first receiver of the process probes which size of `struct tcp_zerocopy_receive` the kernel
+/// accepts (64 bytes since 5.12, 16 exactly on 4.18-5.6) with a zero-length request on the socket,
+/// which maps and consumes nothing; the answer is cached.
+// doc-end
+// doc-copy: zcrx.exclusive
+/// Nobody else may read from the socket meanwhile (a peeker may peek: the receiver keeps its
+/// `SO_PEEK_OFF` right).
+// doc-end
 ///
-/// Errors (the socket is checked before the window): `-EINVAL` (`out` NULL, `window` 0 or
-/// above 1 GiB), `-EBADF`, `-ENOTSOCK`,
-/// `-EOPNOTSUPP` (not TCP over IPv4/IPv6: UDP, AF_UNIX, MPTCP...; or no
-/// `TCP_ZEROCOPY_RECEIVE` in this kernel), `-ENOTCONN` (not connected: listening, never
-/// connected, still connecting, or reset), `-ENOMEM`, and `mmap` errors.
+/// Errors: `-EINVAL` also for `out` NULL;
+// doc-copy: zcrx_new.errors
+/// The socket is checked before the window: `-EINVAL` (`window` 0 or above 1 GiB), `-EBADF`,
+/// `-ENOTSOCK`, `-EOPNOTSUPP` (not TCP over IPv4/IPv6, e.g. UDP, AF_UNIX, MPTCP; or a kernel
+/// without `TCP_ZEROCOPY_RECEIVE`), `-ENOTCONN` (not connected: listening, never connected, still
+/// connecting, or reset), `-ENOMEM`, and `mmap` errors.
+// doc-end
 ///
 /// Syscalls: getsockopt, getpeername, mmap, munmap, brk, mremap, mprotect, madvise, getrandom,
 /// futex.
@@ -384,26 +398,46 @@ pub unsafe extern "C" fn lowcopy_zcrx_new(
 /// the growth rule): pages mapped from the socket, or bytes copied (stragglers the kernel
 /// cannot map, and `recv_skip_hint` bytes), in stream order.
 /// Returns the chunk's length (> 0); 0 at end of stream (`*out` is then `{NULL, 0, 0}`, and
-/// later calls return 0 again). The previous chunk's pages are released
-/// (`madvise(MADV_DONTNEED)`) at the start of this call, before the window is reused.
+/// later calls return 0 again).
+// doc-copy: zcrx_recv.release
+/// The chunk stays valid until the next call on the receiver (or its release): the pages of a
+/// mapped chunk are released (`madvise(MADV_DONTNEED)`) at the start of the next call, before the
+/// window is reused, and the copy buffer is reused.
+// doc-end
 ///
-/// `flags`: 0 or `MSG_DONTWAIT`. Blocking (no `MSG_DONTWAIT`, fd without `O_NONBLOCK`), like a
-/// blocking `recv` with `SO_RCVLOWAT`: once the bytes queued at the last wakeup are delivered,
-/// waits in poll until the socket's mark is met, then returns them chunk by chunk without
-/// waiting again: one wakeup per mark's worth (bytes the kernel wakes for early are returned,
-/// not waited past). The socket's `SO_RCVTIMEO` bounds the wait; when it runs out the bytes
-/// queued below the mark are returned, or `-EAGAIN` when there are none, as `recv` does.
-/// Non-blocking (`MSG_DONTWAIT` or `O_NONBLOCK`): whatever is queued, or `-EAGAIN`. Entries
-/// on the socket's error queue are never read and never end a wait (as in
-/// `lowcopy_recv_atleast`).
+/// `flags`: 0 or `MSG_DONTWAIT`.
+// doc-copy: zcrx_recv.wait
+/// Blocking (no `MSG_DONTWAIT`, fd without `O_NONBLOCK`), like a blocking `recv` with
+/// `SO_RCVLOWAT`: once the bytes queued at the last wakeup are all delivered, the receiver waits in
+/// `poll` until the socket's mark is met, then returns them chunk by chunk without waiting again
+/// (one wakeup per mark's worth, however many chunks it takes; the kernel may wake below the mark
+/// under memory pressure: those bytes are returned, not waited past). The socket's `SO_RCVTIMEO`
+/// (read when a wait starts) bounds the wait; when it runs out the bytes queued below the mark are
+/// returned, or `-EAGAIN` when there are none, as `recv` does. Non-blocking (`MSG_DONTWAIT` or
+/// `O_NONBLOCK`): whatever is queued, mark or not (the caller's poll/epoll honoured the mark), or
+/// `-EAGAIN`.
+// doc-end
 ///
-/// If a peeker uses `SO_PEEK_OFF` on the same socket, the receiver lowers it by the bytes the
-/// kernel mapped or copied without lowering it itself, so the peek cursor stays on the same
-/// stream byte, as after a read.
+// doc-copy: zcrx_recv.errqueue
+/// Entries on the socket's error queue (zerocopy notifications of a sender on the same socket,
+/// `IP_RECVERR` or `SO_TIMESTAMPING` reports) are never read and never end a wait: a blocking
+/// receive sleeps past them (as `lowcopy_recv_atleast` does), a non-blocking one returns `-EAGAIN`
+/// when nothing else is there.
+// doc-end
 ///
-/// Errors: `-EINVAL` (`r` or `out` NULL, `size` out of range, flags other than `MSG_DONTWAIT`;
-/// an `EINVAL` from the kernel is reported as such, never as end of stream), `-EAGAIN`,
-/// `-EINTR`, `-ECONNRESET` and other socket errors (after every byte that came before them).
+// doc-copy: zcrx_recv.peek_off
+/// `SO_PEEK_OFF`: reads lower a socket's peek offset by the bytes they consume; the kernel forgets
+/// to for bytes it maps or copies as stragglers (6.18), so the receiver lowers it itself when a
+/// peeker has it enabled: a peek cursor keeps pointing at the same stream byte (or at the head once
+/// that byte has been received).
+// doc-end
+///
+/// Errors: `-EINVAL` (`r` or `out` NULL, `size` out of range, flags other than `MSG_DONTWAIT`),
+// doc-copy: zcrx_recv.errors
+/// `-EAGAIN`, `-EINTR`, `-ECONNRESET` and the socket's other errors (reported after every byte
+/// received before them); an `-EINVAL` from the kernel (a bug in lowcopy, or someone unmapped the
+/// window) is reported as such, never taken as end of stream.
+// doc-end
 ///
 /// Syscalls: getsockopt, setsockopt, madvise, recvfrom, poll, fcntl, clock_gettime, epoll_create1,
 /// epoll_ctl, epoll_wait, close.
@@ -445,12 +479,15 @@ pub unsafe extern "C" fn lowcopy_zcrx_recv(
 crate::versions::default_version!("lowcopy_zcrx_recv", "LOWCOPY_0.2");
 
 /// Makes blocking receives on `r` wait at most `timeout_ms` (-1: without limit) in place of
-/// the socket's `SO_RCVTIMEO`; the fd's `O_NONBLOCK` then plays no part either (only
-/// `MSG_DONTWAIT` makes a receive non-blocking), as in `lowcopy_recv_atleast`. When it runs
-/// out, `lowcopy_zcrx_recv` returns what `SO_RCVTIMEO` gives: the bytes queued below the
-/// mark, or `-EAGAIN`. With the socket's settings each wait costs 3 or 4 syscalls (a look
-/// without sleeping, `O_NONBLOCK`, `SO_RCVTIMEO`, the sleep); with its own timeout, one
-/// `poll`. Returns 0.
+/// the socket's `SO_RCVTIMEO`. Returns 0.
+// doc-copy: zcrx_timeout.kernel
+/// The fd's `O_NONBLOCK` then plays no part either (only `MSG_DONTWAIT` makes a receive
+/// non-blocking), as in `lowcopy_recv_atleast`. When it runs out the result is what `SO_RCVTIMEO`
+/// gives: the bytes queued below the mark, or `-EAGAIN`. Why: with the socket's settings, each wait
+/// first looks without sleeping (`poll` with 0), then reads `O_NONBLOCK` and `SO_RCVTIMEO`, then
+/// sleeps: 3 or 4 syscalls where tcp_mmap's loop makes 1. With its own timeout the receiver sleeps
+/// in one `poll`.
+// doc-end
 ///
 /// Errors: `-EINVAL` (`r` NULL, `timeout_ms` < -1), `-ENOTRECOVERABLE` (a call on `r`
 /// panicked).
@@ -477,9 +514,12 @@ pub unsafe extern "C" fn lowcopy_zcrx_set_timeout(
 crate::versions::default_version!("lowcopy_zcrx_set_timeout", "LOWCOPY_0.2");
 
 /// `on` = 0: each zero-copy call no longer reads `SO_PEEK_OFF` to keep a peeker's offset
-/// right (one syscall per chunk saved); 1 (the default): it does. Turn it off only when no
-/// peeker uses `SO_PEEK_OFF` on this socket while the receiver lives, or the peek cursor will
-/// point past the bytes it meant after mapped chunks. Returns 0.
+/// right; 1 (the default): it does. Returns 0.
+// doc-copy: zcrx_peek_off_tracking.kernel
+/// Off saves the `getsockopt(SO_PEEK_OFF)` made before each zero-copy call (one syscall per chunk):
+/// turn it off only when no peeker uses `SO_PEEK_OFF` on this socket while the receiver lives, or
+/// its cursor will point past the bytes it meant after mapped chunks.
+// doc-end
 ///
 /// Errors: `-EINVAL` (`r` NULL, `on` not 0 or 1), `-ENOTRECOVERABLE` (a call on `r`
 /// panicked).
@@ -541,8 +581,12 @@ pub unsafe extern "C" fn lowcopy_zcrx_stats(
 }
 crate::versions::default_version!("lowcopy_zcrx_stats", "LOWCOPY_0.2");
 
-/// Releases a receiver: unmaps the window (and any pages still mapped there) and frees the
-/// copy buffer; a chunk from it is invalid afterwards. Does not close the fd. NULL is a no-op.
+/// Releases a receiver.
+// doc-copy: zcrx_drop.kernel
+/// Unmaps the window (releasing any mapped pages) and frees the copy buffer: a chunk from the
+/// receiver is invalid afterwards.
+// doc-end
+/// Does not close the fd. NULL is a no-op.
 /// A receiver on which a call panicked is released the same way.
 ///
 /// Syscalls: munmap, brk, madvise, futex, mmap, mremap, mprotect, getrandom, close.
