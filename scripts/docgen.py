@@ -39,6 +39,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCE_DIRS = ["core/src"]
 # Adapter directory -> language of its documentation.
 COPY_DIRS = {"capi/src": "c", "node/src": "node", "python/src": "python"}
+# Python sources whose docstrings carry core's text: a `# doc-copy: ID` line right before a
+# docstring (an enum member's, for example) makes the whole docstring the copy.
+PY_COPY_DIRS = {"python/python": "python"}
+PY_COPY_RE = re.compile(r"^(\s*)# doc-copy: ([a-z0-9_.]+)\s*$")
 WIDTH = 100
 
 SOURCE_RE = re.compile(r"^(\s*)// doc-source: ([a-z0-9_.]+)\s*$")
@@ -49,6 +53,11 @@ DOC_RE = re.compile(r"^\s*///( ?)(.*)$")
 # Rust item names a shared sentence may use, as each adapter's users know them. A name with
 # `::` that is not here fails the check for C, Node and Python (their users cannot follow it).
 RENAMES = {
+    "PeekStats::bytes_skipped_copied": {
+        "c": "`lowcopy_peek_stats.bytes_skipped_copied`",
+        "node": "`PeekStats.bytesSkippedCopied`",
+        "python": "`PeekStats.bytes_skipped_copied`",
+    },
     "Flags::DONTWAIT": {"c": "`MSG_DONTWAIT`", "node": "`dontWait`", "python": "`MSG_DONTWAIT`"},
     "Peeker::consume": {
         "c": "`lowcopy_peeker_consume`",
@@ -251,11 +260,80 @@ def process(sources, write):
             if changed and write:
                 path.write_text("\n".join(out) + "\n")
                 print(f"docgen: wrote {rel(path)}")
+    for d, lang in PY_COPY_DIRS.items():
+        for path in sorted((ROOT / d).rglob("*.py*")):
+            if path.suffix not in (".py", ".pyi"):
+                continue
+            process_py(path, lang, sources, write, problems, used)
     for sid, where in used.items():
         if not where:
             p, n, _ = sources[sid]
             problems.append(f"{rel(p)}:{n}: doc-source {sid} is carried by no adapter")
     return problems, used
+
+
+def docstring(lines, indent):
+    """Rendered markdown as the lines of a reST docstring at this indent (``code`` spans)."""
+    text = "\n".join(lines)
+    text = re.sub(r"`([^`]+)`", r"``\1``", text)
+    text = text[:1].upper() + text[1:]  # a source may continue a sentence begun outside it
+    width = WIDTH - 3  # room for the closing quotes
+    paras = [p for p in re.split(r"\n\s*\n", text) if p.strip()]
+    out = []
+    for k, para in enumerate(paras):
+        words = " ".join(w.strip() for w in para.split("\n"))
+        first = indent + ('"""' if k == 0 else "")
+        wrapped = textwrap.wrap(words, width=width, initial_indent=first, subsequent_indent=indent,
+                                break_long_words=False, break_on_hyphens=False)
+        if k:
+            out.append("")
+        out.extend(wrapped)
+    out[-1] += '"""'
+    return out
+
+
+def process_py(path, lang, sources, write, problems, used):
+    """Rewrites (or checks) the docstring after each `# doc-copy: ID` line of a Python file."""
+    lines = path.read_text().splitlines()
+    out, i, changed = [], 0, False
+    while i < len(lines):
+        m = PY_COPY_RE.match(lines[i])
+        out.append(lines[i])
+        i += 1
+        if not m:
+            continue
+        indent, sid = m.group(1), m.group(2)
+        where = f"{rel(path)}:{i}"
+        if i >= len(lines) or not lines[i].strip().startswith('"""'):
+            problems.append(f"{where}: doc-copy {sid} is not followed by a docstring")
+            continue
+        end = i
+        while end < len(lines) and not (lines[end].rstrip().endswith('"""')
+                                        and (end > i or len(lines[end].strip()) > 3)):
+            end += 1
+        have = lines[i:end + 1]
+        if sid not in sources:
+            problems.append(f"{where}: doc-copy of unknown source {sid}")
+            out.extend(have)
+            i = end + 1
+            continue
+        used[sid].append(f"{where} ({lang})")
+        try:
+            want = docstring(render(sources[sid][2], lang, sid), indent)
+        except DocError as e:
+            problems.append(f"{where}: {e}")
+            want = have
+        if have != want:
+            changed = True
+            if not write:
+                problems.append(f"{where}: doc-copy {sid} differs from core "
+                                f"({rel(sources[sid][0])}:{sources[sid][1]}): run "
+                                f"scripts/docgen.py")
+        out.extend(want)
+        i = end + 1
+    if changed and write:
+        path.write_text("\n".join(out) + "\n")
+        print(f"docgen: wrote {rel(path)}")
 
 
 def sentences(body):

@@ -30,15 +30,25 @@ use crate::Flags;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
 pub enum PeekMode {
+    // doc-source: peek_mode.auto
     /// `SO_PEEK_OFF` where this socket family has it, else [`PeekMode::Discard`]. The answer is
     /// probed once per (family, protocol) and cached for the process. With `SO_PEEK_OFF`, a
     /// cursor of at most [`AUTO_DISCARD_MAX`] bytes that the kernel's offset is not already at
     /// is peeked with a discard prefix instead, which saves a `setsockopt` for a copy of at
     /// most 4 KiB (counted in [`PeekStats::bytes_skipped_copied`]).
+    // doc-end
     Auto = 0,
-    /// `SO_PEEK_OFF`; `EOPNOTSUPP` on sockets without it (MPTCP, kernels before 6.9/6.12).
+    // doc-source: peek_mode.offset
+    /// The kernel's `SO_PEEK_OFF`: TCP over IPv4 since Linux 6.9, over IPv6 since 6.12, AF_UNIX
+    /// stream since 3.4; never MPTCP (`EOPNOTSUPP` on sockets without it). Peeks cost the same
+    /// at any offset.
+    // doc-end
     Offset = 1,
-    /// `MSG_PEEK` into a scratch prefix of `offset` bytes (copies them on every peek).
+    // doc-source: peek_mode.discard
+    /// `MSG_PEEK` with a leading scratch prefix that swallows the `offset` bytes before the
+    /// cursor. Works on every stream socket, but the kernel copies the prefix again on every
+    /// peek (counted in [`PeekStats::bytes_skipped_copied`]).
+    // doc-end
     Discard = 2,
 }
 
