@@ -76,22 +76,27 @@
 #define LOWCOPY_STRUCT_SIZE_MAX 4096
 
 /**
- * Peek mechanism: `SO_PEEK_OFF` where the socket family has it, else `LOWCOPY_PEEK_DISCARD`.
- * Probed once per (family, protocol) and cached for the process. With `SO_PEEK_OFF`, a cursor
- * of at most 4096 bytes that the kernel's offset is not already at is peeked with a discard
- * prefix instead: one syscall and at most 4 KiB copied, rather than a `setsockopt` more.
+ * Peek mechanism:
+ * `SO_PEEK_OFF` where this socket family has it, else `LOWCOPY_PEEK_DISCARD`. The answer is probed
+ * once per (family, protocol) and cached for the process. With `SO_PEEK_OFF`, a cursor of at most
+ * 4096 bytes that the kernel's offset is not already at is peeked with a discard prefix instead,
+ * which saves a `setsockopt` for a copy of at most 4 KiB (counted in
+ * `lowcopy_peek_stats.bytes_skipped_copied`).
  */
 #define LOWCOPY_PEEK_AUTO 0
 
 /**
- * Peek mechanism: the kernel's `SO_PEEK_OFF` (TCP/IPv4 since Linux 6.9, TCP/IPv6 since 6.12,
- * AF_UNIX stream since 3.4; never MPTCP). Peeks cost the same at any offset.
+ * Peek mechanism:
+ * The kernel's `SO_PEEK_OFF`: TCP over IPv4 since Linux 6.9, over IPv6 since 6.12, AF_UNIX stream
+ * since 3.4; never MPTCP (`-EOPNOTSUPP` on sockets without it). Peeks cost the same at any offset.
  */
 #define LOWCOPY_PEEK_OFFSET 1
 
 /**
- * Peek mechanism: `MSG_PEEK` with a leading scratch prefix that swallows the bytes before the
- * offset. Works on every stream socket; the kernel copies the prefix again on every peek.
+ * Peek mechanism:
+ * `MSG_PEEK` with a leading scratch prefix that swallows the `offset` bytes before the cursor.
+ * Works on every stream socket, but the kernel copies the prefix again on every peek (counted in
+ * `lowcopy_peek_stats.bytes_skipped_copied`).
  */
 #define LOWCOPY_PEEK_DISCARD 2
 
