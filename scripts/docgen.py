@@ -212,9 +212,32 @@ def reflow(lines, indent):
     return out
 
 
+def copy_text(where, sid, lang, have, layout, ctx):
+    """The lines a copy of source `sid` should hold (`have` if it cannot be rendered); notes
+    the copy as used, and as a problem when checking and it differs."""
+    sources, write, problems, used = ctx
+    used[sid].append(f"{where} ({lang})")
+    try:
+        want = layout(render(sources[sid][2], lang, sid))
+    except DocError as e:
+        problems.append(f"{where}: {e}")
+        return have
+    if have != want and not write:
+        problems.append(f"{where}: doc-copy {sid} differs from core ({rel(sources[sid][0])}:"
+                        f"{sources[sid][1]}): run scripts/docgen.py")
+    return want
+
+
+def finish(path, out, changed, write):
+    if changed and write:
+        path.write_text("\n".join(out) + "\n")
+        print(f"docgen: wrote {rel(path)}")
+
+
 def process(sources, write):
     """Rewrites (or checks) every doc-copy block; returns (problems, {id: [where]})."""
     problems, used = [], {sid: [] for sid in sources}
+    ctx = (sources, write, problems, used)
     for d, lang in COPY_DIRS.items():
         for path in rust_files(d):
             lines = path.read_text().splitlines()
@@ -241,30 +264,18 @@ def process(sources, write):
                     out.extend(lines[i + 1:after])
                     i = after
                     continue
-                used[sid].append(f"{rel(path)}:{i + 1} ({lang})")
-                try:
-                    want = reflow(render(sources[sid][2], lang, sid), indent)
-                except DocError as e:
-                    problems.append(f"{rel(path)}:{i + 1}: {e}")
-                    want = lines[i + 1:after - 1]
-                have = lines[i + 1:after - 1]
-                if have != want:
-                    changed = True
-                    if not write:
-                        problems.append(f"{rel(path)}:{i + 1}: doc-copy {sid} differs from core "
-                                        f"({rel(sources[sid][0])}:{sources[sid][1]}): run "
-                                        f"scripts/docgen.py")
+                want = copy_text(f"{rel(path)}:{i + 1}", sid, lang, lines[i + 1:after - 1],
+                                 lambda text, ind=indent: reflow(text, ind), ctx)
+                changed |= want != lines[i + 1:after - 1]
                 out.extend(want)
                 out.append(lines[after - 1])
                 i = after
-            if changed and write:
-                path.write_text("\n".join(out) + "\n")
-                print(f"docgen: wrote {rel(path)}")
+            finish(path, out, changed, write)
     for d, lang in PY_COPY_DIRS.items():
         for path in sorted((ROOT / d).rglob("*.py*")):
             if path.suffix not in (".py", ".pyi"):
                 continue
-            process_py(path, lang, sources, write, problems, used)
+            process_py(path, lang, ctx)
     for sid, where in used.items():
         if not where:
             p, n, _ = sources[sid]
@@ -292,8 +303,9 @@ def docstring(lines, indent):
     return out
 
 
-def process_py(path, lang, sources, write, problems, used):
+def process_py(path, lang, ctx):
     """Rewrites (or checks) the docstring after each `# doc-copy: ID` line of a Python file."""
+    sources, problems = ctx[0], ctx[2]
     lines = path.read_text().splitlines()
     out, i, changed = [], 0, False
     while i < len(lines):
@@ -317,23 +329,11 @@ def process_py(path, lang, sources, write, problems, used):
             out.extend(have)
             i = end + 1
             continue
-        used[sid].append(f"{where} ({lang})")
-        try:
-            want = docstring(render(sources[sid][2], lang, sid), indent)
-        except DocError as e:
-            problems.append(f"{where}: {e}")
-            want = have
-        if have != want:
-            changed = True
-            if not write:
-                problems.append(f"{where}: doc-copy {sid} differs from core "
-                                f"({rel(sources[sid][0])}:{sources[sid][1]}): run "
-                                f"scripts/docgen.py")
+        want = copy_text(where, sid, lang, have, lambda text: docstring(text, indent), ctx)
+        changed |= want != have
         out.extend(want)
         i = end + 1
-    if changed and write:
-        path.write_text("\n".join(out) + "\n")
-        print(f"docgen: wrote {rel(path)}")
+    finish(path, out, changed, ctx[1])
 
 
 def sentences(body):
