@@ -53,6 +53,26 @@ DOC_RE = re.compile(r"^\s*///( ?)(.*)$")
 # Rust item names a shared sentence may use, as each adapter's users know them. A name with
 # `::` that is not here fails the check for C, Node and Python (their users cannot follow it).
 RENAMES = {
+    "Peeker::with_kind": {
+        "c": "`lowcopy_peeker_init` with a `domain`",
+        "node": "`new Peeker` with a `kind`",
+        "python": "`Peeker` with a `family`",
+    },
+    "Peeker::new": {
+        "c": "`lowcopy_peeker_new`",
+        "node": "`new Peeker` without a `kind`",
+        "python": "`Peeker` without a `family`",
+    },
+    "Peeker::peek_at": {
+        "c": "`lowcopy_peeker_peek_at`",
+        "node": "`Peeker.peekAtInto`",
+        "python": "`Peeker.peek_at_into`",
+    },
+    "ZcOptions::adaptive": {
+        "c": "`LOWCOPY_ZC_ADAPTIVE`",
+        "node": "the `adaptive` option",
+        "python": "the `adaptive` option",
+    },
     "PeekStats::bytes_skipped_copied": {
         "c": "`lowcopy_peek_stats.bytes_skipped_copied`",
         "node": "`PeekStats.bytesSkippedCopied`",

@@ -74,20 +74,34 @@ pub fn set_rcvlowat(fd: impl AsFd, bytes: usize) -> io::Result<usize> {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RecvStats {
+    // doc-source: recv_stats.calls
     /// Calls made.
+    // doc-end
     pub calls: u64,
+    // doc-source: recv_stats.syscalls
     /// Syscalls made (including failed ones).
+    // doc-end
     pub syscalls: u64,
+    // doc-source: recv_stats.wakeups
     /// `poll` returns that reported the socket ready: the wakeups.
+    // doc-end
     pub wakeups: u64,
+    // doc-source: recv_stats.early_wakeups
     /// Wakeups after which the call still had fewer than `min` bytes (the kernel woke below
     /// the mark, the mark was capped, or datagrams were small); the call waited again.
+    // doc-end
     pub early_wakeups: u64,
+    // doc-source: recv_stats.timeouts
     /// Calls that ran out of time (they returned what had come, or `ETIMEDOUT`).
+    // doc-end
     pub timeouts: u64,
+    // doc-source: recv_stats.lowat_changes
     /// `SO_RCVLOWAT` changes made, restores included.
+    // doc-end
     pub lowat_changes: u64,
+    // doc-source: recv_stats.bytes
     /// Bytes returned.
+    // doc-end
     pub bytes: u64,
 }
 

@@ -71,22 +71,34 @@ impl TryFrom<u32> for PeekMode {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PeekStats {
+    // doc-source: peek_stats.syscalls
     /// Syscalls the peeker made, failed ones included, its constructor's too: 1 or 2 after
     /// [`Peeker::with_kind`]; after [`Peeker::new`] 2 more on AF_UNIX and 3 more on TCP and
     /// MPTCP, the `getsockopt` that learn what the socket is.
+    // doc-end
     pub syscalls: u64,
+    // doc-source: peek_stats.peeks
     /// Peeks that returned data.
+    // doc-end
     pub peeks: u64,
+    // doc-source: peek_stats.bytes_peeked
     /// Bytes delivered to the caller by peeks.
+    // doc-end
     pub bytes_peeked: u64,
+    // doc-source: peek_stats.bytes_skipped_copied
     /// Bytes the kernel copied to user space only for lowcopy to throw them away: the discard
     /// prefix, and consumed bytes on protocols without a copy-free `MSG_TRUNC` (AF_UNIX).
     /// Always 0 with [`PeekMode::Offset`] on TCP; at most [`AUTO_DISCARD_MAX`] (4096) per
     /// peek with [`PeekMode::Auto`] over `SO_PEEK_OFF`.
+    // doc-end
     pub bytes_skipped_copied: u64,
+    // doc-source: peek_stats.bytes_consumed
     /// Bytes dropped from the head of the receive queue by the peeker's consume.
+    // doc-end
     pub bytes_consumed: u64,
+    // doc-source: peek_stats.rcvlowat_updates
     /// `SO_RCVLOWAT` changes made by the armed low-water mark.
+    // doc-end
     pub rcvlowat_updates: u64,
 }
 
@@ -146,18 +158,26 @@ impl StreamKind {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PeekResult {
+    // doc-source: peek_result.len
     /// Bytes copied (the call's return value); 0 at end of stream after `offset`.
+    // doc-end
     pub len: u64,
+    // doc-source: peek_result.offset
     /// Where they came from: bytes after the head of the receive queue (the offset asked for).
+    // doc-end
     pub offset: u64,
+    // doc-source: peek_result.stream_pos
     /// The same place as a position in the stream: the bytes that left the head of the queue
     /// through this peeker ([`Peeker::consume`], [`Peeker::note_consumed`]) plus `offset`.
     /// For a peeker made before any byte was read from the socket, the stream position of
     /// the first byte peeked.
+    // doc-end
     pub stream_pos: u64,
+    // doc-source: peek_result.syscalls
     /// Syscalls this call made: 1 when the kernel's `SO_PEEK_OFF` already was at `offset` (or
     /// the discard prefix was used), 2 when it had to be moved first; more only on the paths
     /// documented at [`Peeker::peek_at`].
+    // doc-end
     pub syscalls: u32,
     /// `PEEK_MOVED` (the kernel's offset was written) and `PEEK_PREFIXED` (peeked through a
     /// discard prefix: the kernel copied `offset` bytes to skip them) bits.

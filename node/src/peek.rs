@@ -259,18 +259,33 @@ fn mode_name(m: PeekMode) -> &'static str {
 /// Counters of a `Peeker` (bytes in bytes); see the core's `PeekStats`.
 #[napi(object)]
 pub struct PeekStats {
-    /// Syscalls made (failed ones included; the constructor's too).
+    // doc-copy: peek_stats.syscalls
+    /// Syscalls the peeker made, failed ones included, its constructor's too: 1 or 2 after `new
+    /// Peeker` with a `kind`; after `new Peeker` without a `kind` 2 more on AF_UNIX and 3 more on
+    /// TCP and MPTCP, the `getsockopt` that learn what the socket is.
+    // doc-end
     pub syscalls: f64,
+    // doc-copy: peek_stats.peeks
     /// Peeks that returned data.
+    // doc-end
     pub peeks: f64,
-    /// Bytes delivered by peeks.
+    // doc-copy: peek_stats.bytes_peeked
+    /// Bytes delivered to the caller by peeks.
+    // doc-end
     pub bytes_peeked: f64,
-    /// Bytes the kernel copied only to be thrown away (the discard prefix; consumed bytes on
-    /// AF_UNIX).
+    // doc-copy: peek_stats.bytes_skipped_copied
+    /// Bytes the kernel copied to user space only for lowcopy to throw them away: the discard
+    /// prefix, and consumed bytes on protocols without a copy-free `MSG_TRUNC` (AF_UNIX). Always 0
+    /// with `'offset'` on TCP; at most 4096 (4096) per peek with `'auto'` over `SO_PEEK_OFF`.
+    // doc-end
     pub bytes_skipped_copied: f64,
-    /// Bytes dropped from the head of the queue by `consume`.
+    // doc-copy: peek_stats.bytes_consumed
+    /// Bytes dropped from the head of the receive queue by the peeker's consume.
+    // doc-end
     pub bytes_consumed: f64,
-    /// `SO_RCVLOWAT` changes made by the armed mode.
+    // doc-copy: peek_stats.rcvlowat_updates
+    /// `SO_RCVLOWAT` changes made by the armed low-water mark.
+    // doc-end
     pub rcvlowat_updates: f64,
 }
 
@@ -305,14 +320,25 @@ pub struct PeekerCloseOptions {
 /// compare `streamPos` with your own position of `offset` to catch an offset that went wrong.
 #[napi(object)]
 pub struct PeekResult {
-    /// Bytes written to the buffer(s); 0 at end of stream after `offset`.
+    // doc-copy: peek_result.len
+    /// Bytes copied (the call's return value); 0 at end of stream after `offset`.
+    // doc-end
     pub len: u32,
-    /// The offset peeked at: bytes after the head of the receive queue.
+    // doc-copy: peek_result.offset
+    /// Where they came from: bytes after the head of the receive queue (the offset asked for).
+    // doc-end
     pub offset: f64,
-    /// The same place in the stream: the bytes this peeker consumed plus `offset`.
+    // doc-copy: peek_result.stream_pos
+    /// The same place as a position in the stream: the bytes that left the head of the queue
+    /// through this peeker (`Peeker.consume`, `Peeker.noteConsumed`) plus `offset`. For a peeker
+    /// made before any byte was read from the socket, the stream position of the first byte peeked.
+    // doc-end
     pub stream_pos: f64,
-    /// Syscalls the call made: 1 when the kernel's `SO_PEEK_OFF` already was at `offset` (or
-    /// a discard prefix was used), 2 when it had to be moved first.
+    // doc-copy: peek_result.syscalls
+    /// Syscalls this call made: 1 when the kernel's `SO_PEEK_OFF` already was at `offset` (or the
+    /// discard prefix was used), 2 when it had to be moved first; more only on the paths documented
+    /// at `Peeker.peekAtInto`.
+    // doc-end
     pub syscalls: u32,
     /// `SO_PEEK_OFF` was written before the peek (the kernel's offset was elsewhere).
     pub moved: bool,

@@ -55,12 +55,19 @@ pub fn set_rcvlowat(env: Env, fd: Unknown, bytes: Unknown) -> Result<f64> {
 pub struct RecvStats {
     pub calls: Option<f64>,
     pub syscalls: Option<f64>,
-    /// `poll` returns that found the socket ready: the wakeups.
+    // doc-copy: recv_stats.wakeups
+    /// `poll` returns that reported the socket ready: the wakeups.
+    // doc-end
     pub wakeups: Option<f64>,
-    /// Wakeups after which fewer than `min` bytes were there.
+    // doc-copy: recv_stats.early_wakeups
+    /// Wakeups after which the call still had fewer than `min` bytes (the kernel woke below the
+    /// mark, the mark was capped, or datagrams were small); the call waited again.
+    // doc-end
     pub early_wakeups: Option<f64>,
     pub timeouts: Option<f64>,
-    /// `SO_RCVLOWAT` changes made (restores included).
+    // doc-copy: recv_stats.lowat_changes
+    /// `SO_RCVLOWAT` changes made, restores included.
+    // doc-end
     pub lowat_changes: Option<f64>,
     pub bytes: Option<f64>,
 }
@@ -256,12 +263,34 @@ fn stats_obj(s: &lowcopy::RecvStats) -> RecvStatsOut {
 /// Counters of a `Receiver` (see the core's `RecvStats`).
 #[napi(object)]
 pub struct RecvStatsOut {
+    // doc-copy: recv_stats.calls
+    /// Calls made.
+    // doc-end
     pub calls: f64,
+    // doc-copy: recv_stats.syscalls
+    /// Syscalls made (including failed ones).
+    // doc-end
     pub syscalls: f64,
+    // doc-copy: recv_stats.wakeups
+    /// `poll` returns that reported the socket ready: the wakeups.
+    // doc-end
     pub wakeups: f64,
+    // doc-copy: recv_stats.early_wakeups
+    /// Wakeups after which the call still had fewer than `min` bytes (the kernel woke below the
+    /// mark, the mark was capped, or datagrams were small); the call waited again.
+    // doc-end
     pub early_wakeups: f64,
+    // doc-copy: recv_stats.timeouts
+    /// Calls that ran out of time (they returned what had come, or `ETIMEDOUT`).
+    // doc-end
     pub timeouts: f64,
+    // doc-copy: recv_stats.lowat_changes
+    /// `SO_RCVLOWAT` changes made, restores included.
+    // doc-end
     pub lowat_changes: f64,
+    // doc-copy: recv_stats.bytes
+    /// Bytes returned.
+    // doc-end
     pub bytes: f64,
 }
 

@@ -184,18 +184,60 @@ pub struct ZcCompletion {
 /// Counters of a sender (see the core's `ZcStats`).
 #[napi(object)]
 pub struct ZcStats {
+    // doc-copy: zc_stats.sends
+    /// Send calls that returned > 0.
+    // doc-end
     pub sends: f64,
+    // doc-copy: zc_stats.bytes
+    /// Bytes those sends accepted.
+    // doc-end
     pub bytes: f64,
+    // doc-copy: zc_stats.zerocopy_sends
+    /// Kernel sends that asked for zerocopy (`MSG_ZEROCOPY` or SEND_ZC).
+    // doc-end
     pub zerocopy_sends: f64,
+    // doc-copy: zc_stats.copy_sends
+    /// Kernel sends that copied (copy backend, fallbacks, adaptive mode).
+    // doc-end
     pub copy_sends: f64,
+    // doc-copy: zc_stats.completions
+    /// Completions handed to the caller.
+    // doc-end
     pub completions: f64,
+    // doc-copy: zc_stats.completions_copied
+    /// Of those, completions with the `COPIED` flag.
+    // doc-end
     pub completions_copied: f64,
+    // doc-copy: zc_stats.enobufs
+    /// `ENOBUFS` from zerocopy sends (optmem or locked-pages limit), each answered by a retry and
+    /// then a copy; never returned to the caller.
+    // doc-end
     pub enobufs: f64,
+    // doc-copy: zc_stats.window_full
+    /// Sends that fell back to a copy because the id window was full (twice the sender's limit of
+    /// requests held in flight: 8192 ids by default).
+    // doc-end
     pub window_full: f64,
+    // doc-copy: zc_stats.syscalls_send
+    /// Syscalls made to send (sendmsg, io_uring_enter for a send).
+    // doc-end
     pub syscalls_send: f64,
+    // doc-copy: zc_stats.syscalls_reap
+    /// Syscalls made to collect completions (error-queue reads, waits).
+    // doc-end
     pub syscalls_reap: f64,
+    // doc-copy: zc_stats.errqueue_other
+    /// Error-queue entries that were not zerocopy notifications (timestamps, ICMP): read and
+    /// dropped.
+    // doc-end
     pub errqueue_other: f64,
+    // doc-copy: zc_stats.unexpected_ids
+    /// Notified ids that matched no send in flight: ignored.
+    // doc-end
     pub unexpected_ids: f64,
+    // doc-copy: zc_stats.zerocopy_off
+    /// 1 once the `adaptive` option stopped asking for zerocopy.
+    // doc-end
     pub zerocopy_off: f64,
 }
 

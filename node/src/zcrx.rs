@@ -34,15 +34,47 @@ pub struct ZcrxChunk {
 /// Counters of a `ZeroCopyReceiver` (see the core's `ZcrxStats`).
 #[napi(object)]
 pub struct ZcrxStats {
+    // doc-copy: zcrx_stats.bytes_mapped
+    /// Bytes delivered as pages mapped into the window.
+    // doc-end
     pub bytes_mapped: f64,
+    // doc-copy: zcrx_stats.bytes_copied
+    /// Bytes delivered by copy (both kinds below).
+    // doc-end
     pub bytes_copied: f64,
+    // doc-copy: zcrx_stats.bytes_copybuf
+    /// Of `bytes_copied`: bytes the kernel copied into the copy buffer within the zero-copy call
+    /// (stragglers, and small queues). The rest were read with `recv`.
+    // doc-end
     pub bytes_copybuf: f64,
+    // doc-copy: zcrx_stats.chunks_mapped
+    /// Chunks returned that were mapped pages.
+    // doc-end
     pub chunks_mapped: f64,
+    // doc-copy: zcrx_stats.chunks_copied
+    /// Chunks returned that were copies.
+    // doc-end
     pub chunks_copied: f64,
+    // doc-copy: zcrx_stats.syscalls
+    /// Syscalls made (including failed ones).
+    // doc-end
     pub syscalls: f64,
+    // doc-copy: zcrx_stats.zc_calls
+    /// `TCP_ZEROCOPY_RECEIVE` calls.
+    // doc-end
     pub zc_calls: f64,
+    // doc-copy: zcrx_stats.zc_calls_unmapped
+    /// `TCP_ZEROCOPY_RECEIVE` calls that mapped nothing (queue empty or not mappable).
+    // doc-end
     pub zc_calls_unmapped: f64,
+    // doc-copy: zcrx_stats.wakeups
+    /// `poll` returns that reported the socket ready, when `recv` had to wait.
+    // doc-end
     pub wakeups: f64,
+    // doc-copy: zcrx_stats.peek_off_fixups
+    /// `SO_PEEK_OFF` corrections: the kernel does not lower it for bytes it maps or copies as
+    /// stragglers, so the receiver does, as a read would have.
+    // doc-end
     pub peek_off_fixups: f64,
 }
 

@@ -15,19 +15,34 @@ record! {
     /// Counters of low-water-mark receives (`recv_atleast`), added to on every call, failed
     /// ones included.
     RecvStats from lowcopy::RecvStats {
+        // doc-copy: recv_stats.calls
         /// Calls made.
+        // doc-end
         calls,
+        // doc-copy: recv_stats.syscalls
         /// Syscalls made (including failed ones).
+        // doc-end
         syscalls,
+        // doc-copy: recv_stats.wakeups
         /// `poll` returns that reported the socket ready: the wakeups.
+        // doc-end
         wakeups,
-        /// Wakeups after which the call still had fewer than `min` bytes; it waited again.
+        // doc-copy: recv_stats.early_wakeups
+        /// Wakeups after which the call still had fewer than `min` bytes (the kernel woke below the
+        /// mark, the mark was capped, or datagrams were small); the call waited again.
+        // doc-end
         early_wakeups,
-        /// Calls that ran out of time.
+        // doc-copy: recv_stats.timeouts
+        /// Calls that ran out of time (they returned what had come, or `ETIMEDOUT`).
+        // doc-end
         timeouts,
+        // doc-copy: recv_stats.lowat_changes
         /// `SO_RCVLOWAT` changes made, restores included.
+        // doc-end
         lowat_changes,
+        // doc-copy: recv_stats.bytes
         /// Bytes returned.
+        // doc-end
         bytes,
     }
 }

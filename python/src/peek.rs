@@ -142,18 +142,34 @@ fn peek_supported(sock: &Bound<'_, PyAny>) -> PyResult<bool> {
 record! {
     /// Counters of a `Peeker`. All byte counts are in bytes.
     PeekStats from lowcopy::PeekStats {
-        /// Syscalls the peeker made (including failed ones; the constructor's too).
+        // doc-copy: peek_stats.syscalls
+        /// Syscalls the peeker made, failed ones included, its constructor's too: 1 or 2 after
+        /// `Peeker` with a `family`; after `Peeker` without a `family` 2 more on AF_UNIX and 3 more
+        /// on TCP and MPTCP, the `getsockopt` that learn what the socket is.
+        // doc-end
         syscalls,
+        // doc-copy: peek_stats.peeks
         /// Peeks that returned data.
+        // doc-end
         peeks,
+        // doc-copy: peek_stats.bytes_peeked
         /// Bytes delivered to the caller by peeks.
+        // doc-end
         bytes_peeked,
-        /// Bytes the kernel copied to user space only for lowcopy to throw away: the discard
-        /// prefix, and consumed bytes on AF_UNIX (no copy-free `MSG_TRUNC` there).
+        // doc-copy: peek_stats.bytes_skipped_copied
+        /// Bytes the kernel copied to user space only for lowcopy to throw them away: the discard
+        /// prefix, and consumed bytes on protocols without a copy-free `MSG_TRUNC` (AF_UNIX).
+        /// Always 0 with `PeekMode.OFFSET` on TCP; at most 4096 (4096) per peek with
+        /// `PeekMode.AUTO` over `SO_PEEK_OFF`.
+        // doc-end
         bytes_skipped_copied,
-        /// Bytes dropped from the head of the receive queue by consume.
+        // doc-copy: peek_stats.bytes_consumed
+        /// Bytes dropped from the head of the receive queue by the peeker's consume.
+        // doc-end
         bytes_consumed,
+        // doc-copy: peek_stats.rcvlowat_updates
         /// `SO_RCVLOWAT` changes made by the armed low-water mark.
+        // doc-end
         rcvlowat_updates,
     }
 }
@@ -181,18 +197,28 @@ pub struct Peeker {
 #[pyclass(frozen, eq, module = "lowcopy._lowcopy")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PeekResult {
-    /// Bytes written to the buffer(s); 0 at end of stream after `offset`.
+    // doc-copy: peek_result.len
+    /// Bytes copied (the call's return value); 0 at end of stream after `offset`.
+    // doc-end
     #[pyo3(get)]
     pub len: u64,
-    /// The offset peeked at: bytes after the head of the receive queue.
+    // doc-copy: peek_result.offset
+    /// Where they came from: bytes after the head of the receive queue (the offset asked for).
+    // doc-end
     #[pyo3(get)]
     pub offset: u64,
-    /// The same place in the stream: bytes this peeker consumed (`consume`,
-    /// `note_consumed`) plus `offset`.
+    // doc-copy: peek_result.stream_pos
+    /// The same place as a position in the stream: the bytes that left the head of the queue
+    /// through this peeker (`Peeker.consume`, `Peeker.note_consumed`) plus `offset`. For a peeker
+    /// made before any byte was read from the socket, the stream position of the first byte peeked.
+    // doc-end
     #[pyo3(get)]
     pub stream_pos: u64,
-    /// Syscalls the call made: 1 when the kernel's `SO_PEEK_OFF` already was at `offset` (or
-    /// a discard prefix was used), 2 when it had to be moved first.
+    // doc-copy: peek_result.syscalls
+    /// Syscalls this call made: 1 when the kernel's `SO_PEEK_OFF` already was at `offset` (or the
+    /// discard prefix was used), 2 when it had to be moved first; more only on the paths documented
+    /// at `Peeker.peek_at_into`.
+    // doc-end
     #[pyo3(get)]
     pub syscalls: u32,
     /// `SO_PEEK_OFF` was written before the peek (the kernel's offset was elsewhere).

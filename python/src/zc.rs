@@ -30,32 +30,60 @@ use lowcopy::zc::Completion as CoreCompletion;
 record! {
     /// Counters of a `ZeroCopySender`. Byte counts in bytes.
     ZcStats from lowcopy::ZcStats {
+        // doc-copy: zc_stats.sends
         /// Send calls that returned > 0.
+        // doc-end
         sends,
+        // doc-copy: zc_stats.bytes
         /// Bytes those sends accepted.
+        // doc-end
         bytes,
-        /// Kernel sends that asked for zerocopy (`MSG_ZEROCOPY` or io_uring SEND_ZC).
+        // doc-copy: zc_stats.zerocopy_sends
+        /// Kernel sends that asked for zerocopy (`MSG_ZEROCOPY` or SEND_ZC).
+        // doc-end
         zerocopy_sends,
+        // doc-copy: zc_stats.copy_sends
         /// Kernel sends that copied (copy backend, fallbacks, adaptive mode).
+        // doc-end
         copy_sends,
+        // doc-copy: zc_stats.completions
         /// Completions handed to the caller.
+        // doc-end
         completions,
-        /// Of those, completions with `ZcFlag.COPIED`.
+        // doc-copy: zc_stats.completions_copied
+        /// Of those, completions with the `COPIED` flag.
+        // doc-end
         completions_copied,
-        /// `ENOBUFS` from a zerocopy send (optmem or locked-pages limit), each answered by a
-        /// copy.
+        // doc-copy: zc_stats.enobufs
+        /// `ENOBUFS` from zerocopy sends (optmem or locked-pages limit), each answered by a retry
+        /// and then a copy; never returned to the caller.
+        // doc-end
         enobufs,
-        /// Sends that fell back to a copy because the id window was full.
+        // doc-copy: zc_stats.window_full
+        /// Sends that fell back to a copy because the id window was full (twice the sender's limit
+        /// of requests held in flight: 8192 ids by default).
+        // doc-end
         window_full,
-        /// Syscalls made to send.
+        // doc-copy: zc_stats.syscalls_send
+        /// Syscalls made to send (sendmsg, io_uring_enter for a send).
+        // doc-end
         syscalls_send,
+        // doc-copy: zc_stats.syscalls_reap
         /// Syscalls made to collect completions (error-queue reads, waits).
+        // doc-end
         syscalls_reap,
-        /// Error-queue entries that were not zerocopy notifications (timestamps, ICMP).
+        // doc-copy: zc_stats.errqueue_other
+        /// Error-queue entries that were not zerocopy notifications (timestamps, ICMP): read and
+        /// dropped.
+        // doc-end
         errqueue_other,
-        /// Notified ids that matched no send in flight, ignored.
+        // doc-copy: zc_stats.unexpected_ids
+        /// Notified ids that matched no send in flight: ignored.
+        // doc-end
         unexpected_ids,
-        /// 1 once the adaptive option stopped asking for zerocopy.
+        // doc-copy: zc_stats.zerocopy_off
+        /// 1 once the `adaptive` option stopped asking for zerocopy.
+        // doc-end
         zerocopy_off,
     }
 }

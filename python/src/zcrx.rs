@@ -24,25 +24,47 @@ record! {
     /// Counters of a `ZeroCopyReceiver`. `bytes_mapped + bytes_copied` is exactly the number
     /// of stream bytes it returned.
     ZcrxStats from lowcopy::ZcrxStats {
+        // doc-copy: zcrx_stats.bytes_mapped
         /// Bytes delivered as pages mapped into the window.
+        // doc-end
         bytes_mapped,
-        /// Bytes delivered by copy.
+        // doc-copy: zcrx_stats.bytes_copied
+        /// Bytes delivered by copy (both kinds below).
+        // doc-end
         bytes_copied,
-        /// Of `bytes_copied`: bytes the kernel copied within the zero-copy call.
+        // doc-copy: zcrx_stats.bytes_copybuf
+        /// Of `bytes_copied`: bytes the kernel copied into the copy buffer within the zero-copy
+        /// call (stragglers, and small queues). The rest were read with `recv`.
+        // doc-end
         bytes_copybuf,
+        // doc-copy: zcrx_stats.chunks_mapped
         /// Chunks returned that were mapped pages.
+        // doc-end
         chunks_mapped,
+        // doc-copy: zcrx_stats.chunks_copied
         /// Chunks returned that were copies.
+        // doc-end
         chunks_copied,
+        // doc-copy: zcrx_stats.syscalls
         /// Syscalls made (including failed ones).
+        // doc-end
         syscalls,
+        // doc-copy: zcrx_stats.zc_calls
         /// `TCP_ZEROCOPY_RECEIVE` calls.
+        // doc-end
         zc_calls,
-        /// `TCP_ZEROCOPY_RECEIVE` calls that mapped nothing.
+        // doc-copy: zcrx_stats.zc_calls_unmapped
+        /// `TCP_ZEROCOPY_RECEIVE` calls that mapped nothing (queue empty or not mappable).
+        // doc-end
         zc_calls_unmapped,
+        // doc-copy: zcrx_stats.wakeups
         /// `poll` returns that reported the socket ready, when `recv` had to wait.
+        // doc-end
         wakeups,
-        /// `SO_PEEK_OFF` corrections made for a peeker on the same socket.
+        // doc-copy: zcrx_stats.peek_off_fixups
+        /// `SO_PEEK_OFF` corrections: the kernel does not lower it for bytes it maps or copies as
+        /// stragglers, so the receiver does, as a read would have.
+        // doc-end
         peek_off_fixups,
     }
 }

@@ -277,34 +277,60 @@ const ERRQ_CONTROL: usize = 256;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ZcStats {
+    // doc-source: zc_stats.sends
     /// Send calls that returned > 0.
+    // doc-end
     pub sends: u64,
+    // doc-source: zc_stats.bytes
     /// Bytes those sends accepted.
+    // doc-end
     pub bytes: u64,
+    // doc-source: zc_stats.zerocopy_sends
     /// Kernel sends that asked for zerocopy (`MSG_ZEROCOPY` or SEND_ZC).
+    // doc-end
     pub zerocopy_sends: u64,
+    // doc-source: zc_stats.copy_sends
     /// Kernel sends that copied (copy backend, fallbacks, adaptive mode).
+    // doc-end
     pub copy_sends: u64,
+    // doc-source: zc_stats.completions
     /// Completions handed to the caller.
+    // doc-end
     pub completions: u64,
+    // doc-source: zc_stats.completions_copied
     /// Of those, completions with the [`COPIED`] flag.
+    // doc-end
     pub completions_copied: u64,
+    // doc-source: zc_stats.enobufs
     /// `ENOBUFS` from zerocopy sends (optmem or locked-pages limit), each answered by a
     /// retry and then a copy; never returned to the caller.
+    // doc-end
     pub enobufs: u64,
+    // doc-source: zc_stats.window_full
     /// Sends that fell back to a copy because the id window was full (twice the sender's
     /// limit of requests held in flight: 8192 ids by default).
+    // doc-end
     pub window_full: u64,
+    // doc-source: zc_stats.syscalls_send
     /// Syscalls made to send (sendmsg, io_uring_enter for a send).
+    // doc-end
     pub syscalls_send: u64,
+    // doc-source: zc_stats.syscalls_reap
     /// Syscalls made to collect completions (error-queue reads, waits).
+    // doc-end
     pub syscalls_reap: u64,
+    // doc-source: zc_stats.errqueue_other
     /// Error-queue entries that were not zerocopy notifications (timestamps, ICMP): read and
     /// dropped.
+    // doc-end
     pub errqueue_other: u64,
+    // doc-source: zc_stats.unexpected_ids
     /// Notified ids that matched no send in flight: ignored.
+    // doc-end
     pub unexpected_ids: u64,
+    // doc-source: zc_stats.zerocopy_off
     /// 1 once [`ZcOptions::adaptive`] stopped asking for zerocopy.
+    // doc-end
     pub zerocopy_off: u64,
 }
 
