@@ -487,25 +487,25 @@ export declare function _setTransferGuard(guard: (buf: ArrayBufferLike) => void)
  * `lowcopy::Caps`).
  */
 export interface Caps {
-  /** `SO_PEEK_OFF` on TCP over IPv4 (Linux 6.9). */
+  /** `SO_PEEK_OFF` on TCP over IPv4 (Linux 6.9, 05ea491641d3). */
   peekOffTcp4: boolean
-  /** `SO_PEEK_OFF` on TCP over IPv6 (Linux 6.12). */
+  /** `SO_PEEK_OFF` on TCP over IPv6 (Linux 6.12, be9a4fb831b8). */
   peekOffTcp6: boolean
-  /** `SO_PEEK_OFF` on AF_UNIX stream sockets (Linux 3.4). */
+  /** `SO_PEEK_OFF` on AF_UNIX stream (Linux 3.4). */
   peekOffUnix: boolean
-  /** `SO_PEEK_OFF` on MPTCP (no kernel so far). */
+  /** `SO_PEEK_OFF` on MPTCP (not in any kernel so far). */
   peekOffMptcp: boolean
-  /** `SO_ZEROCOPY` on TCP (Linux 4.14). */
+  /** `SO_ZEROCOPY` accepted on a TCP socket (Linux 4.14). */
   zerocopyTcp: boolean
-  /** `SO_ZEROCOPY` on UDP (Linux 5.0). */
+  /** `SO_ZEROCOPY` accepted on a UDP socket (Linux 5.0). */
   zerocopyUdp: boolean
   /** io_uring `IORING_OP_SEND_ZC` (Linux 6.0); false when io_uring is disabled or filtered. */
   uringSendZc: boolean
   /** io_uring `IORING_OP_SENDMSG_ZC` (Linux 6.1). */
   uringSendmsgZc: boolean
   /**
-   * Bytes of `struct tcp_zerocopy_receive` the kernel knows (64 since 5.12); 0 without
-   * `TCP_ZEROCOPY_RECEIVE`.
+   * Bytes of `struct tcp_zerocopy_receive` the kernel knows (16 on 4.18, 64 since 5.12); 0 when
+   * `TCP_ZEROCOPY_RECEIVE` is absent.
    */
   tcpZerocopyReceiveSize: number
 }
@@ -612,15 +612,20 @@ export interface PeekOptions {
  * compare `streamPos` with your own position of `offset` to catch an offset that went wrong.
  */
 export interface PeekResult {
-  /** Bytes written to the buffer(s); 0 at end of stream after `offset`. */
+  /** Bytes copied (the call's return value); 0 at end of stream after `offset`. */
   len: number
-  /** The offset peeked at: bytes after the head of the receive queue. */
+  /** Where they came from: bytes after the head of the receive queue (the offset asked for). */
   offset: number
-  /** The same place in the stream: the bytes this peeker consumed plus `offset`. */
+  /**
+   * The same place as a position in the stream: the bytes that left the head of the queue
+   * through this peeker (`Peeker.consume`, `Peeker.noteConsumed`) plus `offset`. For a peeker
+   * made before any byte was read from the socket, the stream position of the first byte peeked.
+   */
   streamPos: number
   /**
-   * Syscalls the call made: 1 when the kernel's `SO_PEEK_OFF` already was at `offset` (or
-   * a discard prefix was used), 2 when it had to be moved first.
+   * Syscalls this call made: 1 when the kernel's `SO_PEEK_OFF` already was at `offset` (or the
+   * discard prefix was used), 2 when it had to be moved first; more only on the paths documented
+   * at `Peeker.peekAtInto`.
    */
   syscalls: number
   /** `SO_PEEK_OFF` was written before the peek (the kernel's offset was elsewhere). */
@@ -631,20 +636,25 @@ export interface PeekResult {
 
 /** Counters of a `Peeker` (bytes in bytes); see the core's `PeekStats`. */
 export interface PeekStats {
-  /** Syscalls made (failed ones included; the constructor's too). */
+  /**
+   * Syscalls the peeker made, failed ones included, its constructor's too: 1 or 2 after `new
+   * Peeker` with a `kind`; after `new Peeker` without a `kind` 2 more on AF_UNIX and 3 more on
+   * TCP and MPTCP, the `getsockopt` that learn what the socket is.
+   */
   syscalls: number
   /** Peeks that returned data. */
   peeks: number
-  /** Bytes delivered by peeks. */
+  /** Bytes delivered to the caller by peeks. */
   bytesPeeked: number
   /**
-   * Bytes the kernel copied only to be thrown away (the discard prefix; consumed bytes on
-   * AF_UNIX).
+   * Bytes the kernel copied to user space only for lowcopy to throw them away: the discard
+   * prefix, and consumed bytes on protocols without a copy-free `MSG_TRUNC` (AF_UNIX). Always 0
+   * with `'offset'` on TCP; at most 4096 (4096) per peek with `'auto'` over `SO_PEEK_OFF`.
    */
   bytesSkippedCopied: number
-  /** Bytes dropped from the head of the queue by `consume`. */
+  /** Bytes dropped from the head of the receive queue by the peeker's consume. */
   bytesConsumed: number
-  /** `SO_RCVLOWAT` changes made by the armed mode. */
+  /** `SO_RCVLOWAT` changes made by the armed low-water mark. */
   rcvlowatUpdates: number
 }
 
@@ -739,24 +749,37 @@ export interface RecvOptions {
 export interface RecvStats {
   calls?: number
   syscalls?: number
-  /** `poll` returns that found the socket ready: the wakeups. */
+  /** `poll` returns that reported the socket ready: the wakeups. */
   wakeups?: number
-  /** Wakeups after which fewer than `min` bytes were there. */
+  /**
+   * Wakeups after which the call still had fewer than `min` bytes (the kernel woke below the
+   * mark, the mark was capped, or datagrams were small); the call waited again.
+   */
   earlyWakeups?: number
   timeouts?: number
-  /** `SO_RCVLOWAT` changes made (restores included). */
+  /** `SO_RCVLOWAT` changes made, restores included. */
   lowatChanges?: number
   bytes?: number
 }
 
 /** Counters of a `Receiver` (see the core's `RecvStats`). */
 export interface RecvStatsOut {
+  /** Calls made. */
   calls: number
+  /** Syscalls made (including failed ones). */
   syscalls: number
+  /** `poll` returns that reported the socket ready: the wakeups. */
   wakeups: number
+  /**
+   * Wakeups after which the call still had fewer than `min` bytes (the kernel woke below the
+   * mark, the mark was capped, or datagrams were small); the call waited again.
+   */
   earlyWakeups: number
+  /** Calls that ran out of time (they returned what had come, or `ETIMEDOUT`). */
   timeouts: number
+  /** `SO_RCVLOWAT` changes made, restores included. */
   lowatChanges: number
+  /** Bytes returned. */
   bytes: number
 }
 
@@ -824,15 +847,31 @@ export interface ZcrxChunk {
 
 /** Counters of a `ZeroCopyReceiver` (see the core's `ZcrxStats`). */
 export interface ZcrxStats {
+  /** Bytes delivered as pages mapped into the window. */
   bytesMapped: number
+  /** Bytes delivered by copy (both kinds below). */
   bytesCopied: number
+  /**
+   * Of `bytes_copied`: bytes the kernel copied into the copy buffer within the zero-copy call
+   * (stragglers, and small queues). The rest were read with `recv`.
+   */
   bytesCopybuf: number
+  /** Chunks returned that were mapped pages. */
   chunksMapped: number
+  /** Chunks returned that were copies. */
   chunksCopied: number
+  /** Syscalls made (including failed ones). */
   syscalls: number
+  /** `TCP_ZEROCOPY_RECEIVE` calls. */
   zcCalls: number
+  /** `TCP_ZEROCOPY_RECEIVE` calls that mapped nothing (queue empty or not mappable). */
   zcCallsUnmapped: number
+  /** `poll` returns that reported the socket ready, when `recv` had to wait. */
   wakeups: number
+  /**
+   * `SO_PEEK_OFF` corrections: the kernel does not lower it for bytes it maps or copies as
+   * stragglers, so the receiver does, as a read would have.
+   */
   peekOffFixups: number
 }
 
@@ -897,18 +936,40 @@ export interface ZcSendOptions {
 
 /** Counters of a sender (see the core's `ZcStats`). */
 export interface ZcStats {
+  /** Send calls that returned > 0. */
   sends: number
+  /** Bytes those sends accepted. */
   bytes: number
+  /** Kernel sends that asked for zerocopy (`MSG_ZEROCOPY` or SEND_ZC). */
   zerocopySends: number
+  /** Kernel sends that copied (copy backend, fallbacks, adaptive mode). */
   copySends: number
+  /** Completions handed to the caller. */
   completions: number
+  /** Of those, completions with the `COPIED` flag. */
   completionsCopied: number
+  /**
+   * `ENOBUFS` from zerocopy sends (optmem or locked-pages limit), each answered by a retry and
+   * then a copy; never returned to the caller.
+   */
   enobufs: number
+  /**
+   * Sends that fell back to a copy because the id window was full (twice the sender's limit of
+   * requests held in flight: 8192 ids by default).
+   */
   windowFull: number
+  /** Syscalls made to send (sendmsg, io_uring_enter for a send). */
   syscallsSend: number
+  /** Syscalls made to collect completions (error-queue reads, waits). */
   syscallsReap: number
+  /**
+   * Error-queue entries that were not zerocopy notifications (timestamps, ICMP): read and
+   * dropped.
+   */
   errqueueOther: number
+  /** Notified ids that matched no send in flight: ignored. */
   unexpectedIds: number
+  /** 1 once the `adaptive` option stopped asking for zerocopy. */
   zerocopyOff: number
 }
 
