@@ -53,6 +53,8 @@ DOC_RE = re.compile(r"^\s*///( ?)(.*)$")
 # Rust item names a shared sentence may use, as each adapter's users know them. A name with
 # `::` that is not here fails the check for C, Node and Python (their users cannot follow it).
 RENAMES = {
+    # Parameter names: the count of bytes is `n` in C, Rust and Node, `nbytes` in Python.
+    "n": {"c": "`n`", "node": "`n`", "python": "`nbytes`"},
     "Peeker::with_kind": {
         "c": "`lowcopy_peeker_init` with a `domain`",
         "node": "`new Peeker` with a `kind`",

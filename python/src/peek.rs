@@ -94,7 +94,7 @@ fn peek_into(
 // doc-copy: consume.kernel
 /// TCP and MPTCP use `recv(NULL, n, MSG_TRUNC)`, which copies nothing; AF_UNIX stream has no such
 /// path and reads them into a scratch buffer. The kernel lowers `SO_PEEK_OFF` by the bytes dropped.
-/// Returns 0 for `n` 0 or at end of stream.
+/// Returns 0 for `nbytes` 0 or at end of stream.
 // doc-end
 ///
 /// Errors (`OSError`; `EAGAIN` is `BlockingIOError`): `EINVAL` (`flags` other than
@@ -560,10 +560,10 @@ impl Peeker {
     }
 
     // doc-copy: peeker_consume.kernel
-    /// Drops up to `n` acknowledged bytes from the head of the receive queue and moves the cursor
-    /// back by the bytes dropped (never below 0). Never blocks. Returns bytes dropped: fewer than
-    /// `n` when fewer are queued, 0 for `n` 0 or at end of stream. TCP and MPTCP drop them without
-    /// copying (`MSG_TRUNC`); AF_UNIX reads them into a scratch buffer.
+    /// Drops up to `nbytes` acknowledged bytes from the head of the receive queue and moves the
+    /// cursor back by the bytes dropped (never below 0). Never blocks. Returns bytes dropped: fewer
+    /// than `nbytes` when fewer are queued, 0 for `nbytes` 0 or at end of stream. TCP and MPTCP
+    /// drop them without copying (`MSG_TRUNC`); AF_UNIX reads them into a scratch buffer.
     // doc-end
     ///
     /// Errors (`OSError`; `EAGAIN` is `BlockingIOError`):
@@ -581,8 +581,8 @@ impl Peeker {
     /// Tells the peeker that `nbytes` bytes left the head of the receive queue by another
     /// path (a `ZeroCopyReceiver`, a plain `recv` on the socket).
     // doc-copy: note_consumed.kernel
-    /// The cursor moves back by `n` (never below 0), as `Peeker.consume` would move it, with no
-    /// syscall unless the low-water mark is armed (it follows the cursor): both of those paths
+    /// The cursor moves back by `nbytes` (never below 0), as `Peeker.consume` would move it, with
+    /// no syscall unless the low-water mark is armed (it follows the cursor): both of those paths
     /// lower the kernel's `SO_PEEK_OFF` by what they take (the zero-copy receiver corrects the
     /// kernel, which forgets to for mapped bytes), so cursor and kernel stay together.
     // doc-end
