@@ -1479,8 +1479,7 @@ int lowcopy_zc_new_opts(int fd,
 /**
  * Sends `len` bytes from `buf`; returns bytes accepted.
  * Exactly one completion carrying `user_data` follows every send that returned > 0; none follows a
- * failed or zero-byte send. The buffers must stay unmodified until that completion is reaped: take
- * them from memory that the caller does not reuse before then.
+ * failed or zero-byte send.
  * The buffers of a send must stay unmodified until its completion is reaped: the kernel may read
  * them until then (a zerocopy send pins the pages and transmits from them, also when TCP
  * retransmits), so a change reaches the wire. A completion means "the buffer may be reused", not

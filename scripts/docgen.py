@@ -55,6 +55,7 @@ DOC_RE = re.compile(r"^\s*///( ?)(.*)$")
 RENAMES = {
     # Parameter names: the count of bytes is `n` in C, Rust and Node, `nbytes` in Python.
     "n": {"c": "`n`", "node": "`n`", "python": "`nbytes`"},
+    "user_data": {"c": "`user_data`", "node": "`userData`", "python": "`user_data`"},
     "Peeker::with_kind": {
         "c": "`lowcopy_peeker_init` with a `domain`",
         "node": "`new Peeker` with a `kind`",

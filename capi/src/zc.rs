@@ -280,8 +280,7 @@ crate::versions::default_version!("lowcopy_zc_new_opts", "LOWCOPY_0.3");
 /// Sends `len` bytes from `buf`; returns bytes accepted.
 // doc-copy: zc_send.completion
 /// Exactly one completion carrying `user_data` follows every send that returned > 0; none follows a
-/// failed or zero-byte send. The buffers must stay unmodified until that completion is reaped: take
-/// them from memory that the caller does not reuse before then.
+/// failed or zero-byte send.
 // doc-end
 // doc-copy: zc.buffers
 /// The buffers of a send must stay unmodified until its completion is reaped: the kernel may read

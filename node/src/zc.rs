@@ -732,9 +732,8 @@ impl ZeroCopySender {
     /// are held until the completion. Blocking unless `dontWait` or the socket is non-blocking
     /// (every `net.Socket` is: then `EAGAIN` when it is full).
     // doc-copy: zc_send.completion
-    /// Exactly one completion carrying `user_data` follows every send that returned > 0; none
-    /// follows a failed or zero-byte send. The buffers must stay unmodified until that completion
-    /// is reaped: take them from memory that the caller does not reuse before then.
+    /// Exactly one completion carrying `userData` follows every send that returned > 0; none
+    /// follows a failed or zero-byte send.
     // doc-end
     // doc-copy: zc_send.kernel
     /// `MSG_NOSIGNAL` is always added: a closed connection is `EPIPE`, never `SIGPIPE`. As

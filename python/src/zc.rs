@@ -672,8 +672,7 @@ impl ZeroCopySender {
     ///
     // doc-copy: zc_send.completion
     /// Exactly one completion carrying `user_data` follows every send that returned > 0; none
-    /// follows a failed or zero-byte send. The buffers must stay unmodified until that completion
-    /// is reaped: take them from memory that the caller does not reuse before then.
+    /// follows a failed or zero-byte send.
     // doc-end
     /// `user_data` is any object, returned unchanged. Until that completion is reaped the
     /// sender keeps `data` alive, and a `bytearray`, `array` or mmap cannot be resized or

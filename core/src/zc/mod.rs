@@ -694,9 +694,10 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// Sends `bufs`; returns bytes accepted.
     // doc-source: zc_send.completion
     /// Exactly one completion carrying `user_data` follows every send that returned > 0; none
-    /// follows a failed or zero-byte send. The buffers must stay unmodified until that
-    /// completion is reaped: take them from memory that the caller does not reuse before then.
+    /// follows a failed or zero-byte send.
     // doc-end
+    /// The buffers must stay unmodified until that completion is reaped (see the type's
+    /// documentation): take them from memory that the caller does not reuse before then.
     ///
     /// `flags`: [`Flags::DONTWAIT`], [`Flags::MORE`].
     // doc-source: zc_send.kernel
