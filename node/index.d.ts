@@ -371,9 +371,8 @@ export declare class ZeroCopySender {
    * returns the bytes accepted. `userData` is any value, handed back unchanged; the buffers
    * are held until the completion. Blocking unless `dontWait` or the socket is non-blocking
    * (every `net.Socket` is: then `EAGAIN` when it is full).
-   * Exactly one completion carrying `user_data` follows every send that returned > 0; none
-   * follows a failed or zero-byte send. The buffers must stay unmodified until that completion
-   * is reaped: take them from memory that the caller does not reuse before then.
+   * Exactly one completion carrying `userData` follows every send that returned > 0; none
+   * follows a failed or zero-byte send.
    * `MSG_NOSIGNAL` is always added: a closed connection is `EPIPE`, never `SIGPIPE`. As
    * `send(2)`: a blocking send on a stream socket accepts everything unless a signal or
    * `SO_SNDTIMEO` stops it part way (then the part sent is returned: send the rest), a
