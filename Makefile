@@ -1,6 +1,7 @@
 # lowcopy: build, test, demo and install.
 #   make demo      build everything and run the main job (relay on real iperf3 traffic)
-#   make test      every test (Rust, C, relay); .ci/run calls this
+#   make test      every test (Rust, C, relay, fallbacks, valgrind, fuzz corpus); .ci/run calls this
+#   make fuzz      the fuzzers, FUZZ_SECONDS (60) each, on nightly (fuzz/README.md)
 #   make header    the adapters' doc copies from core (make docs), then include/lowcopy.h
 #   make install   PREFIX=/usr/local DESTDIR= : stripped .so and .a (the .so's debug info in
 #                  LIBDIR/.debug), lowcopy.h, lowcopy_syscalls.h, lowcopy.pc
@@ -20,7 +21,8 @@ PKGENV   := PKG_CONFIG_PATH=$(BUILD)/lib/pkgconfig
 # program, libgcc_eh.a with -static, where -lgcc_s does not exist and failed the link).
 STATIC_PRIVATE := -lutil -lrt -lpthread -lm -ldl -lc
 
-.PHONY: all lib fault-lib docs header examples c-tests demo python-demo test install clean
+.PHONY: all lib fault-lib docs header examples c-tests demo python-demo test install clean valgrind \
+	fuzz fuzz-replay
 
 all: lib examples
 
@@ -79,7 +81,7 @@ C_ABI_BINS := $(BUILD)/bin/layout_older $(BUILD)/bin/layout_newer $(BUILD)/bin/a
 # The same runners with every lowcopy call held to its documented syscalls (tests/seccomp/):
 # no ASan (its runtime makes syscalls of its own inside the filtered calls).
 SECCOMP_RUNNERS := $(patsubst tests/c/%.c,$(BUILD)/bin/seccomp_%,$(wildcard tests/c/*scenarios.c))
-c-tests: lib $(C_TEST_BINS) $(C_RUNNERS) $(C_ABI_BINS) $(SECCOMP_RUNNERS)
+c-tests: lib $(C_TEST_BINS) $(C_RUNNERS) $(C_ABI_BINS) $(SECCOMP_RUNNERS) $(BUILD)/bin/faultrun
 
 $(C_TEST_BINS): tests/c/check.h tests/c/common.h
 
@@ -169,6 +171,55 @@ $(BUILD)/bin/fault_panic: tests/c/fault_panic.c include/lowcopy.h tests/c/check.
 	mkdir -p $(BUILD)/bin
 	$(CC) $(STRICT) $(ASAN) -Iinclude $< -o $@ -L$(BUILD)/fault -llowcopy -lpthread \
 	  -Wl,-rpath,$(BUILD)/fault
+
+# Per-process fault injection (tests/faults/faultrun.c): a seccomp filter with a supervisor
+# that answers chosen calls as an older or locked-down kernel would. No privilege needed.
+$(BUILD)/bin/faultrun: tests/faults/faultrun.c
+	mkdir -p $(BUILD)/bin
+	$(CC) $(STRICT) $< -o $@ -lpthread
+
+# valgrind memcheck on the C ABI tests, built without ASan against the .so (ASan and valgrind
+# exclude each other). Known false positives are suppressed in tests/valgrind.supp, each
+# with its reason; anything else fails (--error-exitcode).
+VALGRIND_TESTS := abi zc rx
+VALGRIND_BINS := $(foreach t,$(VALGRIND_TESTS),$(BUILD)/bin/vg_test_$(t))
+VALGRIND := valgrind --tool=memcheck --error-exitcode=99 --leak-check=full \
+	--errors-for-leak-kinds=definite --track-origins=yes --track-fds=no \
+	--suppressions=$(CURDIR)/tests/valgrind.supp --quiet
+
+$(BUILD)/bin/vg_test_%: tests/c/test_%.c tests/c/check.h tests/c/common.h include/lowcopy.h lib
+	mkdir -p $(BUILD)/bin
+	$(CC) -Wall -Wextra -Werror -O1 -g $$($(PKGENV) pkg-config --cflags lowcopy) $< -o $@ \
+	  $$($(PKGENV) pkg-config --libs lowcopy) -lpthread -Wl,-rpath,$(BUILD)/lib
+
+valgrind: $(VALGRIND_BINS)
+	@set -e; for t in $(VALGRIND_TESTS); do \
+	  echo "valgrind: test_$$t"; \
+	  $(VALGRIND) $(BUILD)/bin/vg_test_$$t; \
+	done
+
+# Fuzzing (fuzz/README.md). `make fuzz` runs every target for FUZZ_SECONDS each on nightly
+# (cargo-fuzz is installed from crates.io when missing) and adds what it finds to the corpus;
+# `make fuzz-replay` (part of `make test`) runs the saved corpus through the same checks on
+# stable Rust, no fuzzer needed.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := tracker zcrx capi
+
+fuzz: lib
+	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
+	  mkdir -p $(BUILD); \
+	  rc=0; (cd fuzz && LOWCOPY_LIB_DIR=$(BUILD)/lib $(CARGO) +nightly fuzz run --features libfuzzer $$t \
+	    corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1) > $(BUILD)/fuzz-$$t.log 2>&1 || rc=$$?; \
+	  grep -E '^(stat::number_of_executed_units|stat::average_exec_per_sec|stat::new_units_added|#[0-9]+ *DONE)|SUMMARY|panicked|ERROR' \
+	    $(BUILD)/fuzz-$$t.log || true; \
+	  [ $$rc -eq 0 ] || { echo "fuzz: $$t found something (exit $$rc): $(BUILD)/fuzz-$$t.log, fuzz/artifacts/$$t/"; exit 1; }; \
+	done
+
+fuzz-replay: lib
+	LOWCOPY_LIB_DIR=$(BUILD)/lib $(CARGO) run -q --release --manifest-path fuzz/Cargo.toml \
+	  --bin replay -- $(foreach t,$(FUZZ_TARGETS),$(t)=fuzz/corpus/$(t))
 
 # The main job: iperf3 through the relay in every mode, then every benchmark table (the
 # zerocopy tables as medians of 3 runs: single TCP runs swing 2x on a shared machine; the

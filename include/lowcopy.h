@@ -657,7 +657,9 @@ uint32_t lowcopy_version(void);
  *
  * Syscalls: socket, setsockopt, getsockopt, bind, listen, getsockname, connect, accept, close,
  * io_uring_setup, io_uring_register, mmap, munmap, brk, mremap, mprotect, madvise, getrandom,
- * futex.
+ * futex, clone3, clone, rt_sigprocmask, rt_sigaction, sigaltstack, set_robust_list, rseq, exit
+ * (the io_uring probe runs on a short-lived thread of its own: tearing its ring down on the
+ * caller's thread made the caller's next blocking socket call with a timeout fail with EINTR).
  *
  * # Safety
  * `out` must be NULL or writable for `size` bytes.
@@ -699,7 +701,7 @@ int lowcopy_peek_supported(int fd);
  * left below 1024 for the discard prefix; never truncated), `-ECONNRESET` and other `recvmsg`
  * errors.
  *
- * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+ * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
  *
  * # Safety
  * `buf` must be NULL or writable for `len` bytes.
@@ -711,7 +713,7 @@ ssize_t lowcopy_peek_at(int fd, size_t offset, void *buf, size_t len, int flags)
  * `lowcopy_peek_at`, plus `-EINVAL` for NULL `iov` or `iovcnt <= 0`, `-EMSGSIZE` for
  * `iovcnt > IOV_MAX`.
  *
- * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+ * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
  *
  * # Safety
  * `iov` must be NULL or point to `iovcnt` iovecs, each describing writable memory.
@@ -729,7 +731,7 @@ ssize_t lowcopy_peekv_at(int fd, size_t offset, const struct iovec *iov, int iov
  * fd); `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), and
  * `recv` errors (`-ECONNRESET`, `-EINTR`, ...).
  *
- * Syscalls: getsockopt, recvfrom, recvmsg.
+ * Syscalls: getsockopt, recvfrom, recvmsg, ioctl.
  */
 ssize_t lowcopy_consume(int fd, size_t n, int flags);
 
@@ -738,10 +740,20 @@ ssize_t lowcopy_consume(int fd, size_t n, int flags);
  *
  * `mode`: `LOWCOPY_PEEK_AUTO`, `LOWCOPY_PEEK_OFFSET` or `LOWCOPY_PEEK_DISCARD`.
  * `LOWCOPY_PEEK_OFFSET` (and `LOWCOPY_PEEK_AUTO` when it picks `SO_PEEK_OFF`) sets the socket's
- * `SO_PEEK_OFF` to 0; `LOWCOPY_PEEK_DISCARD` makes sure it is disabled (-1).
+ * `SO_PEEK_OFF` to 0; `LOWCOPY_PEEK_DISCARD` makes sure it is disabled (-1). Sets `SO_OOBINLINE`
+ * and leaves it set: urgent bytes are stream bytes to a peeker.
  * Cost: 2-3 `getsockopt` to learn the socket's family, type and protocol (none when the caller
  * states the socket's kind), then one `setsockopt` (`LOWCOPY_PEEK_OFFSET`, `LOWCOPY_PEEK_AUTO`) or
- * one `getsockopt` (`LOWCOPY_PEEK_DISCARD`; a `setsockopt` more if `SO_PEEK_OFF` was on).
+ * one `getsockopt` (`LOWCOPY_PEEK_DISCARD`; a `setsockopt` more if `SO_PEEK_OFF` was on), and the
+ * `setsockopt` of `SO_OOBINLINE`.
+ *
+ * Urgent data: sets `SO_OOBINLINE` and leaves it set, so a TCP urgent byte (`MSG_OOB`) or an
+ * AF_UNIX out-of-band byte is an ordinary stream byte where the peer sent it: peeks deliver
+ * byte for byte what reads deliver, `lowcopy_peeker_consume(n)` drops exactly n, none is
+ * peeked twice or skipped. A peek that reaches the urgent mark returns short and the next
+ * continues after it; a DISCARD peek on a socket without `SO_PEEK_OFF` cannot pass a mark
+ * ahead of the head and returns `-EAGAIN` (blocking or not) until the bytes before the mark
+ * are consumed.
  *
  * The fd stays owned by the caller and must stay open until `lowcopy_peeker_free`.
  * Other code must not read from the socket or change `SO_PEEK_OFF` while the peeker lives: reads
@@ -782,7 +794,7 @@ int lowcopy_peeker_new(int fd, uint32_t mode, struct lowcopy_peeker **out);
  * `-EOVERFLOW` (cursor beyond what the mechanism can represent), `-ECONNRESET`, `-EINTR` and other
  * `recvmsg` errors.
  *
- * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+ * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
  *
  * # Safety
  * `p` must be NULL or a live peeker; `buf` NULL or writable for `len` bytes.
@@ -794,7 +806,7 @@ ssize_t lowcopy_peeker_peek(struct lowcopy_peeker *p, void *buf, size_t len, int
  * prefix shares that budget). Errors as `lowcopy_peeker_peek`, plus `-EINVAL` for NULL `iov`
  * or `iovcnt <= 0` and `-EMSGSIZE` for `iovcnt > 1024`.
  *
- * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+ * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
  *
  * # Safety
  * `p` must be NULL or a live peeker; `iov` NULL or `iovcnt` iovecs over writable memory.
@@ -832,7 +844,7 @@ int lowcopy_peeker_seek(struct lowcopy_peeker *p, size_t offset);
  * `-EAGAIN` when nothing is queued; `recv` errors (`-ECONNRESET`, ...); with the low-water mark
  * armed, its `setsockopt` errors (the bytes were dropped and the cursor moved).
  *
- * Syscalls: recvfrom, recvmsg, setsockopt.
+ * Syscalls: recvfrom, recvmsg, setsockopt, ioctl.
  *
  * # Safety
  * `p` must be NULL or a live peeker.
@@ -954,8 +966,9 @@ size_t lowcopy_peeker_size(void);
  *
  * `domain` and `protocol` state what the socket is, as given to `socket(2)`: `AF_INET` or
  * `AF_INET6` with `IPPROTO_TCP` (or 0) or `IPPROTO_MPTCP`, or `AF_UNIX` with 0. The peeker
- * then makes no classification syscall: OFFSET and AUTO cost one `setsockopt`, DISCARD one
- * `getsockopt` (and a `setsockopt` if `SO_PEEK_OFF` was on). `AF_UNSPEC` (0) with 0 asks
+ * then makes no classification syscall: OFFSET and AUTO cost two `setsockopt`s
+ * (`SO_PEEK_OFF` and `SO_OOBINLINE`), DISCARD a `getsockopt` and the `SO_OOBINLINE`
+ * `setsockopt` (and a `setsockopt` more if `SO_PEEK_OFF` was on). `AF_UNSPEC` (0) with 0 asks
  * the socket instead (2-3 `getsockopt`, as `lowcopy_peeker_new`).
  * Stating the kind wrong is never unsafe: calls then fail as the real socket answers (a datagram
  * socket answers a peek as a datagram socket would; an AF_UNIX socket stated as TCP fails
@@ -1036,7 +1049,7 @@ int lowcopy_peeker_release(struct lowcopy_peeker *p, uint32_t flags);
  * mechanism can represent: `INT_MAX` with `SO_PEEK_OFF`, 1023 x 64 KiB with the discard prefix;
  * the cursor is then unchanged).
  *
- * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+ * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
  *
  * # Safety
  * `p` must be NULL or a live peeker; `buf` NULL or writable for `len` bytes; `res` NULL or
@@ -1055,7 +1068,7 @@ ssize_t lowcopy_peeker_peek_at(struct lowcopy_peeker *p,
  * shares that budget). Errors as `lowcopy_peeker_peek_at`, plus `-EINVAL` for NULL `iov` or
  * `iovcnt <= 0` and `-EMSGSIZE` for `iovcnt > 1024`.
  *
- * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+ * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
  *
  * # Safety
  * `p` must be NULL or a live peeker; `iov` NULL or `iovcnt` iovecs over writable memory;

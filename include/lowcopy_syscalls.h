@@ -29,16 +29,16 @@
 #define LOWCOPY_SYSCALLS_H
 
 #define LOWCOPY_SYSCALLS_lowcopy_version(X)
-#define LOWCOPY_SYSCALLS_lowcopy_probe(X) X(socket) X(setsockopt) X(getsockopt) X(bind) X(listen) X(getsockname) X(connect) X(accept) X(close) X(io_uring_setup) X(io_uring_register) X(mmap) X(munmap) X(brk) X(mremap) X(mprotect) X(madvise) X(getrandom) X(futex)
+#define LOWCOPY_SYSCALLS_lowcopy_probe(X) X(socket) X(setsockopt) X(getsockopt) X(bind) X(listen) X(getsockname) X(connect) X(accept) X(close) X(io_uring_setup) X(io_uring_register) X(mmap) X(munmap) X(brk) X(mremap) X(mprotect) X(madvise) X(getrandom) X(futex) X(clone3) X(clone) X(rt_sigprocmask) X(rt_sigaction) X(sigaltstack) X(set_robust_list) X(rseq) X(exit)
 #define LOWCOPY_SYSCALLS_lowcopy_peek_supported(X) X(getsockopt) X(setsockopt)
-#define LOWCOPY_SYSCALLS_lowcopy_peek_at(X) X(recvfrom) X(recvmsg) X(setsockopt) X(getsockopt) X(poll) X(fcntl) X(clock_gettime)
-#define LOWCOPY_SYSCALLS_lowcopy_peekv_at(X) X(recvfrom) X(recvmsg) X(setsockopt) X(getsockopt) X(poll) X(fcntl) X(clock_gettime)
-#define LOWCOPY_SYSCALLS_lowcopy_consume(X) X(getsockopt) X(recvfrom) X(recvmsg)
+#define LOWCOPY_SYSCALLS_lowcopy_peek_at(X) X(recvfrom) X(recvmsg) X(setsockopt) X(getsockopt) X(poll) X(fcntl) X(clock_gettime) X(ioctl)
+#define LOWCOPY_SYSCALLS_lowcopy_peekv_at(X) X(recvfrom) X(recvmsg) X(setsockopt) X(getsockopt) X(poll) X(fcntl) X(clock_gettime) X(ioctl)
+#define LOWCOPY_SYSCALLS_lowcopy_consume(X) X(getsockopt) X(recvfrom) X(recvmsg) X(ioctl)
 #define LOWCOPY_SYSCALLS_lowcopy_peeker_new(X) X(getsockopt) X(setsockopt) X(brk) X(mmap) X(munmap) X(mremap) X(mprotect) X(madvise) X(getrandom) X(futex)
-#define LOWCOPY_SYSCALLS_lowcopy_peeker_peek(X) X(recvfrom) X(recvmsg) X(setsockopt) X(getsockopt) X(poll) X(fcntl) X(clock_gettime)
-#define LOWCOPY_SYSCALLS_lowcopy_peeker_peekv(X) X(recvfrom) X(recvmsg) X(setsockopt) X(getsockopt) X(poll) X(fcntl) X(clock_gettime)
+#define LOWCOPY_SYSCALLS_lowcopy_peeker_peek(X) X(recvfrom) X(recvmsg) X(setsockopt) X(getsockopt) X(poll) X(fcntl) X(clock_gettime) X(ioctl)
+#define LOWCOPY_SYSCALLS_lowcopy_peeker_peekv(X) X(recvfrom) X(recvmsg) X(setsockopt) X(getsockopt) X(poll) X(fcntl) X(clock_gettime) X(ioctl)
 #define LOWCOPY_SYSCALLS_lowcopy_peeker_seek(X) X(setsockopt)
-#define LOWCOPY_SYSCALLS_lowcopy_peeker_consume(X) X(recvfrom) X(recvmsg) X(setsockopt)
+#define LOWCOPY_SYSCALLS_lowcopy_peeker_consume(X) X(recvfrom) X(recvmsg) X(setsockopt) X(ioctl)
 #define LOWCOPY_SYSCALLS_lowcopy_peeker_note_consumed(X) X(setsockopt)
 #define LOWCOPY_SYSCALLS_lowcopy_peeker_offset(X)
 #define LOWCOPY_SYSCALLS_lowcopy_peeker_mode(X)
@@ -48,8 +48,8 @@
 #define LOWCOPY_SYSCALLS_lowcopy_peeker_size(X)
 #define LOWCOPY_SYSCALLS_lowcopy_peeker_init(X) X(getsockopt) X(setsockopt)
 #define LOWCOPY_SYSCALLS_lowcopy_peeker_release(X) X(setsockopt) X(brk) X(munmap) X(madvise) X(futex) X(mmap) X(mremap) X(mprotect) X(getrandom)
-#define LOWCOPY_SYSCALLS_lowcopy_peeker_peek_at(X) X(recvfrom) X(recvmsg) X(setsockopt) X(getsockopt) X(poll) X(fcntl) X(clock_gettime)
-#define LOWCOPY_SYSCALLS_lowcopy_peeker_peekv_at(X) X(recvfrom) X(recvmsg) X(setsockopt) X(getsockopt) X(poll) X(fcntl) X(clock_gettime)
+#define LOWCOPY_SYSCALLS_lowcopy_peeker_peek_at(X) X(recvfrom) X(recvmsg) X(setsockopt) X(getsockopt) X(poll) X(fcntl) X(clock_gettime) X(ioctl)
+#define LOWCOPY_SYSCALLS_lowcopy_peeker_peekv_at(X) X(recvfrom) X(recvmsg) X(setsockopt) X(getsockopt) X(poll) X(fcntl) X(clock_gettime) X(ioctl)
 #define LOWCOPY_SYSCALLS_lowcopy_set_rcvlowat(X) X(setsockopt) X(getsockopt)
 #define LOWCOPY_SYSCALLS_lowcopy_recv_atleast(X) X(getsockopt) X(setsockopt) X(recvfrom) X(poll) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(close) X(clock_gettime)
 #define LOWCOPY_SYSCALLS_lowcopy_recv_atleast_stats(X) X(getsockopt) X(setsockopt) X(recvfrom) X(poll) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(close) X(clock_gettime)
@@ -85,11 +85,14 @@
     X(bind) \
     X(brk) \
     X(clock_gettime) \
+    X(clone) \
+    X(clone3) \
     X(close) \
     X(connect) \
     X(epoll_create1) \
     X(epoll_ctl) \
     X(epoll_wait) \
+    X(exit) \
     X(fcntl) \
     X(futex) \
     X(getpeername) \
@@ -99,6 +102,7 @@
     X(io_uring_enter) \
     X(io_uring_register) \
     X(io_uring_setup) \
+    X(ioctl) \
     X(listen) \
     X(madvise) \
     X(mmap) \
@@ -109,8 +113,13 @@
     X(recvfrom) \
     X(recvmmsg) \
     X(recvmsg) \
+    X(rseq) \
+    X(rt_sigaction) \
+    X(rt_sigprocmask) \
     X(sendmsg) \
+    X(set_robust_list) \
     X(setsockopt) \
+    X(sigaltstack) \
     X(socket)
 
 #endif /* LOWCOPY_SYSCALLS_H */

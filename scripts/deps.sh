@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sourced by scripts/test.sh and scripts/demo.sh: installs what the project needs on a fresh
-# Debian machine (we run as root there), and nothing when it is already present.
+# Debian machine (we run as root there), and nothing when it is already present. A normal
+# user is told what to install instead.
 ensure_deps() { # ensure_deps test|demo
 	local need=()
 	command -v cargo >/dev/null || { echo "cargo (Rust toolchain) is required" >&2; exit 2; }
@@ -11,9 +12,14 @@ ensure_deps() { # ensure_deps test|demo
 	command -v readelf >/dev/null || need+=(binutils)
 	command -v ip >/dev/null || need+=(iproute2)
 	pkg-config --exists libcjson 2>/dev/null || need+=(libcjson-dev)
+	[ "$1" = test ] && { command -v valgrind >/dev/null || need+=(valgrind); }
 	command -v node >/dev/null || need+=(nodejs)
 	command -v npm >/dev/null || need+=(npm)
 	[ "$1" = demo ] && { command -v iperf3 >/dev/null || need+=(iperf3); }
+	if [ ${#need[@]} -gt 0 ] && [ "$(id -u)" -ne 0 ]; then
+		echo "missing: ${need[*]}; as root: apt-get install ${need[*]}" >&2
+		exit 2
+	fi
 	if [ ${#need[@]} -gt 0 ]; then
 		echo "installing: ${need[*]}"
 		export DEBIAN_FRONTEND=noninteractive

@@ -51,9 +51,14 @@
 # (MB/CPUs against copy in the same table); spread ((max-min)/median of
 # MB/CPUs over the runs); check: every send got exactly one completion
 # ("ok"), else what went wrong.
-# Exit status 1 if any run failed that check (a missing or duplicate
-# completion, a crash); figures below expectation only print "NO" (they move
-# with the machine's other load: rerun them with ZC_BENCH_REPEAT).
+# Exit status 1 if any run failed: its sender's check (a missing or duplicate
+# completion), a non-zero exit status of the sender or the receiver, a run
+# that printed no result (a crash), a TCP receiver that did not get every byte
+# sent, or fewer result rows than runs started.  Figures below expectation
+# only print "NO" (they move with the machine's other load: rerun them with
+# ZC_BENCH_REPEAT).  A path that cannot be built here (tx-only without the ifb
+# driver) is skipped with its reason, also appended to $LOWCOPY_SKIP_LOG when
+# set (scripts/test.sh lists skipped parts from it).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -157,6 +162,9 @@ setup() {
         ip netns exec "$NS_B" sysctl -qw net.ipv6.conf.all.forwarding=1
     else
         echo "zc_bench.sh: no ifb device: skipping tx-only" >&2
+        if [[ -n ${LOWCOPY_SKIP_LOG:-} ]]; then
+            echo "zc_bench tx-only path: no ifb device (ip link add type ifb failed)" >>"$LOWCOPY_SKIP_LOG"
+        fi
         TXONLY_OK=0
     fi
 }
@@ -186,10 +194,14 @@ row_name() {  # MODE SENDERS LIB
 }
 
 # run_one PATH PROTO FAMILY MODE [SENDERS [LIB]]: one sender run (and its
-# receiver); appends the sender's line plus row=, rx_mb= and rc= to $RESULTS.
+# receiver); appends the sender's line plus row=, rx_mb=, rx_bytes=, rx_rc= and
+# rc= to $RESULTS, or, when the sender printed no result (it crashed, or died
+# before its summary), a line of its own with noresult=1 ok=0: every run
+# started is a row, and a run that failed in any way fails the check.
+RUNS=0
 run_one() {
     local path=$1 proto=$2 fam=$3 mode=$4 senders=${5:-1} lib=${6:-now}
-    local ns_tx ns_rx dst rx_mb=- rc=0 line
+    local ns_tx ns_rx dst rx_mb=- rx_bytes=- rx_rc=- rc=0 line
     local env_lib=()
     [[ $lib == before ]] && env_lib=(env "LD_LIBRARY_PATH=$BEFORE_LIB")
     case $path/$fam in
@@ -201,6 +213,7 @@ run_one() {
     tx-only/6) ns_tx=$NS_A ns_rx= dst=fc::2 ;;
     esac
     PORT=$((PORT + 1))
+    RUNS=$((RUNS + 1))
     local common=(-"$fam" -t "$proto" -p "$PORT" -T "$SECS")
     if [[ -n $ns_rx ]]; then
         ip netns exec "$ns_rx" "$BIN" -r "${common[@]}" -D "$dst" ${CPU_RX:+-C "$CPU_RX"} \
@@ -215,9 +228,14 @@ run_one() {
         if [[ $proto == udp ]]; then
             kill -TERM "$RX_PID" 2>/dev/null || true
         fi
-        wait "$RX_PID" || true
+        rx_rc=0
+        wait "$RX_PID" || rx_rc=$?
         RX_PID=
         rx_mb=$(sed -n 's/.* mb=\([0-9.]*\).*/\1/p' "$TMP/rx")
+        rx_bytes=$(sed -n 's/.* bytes=\([0-9]*\).*/\1/p' "$TMP/rx")
+        if [[ -s $TMP/rx.err ]]; then
+            sed "s/^/  [$path $proto v$fam $mode receiver] /" "$TMP/rx.err" >&2
+        fi
     fi
     line=$(grep '^zc_bench tx ' "$TMP/tx" || true)
     local row
@@ -226,14 +244,14 @@ run_one() {
     if [[ -z $line ]]; then
         echo "zc_bench.sh: $path $proto v$fam $row: no result (rc=$rc)" >&2
         cat "$TMP/tx.err" >&2
-        return 0
-    fi
-    if [[ -s $TMP/tx.err ]]; then
+        line="zc_bench tx path=$path proto=$proto family=$fam mode=$mode backend=- noresult=1 ok=0 row=${row// /_}"
+    elif [[ -s $TMP/tx.err ]]; then
         sed "s/^/  [$path $proto v$fam $row] /" "$TMP/tx.err" >&2
     fi
-    echo "$line rx_mb=${rx_mb:--} rc=$rc" >>"$RESULTS"
+    line="$line rx_mb=${rx_mb:--} rx_bytes=${rx_bytes:--} rx_rc=$rx_rc rc=$rc"
+    echo "$line" >>"$RESULTS"
     if [[ -n $RAW ]]; then
-        echo "$line rx_mb=${rx_mb:--} rc=$rc" >>"$RAW"
+        echo "$line" >>"$RAW"
     fi
     return 0
 }
@@ -246,7 +264,7 @@ run_one() {
 # copy, run seconds apart), which other load on the machine disturbs less
 # than a ratio of medians.  Then the issue's expected figures, checked.
 print_tables() {
-    awk -v modes="$ROWS" -v repeat="$REPEAT" -v secs="$SECS" -v loop="${ZC_BENCH_LOOP:-selftest}" '
+    awk -v modes="$ROWS" -v expect_runs="$RUNS" -v repeat="$REPEAT" -v secs="$SECS" -v loop="${ZC_BENCH_LOOP:-selftest}" '
     function kv(line, key,    re) {
         re = " " key "=[^ ]*"
         if (match(line, re))
@@ -321,6 +339,22 @@ print_tables() {
         sort_(r, c)
         return c % 2 ? r[(c + 1) / 2] : (r[c / 2] + r[c / 2 + 1]) / 2
     }
+    # Why a run failed, or "": the own check of the sender (ok=1: every send got exactly one
+    # completion), its exit status, a missing result (a crash), the exit status of the receiver
+    # (a UDP receiver checks every datagram), and for TCP every byte sent received.
+    function run_failure(L,    w, txb, rxb) {
+        w = ""
+        if (kv(L, "noresult") == "1") w = w " no result (crashed?)"
+        else if (kv(L, "ok") != "1") w = w " check"
+        if (kv(L, "rc") != "0") w = w " exit=" kv(L, "rc")
+        if (kv(L, "rx_rc") != "-" && kv(L, "rx_rc") != "0") w = w " receiver exit=" kv(L, "rx_rc")
+        txb = kv(L, "bytes"); rxb = kv(L, "rx_bytes")
+        if (kv(L, "proto") == "tcp" && kv(L, "noresult") != "1" && rxb != "-" && rxb != txb)
+            w = w " received " rxb " of " txb " bytes"
+        if (kv(L, "proto") == "tcp" && kv(L, "path") != "tx-only" && rxb == "-")
+            w = w " no receiver result"
+        return w
+    }
     function verdict(ok) { if (!ok) failed++; return ok ? "yes" : "NO" }
     END {
         nm = split(modes, M, ",")
@@ -345,11 +379,12 @@ print_tables() {
                 if (compl > 0) copied_s = sprintf("%.0f%%", 100 * kv(L, "copied") / compl)
                 check = "ok"
                 for (i = 1; i <= runs[k]; i++) {
-                    if (kv(line[k, i], "ok") != "1") { bad[k]++; failed_runs++ }
+                    why = run_failure(line[k, i])
+                    if (why != "") { bad[k]++; failed_runs++; whyk[k] = why }
                     if (kv(line[k, i], "copied") + 0 > 0 && p[1] == "tx-only" && M[m] !~ /^copy/)
                         copied_txonly++
                 }
-                if (bad[k]) check = sprintf("FAIL in %d of %d runs:", bad[k], runs[k])
+                if (bad[k]) check = sprintf("FAIL in %d of %d runs:%s", bad[k], runs[k], whyk[k])
                 if (kv(L, "missing") > 0) check = check " missing=" kv(L, "missing")
                 if (kv(L, "dup") > 0) check = check " dup=" kv(L, "dup")
                 if (kv(L, "stray") > 0) check = check " stray=" kv(L, "stray")
@@ -417,6 +452,7 @@ print_tables() {
                 }
             }
         }
+        if (NR != expect_runs) { failed_runs++; printf "  %d result rows for %d runs started\n", NR, expect_runs }
         printf "  every send got exactly one completion: %s", verdict(!failed_runs)
         if (failed_runs) printf " (%d runs failed)", failed_runs
         printf "\n"

@@ -393,7 +393,9 @@ pub extern "C" fn lowcopy_version() -> u32 {
 ///
 /// Syscalls: socket, setsockopt, getsockopt, bind, listen, getsockname, connect, accept, close,
 /// io_uring_setup, io_uring_register, mmap, munmap, brk, mremap, mprotect, madvise, getrandom,
-/// futex.
+/// futex, clone3, clone, rt_sigprocmask, rt_sigaction, sigaltstack, set_robust_list, rseq, exit
+/// (the io_uring probe runs on a short-lived thread of its own: tearing its ring down on the
+/// caller's thread made the caller's next blocking socket call with a timeout fail with EINTR).
 ///
 /// # Safety
 /// `out` must be NULL or writable for `size` bytes.

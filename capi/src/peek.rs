@@ -160,7 +160,7 @@ pub extern "C" fn lowcopy_peek_supported(fd: c_int) -> c_int {
 /// errors.
 // doc-end
 ///
-/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
 ///
 /// # Safety
 /// `buf` must be NULL or writable for `len` bytes.
@@ -187,7 +187,7 @@ pub unsafe extern "C" fn lowcopy_peek_at(
 /// `lowcopy_peek_at`, plus `-EINVAL` for NULL `iov` or `iovcnt <= 0`, `-EMSGSIZE` for
 /// `iovcnt > IOV_MAX`.
 ///
-/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
 ///
 /// # Safety
 /// `iov` must be NULL or point to `iovcnt` iovecs, each describing writable memory.
@@ -232,7 +232,7 @@ pub unsafe extern "C" fn lowcopy_peekv_at(
 /// `recv` errors (`-ECONNRESET`, `-EINTR`, ...).
 // doc-end
 ///
-/// Syscalls: getsockopt, recvfrom, recvmsg.
+/// Syscalls: getsockopt, recvfrom, recvmsg, ioctl.
 #[no_mangle]
 pub extern "C" fn lowcopy_consume(fd: c_int, n: size_t, flags: c_int) -> ssize_t {
     guard(-ENOTRECOVERABLE as ssize_t, || {
@@ -249,13 +249,23 @@ pub extern "C" fn lowcopy_consume(fd: c_int, n: size_t, flags: c_int) -> ssize_t
 /// `mode`: `LOWCOPY_PEEK_AUTO`, `LOWCOPY_PEEK_OFFSET` or `LOWCOPY_PEEK_DISCARD`.
 // doc-copy: peeker_new.kernel
 /// `LOWCOPY_PEEK_OFFSET` (and `LOWCOPY_PEEK_AUTO` when it picks `SO_PEEK_OFF`) sets the socket's
-/// `SO_PEEK_OFF` to 0; `LOWCOPY_PEEK_DISCARD` makes sure it is disabled (-1).
+/// `SO_PEEK_OFF` to 0; `LOWCOPY_PEEK_DISCARD` makes sure it is disabled (-1). Sets `SO_OOBINLINE`
+/// and leaves it set: urgent bytes are stream bytes to a peeker.
 // doc-end
 // doc-copy: peeker_new.cost
 /// Cost: 2-3 `getsockopt` to learn the socket's family, type and protocol (none when the caller
 /// states the socket's kind), then one `setsockopt` (`LOWCOPY_PEEK_OFFSET`, `LOWCOPY_PEEK_AUTO`) or
-/// one `getsockopt` (`LOWCOPY_PEEK_DISCARD`; a `setsockopt` more if `SO_PEEK_OFF` was on).
+/// one `getsockopt` (`LOWCOPY_PEEK_DISCARD`; a `setsockopt` more if `SO_PEEK_OFF` was on), and the
+/// `setsockopt` of `SO_OOBINLINE`.
 // doc-end
+///
+/// Urgent data: sets `SO_OOBINLINE` and leaves it set, so a TCP urgent byte (`MSG_OOB`) or an
+/// AF_UNIX out-of-band byte is an ordinary stream byte where the peer sent it: peeks deliver
+/// byte for byte what reads deliver, `lowcopy_peeker_consume(n)` drops exactly n, none is
+/// peeked twice or skipped. A peek that reaches the urgent mark returns short and the next
+/// continues after it; a DISCARD peek on a socket without `SO_PEEK_OFF` cannot pass a mark
+/// ahead of the head and returns `-EAGAIN` (blocking or not) until the bytes before the mark
+/// are consumed.
 ///
 /// The fd stays owned by the caller and must stay open until `lowcopy_peeker_free`.
 // doc-copy: peeker.exclusive
@@ -318,7 +328,7 @@ pub unsafe extern "C" fn lowcopy_peeker_new(
 /// `recvmsg` errors.
 // doc-end
 ///
-/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
 ///
 /// # Safety
 /// `p` must be NULL or a live peeker; `buf` NULL or writable for `len` bytes.
@@ -344,7 +354,7 @@ pub unsafe extern "C" fn lowcopy_peeker_peek(
 /// prefix shares that budget). Errors as `lowcopy_peeker_peek`, plus `-EINVAL` for NULL `iov`
 /// or `iovcnt <= 0` and `-EMSGSIZE` for `iovcnt > 1024`.
 ///
-/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
 ///
 /// # Safety
 /// `p` must be NULL or a live peeker; `iov` NULL or `iovcnt` iovecs over writable memory.
@@ -410,7 +420,7 @@ pub unsafe extern "C" fn lowcopy_peeker_seek(p: *mut lowcopy_peeker, offset: siz
 /// armed, its `setsockopt` errors (the bytes were dropped and the cursor moved).
 // doc-end
 ///
-/// Syscalls: recvfrom, recvmsg, setsockopt.
+/// Syscalls: recvfrom, recvmsg, setsockopt, ioctl.
 ///
 /// # Safety
 /// `p` must be NULL or a live peeker.
@@ -567,8 +577,9 @@ crate::versions::default_version!("lowcopy_peeker_size", "LOWCOPY_0.3");
 ///
 /// `domain` and `protocol` state what the socket is, as given to `socket(2)`: `AF_INET` or
 /// `AF_INET6` with `IPPROTO_TCP` (or 0) or `IPPROTO_MPTCP`, or `AF_UNIX` with 0. The peeker
-/// then makes no classification syscall: OFFSET and AUTO cost one `setsockopt`, DISCARD one
-/// `getsockopt` (and a `setsockopt` if `SO_PEEK_OFF` was on). `AF_UNSPEC` (0) with 0 asks
+/// then makes no classification syscall: OFFSET and AUTO cost two `setsockopt`s
+/// (`SO_PEEK_OFF` and `SO_OOBINLINE`), DISCARD a `getsockopt` and the `SO_OOBINLINE`
+/// `setsockopt` (and a `setsockopt` more if `SO_PEEK_OFF` was on). `AF_UNSPEC` (0) with 0 asks
 /// the socket instead (2-3 `getsockopt`, as `lowcopy_peeker_new`).
 // doc-copy: peeker_kind.wrong
 /// Stating the kind wrong is never unsafe: calls then fail as the real socket answers (a datagram
@@ -741,7 +752,7 @@ unsafe fn release(p: *mut lowcopy_peeker, closing: bool) -> c_int {
 /// the cursor is then unchanged).
 // doc-end
 ///
-/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
 ///
 /// # Safety
 /// `p` must be NULL or a live peeker; `buf` NULL or writable for `len` bytes; `res` NULL or
@@ -772,7 +783,7 @@ crate::versions::default_version!("lowcopy_peeker_peek_at", "LOWCOPY_0.3");
 /// shares that budget). Errors as `lowcopy_peeker_peek_at`, plus `-EINVAL` for NULL `iov` or
 /// `iovcnt <= 0` and `-EMSGSIZE` for `iovcnt > 1024`.
 ///
-/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime.
+/// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
 ///
 /// # Safety
 /// `p` must be NULL or a live peeker; `iov` NULL or `iovcnt` iovecs over writable memory;

@@ -103,6 +103,11 @@ pub use peek::{
 };
 pub use probe::{probe, Caps};
 pub use zc::{Completion, ZcBackend, ZcOptions, ZcStats, ZeroCopySender};
+
+/// Internals for fuzz/ (cargo feature `fuzzing`, test-only).
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub use zc::fuzzing;
 pub use zcrx::{Chunk, ZcrxStats, ZeroCopyReceiver};
 
 /// `IOV_MAX`: the most iovecs one call takes.

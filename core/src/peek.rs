@@ -13,6 +13,31 @@
 //! The [`Peeker`] is the stateful cursor a user-mode network stack keeps over a socket whose
 //! unacknowledged data stays in the kernel (passt's `tcp_buf.c`): peek at the cursor, seek back
 //! to retransmit, consume what the peer acknowledged.
+//!
+//! # Urgent data
+//!
+//! A peer may send TCP urgent data (`MSG_OOB`), or on AF_UNIX stream sockets an out-of-band
+//! byte (Linux 5.15). Without `SO_OOBINLINE` the kernel takes that byte out of the stream for
+//! reads but not for every peek: an `SO_PEEK_OFF` peek skips it on TCP without counting it in
+//! the offset (the next peek returns a byte twice), and on AF_UNIX delivers it while reads do
+//! not. So a [`Peeker`] keeps urgent bytes **inline**, as RFC 6093 advises applications to
+//! do: [`Peeker::new`] sets `SO_OOBINLINE` on the socket and leaves it set. Every urgent byte
+//! is then an ordinary byte of the stream, where the peer sent it: peeks deliver byte for byte
+//! what reads of the socket deliver, [`Peeker::consume`]`(n)` drops exactly `n` of them (it
+//! reads on past the mark), and no byte is peeked twice or skipped. Urgency itself is not
+//! reported (`recv(MSG_OOB)` then fails with `EINVAL`; `SIOCATMARK` still tells where the mark
+//! is).
+//!
+//! The kernel ends every read and every peek at the urgent mark (net/ipv4/tcp.c
+//! `tcp_recvmsg_locked`, net/unix/af_unix.c `manage_oob`): a peek that reaches it returns
+//! short, and the next continues at the urgent byte. A discard peek starts at the head of the
+//! queue, so it cannot pass a mark that lies ahead of the head: there the peeker peeks once
+//! with `SO_PEEK_OFF` at the cursor where the socket has it; where it has not (TCP before
+//! 6.9, IPv6 before 6.12) the peek returns `EAGAIN`, blocking or not, until the bytes before
+//! the mark are consumed (poll still reports the socket readable meanwhile).
+//!
+//! The stateless [`peek_at`] and [`consume`] see the stream as the socket's `SO_OOBINLINE`
+//! says: set it on sockets that may receive urgent data.
 
 use std::fmt;
 use std::io::{self, IoSliceMut};
@@ -412,32 +437,45 @@ fn consume_raw(
     if n == 0 {
         return Ok(0);
     }
-    if transport == Transport::Tcp {
-        *syscalls += 1;
-        return sys::recv_trunc(fd, n, flags);
-    }
-    // AF_UNIX: MSG_TRUNC on a stream socket still copies (and faults on NULL), so read into
-    // the scratch buffer. Only the first read may block; after it, take what is queued.
+    // TCP and MPTCP: MSG_TRUNC drops without copying. AF_UNIX: MSG_TRUNC on a stream socket
+    // still copies (and faults on NULL), so read into the scratch buffer. Only the first read
+    // may block; after it, take what is queued. The kernel ends every read at an urgent mark:
+    // a short read that stopped there (SIOCATMARK) is read on, non-blocking, for the bytes
+    // after the mark are n's too; any other short read means nothing more is queued.
     let mut done = 0;
     while done < n {
-        let chunk = (n - done).min(SCRATCH_LEN);
         let f = if done == 0 {
             flags
         } else {
             flags | libc::MSG_DONTWAIT
         };
         *syscalls += 1;
-        // SAFETY: the iovec covers the shared scratch buffer, valid for writes.
-        let r = unsafe { sys::recvmsg_iov(fd, &[sys::scratch_iov(chunk)], f) };
+        let asked = if transport == Transport::Tcp {
+            n - done
+        } else {
+            (n - done).min(SCRATCH_LEN)
+        };
+        let r = if transport == Transport::Tcp {
+            sys::recv_trunc(fd, asked, f)
+        } else {
+            // SAFETY: the iovec covers the shared scratch buffer, valid for writes.
+            unsafe { sys::recvmsg_iov(fd, &[sys::scratch_iov(asked)], f) }
+        };
         match r {
             Ok(0) => break,
             Ok(k) => {
                 done += k;
-                *copied += k as u64;
-                if k < chunk {
-                    break;
+                if transport == Transport::Unix {
+                    *copied += k as u64;
+                }
+                if k < asked {
+                    *syscalls += 1;
+                    if !sys::at_mark(fd) {
+                        break;
+                    }
                 }
             }
+            // Past a mark there may be nothing yet, or a reset: recv reports that next time.
             Err(e) if done > 0 && e.raw_os_error() == Some(libc::EAGAIN) => break,
             Err(e) => return Err(e),
         }
@@ -584,14 +622,16 @@ impl<F: AsFd> Peeker<F> {
     ///
     // doc-source: peeker_new.kernel
     /// [`PeekMode::Offset`] (and [`PeekMode::Auto`] when it picks `SO_PEEK_OFF`) sets the
-    /// socket's `SO_PEEK_OFF` to 0; [`PeekMode::Discard`] makes sure it is disabled (-1).
+    /// socket's `SO_PEEK_OFF` to 0; [`PeekMode::Discard`] makes sure it is disabled (-1). Sets
+    /// `SO_OOBINLINE` and leaves it set: urgent bytes are stream bytes to a peeker.
     // doc-end
+    /// (Module docs, "Urgent data".)
     ///
     // doc-source: peeker_new.cost
     /// Cost: 2-3 `getsockopt` to learn the socket's family, type and protocol (none when the
     /// caller states the socket's kind), then one `setsockopt` ([`PeekMode::Offset`],
     /// [`PeekMode::Auto`]) or one `getsockopt` ([`PeekMode::Discard`]; a `setsockopt` more if
-    /// `SO_PEEK_OFF` was on).
+    /// `SO_PEEK_OFF` was on), and the `setsockopt` of `SO_OOBINLINE`.
     // doc-end
     /// All of them are counted in [`PeekStats::syscalls`]. Allocates nothing: the peeker is a
     /// plain value (about 150 bytes) wherever the caller puts it; the discard mechanism's 64
@@ -613,7 +653,8 @@ impl<F: AsFd> Peeker<F> {
     }
 
     /// [`Peeker::new`] for a socket whose kind the caller states: no classification syscall,
-    /// so a peeker costs one `setsockopt` (`Offset`, `Auto`) or one `getsockopt` (`Discard`).
+    /// so a peeker costs one `setsockopt` (`Offset`, `Auto`) or one `getsockopt` (`Discard`),
+    /// and the `setsockopt` of `SO_OOBINLINE` (module docs, "Urgent data").
     ///
     // doc-source: peeker_kind.wrong
     /// Stating the kind wrong is never unsafe: calls then fail as the real socket answers (a
@@ -651,6 +692,18 @@ impl<F: AsFd> Peeker<F> {
                 }
             }
         };
+        // Urgent bytes stay in the stream (module docs: "Urgent data"). MPTCP refuses the
+        // option: it has no urgent data. Last: on error the socket is as it was before
+        // (SO_PEEK_OFF is only ever restored to -1, as here).
+        stats.syscalls += 1;
+        match sys::setsockopt_int(b, libc::SOL_SOCKET, libc::SO_OOBINLINE, 1) {
+            Err(e) if !is_eopnotsupp(&e) => {
+                let mut p = Self::assemble(fd, info, mech, 0, kernel_off, false, stats);
+                p.restore();
+                return Err(e);
+            }
+            _ => {}
+        }
         // AUTO may peek small cursors with a discard prefix (only when it chose SO_PEEK_OFF).
         let auto = mode == PeekMode::Auto;
         Ok(Self::assemble(fd, info, mech, 0, kernel_off, auto, stats))
@@ -1039,6 +1092,8 @@ impl<F: AsFd> Peeker<F> {
         // shows the final queue. Bytes can arrive between a peek and the check, followed by
         // the FIN or RST; calling that the end lost them (the relay test caught it on CI).
         let mut ended_before_peek = false;
+        // Where the last peek ended while more bytes were queued (an urgent mark, or arrivals).
+        let mut cut_at = None;
         loop {
             self.stats.syscalls += 1;
             // SAFETY: scratch iovecs are always writable; the rest is the caller's guarantee.
@@ -1051,6 +1106,19 @@ impl<F: AsFd> Peeker<F> {
             if n == 0 {
                 // Only a blocking recv returns 0 on an empty queue: end of stream.
                 return Ok(0);
+            }
+            if self.mech == Mechanism::Offset {
+                // AUTO's discard shortcut found nothing beyond the cursor: the socket has
+                // SO_PEEK_OFF, whose peek waits, ends, or passes an urgent mark by itself.
+                // SAFETY: forwarded caller guarantee on `user`.
+                return unsafe { self.peek_offset(user, flags) };
+            }
+            if self.cut_by_mark(n, &mut cut_at)? {
+                // SAFETY: forwarded caller guarantee on `user`.
+                return unsafe { self.peek_past_mark(user, flags) };
+            }
+            if cut_at == Some(n) {
+                continue; // more bytes came meanwhile: peek them
             }
             if ended_before_peek {
                 return self.end_of_stream();
@@ -1067,6 +1135,56 @@ impl<F: AsFd> Peeker<F> {
             }
             self.wait_beyond(skip)?;
         }
+    }
+
+    /// After a discard peek that reached `n` bytes, no further than the cursor: whether more
+    /// bytes are queued than it reached, twice at the same `n` (the kernel ended both peeks at
+    /// an urgent mark; once may be bytes arriving meanwhile, which sets `cut_at` to `n` for
+    /// the caller to peek again). MPTCP has no urgent data (and its `SIOCINQ` is a hint).
+    fn cut_by_mark(&mut self, n: usize, cut_at: &mut Option<usize>) -> io::Result<bool> {
+        if *cut_at == Some(usize::MAX) {
+            return Ok(false); // MPTCP, found out earlier in this peek
+        }
+        self.stats.syscalls += 1;
+        if sys::inq(self.fd.as_fd()).unwrap_or(0) <= n {
+            *cut_at = None;
+            return Ok(false);
+        }
+        if *cut_at != Some(n) {
+            *cut_at = Some(n);
+            return Ok(false);
+        }
+        self.stats.syscalls += 1;
+        let proto = sys::getsockopt_int(self.fd.as_fd(), libc::SOL_SOCKET, libc::SO_PROTOCOL)?;
+        if proto == libc::IPPROTO_MPTCP {
+            *cut_at = Some(usize::MAX);
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// A discard peek cannot pass an urgent mark ahead of the head of the queue (module docs,
+    /// "Urgent data"): one peek at the cursor with `SO_PEEK_OFF`, set back to -1 after, where
+    /// the socket has it; else `EAGAIN` until the bytes before the mark are consumed.
+    ///
+    /// # Safety
+    /// As [`Peeker::peek_raw`].
+    unsafe fn peek_past_mark(&mut self, user: &[iovec], flags: c_int) -> io::Result<usize> {
+        let skip = self.cursor;
+        if skip <= OFFSET_MAX {
+            match self.set_peek_off(skip as c_int) {
+                Ok(()) => {
+                    self.stats.syscalls += 1;
+                    // SAFETY: forwarded caller guarantee on `user`.
+                    let r = unsafe { recv_iov(self.fd.as_fd(), user, flags | libc::MSG_PEEK) };
+                    self.set_peek_off(-1)?;
+                    return r;
+                }
+                Err(e) if is_eopnotsupp(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Err(errno(libc::EAGAIN))
     }
 
     /// Blocks until more than `skip` bytes are queued, the peer shuts down, or an error.
@@ -1554,7 +1672,11 @@ mod tests {
         let (mut client, server) = tcp_pair();
         client.write_all(b"0123456789abcdef").unwrap();
         let mut p = Peeker::with_kind(&server, PeekMode::Offset, StreamKind::Tcp4).unwrap();
-        assert_eq!(p.stats().syscalls, 1, "only SO_PEEK_OFF = 0");
+        assert_eq!(
+            p.stats().syscalls,
+            2,
+            "only SO_PEEK_OFF = 0 and SO_OOBINLINE"
+        );
         let mut buf = [0u8; 4];
         let dw = Flags::DONTWAIT;
         let r = p.peek_at(0, &mut [IoSliceMut::new(&mut buf)], dw).unwrap();

@@ -69,7 +69,16 @@ pub struct Caps {
 /// Only when no socket at all can be created: `EMFILE`, `ENFILE`, `ENOMEM`.
 pub fn probe() -> io::Result<Caps> {
     let tcp4 = sys::socket(libc::AF_INET, libc::SOCK_STREAM, 0)?;
-    let (uring_send_zc, uring_sendmsg_zc) = probe_uring();
+    // On a thread of its own: tearing the probe's ring down queues io_uring task work on the
+    // thread that made it, which ends that thread's next blocking socket call with EINTR
+    // when the socket has a timeout (SO_RCVTIMEO: sock_intr_errno), though no signal came.
+    // Found by the behaviour tables: every blocking peek after a probe failed so.
+    let (uring_send_zc, uring_sendmsg_zc) = std::thread::scope(
+        |s| match std::thread::Builder::new().spawn_scoped(s, probe_uring) {
+            Ok(t) => t.join().unwrap_or((false, false)),
+            Err(_) => probe_uring(),
+        },
+    );
     Ok(Caps {
         peek_off_tcp4: accepts(&Some(tcp4), SO_PEEK_OFF, 0),
         peek_off_tcp6: accepts(&fresh(libc::AF_INET6, libc::SOCK_STREAM, 0), SO_PEEK_OFF, 0),
@@ -119,19 +128,25 @@ pub(crate) fn probe_uring() -> (bool, bool) {
 }
 
 /// Asks for a zero-length mapping on a connected socket: the kernel validates the request,
-/// maps nothing and reports in the returned optlen how much of the struct it knows.
+/// maps nothing and reports in the returned optlen how much of the struct it knows. Kernels
+/// 4.18 to 5.6 take exactly the 16-byte struct and refuse any other size with EINVAL: asked
+/// again with 16.
 fn probe_zerocopy_receive() -> u32 {
     let Ok((_client, server)) = sys::tcp_loopback_pair() else {
         return 0;
     };
     let mut zc = [0u8; 64];
-    match sys::getsockopt_bytes(
-        server.as_fd(),
-        libc::IPPROTO_TCP,
-        TCP_ZEROCOPY_RECEIVE,
-        &mut zc,
-    ) {
-        Ok(len) => len as u32,
-        Err(_) => 0,
+    for len in [64, 16] {
+        match sys::getsockopt_bytes(
+            server.as_fd(),
+            libc::IPPROTO_TCP,
+            TCP_ZEROCOPY_RECEIVE,
+            &mut zc[..len],
+        ) {
+            Ok(got) => return got as u32,
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => continue,
+            Err(_) => return 0,
+        }
     }
+    0
 }

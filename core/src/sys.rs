@@ -127,6 +127,26 @@ pub fn recv_trunc(fd: BorrowedFd<'_>, n: usize, flags: c_int) -> io::Result<usiz
     cvt_size(unsafe { libc::recv(fd.as_raw_fd(), ptr::null_mut(), n, flags | libc::MSG_TRUNC) })
 }
 
+/// `ioctl(SIOCINQ)`: bytes queued for reading (TCP: not counting a received FIN).
+pub fn inq(fd: BorrowedFd<'_>) -> io::Result<usize> {
+    let mut n: c_int = 0;
+    // SAFETY: SIOCINQ (FIONREAD) writes one int to the live local.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n) })?;
+    Ok(n.max(0) as usize)
+}
+
+/// include/uapi/asm-generic/sockios.h (libc does not define it for Linux).
+const SIOCATMARK: c_int = 0x8905;
+
+/// `ioctl(SIOCATMARK)`: whether the next byte to read is an urgent byte (TCP; AF_UNIX since
+/// 5.15). False where the socket cannot tell.
+pub fn at_mark(fd: BorrowedFd<'_>) -> bool {
+    let mut n: c_int = 0;
+    // SAFETY: SIOCATMARK writes one int to the live local.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), SIOCATMARK as _, &mut n) };
+    r == 0 && n != 0
+}
+
 /// `poll` on one fd; returns the revents.
 pub fn poll_one(fd: BorrowedFd<'_>, events: i16, timeout_ms: c_int) -> io::Result<i16> {
     let mut pfd = libc::pollfd {

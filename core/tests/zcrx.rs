@@ -17,10 +17,21 @@ const MIB: usize = 1024 * KIB;
 /// timestamp option): what makes loopback pages mappable.
 const MSS_PAGE: i32 = 4108;
 
+/// What [`drain`] saw, counted from the chunks themselves (not from the receiver's stats).
+struct Seen {
+    bytes: usize,
+    hash: u64,
+    chunks_mapped: u64,
+    chunks_copied: u64,
+    bytes_mapped: u64,
+    bytes_copied: u64,
+}
+
 /// Receives until end of stream, checking every byte against `want` and hashing the stream.
-/// Returns (bytes, FNV-1a hash, mapped chunks seen, copied chunks seen, stats).
-fn drain<F: AsFd>(r: &mut ZeroCopyReceiver<F>, want: &[u8]) -> (usize, u64, u64, u64, ZcrxStats) {
+/// Returns what the chunks delivered, and the receiver's stats.
+fn drain<F: AsFd>(r: &mut ZeroCopyReceiver<F>, want: &[u8]) -> (Seen, ZcrxStats) {
     let (mut pos, mut h, mut nmap, mut ncopy) = (0usize, FNV_INIT, 0u64, 0u64);
+    let (mut bmap, mut bcopy) = (0u64, 0u64);
     loop {
         let c = r
             .recv(Flags::NONE)
@@ -49,8 +60,10 @@ fn drain<F: AsFd>(r: &mut ZeroCopyReceiver<F>, want: &[u8]) -> (usize, u64, u64,
                 "mapped pages are page-aligned"
             );
             nmap += 1;
+            bmap += n as u64;
         } else {
             ncopy += 1;
+            bcopy += n as u64;
         }
         h = fnv1a(h, c.data);
         pos += n;
@@ -58,7 +71,15 @@ fn drain<F: AsFd>(r: &mut ZeroCopyReceiver<F>, want: &[u8]) -> (usize, u64, u64,
     // End of stream stays end of stream.
     assert!(r.recv(Flags::NONE).unwrap().is_eof());
     assert!(r.recv(Flags::DONTWAIT).unwrap().is_eof());
-    (pos, h, nmap, ncopy, r.stats())
+    let seen = Seen {
+        bytes: pos,
+        hash: h,
+        chunks_mapped: nmap,
+        chunks_copied: ncopy,
+        bytes_mapped: bmap,
+        bytes_copied: bcopy,
+    };
+    (seen, r.stats())
 }
 
 /// Sends `data` from another thread (MSG_ZEROCOPY from page-aligned memory when `zc`, plain
@@ -83,15 +104,24 @@ fn sender(
     })
 }
 
-fn check_accounting(s: &ZcrxStats, total: usize, nmap: u64, ncopy: u64) {
+/// The receiver's counters against what its chunks delivered, kind by kind.
+fn check_accounting(s: &ZcrxStats, total: usize, seen: &Seen) {
     assert_eq!(
         s.bytes_mapped + s.bytes_copied,
         total as u64,
         "mapped + copied == delivered: {s:?}"
     );
+    assert_eq!(
+        s.bytes_mapped, seen.bytes_mapped,
+        "bytes in mapped chunks: {s:?}"
+    );
+    assert_eq!(
+        s.bytes_copied, seen.bytes_copied,
+        "bytes in copied chunks: {s:?}"
+    );
     assert!(s.bytes_copybuf <= s.bytes_copied, "{s:?}");
-    assert_eq!(s.chunks_mapped, nmap, "{s:?}");
-    assert_eq!(s.chunks_copied, ncopy, "{s:?}");
+    assert_eq!(s.chunks_mapped, seen.chunks_mapped, "{s:?}");
+    assert_eq!(s.chunks_copied, seen.chunks_copied, "{s:?}");
     assert!(s.zc_calls_unmapped <= s.zc_calls, "{s:?}");
     assert!(s.syscalls >= s.zc_calls, "{s:?}");
     assert_eq!(s.peek_off_fixups, 0, "no peeker here: {s:?}");
@@ -114,16 +144,16 @@ fn run_stream(v6: bool, mss: Option<i32>, zc: bool, total: usize, sizes: &[usize
     let mut r = ZeroCopyReceiver::new(p.sock.as_fd(), 512 * KIB).unwrap();
     assert_eq!(r.window(), 512 * KIB);
     assert_eq!(
-        r.struct_size(),
-        64,
-        "struct tcp_zerocopy_receive is 64 bytes since 5.12"
+        r.struct_size() as u32,
+        lowcopy::probe().unwrap().tcp_zerocopy_receive_size,
+        "the struct size the kernel knows (64 bytes since 5.12, 16 on 4.18)"
     );
     let t = sender(p.peer, data.clone(), sizes.to_vec(), zc);
-    let (n, h, nmap, ncopy, s) = drain(&mut r, &data);
+    let (seen, s) = drain(&mut r, &data);
     t.join().unwrap();
-    assert_eq!(n, total, "every byte arrived");
-    assert_eq!(h, want_hash, "stream hash");
-    check_accounting(&s, total, nmap, ncopy);
+    assert_eq!(seen.bytes, total, "every byte arrived");
+    assert_eq!(seen.hash, want_hash, "stream hash");
+    check_accounting(&s, total, &seen);
     eprintln!(
         "v6={v6} mss={mss:?} zc={zc}: {:.1}% mapped, {} B copied ({} via copybuf), {} zc calls ({} unmapped), {} syscalls",
         pct(&s),
@@ -215,16 +245,15 @@ fn nothing_maps_without_page_sized_segments_yet_every_byte_arrives() {
     }
 }
 
-/// Observed on 6.18: a page-aligned MSG_ZEROCOPY sender makes loopback pages mappable even
-/// at the default MSS (the deferred copy at delivery builds whole-page fragments; only skb
-/// boundaries leave stragglers). Not asserted: it is kernel behaviour, not lowcopy's.
+/// A page-aligned MSG_ZEROCOPY sender at the default MSS: how much the kernel maps is its
+/// business (6.18 maps most of it: the deferred copy at delivery builds whole-page fragments,
+/// skb boundaries leave stragglers; rx_bench reports the share), but whatever it maps,
+/// lowcopy delivers every byte once in order, a mapped chunk is whole page-aligned pages, and
+/// its counters match the chunks kind by kind: `run_stream` asserts all of that, on a stream
+/// that interleaves the two kinds wherever this kernel maps some of it.
 #[test]
 fn page_aligned_zerocopy_sender_at_default_mss() {
-    let s = run_stream(false, None, true, 8 * MIB, &[512 * KIB]);
-    eprintln!(
-        "default MSS + page-aligned MSG_ZEROCOPY: {:.1}% mapped",
-        pct(&s)
-    );
+    run_stream(false, None, true, 8 * MIB, &[512 * KIB]);
 }
 
 fn peek_off(fd: BorrowedFd<'_>) -> i32 {
@@ -298,7 +327,14 @@ fn zero_copy_receive_keeps_a_peek_cursor_on_the_same_stream_byte() {
             set_int(fd, libc::SOL_SOCKET, 42, off as i32); // undo the 50-byte peek
         }
         let s = r.stats();
-        assert!(s.peek_off_fixups > 0, "mss={mss:?}: {s:?}");
+        // Fixups are due exactly when the kernel consumed bytes without a read: pages it
+        // mapped, stragglers it copied into the copy buffer (5.11+; the 16-byte struct of
+        // 4.18-5.6 has none, and every copied byte is read with recv, which moves the offset).
+        if s.bytes_mapped + s.bytes_copybuf > 0 {
+            assert!(s.peek_off_fixups > 0, "mss={mss:?}: {s:?}");
+        } else {
+            assert_eq!(s.peek_off_fixups, 0, "mss={mss:?}: {s:?}");
+        }
         if zc {
             assert!(s.bytes_mapped > 0, "{s:?}");
         }

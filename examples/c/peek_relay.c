@@ -23,6 +23,11 @@
  * --copy is the baseline every proxy uses: read() into a per-direction user
  * buffer, write() it out, same epoll structure.
  *
+ * Urgent data (TCP MSG_OOB) is carried inline in every mode: the urgent byte
+ * reaches the far peer as an ordinary byte where the sender put it in the
+ * stream, and the connection is neither reset nor cut at the mark.  Urgency
+ * itself is not forwarded (RFC 6093: applications should not rely on it).
+ *
  * Wakeups.  The loop is level-triggered epoll.  poll/epoll ignore the peek
  * offset (KERNEL-FACTS 0.5), so a source whose queued bytes are all peeked
  * would stay EPOLLIN forever; lowcopy_peeker_set_lowat_armed() keeps
@@ -489,12 +494,20 @@ static ssize_t collect_acks(struct relay *r, struct dir *d)
     return got;
 }
 
+/* src of d was taken out of epoll after its hangup (on_hangup): no event will
+ * call us for it again. */
+static bool src_parked(const struct dir *d)
+{
+    return d->pair->parked[d - d->pair->d];
+}
+
 /* Peek new bytes at the cursor and write them to dst until src has no more,
  * dst's send buffer is full, or the stream ended.  `by_epollin`: called for an
  * EPOLLIN event on src, so that one with nothing to peek is recognised. */
 static int pump_peek(struct relay *r, struct dir *d, bool by_epollin)
 {
     bool got = false;
+again:
     while (!d->src_eof && !d->dst_blocked) {
         /* The relay's own arithmetic, as passt's: the bytes after the ones written to dst
          * and not yet acknowledged (still queued in src) are at written - consumed. Bytes
@@ -545,7 +558,17 @@ static int pump_peek(struct relay *r, struct dir *d, bool by_epollin)
         r->t.muted++;
     }
     ssize_t acked = collect_acks(r, d);
-    return acked < 0 ? (int)acked : 0;
+    if (acked < 0)
+        return (int)acked;
+    /* A consume can make bytes peekable that were not (a discard peek cannot pass
+     * TCP's urgent mark until the bytes before it are consumed, where the socket
+     * has no SO_PEEK_OFF).  Epoll reports that for a source it still watches; a
+     * parked one must be peeked again here. */
+    if (acked > 0 && src_parked(d) && !d->src_eof && !d->dst_blocked) {
+        by_epollin = false;
+        goto again;
+    }
+    return 0;
 }
 
 /* ---------------------------------------------------------------- copy direction */
@@ -700,6 +723,21 @@ static int pair_register(struct relay *r, struct pair *p)
     return 0;
 }
 
+/* Urgent data (TCP MSG_OOB) is relayed inline, as an ordinary byte where the peer put
+ * it in the stream (RFC 6093's advice; urgency itself is not forwarded). The peek modes'
+ * peekers set SO_OOBINLINE themselves (lowcopy's policy: peeks then deliver what reads do);
+ * the copy mode's reads need it as much, or they would drop the urgent byte. Set from the
+ * start (the listener's is inherited by accepted sockets), so that no urgent byte arrives
+ * while it is off: with it off the kernel may drop an earlier urgent byte from the stream
+ * when a later one comes (tcp_check_urg). */
+static int set_oobinline(int fd)
+{
+    int one = 1;
+    if (setsockopt(fd, SOL_SOCKET, SO_OOBINLINE, &one, sizeof(one)) < 0)
+        return -errno;
+    return 0;
+}
+
 /* Open fd[1] and start a non-blocking connect to the destination. */
 static int open_outgoing(struct relay *r, struct pair *p)
 {
@@ -712,6 +750,8 @@ static int open_outgoing(struct relay *r, struct pair *p)
     int rc = set_sndbuf(p->fd[0], r->o.sndbuf);
     if (rc == 0)
         rc = set_sndbuf(p->fd[1], r->o.sndbuf);
+    if (rc == 0)
+        rc = set_oobinline(p->fd[1]);
     if (rc < 0)
         return rc;
     if (connect(p->fd[1], (struct sockaddr *)&r->dst_addr, r->dst_len) < 0 &&
@@ -804,6 +844,11 @@ static int on_hangup(struct relay *r, struct pair *p, int s)
     if (epoll_ctl(r->epfd, EPOLL_CTL_DEL, p->fd[s], NULL) < 0)
         return -errno;
     p->parked[s] = true;
+    /* The pump before this may have consumed what made more bytes peekable (past an
+     * urgent mark): from now on only we look, so look once more. */
+    struct dir *d = &p->d[s];
+    if (d->pk && !d->src_eof && !d->dst_blocked)
+        return pump(r, d, false);
     return 0;
 }
 
@@ -875,6 +920,12 @@ static int sweep_dir(struct relay *r, struct dir *d, int64_t now)
     ssize_t got = collect_acks(r, d);
     if (got < 0)
         return (int)got;
+    /* A parked source gets no events: peek what the consume made reachable. */
+    if (got > 0 && src_parked(d) && !d->src_eof && !d->dst_blocked) {
+        int rc = pump_peek(r, d, false);
+        if (rc < 0)
+            return rc;
+    }
     r->t.sweep_consumed += d->consumed - before;
     bool progress = d->consumed != d->consumed_at_sweep;
     d->consumed_at_sweep = d->consumed;
@@ -931,6 +982,8 @@ static int make_listener(const char *spec)
     int one = 1;
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
         die("SO_REUSEADDR: %s", strerror(errno));
+    if (set_oobinline(fd) < 0)
+        die("SO_OOBINLINE: %s", strerror(errno));
     if (bind(fd, (struct sockaddr *)&ss, len) < 0)
         die("bind %s: %s", spec, strerror(errno));
     if (listen(fd, LISTEN_BACKLOG) < 0)

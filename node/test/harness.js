@@ -37,6 +37,24 @@ function assertSysError(e, names, ctx) {
   assert.equal(typeof e.syscall, 'string', `${ctx}: syscall`)
 }
 
+/// A socket buffer of `size` bytes as SO_RCVBUFFORCE / SO_SNDBUFFORCE would set it: the plain
+/// option within net.core.{r,w}mem_max (the kernel then does the same), the forced one above
+/// it. Returns null, or why it cannot be done here (no CAP_NET_ADMIN), which is also appended
+/// to $LOWCOPY_SKIP_LOG for scripts/test.sh.
+function forceBuf(fd, rcv, size, part) {
+  const fs = require('node:fs')
+  const name = rcv ? 'rmem_max' : 'wmem_max'
+  let limit = 0
+  try { limit = Number(fs.readFileSync(`/proc/sys/net/core/${name}`, 'utf8')) } catch { /* 0 */ }
+  const opt = rcv ? (size <= limit ? 'SO_RCVBUF' : 'SO_RCVBUFFORCE') : (size <= limit ? 'SO_SNDBUF' : 'SO_SNDBUFFORCE')
+  const [, e] = attempt(() => testing.setsockopt(fd, opt, size))
+  if (!e) return null
+  if (e.code !== 'EPERM') throw e
+  const why = `a ${size}-byte socket buffer is above net.core.${name} (${limit}): SO_${rcv ? 'RCV' : 'SND'}BUFFORCE needs CAP_NET_ADMIN`
+  if (process.env.LOWCOPY_SKIP_LOG) fs.appendFileSync(process.env.LOWCOPY_SKIP_LOG, `node ${part}: ${why}\n`)
+  return why
+}
+
 /// Runs `fn()` and returns [value, error].
 function attempt(fn) {
   try {
@@ -72,6 +90,20 @@ function check(step, [ret, err], data, ctx, pos) {
 /// One node:test test per run of every scenario: transports x (axis values). `runOne(table,
 /// scenario, transport, value)` does the run; the descriptors open afterwards must be those
 /// open before. At least `minRuns` runs (a table that stopped expanding fails).
+/// What this kernel offers (lowcopy's probe): the tables' kernel rules read it, never a
+/// kernel's facts written in a table.
+const caps = native.probe()
+
+/// A run that does not apply here: logged for the suite's skip count ($LOWCOPY_SKIP_LOG, as
+/// the Rust and C runners do), and reported skipped. The caller returns at once.
+function skipPart(tc, part, reason) {
+  const log = process.env.LOWCOPY_SKIP_LOG
+  if (log) require('node:fs').appendFileSync(log, `node ${part}: ${reason}\n`)
+  tc.skip(reason)
+}
+
+/// runOne(table, scenario, transport, axisValue, skip): skip(part, reason) marks the run not
+/// applicable here (the caller returns after it).
 function runTable(file, axis, minRuns, runOne) {
   const table = loadTable(file)
   let runs = 0
@@ -80,10 +112,10 @@ function runTable(file, axis, minRuns, runOne) {
     for (const t of sc.transports) {
       for (const v of values) {
         runs++
-        test(`${file} | ${sc.name} | ${t}${v ? ' | ' + v : ''}`, () => {
+        test(`${file} | ${sc.name} | ${t}${v ? ' | ' + v : ''}`, (tc) => {
           const before = testing.openFds()
           try {
-            runOne(table, sc, t, v)
+            runOne(table, sc, t, v, (part, reason) => skipPart(tc, part, reason))
           } finally {
             try { testing.joinWriters() } catch { /* the run's own error matters more */ }
           }
@@ -106,4 +138,4 @@ function pattern(from, len) {
   return b
 }
 
-module.exports = { native, testing, pattern, loadTable, sleepMs, assertSysError, attempt, check, runTable }
+module.exports = { native, caps, testing, pattern, loadTable, sleepMs, assertSysError, attempt, check, runTable, forceBuf }

@@ -326,7 +326,8 @@ impl Peeker {
     /// The cursor starts at 0, the head of the receive queue.
     // doc-copy: peeker_new.kernel
     /// `PeekMode.OFFSET` (and `PeekMode.AUTO` when it picks `SO_PEEK_OFF`) sets the socket's
-    /// `SO_PEEK_OFF` to 0; `PeekMode.DISCARD` makes sure it is disabled (-1).
+    /// `SO_PEEK_OFF` to 0; `PeekMode.DISCARD` makes sure it is disabled (-1). Sets `SO_OOBINLINE`
+    /// and leaves it set: urgent bytes are stream bytes to a peeker.
     // doc-end
     ///
     /// `family` and `proto` state what the socket is, as `socket.socket(family, SOCK_STREAM,
@@ -342,7 +343,8 @@ impl Peeker {
     // doc-copy: peeker_new.cost
     /// Cost: 2-3 `getsockopt` to learn the socket's family, type and protocol (none when the caller
     /// states the socket's kind), then one `setsockopt` (`PeekMode.OFFSET`, `PeekMode.AUTO`) or one
-    /// `getsockopt` (`PeekMode.DISCARD`; a `setsockopt` more if `SO_PEEK_OFF` was on).
+    /// `getsockopt` (`PeekMode.DISCARD`; a `setsockopt` more if `SO_PEEK_OFF` was on), and the
+    /// `setsockopt` of `SO_OOBINLINE`.
     // doc-end
     ///
     /// Errors: `ValueError` for a mode that is not a `PeekMode`, or a `family`/`proto` pair

@@ -322,3 +322,36 @@ def errno_is(e: BaseException | None, names: str | list[str]) -> bool:
         return False
     names = [names] if isinstance(names, str) else names
     return any(getattr(errno, n) == e.errno for n in names)
+
+
+def force_buf(sock: socket.socket, rcv: bool, size: int) -> str | None:
+    """A socket buffer of `size` bytes as SO_RCVBUFFORCE / SO_SNDBUFFORCE would set it: the
+    plain option within net.core.{r,w}mem_max (the kernel then does the same), the forced one
+    above it. Returns None, or why it cannot be done here (no CAP_NET_ADMIN)."""
+    name = "rmem_max" if rcv else "wmem_max"
+    try:
+        with open(f"/proc/sys/net/core/{name}") as f:
+            limit = int(f.read())
+    except OSError:
+        limit = 0
+    plain, force = (socket.SO_RCVBUF, SO_RCVBUFFORCE) if rcv else (socket.SO_SNDBUF, SO_SNDBUFFORCE)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, plain if size <= limit else force, size)
+    except PermissionError:
+        kind = "RCV" if rcv else "SND"
+        return (f"a {size}-byte socket buffer is above net.core.{name} ({limit}): "
+                f"SO_{kind}BUFFORCE needs CAP_NET_ADMIN")
+    return None
+
+
+def skip_part(part: str, reason: str) -> None:
+    """Logs a part that cannot run here for scripts/test.sh ($LOWCOPY_SKIP_LOG), then skips."""
+    import os
+
+    import pytest
+
+    log = os.environ.get("LOWCOPY_SKIP_LOG")
+    if log:
+        with open(log, "a") as f:
+            f.write(f"python {part}: {reason}\n")
+    pytest.skip(reason)

@@ -130,4 +130,53 @@ static inline void tcp_pair(int family, int proto, int mss, int *sock, int *peer
 	close(l);
 }
 
+/* What the kernel offers, found here without lowcopy, to check lowcopy_probe against (a test
+ * never hard-codes one kernel's answer). */
+
+/* setsockopt(SO_PEEK_OFF) on a fresh socket of this kind. */
+static inline int raw_has_peek_off(int family, int type, int proto)
+{
+	int fd = socket(family, type, proto), zero = 0, ok;
+
+	if (fd < 0)
+		return 0;
+	ok = setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &zero, sizeof(zero)) == 0;
+	close(fd);
+	return ok;
+}
+
+/* setsockopt(SO_ZEROCOPY, 1) on a fresh socket of this kind. */
+static inline int raw_has_so_zerocopy(int family, int type)
+{
+	int fd = socket(family, type, 0), one = 1, ok;
+
+	if (fd < 0)
+		return 0;
+	ok = setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one)) == 0;
+	close(fd);
+	return ok;
+}
+
+/* Bytes of struct tcp_zerocopy_receive the kernel takes: 64 since 5.12 (it lowers optlen to
+ * what it knows), exactly 16 on 4.18-5.6; 0 without TCP_ZEROCOPY_RECEIVE. */
+static inline int raw_zcrx_size(void)
+{
+	unsigned char zc[64] = { 0 };
+	socklen_t len = 0;
+	int sock, peer, got = 0;
+
+	tcp_pair(AF_INET, 0, 0, &sock, &peer);
+	for (int i = 0; i < 2 && !got; i++) {
+		len = i == 0 ? 64 : 16;
+		memset(zc, 0, sizeof(zc));
+		if (getsockopt(sock, IPPROTO_TCP, 35 /* TCP_ZEROCOPY_RECEIVE */, zc, &len) == 0)
+			got = (int)len;
+		else if (errno != EINVAL)
+			break;
+	}
+	close(sock);
+	close(peer);
+	return got;
+}
+
 #endif

@@ -3,6 +3,8 @@
 #define _GNU_SOURCE
 #include "harness.h"
 
+#include <lowcopy.h>
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -142,7 +144,9 @@ static const struct {
     {"ENOTSOCK", ENOTSOCK},     {"EOPNOTSUPP", EOPNOTSUPP}, {"EOVERFLOW", EOVERFLOW},
     {"EMSGSIZE", EMSGSIZE},     {"ECONNRESET", ECONNRESET}, {"EPIPE", EPIPE},
     {"ETIMEDOUT", ETIMEDOUT},   {"EBUSY", EBUSY},           {"ENOBUFS", ENOBUFS},
-    {"ECONNREFUSED", ECONNREFUSED}, {"ENOTCONN", ENOTCONN}, {"EINTR", EINTR},
+    {"ECONNREFUSED", ECONNREFUSED}, {"EPERM", EPERM},       {"ENOPROTOOPT", ENOPROTOOPT},
+    {"ENOMEM", ENOMEM},
+    {"ENOTCONN", ENOTCONN},     {"EINTR", EINTR},
 };
 _Static_assert(sizeof ERRNOS / sizeof ERRNOS[0] == ERRNOS_RX, "ERRNOS_* count ERRNOS' entries");
 
@@ -370,6 +374,60 @@ int fail(struct run *r, const char *fmt, ...)
     vsnprintf(r->why, sizeof r->why, fmt, ap);
     va_end(ap);
     return -1;
+}
+
+const struct lowcopy_caps *probed_caps(void)
+{
+    static struct lowcopy_caps caps;
+    static bool done;
+    if (!done) {
+        int rc = lowcopy_probe(&caps, sizeof caps);
+        if (rc < 0) {
+            fprintf(stderr, "%s: lowcopy_probe: %s\n", RUNNER->prog, strerror(-rc));
+            exit(2);
+        }
+        done = true;
+    }
+    return &caps;
+}
+
+int skip_run(struct run *r, const char *fmt, ...)
+{
+    if (r->skip[0] || r->why[0])
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->skip, sizeof r->skip, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* net.core.rmem_max or wmem_max, 0 if unreadable. */
+static long core_max(const char *name)
+{
+    char path[64];
+    long v = 0;
+    snprintf(path, sizeof path, "/proc/sys/net/core/%s", name);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (fscanf(f, "%ld", &v) != 1)
+            v = 0;
+        fclose(f);
+    }
+    return v;
+}
+
+int set_buf(struct run *r, int fd, bool rcv, int bytes)
+{
+    const char *max_name = rcv ? "rmem_max" : "wmem_max";
+    long max = core_max(max_name);
+    int name = bytes <= max ? (rcv ? SO_RCVBUF : SO_SNDBUF) : (rcv ? SO_RCVBUFFORCE : SO_SNDBUFFORCE);
+    if (setsockopt(fd, SOL_SOCKET, name, &bytes, sizeof bytes) == 0)
+        return 0;
+    if (errno == EPERM)
+        return skip_run(r, "a %d-byte socket buffer is above net.core.%s (%ld): SO_%sBUFFORCE needs "
+                        "CAP_NET_ADMIN", bytes, max_name, max, rcv ? "RCV" : "SND");
+    return sys_fail(r, rcv ? "SO_RCVBUF(FORCE)" : "SO_SNDBUF(FORCE)");
 }
 
 int sys_fail(struct run *r, const char *what)
@@ -1047,6 +1105,7 @@ struct progress {
     int failed_step;   /* where the first failure was (valid when why[0]) */
     char op[64];       /* that step's op */
     char why[WHY_MAX]; /* the first failure, "" if none */
+    char skip[WHY_MAX]; /* why the run could not be made here, "" if it was */
 };
 
 /* Hands the run's first failure, at `step`, to the parent. */
@@ -1153,6 +1212,8 @@ static void run_one(const struct table *t, const cJSON *sc, const char *transpor
     bool ok = !r.why[0];
     if (!ok)
         record_failure(&r, pg, STEP_SETUP, "");
+    else if (r.skip[0])
+        snprintf(pg->skip, sizeof pg->skip, "%s", r.skip);
     else
         ok = run_steps(&r, t, sc, pg);
     pg->step = STEP_TEARDOWN;
@@ -1222,6 +1283,21 @@ static void print_failure(const char *name, const char *t, const char *v, int st
     printf("\n");
 }
 
+/* A SKIP line, also appended to $LOWCOPY_SKIP_LOG for scripts/test.sh. */
+static void print_skip(const char *name, const char *t, const char *v, const char *why)
+{
+    printf("SKIP ");
+    print_label(name, t, v);
+    printf(": %s\n", why);
+    const char *log = getenv("LOWCOPY_SKIP_LOG");
+    FILE *f = log && *log ? fopen(log, "a") : NULL;
+    if (f) {
+        fprintf(f, "%s: [%s | %s%s%s]: %s\n", RUNNER->prog, name, t, v ? " | " : "", v ? v : "",
+                why);
+        fclose(f);
+    }
+}
+
 /* A FAIL line for a run the parent could not run or wait for. */
 static int parent_failure(const char *name, const char *t, const char *v, const char *what)
 {
@@ -1257,6 +1333,10 @@ static int run_forked(struct table *t, const cJSON *sc, const char *transport,
         if (errno != EINTR)
             return parent_failure(name, transport, variant, "waitpid");
     }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && !pg->why[0] && pg->skip[0]) {
+        print_skip(name, transport, variant, pg->skip);
+        return 2;
+    }
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && !pg->why[0])
         return 0;
     print_failure(name, transport, variant, status, pg);
@@ -1264,7 +1344,7 @@ static int run_forked(struct table *t, const cJSON *sc, const char *transport,
 }
 
 struct tally {
-    int runs, passed, failed;
+    int runs, passed, failed, skipped;
 };
 
 /* One combination of a scenario: counted, and run if its names are strings. */
@@ -1278,10 +1358,16 @@ static void run_combination(struct table *t, const cJSON *sc, const cJSON *tr, c
         n->failed++;
         return;
     }
-    if (run_forked(t, sc, tr->valuestring, v ? v->valuestring : NULL, pg) == 0)
+    switch (run_forked(t, sc, tr->valuestring, v ? v->valuestring : NULL, pg)) {
+    case 0:
         n->passed++;
-    else
+        break;
+    case 2:
+        n->skipped++;
+        break;
+    default:
         n->failed++;
+    }
 }
 
 /* Every transport (x every mode or backend, when the table has them) of one scenario. */
@@ -1362,7 +1448,7 @@ int run_table(const struct runner *spec, int argc, char **argv)
     table_free(&t);
     if (munmap(pg, sizeof *pg) < 0)
         prog_error("munmap");
-    printf("%s: %d passed, %d failed\n", spec->prog, n.passed, n.failed);
+    printf("%s: %d passed, %d failed, %d skipped\n", spec->prog, n.passed, n.failed, n.skipped);
     return n.failed == 0 && n.runs >= MIN_RUNS ? 0 : 1;
 }
 

@@ -37,8 +37,8 @@ enum {
  * and a runner must not accept a name that its Rust twin cannot produce. */
 enum {
 
-    ERRNOS_COMMON = 13, /* common::errno_name today */
-    ERRNOS_RX = 15,     /* rx_scenarios.rs's ename: common's, ENOTCONN and EINTR */
+    ERRNOS_COMMON = 16, /* common::errno_name today */
+    ERRNOS_RX = 18,     /* rx_scenarios.rs's ename: common's, ENOTCONN and EINTR */
 };
 
 /* ---- small utilities ------------------------------------------------------------------ */
@@ -94,6 +94,7 @@ struct run {
     size_t nwriters;
     struct state *st;       /* zeroed before the runner's setup */
     char why[WHY_MAX];      /* the first failure, empty while all is well */
+    char skip[WHY_MAX];     /* why this run cannot be made here (skip_run), or empty */
 };
 
 /* Records the first failure of the run; returns -1 so callers can `return fail(...)`. */
@@ -102,6 +103,18 @@ __attribute__((format(printf, 2, 3))) int fail(struct run *r, const char *fmt, .
 int sys_fail(struct run *r, const char *what);
 /* A failed lowcopy call (`ret` = -errno). */
 int lc_fail(struct run *r, const char *what, ssize_t ret);
+/* lowcopy_probe's answer, asked once per process: what this kernel offers (tables never
+ * hold facts of one kernel; the runners derive them from this). */
+struct lowcopy_caps;
+const struct lowcopy_caps *probed_caps(void);
+/* Marks the run as one that cannot be made here (a privilege this process lacks), with the
+ * reason; setup returns -1 after it. The run is counted as skipped, listed with its reason,
+ * and appended to $LOWCOPY_SKIP_LOG when set (scripts/test.sh counts those). */
+__attribute__((format(printf, 2, 3))) int skip_run(struct run *r, const char *fmt, ...);
+/* A socket buffer of `bytes` as SO_RCVBUFFORCE / SO_SNDBUFFORCE would set it (`rcv` picks
+ * which): with the plain option when within net.core.{r,w}mem_max (the kernel then does the
+ * same), the forced one above it; without CAP_NET_ADMIN for that, the run is skipped. */
+int set_buf(struct run *r, int fd, bool rcv, int bytes);
 
 /* The step's value under `key`, a failure when missing or of the wrong kind (the Rust
  * runner's unwrap of as_u64 / as_str). */

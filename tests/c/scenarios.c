@@ -723,6 +723,8 @@ static int bound_udp(struct run *r)
     return 0;
 }
 
+static bool probe_has_peek_off(const char *t);
+
 /* The fd under test; for a pair, the scenario's buffer sizes and the 3 s receive timeout. */
 static int setup(struct run *r, const cJSON *sc)
 {
@@ -735,10 +737,14 @@ static int setup(struct run *r, const cJSON *sc)
         return fail(r, "unknown transport %s", r->transport);
     if (rc < 0 || r->peer < 0) /* failed, or "closed" / "file": nothing to tune */
         return rc;
+    /* peek.json's kernel rules: a scenario about SO_PEEK_OFF itself does not apply where this
+     * kernel lacks it for the family (the table's own no_peek_off transports are not listed in
+     * such scenarios). */
+    if (json_is(get(sc, "needs"), "peek_off") && !probe_has_peek_off(r->transport))
+        return skip_run(r, "not applicable: no SO_PEEK_OFF for this family here (probe)");
     int64_t sz;
     if (json_i64(get(sc, "socket_rcvbuf"), &sz)) {
-        if (set_int(r, r->fd, SOL_SOCKET, SO_RCVBUFFORCE, (int)sz, "SO_RCVBUFFORCE") < 0 ||
-            set_int(r, r->peer, SOL_SOCKET, SO_SNDBUFFORCE, (int)sz, "SO_SNDBUFFORCE") < 0)
+        if (set_buf(r, r->fd, true, (int)sz) < 0 || set_buf(r, r->peer, false, (int)sz) < 0)
             return -1;
     }
     /* A blocking step that waits wrongly fails with EAGAIN instead of hanging the suite. */
@@ -747,15 +753,56 @@ static int setup(struct run *r, const cJSON *sc)
     return 0;
 }
 
-/* The no_peek_off rule: on such a transport in mode "offset" the first `new` or `init` must
- * fail with the rule's errno and the run ends there. */
+/* Whether this kernel has SO_PEEK_OFF for the transport's family (lowcopy_probe, as the Rust
+ * runner's probe_has_peek_off); true for fds that are not peekable streams. */
+static bool probe_has_peek_off(const char *t)
+{
+    const struct lowcopy_caps *c = probed_caps();
+    if (strcmp(t, "tcp4") == 0)
+        return c->peek_off_tcp4;
+    if (strcmp(t, "tcp6") == 0)
+        return c->peek_off_tcp6;
+    if (strcmp(t, "unix") == 0)
+        return c->peek_off_unix;
+    if (strcmp(t, "mptcp4") == 0)
+        return c->peek_off_mptcp;
+    return true;
+}
+
+/* An auto run on a family without SO_PEEK_OFF: AUTO uses discard, peek_supported answers 0. */
+static cJSON *auto_without_peek_off(const cJSON *steps)
+{
+    cJSON *s = must(cJSON_Duplicate(steps, true)), *step;
+    cJSON_ArrayForEach(step, s)
+    {
+        if ((json_is(get(step, "op"), "new") || json_is(get(step, "op"), "init")) &&
+            json_is(get(step, "expect_mode"), "offset") &&
+            !cJSON_ReplaceItemInObjectCaseSensitive(step, "expect_mode",
+                                                    must(cJSON_CreateString("discard"))))
+            must(NULL);
+        int64_t v;
+        if (json_is(get(step, "op"), "peek_supported") && json_i64(get(step, "expect_ret"), &v) &&
+            v == 1 &&
+            !cJSON_ReplaceItemInObjectCaseSensitive(step, "expect_ret", must(cJSON_CreateNumber(0))))
+            must(NULL);
+    }
+    return s;
+}
+
+/* The no_peek_off rule, on the table's transports and on those this kernel lacks it for
+ * (probe): in mode "offset" the first `new` or `init` must fail with the rule's errno and the run ends;
+ * an auto run on a family the kernel lacks it for expects the discard mechanism. */
 static cJSON *steps_for(const cJSON *root, const cJSON *steps, const struct run *r)
 {
     const cJSON *rule = get(root, "no_peek_off");
-    if (!array_has_string(get(rule, "transports"), r->transport) ||
-        strcmp(r->variant, "offset") != 0)
+    bool listed = array_has_string(get(rule, "transports"), r->transport);
+    if (!listed && probe_has_peek_off(r->transport))
         return NULL;
-    return refuse_first_new(steps, get(rule, "errno"));
+    if (strcmp(r->variant, "offset") == 0)
+        return refuse_first_new(steps, get(rule, "errno"));
+    if (!listed && strcmp(r->variant, "auto") == 0)
+        return auto_without_peek_off(steps);
+    return NULL;
 }
 
 static bool table_ok(const cJSON *root)

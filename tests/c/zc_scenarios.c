@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -402,7 +403,9 @@ static int op_retry_full(struct run *r, const cJSON *step)
         return -1;
     /* A try may also go through: the peer's kernel collapses a receive queue of tiny
      * segments and acks, which frees room here (more so on a loaded machine). It is a send
-     * like any other; but at least half must meet the full socket. */
+     * like any other, reaped at once (the window's sends, now acked, complete with it: the
+     * sender's 4096 slots must not fill with them); but at least half must meet the full
+     * socket. */
     uint64_t full = 0;
     for (uint64_t i = 0; i < count; i++) {
         ssize_t n = do_send(r, VIA_SEND, &len, 1, RETRY_FULL_BASE + i, MSG_DONTWAIT);
@@ -412,6 +415,8 @@ static int op_retry_full(struct run *r, const cJSON *step)
             full++;
         else if (n <= 0)
             return fail(r, "retry %" PRIu64 " of a full socket: %zd, not -EAGAIN", i, n);
+        else if (do_reap(r) < 0) /* a try that went through holds a slot until reaped */
+            return -1;
     }
     if (full * 2 < count)
         return fail(r, "only %" PRIu64 " of %" PRIu64 " tries found it full", full, count);
@@ -468,8 +473,23 @@ static int op_wait(struct run *r, const cJSON *step)
     uint64_t t0 = now_ns();
     int rc = lowcopy_zc_wait(r->st->zc, (int)timeout);
     uint64_t took = now_ns() - t0;
-    if ((get(step, "expect_err") || get(step, "expect_ret")) && check(r, step, rc) < 0)
+    /* Every wait states what it may return: a result is never taken on trust. */
+    const cJSON *min = get(step, "expect_ret_min");
+    if (min) {
+        uint64_t want;
+        if (!json_u64(min, &want))
+            return fail(r, "`expect_ret_min` is not a non-negative integer");
+        if (rc < 0 && !get(step, "expect_err"))
+            return lc_fail(r, "unexpected error", rc);
+        if (rc < 0 && expect_err(r, get(step, "expect_err"), rc, true) < 0)
+            return -1;
+        if (rc >= 0 && (uint64_t)rc < want)
+            return fail(r, "wait returned %d, want >= %" PRIu64, rc, want);
+    } else if (!get(step, "expect_err") && !get(step, "expect_ret")) {
+        return fail(r, "a wait step needs expect_ret, expect_ret_min or expect_err");
+    } else if (check(r, step, rc) < 0) {
         return -1;
+    }
     const cJSON *m = get(step, "max_ms");
     if (m) {
         uint64_t max;
@@ -1166,9 +1186,25 @@ static int setup(struct run *r, const cJSON *sc)
         rc = udp_fixture(r, r->transport);
     if (rc < 0 || r->peer < 0) /* failed, or "closed" / "file": nothing to tune */
         return rc;
+    /* zc.json's "needs": "memlock": pinned pages beyond RLIMIT_MEMLOCK without CAP_IPC_LOCK. */
+    struct rlimit ml;
+    if (json_is(get(sc, "needs"), "memlock") && geteuid() != 0 &&
+        (getrlimit(RLIMIT_MEMLOCK, &ml) != 0 || ml.rlim_cur != RLIM_INFINITY))
+        return skip_run(r, "zerocopy pages in flight count against RLIMIT_MEMLOCK without "
+                           "CAP_IPC_LOCK; this scenario fills a socket with them");
+    /* zc.json's kernel_rules: a scenario that needs zerocopy does not apply to an auto run
+     * where AUTO can only pick copies. */
+    if (json_is(get(sc, "needs"), "zerocopy") && strcmp(r->variant, "auto") == 0 &&
+        (strncmp(r->transport, "tcp", 3) == 0 || strncmp(r->transport, "udp", 3) == 0)) {
+        const struct lowcopy_caps *caps = probed_caps();
+        bool zc = strncmp(r->transport, "udp", 3) == 0 ? caps->zerocopy_udp : caps->zerocopy_tcp;
+        if (!caps->uring_send_zc && !zc)
+            return skip_run(r, "not applicable: AUTO has no zerocopy backend here (probe: no "
+                               "SEND_ZC, no SO_ZEROCOPY)");
+    }
     int64_t sz;
     if (json_i64(get(sc, "socket_rcvbuf"), &sz))
-        return set_int(r, r->peer, SOL_SOCKET, SO_RCVBUFFORCE, (int)sz, "SO_RCVBUFFORCE");
+        return set_buf(r, r->peer, true, (int)sz);
     return 0;
 }
 
@@ -1192,6 +1228,43 @@ static cJSON *auto_picks(const cJSON *steps, const cJSON *backend)
     return s;
 }
 
+/* zc.json's kernel_rules, as core/tests/zc_scenarios.rs applies them: what this kernel offers
+ * (lowcopy_probe) decides whether an explicit backend is refused at `new` and what AUTO picks. */
+static cJSON *kernel_rules(const cJSON *steps, const struct run *r)
+{
+    if (strncmp(r->transport, "tcp", 3) != 0 && strncmp(r->transport, "udp", 3) != 0)
+        return NULL; /* closed, file: no socket to send zerocopy on */
+    const struct lowcopy_caps *caps = probed_caps();
+    bool so_zerocopy = strncmp(r->transport, "udp", 3) == 0 ? caps->zerocopy_udp
+                                                             : caps->zerocopy_tcp;
+    if (strcmp(r->variant, "io_uring") == 0 && !caps->uring_send_zc) {
+        cJSON *errs = must(cJSON_CreateArray());
+        cJSON_AddItemToArray(errs, must(cJSON_CreateString("EPERM")));
+        cJSON_AddItemToArray(errs, must(cJSON_CreateString("EOPNOTSUPP")));
+        /* io_uring_setup under RLIMIT_MEMLOCK pressure (a normal user's pinned pages). */
+        cJSON_AddItemToArray(errs, must(cJSON_CreateString("ENOMEM")));
+        cJSON *s = refuse_first_new(steps, errs);
+        cJSON_Delete(errs);
+        return s;
+    }
+    if (strcmp(r->variant, "errqueue") == 0 && !so_zerocopy) {
+        cJSON *errs = must(cJSON_CreateArray());
+        cJSON_AddItemToArray(errs, must(cJSON_CreateString("ENOPROTOOPT")));
+        cJSON_AddItemToArray(errs, must(cJSON_CreateString("EOPNOTSUPP")));
+        cJSON *s = refuse_first_new(steps, errs);
+        cJSON_Delete(errs);
+        return s;
+    }
+    if (strcmp(r->variant, "auto") == 0) {
+        const char *picks = caps->uring_send_zc ? "io_uring" : so_zerocopy ? "errqueue" : "copy";
+        cJSON *want = must(cJSON_CreateString(picks));
+        cJSON *s = auto_picks(steps, want);
+        cJSON_Delete(want);
+        return s;
+    }
+    return NULL;
+}
+
 /* The no_zerocopy rule, on its transports from the first `new`: errqueue and io_uring must be
  * refused with the rule's errno and the run ends there; auto must pick the rule's backend;
  * copy runs as written. */
@@ -1199,7 +1272,7 @@ static cJSON *steps_for(const cJSON *root, const cJSON *steps, const struct run 
 {
     const cJSON *rule = get(root, "no_zerocopy");
     if (!array_has_string(get(rule, "transports"), r->transport))
-        return NULL;
+        return kernel_rules(steps, r);
     if (strcmp(r->variant, "errqueue") == 0 || strcmp(r->variant, "io_uring") == 0)
         return refuse_first_new(steps, get(rule, "errno"));
     if (strcmp(r->variant, "auto") == 0)

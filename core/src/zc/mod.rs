@@ -79,6 +79,13 @@ pub use tracker::{Completion, COPIED, FALLBACK};
 use tracker::{SlotId, Tracker};
 pub use uring::{RING_CQ_ENTRIES, RING_SQ_ENTRIES};
 
+/// The completion tracker, for fuzz/ only (cargo feature `fuzzing`).
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use super::tracker::{RangeOutcome, SlotId, Tracker};
+}
+
 /// Which mechanism sends (`LOWCOPY_ZC_*` in C).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(u32)]

@@ -228,6 +228,19 @@ impl Tracker {
         self.slots.capacity() * size_of::<Slot>() + self.ids.capacity() * size_of::<IdEntry>()
     }
 
+    /// A tracker whose first send takes kernel id `first` (the fuzzer starts near 2^32 to
+    /// cross the wrap without 4 billion sends), with a window of `max_ids` ids (rounded up
+    /// to a power of two) and half of `max_requests` reserved, so that the tables grow and
+    /// shrink under the fuzzer.
+    #[cfg(feature = "fuzzing")]
+    pub fn starting_at(max_requests: usize, max_ids: usize, first: u32) -> Self {
+        let max_ids = max_ids.next_power_of_two();
+        let mut t = Self::build(max_requests / 2, max_requests, 0, max_ids)
+            .expect("a fuzzer's tracker is a few bytes");
+        t.base = first;
+        t
+    }
+
     /// The id the kernel will give the next successful `MSG_ZEROCOPY` send.
     pub fn next_id(&self) -> u32 {
         self.base.wrapping_add(self.n_ids as u32)

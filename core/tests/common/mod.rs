@@ -243,6 +243,9 @@ pub fn errno_name(code: i32) -> &'static str {
         libc::EBUSY => "EBUSY",
         libc::ENOBUFS => "ENOBUFS",
         libc::ECONNREFUSED => "ECONNREFUSED",
+        libc::EPERM => "EPERM",
+        libc::ENOPROTOOPT => "ENOPROTOOPT",
+        libc::ENOMEM => "ENOMEM",
         _ => "E?",
     }
 }
@@ -548,7 +551,8 @@ pub fn veth_pair(tag: &str) -> (Netns, Netns) {
 /// `axis` ("modes", "backends"), once per value of that list too: `run(table, scenario,
 /// transport, value)` (value "" without an axis). Every run goes ahead whatever failed
 /// before; then the test fails listing all failed runs, or when fewer than `min_runs` ran
-/// (a table that silently stopped expanding).
+/// (a table that silently stopped expanding). A run that calls [`skip`] and returns counts
+/// as skipped, not passed.
 pub fn run_table(
     file: &str,
     axis: Option<&str>,
@@ -560,7 +564,7 @@ pub fn run_table(
         .join(file);
     let table: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let (mut runs, mut failed) = (0, Vec::new());
+    let (mut runs, mut failed, mut skipped) = (0, Vec::new(), 0);
     let none = vec![serde_json::Value::from("")];
     for sc in table["scenarios"].as_array().unwrap() {
         let values = axis.map_or(&none, |a| sc[a].as_array().unwrap());
@@ -570,8 +574,11 @@ pub fn run_table(
                 runs += 1;
                 let name = format!("{file}: {} | {t} | {v}", sc["name"].as_str().unwrap());
                 let _dog = Watchdog::arm(name, Duration::from_secs(60));
+                RUN_SKIPPED.with(|s| s.set(false));
                 if std::panic::catch_unwind(|| run(&table, sc, t, v)).is_err() {
                     failed.push(format!("{} | {t} | {v}", sc["name"].as_str().unwrap()));
+                } else if RUN_SKIPPED.with(|s| s.get()) {
+                    skipped += 1;
                 }
             }
         }
@@ -583,7 +590,10 @@ pub fn run_table(
         failed.join("\n")
     );
     assert!(runs >= min_runs, "{file}: only {runs} runs");
-    eprintln!("{file}: {runs} scenario runs passed");
+    eprintln!(
+        "{file}: {} scenario runs passed, {skipped} skipped",
+        runs - skipped
+    );
 }
 
 extern "C" fn on_signal(_: libc::c_int) {}
@@ -699,5 +709,78 @@ impl Watchdog {
 impl Drop for Watchdog {
     fn drop(&mut self) {
         self.0.take(); // the watchdog's recv ends with Disconnected
+    }
+}
+
+// ---- Skipped parts and privilege ----
+
+/// Records that a part of a test did not run here, and why: printed, and appended to the
+/// file named by `$LOWCOPY_SKIP_LOG` (scripts/test.sh lists and counts them; the output of
+/// passing tests is captured, the file is not). Also marks the current table run as skipped
+/// (see [`run_table`]).
+pub fn skip(part: &str, reason: &str) {
+    eprintln!("SKIP {part}: {reason}");
+    if let Some(path) = std::env::var_os("LOWCOPY_SKIP_LOG") {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(f, "{part}: {reason}");
+        }
+    }
+    RUN_SKIPPED.with(|s| s.set(true));
+}
+
+thread_local! {
+    static RUN_SKIPPED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Root: what network namespaces (`ip netns add`: CAP_SYS_ADMIN and CAP_NET_ADMIN) need.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Sets a socket buffer to `bytes` as `SO_RCVBUFFORCE`/`SO_SNDBUFFORCE` would: with the
+/// plain option when `bytes` is within `net.core.{r,w}mem_max` (the kernel then does exactly
+/// the same: twice the value, locked), with the forced one otherwise, which needs
+/// CAP_NET_ADMIN. `Err(reason)` when neither can be done here.
+pub fn force_buf(fd: BorrowedFd<'_>, rcv: bool, bytes: i32) -> Result<(), String> {
+    let (plain, force, max) = if rcv {
+        (libc::SO_RCVBUF, libc::SO_RCVBUFFORCE, "rmem_max")
+    } else {
+        (libc::SO_SNDBUF, libc::SO_SNDBUFFORCE, "wmem_max")
+    };
+    let limit: i64 = std::fs::read_to_string(format!("/proc/sys/net/core/{max}"))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    let name = if i64::from(bytes) <= limit {
+        plain
+    } else {
+        force
+    };
+    let v: libc::c_int = bytes;
+    // SAFETY: live local of the stated size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            name,
+            (&v as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as _,
+        )
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EPERM) => Err(format!(
+            "a {bytes}-byte socket buffer is above net.core.{max} ({limit}): SO_{}BUFFORCE needs CAP_NET_ADMIN",
+            if rcv { "RCV" } else { "SND" }
+        )),
+        _ => panic!("setsockopt buffer {bytes}: {e}"),
     }
 }

@@ -1,0 +1,260 @@
+//! Urgent data (TCP `MSG_OOB`, AF_UNIX out-of-band bytes) under a peeker: the policy of
+//! core/src/peek.rs "Urgent data". Urgent bytes stay in the stream where the peer sent them; a
+//! peeker delivers, byte for byte and in order, what reads of the socket deliver; consume(n)
+//! drops exactly n; no byte is peeked twice or skipped. Runs over tcp4, tcp6 and unix in every
+//! mode; where the family has no SO_PEEK_OFF here (probe), a discard peek may stop at a mark
+//! ahead of the head (EAGAIN) until the bytes before it are consumed, and nowhere else.
+
+mod common;
+
+use std::io::IoSliceMut;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::time::{Duration, Instant};
+
+use common::*;
+use lowcopy::{Flags, PeekMode, Peeker};
+
+/// Sends `data` with MSG_OOB: its last byte becomes the urgent byte (TCP) or the
+/// out-of-band byte (AF_UNIX).
+fn send_oob(fd: BorrowedFd<'_>, data: &[u8]) {
+    // SAFETY: a live buffer of the stated length.
+    let n = unsafe {
+        libc::send(
+            fd.as_raw_fd(),
+            data.as_ptr().cast(),
+            data.len(),
+            libc::MSG_OOB,
+        )
+    };
+    assert_eq!(
+        n,
+        data.len() as isize,
+        "send(MSG_OOB): {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+fn has_peek_off(transport: &str) -> bool {
+    let caps = lowcopy::probe().unwrap();
+    match transport {
+        "tcp4" => caps.peek_off_tcp4,
+        "tcp6" => caps.peek_off_tcp6,
+        "unix" => caps.peek_off_unix,
+        t => panic!("{t}"),
+    }
+}
+
+fn mode_of(m: &str) -> PeekMode {
+    match m {
+        "auto" => PeekMode::Auto,
+        "offset" => PeekMode::Offset,
+        "discard" => PeekMode::Discard,
+        m => panic!("{m}"),
+    }
+}
+
+/// What one run saw.
+struct Outcome {
+    /// Peeked bytes, in order.
+    peeked: Vec<u8>,
+    /// Bytes consumed through the peeker.
+    consumed: usize,
+    /// Peeks that stopped at an urgent mark ahead of the head (EAGAIN with bytes beyond).
+    stuck: usize,
+}
+
+/// Rounds of: the peer writes a chunk and an urgent byte; the peeker peeks everything
+/// queued in small pieces (so that peeks end at marks and discard prefixes grow), rewinds and
+/// re-peeks a little, then consumes part of what it peeked. The stream is the pattern; the
+/// urgent bytes are pattern bytes too, so a byte twice, skipped or out of place shows.
+fn run(transport: &str, mode: &str) -> (Vec<u8>, Outcome, Pair) {
+    let ctx = format!("[{transport} | {mode}]");
+    let p = pair(transport);
+    let mut peeker = Peeker::new(p.sock.as_fd(), mode_of(mode)).unwrap();
+    assert_eq!(
+        get_int(p.sock.as_fd(), libc::SOL_SOCKET, libc::SO_OOBINLINE).unwrap(),
+        1,
+        "{ctx}: the peeker keeps urgent bytes inline"
+    );
+    let mut sent = Vec::new();
+    let mut out = Outcome {
+        peeked: Vec::new(),
+        consumed: 0,
+        stuck: 0,
+    };
+    let sizes = [1000usize, 1, 4097, 3, 20000, 7];
+    for (round, &size) in sizes.iter().enumerate() {
+        let chunk = pattern(sent.len(), size);
+        write_all(p.peer.as_fd(), &chunk);
+        sent.extend_from_slice(&chunk);
+        let urgent = pattern(sent.len(), 1);
+        send_oob(p.peer.as_fd(), &urgent);
+        sent.extend_from_slice(&urgent);
+        peek_all(&mut peeker, p.sock.as_fd(), sent.len(), &mut out, &ctx);
+        assert!(
+            out.peeked[..] == sent[..out.peeked.len()],
+            "{ctx} round {round}: peeked bytes differ from the stream sent"
+        );
+        // A rewind over the last urgent byte re-peeks the same bytes.
+        let back = peeker.offset().min(3);
+        let at = peeker.offset() - back;
+        peeker.seek(at).unwrap();
+        let mut b = [0u8; 3];
+        let n = peek_once(&mut peeker, &mut b, &ctx);
+        let total_at = out.consumed + at;
+        assert_eq!(
+            &b[..n],
+            &sent[total_at..total_at + n],
+            "{ctx}: re-peek after a rewind"
+        );
+        peeker.seek(at + back).unwrap();
+        // Consume about half of what is peeked: exactly that many, marks or not.
+        let c = peeker.offset() / 2;
+        assert_eq!(
+            peeker.consume(c).unwrap(),
+            c,
+            "{ctx} round {round}: consume({c})"
+        );
+        out.consumed += c;
+    }
+    shutdown_write(p.peer.as_fd());
+    peek_all(&mut peeker, p.sock.as_fd(), sent.len(), &mut out, &ctx);
+    let mut b = [0u8; 8];
+    assert_eq!(
+        peeker
+            .peek(&mut [IoSliceMut::new(&mut b)], Flags::NONE)
+            .unwrap(),
+        0,
+        "{ctx}: end of stream after the cursor"
+    );
+    drop(peeker);
+    (sent, out, p)
+}
+
+/// One non-blocking peek into `b`, retried while EAGAIN (bytes in flight on loopback).
+fn peek_once(p: &mut Peeker<BorrowedFd<'_>>, b: &mut [u8], ctx: &str) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match p.peek(&mut [IoSliceMut::new(b)], Flags::DONTWAIT) {
+            Ok(n) => return n,
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
+                assert!(Instant::now() < deadline, "{ctx}: peek keeps saying EAGAIN");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) => panic!("{ctx}: peek: {e}"),
+        }
+    }
+}
+
+/// Peeks in 7-byte pieces until the cursor covers `total` stream bytes (less what was
+/// consumed). A peek that says EAGAIN while bytes lie beyond the cursor stopped at an urgent
+/// mark it cannot pass: counted, then the bytes before it are consumed, as a relay would once
+/// they are acknowledged.
+fn peek_all(
+    p: &mut Peeker<BorrowedFd<'_>>,
+    fd: BorrowedFd<'_>,
+    total: usize,
+    out: &mut Outcome,
+    ctx: &str,
+) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut b = [0u8; 7];
+    while out.consumed + p.offset() < total {
+        assert!(
+            Instant::now() < deadline,
+            "{ctx}: only {} of {total} bytes peeked",
+            out.consumed + p.offset()
+        );
+        match p.peek(&mut [IoSliceMut::new(&mut b)], Flags::DONTWAIT) {
+            Ok(0) => panic!("{ctx}: end of stream at {}", out.consumed + p.offset()),
+            Ok(n) => out.peeked.extend_from_slice(&b[..n]),
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
+                if inq(fd) > p.offset() {
+                    out.stuck += 1;
+                    let c = p.offset();
+                    assert_eq!(p.consume(c).unwrap(), c, "{ctx}: consume up to the mark");
+                    out.consumed += c;
+                } else {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            Err(e) => panic!("{ctx}: peek: {e}"),
+        }
+    }
+}
+
+#[test]
+fn a_peeker_delivers_urgent_bytes_in_the_stream_as_reads_do() {
+    let mut runs = 0;
+    for transport in ["tcp4", "tcp6", "unix"] {
+        for mode in ["auto", "offset", "discard"] {
+            let ctx = format!("[{transport} | {mode}]");
+            if mode == "offset" && !has_peek_off(transport) {
+                skip(
+                    &format!("urgent.rs {ctx}"),
+                    "no SO_PEEK_OFF on this family here (probe)",
+                );
+                continue;
+            }
+            let (sent, out, p) = run(transport, mode);
+            assert_eq!(
+                out.peeked.len(),
+                sent.len(),
+                "{ctx}: every byte peeked once"
+            );
+            assert!(
+                out.peeked == sent,
+                "{ctx}: peeked bytes differ from the stream sent"
+            );
+            // What is left is read with plain reads of the same socket: the rest of the
+            // stream, urgent bytes in place.
+            let mut rest = Vec::new();
+            std::io::Read::read_to_end(
+                &mut std::fs::File::from(p.sock.as_fd().try_clone_to_owned().unwrap()),
+                &mut rest,
+            )
+            .unwrap();
+            assert!(
+                rest == sent[out.consumed..],
+                "{ctx}: plain reads after the peeker"
+            );
+            // Only a discard peek (DISCARD, or AUTO falling back to it) on a socket without
+            // SO_PEEK_OFF may stop at a mark.
+            if has_peek_off(transport) {
+                assert_eq!(out.stuck, 0, "{ctx}: peeks stopped at a mark");
+            }
+            runs += 1;
+        }
+    }
+    assert!(runs >= 6, "only {runs} runs");
+}
+
+/// The stateless consume drops exactly n across a mark too, and plain reads then deliver
+/// the urgent byte inline when the socket has SO_OOBINLINE (the policy's ground).
+#[test]
+fn consume_drops_exactly_n_across_an_urgent_mark() {
+    for transport in ["tcp4", "tcp6", "unix"] {
+        let p = pair(transport);
+        set_int(p.sock.as_fd(), libc::SOL_SOCKET, libc::SO_OOBINLINE, 1);
+        write_all(p.peer.as_fd(), b"abc");
+        send_oob(p.peer.as_fd(), b"X");
+        write_all(p.peer.as_fd(), b"def");
+        wait_queued(p.sock.as_fd(), 7);
+        assert_eq!(
+            lowcopy::consume(p.sock.as_fd(), 5, Flags::DONTWAIT).unwrap(),
+            5,
+            "{transport}"
+        );
+        let mut rest = [0u8; 8];
+        // SAFETY: a live buffer.
+        let n = unsafe {
+            libc::recv(
+                p.sock.as_raw_fd(),
+                rest.as_mut_ptr().cast(),
+                rest.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        assert_eq!(&rest[..n as usize], b"ef", "{transport}");
+    }
+}

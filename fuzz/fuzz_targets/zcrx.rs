@@ -1,0 +1,3 @@
+//! libFuzzer target: lowcopy_fuzz::zcrx (see src/lib.rs for what it checks).
+#![no_main]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| lowcopy_fuzz::zcrx(data));
