@@ -31,10 +31,12 @@ export declare class Peeker {
    * queue); `options.kind` states what the socket is, sparing the 2-3 `getsockopt` that ask
    * it.
    * `'offset'` (and `'auto'` when it picks `SO_PEEK_OFF`) sets the socket's `SO_PEEK_OFF` to 0;
-   * `'discard'` makes sure it is disabled (-1).
+   * `'discard'` makes sure it is disabled (-1). Sets `SO_OOBINLINE` and leaves it set: urgent
+   * bytes are stream bytes to a peeker.
    * Cost: 2-3 `getsockopt` to learn the socket's family, type and protocol (none when the caller
    * states the socket's kind), then one `setsockopt` (`'offset'`, `'auto'`) or one `getsockopt`
-   * (`'discard'`; a `setsockopt` more if `SO_PEEK_OFF` was on).
+   * (`'discard'`; a `setsockopt` more if `SO_PEEK_OFF` was on), and the `setsockopt` of
+   * `SO_OOBINLINE`.
    * Stating the kind wrong is never unsafe: calls then fail as the real socket answers (a
    * datagram socket answers a peek as a datagram socket would; an AF_UNIX socket stated as TCP
    * fails `Peeker.consume` with `EFAULT`).
