@@ -48,7 +48,7 @@ WIDTH = 100
 SOURCE_RE = re.compile(r"^(\s*)// doc-source: ([a-z0-9_.]+)\s*$")
 COPY_RE = re.compile(r"^(\s*)// doc-copy: ([a-z0-9_.]+)\s*$")
 END_RE = re.compile(r"^\s*// doc-end\s*$")
-DOC_RE = re.compile(r"^\s*///( ?)(.*)$")
+DOC_RE = re.compile(r"^\s*//[/!]( ?)(.*)$")  # `//!`: a source in module docs
 
 # Rust item names a shared sentence may use, as each adapter's users know them. A name with
 # `::` that is not here fails the check for C, Node and Python (their users cannot follow it).

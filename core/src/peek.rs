@@ -21,12 +21,13 @@
 //! reads but not for every peek: an `SO_PEEK_OFF` peek skips it on TCP without counting it in
 //! the offset (the next peek returns a byte twice), and on AF_UNIX delivers it while reads do
 //! not. So a [`Peeker`] keeps urgent bytes **inline**, as RFC 6093 advises applications to
-//! do: [`Peeker::new`] sets `SO_OOBINLINE` on the socket and leaves it set. Every urgent byte
-//! is then an ordinary byte of the stream, where the peer sent it: peeks deliver byte for byte
-//! what reads of the socket deliver, [`Peeker::consume`]`(n)` drops exactly `n` of them (it
-//! reads on past the mark), and no byte is peeked twice or skipped. Urgency itself is not
-//! reported (`recv(MSG_OOB)` then fails with `EINVAL`; `SIOCATMARK` still tells where the mark
-//! is).
+//! do ([`Peeker::new`]):
+// doc-source: peeker.urgent
+//! making a peeker sets `SO_OOBINLINE` on the socket and leaves it set. Every urgent byte is
+//! then an ordinary byte of the stream, where the peer sent it: peeks deliver byte for byte
+//! what reads of the socket deliver, a consume of `n` bytes drops exactly `n` of them (it reads
+//! on past the mark), and no byte is peeked twice or skipped. Urgency itself is not reported
+//! (`recv(MSG_OOB)` then fails with errno EINVAL; `SIOCATMARK` still tells where the mark is).
 //!
 //! The kernel ends every read and every peek at the urgent mark (net/ipv4/tcp.c
 //! `tcp_recvmsg_locked`, net/unix/af_unix.c `manage_oob`): a peek that reaches it returns
@@ -35,6 +36,7 @@
 //! with `SO_PEEK_OFF` at the cursor where the socket has it; where it has not (TCP before
 //! 6.9, IPv6 before 6.12) the peek returns `EAGAIN`, blocking or not, until the bytes before
 //! the mark are consumed (poll still reports the socket readable meanwhile).
+// doc-end
 //!
 //! The stateless [`peek_at`] and [`consume`] see the stream as the socket's `SO_OOBINLINE`
 //! says: set it on sockets that may receive urgent data.
@@ -622,10 +624,10 @@ impl<F: AsFd> Peeker<F> {
     ///
     // doc-source: peeker_new.kernel
     /// [`PeekMode::Offset`] (and [`PeekMode::Auto`] when it picks `SO_PEEK_OFF`) sets the
-    /// socket's `SO_PEEK_OFF` to 0; [`PeekMode::Discard`] makes sure it is disabled (-1). Sets
-    /// `SO_OOBINLINE` and leaves it set: urgent bytes are stream bytes to a peeker.
+    /// socket's `SO_PEEK_OFF` to 0; [`PeekMode::Discard`] makes sure it is disabled (-1).
     // doc-end
-    /// (Module docs, "Urgent data".)
+    /// Sets `SO_OOBINLINE` and leaves it set: urgent bytes are stream bytes to a peeker (module
+    /// docs, "Urgent data").
     ///
     // doc-source: peeker_new.cost
     /// Cost: 2-3 `getsockopt` to learn the socket's family, type and protocol (none when the

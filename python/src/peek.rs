@@ -326,8 +326,7 @@ impl Peeker {
     /// The cursor starts at 0, the head of the receive queue.
     // doc-copy: peeker_new.kernel
     /// `PeekMode.OFFSET` (and `PeekMode.AUTO` when it picks `SO_PEEK_OFF`) sets the socket's
-    /// `SO_PEEK_OFF` to 0; `PeekMode.DISCARD` makes sure it is disabled (-1). Sets `SO_OOBINLINE`
-    /// and leaves it set: urgent bytes are stream bytes to a peeker.
+    /// `SO_PEEK_OFF` to 0; `PeekMode.DISCARD` makes sure it is disabled (-1).
     // doc-end
     ///
     /// `family` and `proto` state what the socket is, as `socket.socket(family, SOCK_STREAM,
@@ -335,6 +334,25 @@ impl Peeker {
     /// `IPPROTO_TCP` or `IPPROTO_MPTCP`, or `AF_UNIX` with 0. The peeker then asks the socket
     /// nothing (no `getsockopt` for its family, type and protocol): one syscall in all. The
     /// default `family` 0 asks the socket.
+    ///
+    /// Urgent data (a TCP urgent byte, `MSG_OOB`, or an AF_UNIX out-of-band byte):
+    // doc-copy: peeker.urgent
+    /// making a peeker sets `SO_OOBINLINE` on the socket and leaves it set. Every urgent byte is
+    /// then an ordinary byte of the stream, where the peer sent it: peeks deliver byte for byte
+    /// what reads of the socket deliver, a consume of `nbytes` bytes drops exactly `nbytes` of them
+    /// (it reads on past the mark), and no byte is peeked twice or skipped. Urgency itself is not
+    /// reported (`recv(MSG_OOB)` then fails with errno EINVAL; `SIOCATMARK` still tells where the
+    /// mark is).
+    ///
+    /// The kernel ends every read and every peek at the urgent mark (net/ipv4/tcp.c
+    /// `tcp_recvmsg_locked`, net/unix/af_unix.c `manage_oob`): a peek that reaches it returns
+    /// short, and the next continues at the urgent byte. A discard peek starts at the head of the
+    /// queue, so it cannot pass a mark that lies ahead of the head: there the peeker peeks once
+    /// with `SO_PEEK_OFF` at the cursor where the socket has it; where it has not (TCP before 6.9,
+    /// IPv6 before 6.12) the peek returns `EAGAIN`, blocking or not, until the bytes before the
+    /// mark are consumed (poll still reports the socket readable meanwhile).
+    // doc-end
+    ///
     // doc-copy: peeker_kind.wrong
     /// Stating the kind wrong is never unsafe: calls then fail as the real socket answers (a
     /// datagram socket answers a peek as a datagram socket would; an AF_UNIX socket stated as TCP
