@@ -31,12 +31,27 @@ export declare class Peeker {
    * queue); `options.kind` states what the socket is, sparing the 2-3 `getsockopt` that ask
    * it.
    * `'offset'` (and `'auto'` when it picks `SO_PEEK_OFF`) sets the socket's `SO_PEEK_OFF` to 0;
-   * `'discard'` makes sure it is disabled (-1). Sets `SO_OOBINLINE` and leaves it set: urgent
-   * bytes are stream bytes to a peeker.
+   * `'discard'` makes sure it is disabled (-1).
    * Cost: 2-3 `getsockopt` to learn the socket's family, type and protocol (none when the caller
    * states the socket's kind), then one `setsockopt` (`'offset'`, `'auto'`) or one `getsockopt`
    * (`'discard'`; a `setsockopt` more if `SO_PEEK_OFF` was on), and the `setsockopt` of
    * `SO_OOBINLINE`.
+   *
+   * Urgent data (a TCP urgent byte, `MSG_OOB`, or an AF_UNIX out-of-band byte):
+   * making a peeker sets `SO_OOBINLINE` on the socket and leaves it set. Every urgent byte is
+   * then an ordinary byte of the stream, where the peer sent it: peeks deliver byte for byte
+   * what reads of the socket deliver, a consume of `n` bytes drops exactly `n` of them (it reads
+   * on past the mark), and no byte is peeked twice or skipped. Urgency itself is not reported
+   * (`recv(MSG_OOB)` then fails with errno EINVAL; `SIOCATMARK` still tells where the mark is).
+   *
+   * The kernel ends every read and every peek at the urgent mark (net/ipv4/tcp.c
+   * `tcp_recvmsg_locked`, net/unix/af_unix.c `manage_oob`): a peek that reaches it returns
+   * short, and the next continues at the urgent byte. A discard peek starts at the head of the
+   * queue, so it cannot pass a mark that lies ahead of the head: there the peeker peeks once
+   * with `SO_PEEK_OFF` at the cursor where the socket has it; where it has not (TCP before 6.9,
+   * IPv6 before 6.12) the peek returns `EAGAIN`, blocking or not, until the bytes before the
+   * mark are consumed (poll still reports the socket readable meanwhile).
+   *
    * Stating the kind wrong is never unsafe: calls then fail as the real socket answers (a
    * datagram socket answers a peek as a datagram socket would; an AF_UNIX socket stated as TCP
    * fails `Peeker.consume` with `EFAULT`).
