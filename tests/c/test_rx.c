@@ -326,11 +326,11 @@ static void test_recv_atleast_tcp(int family)
 	buf = malloc(64 * MIB);
 	w = (struct writer){ .fd = peer, .len = 64 * MIB, .piece = MIB };
 	writer_start(&w);
-	t0 = now_ms();
+	/* All 64 MiB before the 30 s timeout (which would return fewer bytes): no hang. No time
+	 * is asserted beyond that: under valgrind on a loaded machine the copy alone took 20 s. */
 	n = lowcopy_recv_atleast(sock, buf, 64 * MIB, 64 * MIB, 30000);
 	CHECK_EQ(n, 64 * MIB);
 	CHECK(pattern_ok(buf, 0, 64 * MIB));
-	CHECK(now_ms() - t0 < 20000);
 	writer_join(&w);
 	close(sock);
 	close(peer);

@@ -393,6 +393,8 @@ static int op_fill_window(struct run *r, const cJSON *step)
     }
 }
 
+static int do_reap(struct run *r);
+
 /* retry_full count len: non-blocking sends to a full socket; each must be -EAGAIN (never
  * -EBUSY: a failed send must not hold a request slot). */
 static int op_retry_full(struct run *r, const cJSON *step)
@@ -414,7 +416,8 @@ static int op_retry_full(struct run *r, const cJSON *step)
         if (n == -EAGAIN)
             full++;
         else if (n <= 0)
-            return fail(r, "retry %" PRIu64 " of a full socket: %zd, not -EAGAIN", i, n);
+            return fail(r, "retry %" PRIu64 " of a full socket: %zd, not -EAGAIN (%zu in flight)", i,
+                        n, lowcopy_zc_inflight(r->st->zc));
         else if (do_reap(r) < 0) /* a try that went through holds a slot until reaped */
             return -1;
     }
@@ -788,10 +791,13 @@ static int request_round(struct run *r, const cJSON *step, size_t len, size_t re
     memset(answer, 'r', reply);
     struct writer *w = new_writer(write_later, "request_response", answer, reply);
     w->ms = ANSWER_DELAY_MS;
+    /* The clock starts before the answer's writer does: on a loaded machine this thread can
+     * lose the CPU for longer than the answer's delay between the two. */
+    uint64_t t0 = now_ns();
     if (start_writer(r, w) < 0)
         return -1;
     unsigned char *buf = room(reply);
-    uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns();
+    uint64_t cpu0 = thread_cpu_ns();
     ssize_t got = lowcopy_recv_atleast(r->fd, buf, reply, reply, REPLY_TIMEOUT_MS);
     uint64_t took = now_ns() - t0, cpu = thread_cpu_ns() - cpu0;
     join_writers(r, true); /* the answer's writer, the run's only thread here */
