@@ -76,22 +76,27 @@
 #define LOWCOPY_STRUCT_SIZE_MAX 4096
 
 /**
- * Peek mechanism: `SO_PEEK_OFF` where the socket family has it, else `LOWCOPY_PEEK_DISCARD`.
- * Probed once per (family, protocol) and cached for the process. With `SO_PEEK_OFF`, a cursor
- * of at most 4096 bytes that the kernel's offset is not already at is peeked with a discard
- * prefix instead: one syscall and at most 4 KiB copied, rather than a `setsockopt` more.
+ * Peek mechanism:
+ * `SO_PEEK_OFF` where this socket family has it, else `LOWCOPY_PEEK_DISCARD`. The answer is probed
+ * once per (family, protocol) and cached for the process. With `SO_PEEK_OFF`, a cursor of at most
+ * 4096 bytes that the kernel's offset is not already at is peeked with a discard prefix instead,
+ * which saves a `setsockopt` for a copy of at most 4 KiB (counted in
+ * `lowcopy_peek_stats.bytes_skipped_copied`).
  */
 #define LOWCOPY_PEEK_AUTO 0
 
 /**
- * Peek mechanism: the kernel's `SO_PEEK_OFF` (TCP/IPv4 since Linux 6.9, TCP/IPv6 since 6.12,
- * AF_UNIX stream since 3.4; never MPTCP). Peeks cost the same at any offset.
+ * Peek mechanism:
+ * The kernel's `SO_PEEK_OFF`: TCP over IPv4 since Linux 6.9, over IPv6 since 6.12, AF_UNIX stream
+ * since 3.4; never MPTCP (`-EOPNOTSUPP` on sockets without it). Peeks cost the same at any offset.
  */
 #define LOWCOPY_PEEK_OFFSET 1
 
 /**
- * Peek mechanism: `MSG_PEEK` with a leading scratch prefix that swallows the bytes before the
- * offset. Works on every stream socket; the kernel copies the prefix again on every peek.
+ * Peek mechanism:
+ * `MSG_PEEK` with a leading scratch prefix that swallows the `offset` bytes before the cursor.
+ * Works on every stream socket, but the kernel copies the prefix again on every peek (counted in
+ * `lowcopy_peek_stats.bytes_skipped_copied`).
  */
 #define LOWCOPY_PEEK_DISCARD 2
 
@@ -128,47 +133,52 @@
 #define LOWCOPY_PEEKER_ALIGN 8
 
 /**
- * Backend: io_uring `SEND_ZC` where it works on this socket, else `MSG_ZEROCOPY` with the
- * error queue where `SO_ZEROCOPY` works, else plain copies. Sockets with no zerocopy at all
- * (AF_UNIX, MPTCP) get the copy backend. With io_uring the sender belongs to the first thread
- * that sends (see `LOWCOPY_ZC_IO_URING`): a daemon that hands a connection to another thread
- * mid-stream should choose `LOWCOPY_ZC_ERRQUEUE`.
+ * Backend:
+ * io_uring `SEND_ZC` where it works on this socket, else `MSG_ZEROCOPY` with the error queue where
+ * `SO_ZEROCOPY` works, else plain copies. Sockets with no zerocopy at all (AF_UNIX, MPTCP) get the
+ * copy backend. With io_uring the sender belongs to the first thread that sends: a daemon that
+ * hands a connection to another thread mid-stream should choose the error queue.
  */
 #define LOWCOPY_ZC_AUTO 0
 
 /**
- * Backend: `SO_ZEROCOPY` + `MSG_ZEROCOPY` (TCP since Linux 4.14, UDP since 5.0); completions
- * read from `MSG_ERRQUEUE` and mapped from the kernel's 32-bit id ranges back to user_data.
- * The sender owns the socket's error queue: other entries on it (ICMP errors with
- * `IP_RECVERR`, `SO_TIMESTAMPING` reports) are read, counted in `errqueue_other` and dropped,
- * and reading an ICMP entry also clears the `SO_ERROR` it set (net/core/skbuff.c
- * `sock_dequeue_err_skb`). An application that needs those entries should use
- * `LOWCOPY_ZC_IO_URING`, whose notifications do not go through the error queue.
+ * Backend:
+ * `SO_ZEROCOPY` + `MSG_ZEROCOPY` (TCP since Linux 4.14, UDP since 5.0); completions read from
+ * `MSG_ERRQUEUE` and mapped from the kernel's 32-bit id ranges back to user_data. The sender owns
+ * the socket's error queue: other entries on it (ICMP errors with `IP_RECVERR`, `SO_TIMESTAMPING`
+ * reports) are read, counted in `errqueue_other` and dropped, and reading an ICMP entry also
+ * clears the `SO_ERROR` it set (net/core/skbuff.c `sock_dequeue_err_skb`). An application that
+ * needs those entries should use io_uring, whose notifications do not go through the error queue.
  */
 #define LOWCOPY_ZC_ERRQUEUE 1
 
 /**
- * Backend: io_uring `IORING_OP_SEND_ZC` (Linux 6.0) / `SENDMSG_ZC` (6.1); user_data comes back
- * in the notification CQE. One ring per thread serves every sender used on that thread
- * (`LOWCOPY_ZC_RING_CQ_ENTRIES` completion entries, made with the thread's first sender,
- * kept until the thread exits): a sender owns no descriptor. The ring is set up with
- * `IORING_SETUP_DEFER_TASKRUN` (6.1) so that notifications never interrupt the thread's other
- * syscalls with `EINTR`; they are posted during the next send (no syscall of their own). Its
- * price, `SINGLE_ISSUER`: a sender belongs to the first thread that sends on it, waits on it
- * or asks for its `lowcopy_zc_pollfd` (it joins that thread's ring), and calls from any other
- * thread fail with `-EEXIST`.
+ * Backend:
+ * io_uring `IORING_OP_SEND_ZC` (Linux 6.0) / `SENDMSG_ZC` (6.1); user_data comes back in the
+ * notification CQE. One ring per thread serves every sender used on that thread (8192 completion
+ * entries, made with the thread's first sender, kept until the thread exits): a sender owns no
+ * descriptor. The ring is set up with `IORING_SETUP_DEFER_TASKRUN` (6.1) so that notifications
+ * never interrupt the thread's other syscalls with `-EINTR`; they are posted during the next send
+ * (no syscall of their own). Its price, `SINGLE_ISSUER`: a sender belongs to the first thread that
+ * sends on it, waits on it or asks for its completion descriptor (it joins that thread's ring),
+ * and calls from any other thread fail with `-EEXIST`.
+ * (`LOWCOPY_ZC_RING_CQ_ENTRIES` is the ring's size; the completion descriptor is
+ * `lowcopy_zc_pollfd`.)
  */
 #define LOWCOPY_ZC_IO_URING 2
 
 /**
- * Backend: plain copying `sendmsg`; the completion is ready when the send returns.
+ * Backend:
+ * Plain copying `sendmsg`; the completion is ready when the send returns.
  */
 #define LOWCOPY_ZC_COPY 3
 
 /**
- * `lowcopy_zc_new` flag: stop asking for zerocopy after `LOWCOPY_ZC_ADAPTIVE_AFTER`
- * consecutive completions the kernel copied anyway (loopback, veth, devices without
- * scatter-gather). Sends in flight are still reaped; later sends are plain copies.
+ * `lowcopy_zc_new` flag (`LOWCOPY_ZC_ADAPTIVE_AFTER` is the count):
+ * Stop asking for zerocopy after 16 consecutive completions that the kernel copied anyway
+ * (loopback, veth, devices without scatter-gather), the way msg_zerocopy.rst suggests: a copied
+ * "zerocopy" send costs more than a plain copy. Sends in flight are still reaped; later sends are
+ * plain copies whose completion is ready at once, flagged copied and fallback.
  */
 #define LOWCOPY_ZC_ADAPTIVE 1
 
@@ -178,14 +188,18 @@
 #define LOWCOPY_ZC_ADAPTIVE_AFTER 16
 
 /**
- * Completion flag: the data was copied, not pinned (by the kernel: `SO_EE_CODE_ZEROCOPY_COPIED`
- * or `IORING_NOTIF_USAGE_ZC_COPIED`, always so on loopback and veth; or by a plain send).
+ * Completion flag:
+ * the data was copied, not pinned: by the kernel (a deferred copy: loopback, veth, devices without
+ * scatter-gather; `SO_EE_CODE_ZEROCOPY_COPIED` or `IORING_NOTIF_USAGE_ZC_COPIED`), or by a plain
+ * send.
  */
 #define LOWCOPY_ZC_COPIED 1
 
 /**
- * Completion flag: part or all of the request went out as a plain send because zerocopy was
- * not possible (`ENOBUFS`, adaptive mode, id window full).
+ * Completion flag:
+ * some or all of the request went out as a plain copied send because zerocopy was not possible
+ * (`-ENOBUFS`, io_uring `-ENOMEM`, adaptive mode, full id window). The copy backend sets only the
+ * copied flag: copying is what it was asked to do.
  */
 #define LOWCOPY_ZC_FALLBACK 2
 
@@ -533,8 +547,8 @@ typedef struct lowcopy_zc_completion {
   uint64_t user_data;
   /**
    * Bytes the send accepted: always > 0. Every backend learns a send's outcome before the
-   * send call returns, so a failed send reports its error there and gets no completion;
-   * a completion never carries an error.
+   * send call returns, so a failed send reports its error there and gets no completion; a
+   * completion never carries an error.
    */
   int64_t result;
   /**
@@ -654,11 +668,13 @@ uint32_t lowcopy_version(void);
 int lowcopy_probe(struct lowcopy_caps *out, size_t size);
 
 /**
- * 1 if `SO_PEEK_OFF` works on this stream socket, 0 if not (MPTCP, kernels before 6.9 for
- * TCP/IPv4 or 6.12 for TCP/IPv6). Leaves the socket's `SO_PEEK_OFF` as it was.
+ * 1 if `SO_PEEK_OFF` works on this stream socket, 0 if not.
+ * TCP over IPv4 has it since Linux 6.9, over IPv6 since 6.12, AF_UNIX stream since 3.4; MPTCP
+ * never. Leaves the socket's `SO_PEEK_OFF` value as it was (reads it, writes it back).
  *
- * Errors: `-EBADF` (not an open fd), `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX
- * stream socket; UDP and other datagram sockets are not covered by lowcopy's peek).
+ * Errors:
+ * `-EBADF` (not an open fd), `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream
+ * socket: lowcopy's peek does not apply; UDP and other datagram sockets neither).
  *
  * Syscalls: getsockopt, setsockopt.
  */
@@ -669,18 +685,22 @@ int lowcopy_peek_supported(int fd);
  * queue into `buf`, without consuming anything.
  *
  * Returns bytes copied (> 0); 0 when the peer shut down and nothing lies beyond `offset`;
- * `-EAGAIN` when nothing lies beyond `offset` yet and `flags` has `MSG_DONTWAIT` or the fd is
- * non-blocking (a blocking call waits for one byte beyond `offset`).
+ * `-EAGAIN` when nothing lies beyond `offset` yet and the call may not wait (`MSG_DONTWAIT`, or a
+ * non-blocking fd).
+ * A blocking call waits for one byte beyond `offset`. Stateless: uses `SO_PEEK_OFF` where the
+ * socket has it (set, peek, set back to -1), else the discard prefix.
  *
- * Stateless: uses `SO_PEEK_OFF` where the socket has it (set, peek, set back to -1), else the
- * discard prefix. Requires `SO_PEEK_OFF` disabled (-1, the default) on the socket: do not mix
- * with a live `lowcopy_peeker` on the same fd. Costs 2-3 `getsockopt` besides the peek; use a
- * `lowcopy_peeker` on the data path.
+ * Precondition: `SO_PEEK_OFF` is disabled (-1, the default) on the socket, so no live peeker may
+ * use it; this call leaves it disabled. Cost: 2-3 `getsockopt` to classify the socket, one
+ * `recvmsg`, and with `offset > 0` on a socket with `SO_PEEK_OFF` two `setsockopt`. Use a peeker
+ * on the data path.
  *
  * Errors: `-EINVAL` (`buf` NULL, `len` 0 or above `SSIZE_MAX`, flags other than
- * `MSG_DONTWAIT`), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream
- * socket), `-EOVERFLOW` (`offset` above `INT_MAX` for `SO_PEEK_OFF`, or above 1023 x 64 KiB
- * for the discard prefix: never truncated), `-ECONNRESET` and other `recvmsg` errors.
+ * `MSG_DONTWAIT`),
+ * `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `-EOVERFLOW`
+ * (`offset` beyond what the mechanism can represent: `INT_MAX` for `SO_PEEK_OFF`, 64 KiB per iovec
+ * left below 1024 for the discard prefix; never truncated), `-ECONNRESET` and other `recvmsg`
+ * errors.
  *
  * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
  *
@@ -702,13 +722,15 @@ ssize_t lowcopy_peek_at(int fd, size_t offset, void *buf, size_t len, int flags)
 ssize_t lowcopy_peekv_at(int fd, size_t offset, const struct iovec *iov, int iovcnt, int flags);
 
 /**
- * Drops up to `n` bytes from the head of the receive queue, without copying them where the
- * protocol allows (TCP and MPTCP: `MSG_TRUNC`; AF_UNIX reads them into a scratch buffer).
- * Returns bytes dropped (0 for `n == 0` or at end of stream); `-EAGAIN` when nothing is
- * queued and the call may not block. The kernel lowers `SO_PEEK_OFF` by the bytes dropped.
+ * Drops up to `n` bytes from the head of the receive queue; returns bytes dropped.
+ * TCP and MPTCP use `recv(NULL, n, MSG_TRUNC)`, which copies nothing; AF_UNIX stream has no such
+ * path and reads them into a scratch buffer. The kernel lowers `SO_PEEK_OFF` by the bytes dropped.
+ * Returns 0 for `n` 0 or at end of stream.
  *
- * Errors: `-EINVAL` (flags other than `MSG_DONTWAIT`), `-EBADF`, `-ENOTSOCK`,
- * `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `recv` errors.
+ * Errors: `-EINVAL` (flags other than `MSG_DONTWAIT`),
+ * `-EAGAIN` when nothing is queued and the call may not block (`MSG_DONTWAIT` or a non-blocking
+ * fd); `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), and
+ * `recv` errors (`-ECONNRESET`, `-EINTR`, ...).
  *
  * Syscalls: getsockopt, recvfrom, recvmsg, ioctl.
  */
@@ -717,22 +739,37 @@ ssize_t lowcopy_consume(int fd, size_t n, int flags);
 /**
  * Creates a peek cursor over the stream socket `fd`, at offset 0, and writes it to `*out`.
  *
- * `mode`: `LOWCOPY_PEEK_AUTO`, `LOWCOPY_PEEK_OFFSET` or `LOWCOPY_PEEK_DISCARD`. OFFSET (and
- * AUTO when it picks it) sets the socket's `SO_PEEK_OFF` to 0; DISCARD makes sure it is -1.
- * The fd stays owned by the caller and must stay open until `lowcopy_peeker_free`; do not
- * read from it meanwhile except through `lowcopy_peeker_consume`.
+ * `mode`: `LOWCOPY_PEEK_AUTO`, `LOWCOPY_PEEK_OFFSET` or `LOWCOPY_PEEK_DISCARD`.
+ * `LOWCOPY_PEEK_OFFSET` (and `LOWCOPY_PEEK_AUTO` when it picks `SO_PEEK_OFF`) sets the socket's
+ * `SO_PEEK_OFF` to 0; `LOWCOPY_PEEK_DISCARD` makes sure it is disabled (-1).
+ * Cost: 2-3 `getsockopt` to learn the socket's family, type and protocol (none when the caller
+ * states the socket's kind), then one `setsockopt` (`LOWCOPY_PEEK_OFFSET`, `LOWCOPY_PEEK_AUTO`) or
+ * one `getsockopt` (`LOWCOPY_PEEK_DISCARD`; a `setsockopt` more if `SO_PEEK_OFF` was on), and the
+ * `setsockopt` of `SO_OOBINLINE`.
  *
- * Urgent data: sets `SO_OOBINLINE` and leaves it set, so a TCP urgent byte (`MSG_OOB`) or an
- * AF_UNIX out-of-band byte is an ordinary stream byte where the peer sent it: peeks deliver
- * byte for byte what reads deliver, `lowcopy_peeker_consume(n)` drops exactly n, none is
- * peeked twice or skipped. A peek that reaches the urgent mark returns short and the next
- * continues after it; a DISCARD peek on a socket without `SO_PEEK_OFF` cannot pass a mark
- * ahead of the head and returns `-EAGAIN` (blocking or not) until the bytes before the mark
- * are consumed.
+ * Urgent data (a TCP urgent byte, `MSG_OOB`, or an AF_UNIX out-of-band byte):
+ * making a peeker sets `SO_OOBINLINE` on the socket and leaves it set. Every urgent byte is then
+ * an ordinary byte of the stream, where the peer sent it: peeks deliver byte for byte what reads
+ * of the socket deliver, a consume of `n` bytes drops exactly `n` of them (it reads on past the
+ * mark), and no byte is peeked twice or skipped. Urgency itself is not reported (`recv(MSG_OOB)`
+ * then fails with errno EINVAL; `SIOCATMARK` still tells where the mark is).
  *
- * Errors: `-EINVAL` (`out` NULL, unknown mode), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a
- * TCP, MPTCP or AF_UNIX stream socket, or OFFSET on a socket without `SO_PEEK_OFF`),
- * `-ENOMEM`.
+ * The kernel ends every read and every peek at the urgent mark (net/ipv4/tcp.c
+ * `tcp_recvmsg_locked`, net/unix/af_unix.c `manage_oob`): a peek that reaches it returns short,
+ * and the next continues at the urgent byte. A discard peek starts at the head of the queue, so it
+ * cannot pass a mark that lies ahead of the head: there the peeker peeks once with `SO_PEEK_OFF`
+ * at the cursor where the socket has it; where it has not (TCP before 6.9, IPv6 before 6.12) the
+ * peek returns `-EAGAIN`, blocking or not, until the bytes before the mark are consumed (poll
+ * still reports the socket readable meanwhile).
+ *
+ * The fd stays owned by the caller and must stay open until `lowcopy_peeker_free`.
+ * Other code must not read from the socket or change `SO_PEEK_OFF` while the peeker lives: reads
+ * through `lowcopy_peeker_consume` keep the cursor right, and a read by another path must be
+ * reported with `lowcopy_peeker_note_consumed`.
+ *
+ * Errors: `-EINVAL` (`out` NULL, unknown mode), `-ENOMEM`,
+ * `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or
+ * `LOWCOPY_PEEK_OFFSET` on a socket without `SO_PEEK_OFF`), and `setsockopt`/`getsockopt` errors.
  *
  * Syscalls: getsockopt, setsockopt, brk, mmap, munmap, mremap, mprotect, madvise, getrandom,
  * futex.
@@ -745,31 +782,31 @@ int lowcopy_peeker_new(int fd, uint32_t mode, struct lowcopy_peeker **out);
 /**
  * Copies up to `len` bytes at the cursor into `buf`; the cursor advances by the result.
  *
- * Returns bytes copied (> 0); 0 at end of stream after the cursor (the peer shut down; the
- * bytes before the cursor are still queued and readable); `-EAGAIN` when nothing lies beyond
- * the cursor and `flags` has `MSG_DONTWAIT` or the fd is non-blocking. A blocking peek
- * returns as soon as one byte beyond the cursor arrives (armed or not; but a socket whose own
- * `SO_RCVLOWAT` is above 1 makes the kernel wait for that many bytes beyond the cursor, as
- * recv does), or with `-EINTR` on a signal and `-EAGAIN` when `SO_RCVTIMEO` runs out (on a
- * socket without `SO_PEEK_OFF`, MPTCP or a kernel before 6.9, a signal in the last 10 ms
- * before the timeout reads as `-EAGAIN`: the kernel keeps the timeout in jiffies). Peeked bytes stay in the receive
- * buffer: when they fill it (small segments cost far more kernel memory than their payload)
- * the peer's window is closed and a blocking peek waits until something is consumed, so a
- * caller that may block there sets `SO_RCVTIMEO` or consumes acknowledged bytes first.
+ * Returns bytes copied (> 0); 0 at end of stream after the cursor (the peer shut down; the bytes
+ * before the cursor are still queued and readable); `-EAGAIN` when nothing lies beyond the cursor
+ * and the call may not wait (`MSG_DONTWAIT`, or a non-blocking fd).
+ * A blocking peek returns as soon as one byte beyond the cursor is there (with the armed low-water
+ * mark too; a socket's own `SO_RCVLOWAT` above 1 makes the kernel wait for that many bytes beyond
+ * the cursor, as recv does), or with `-EAGAIN` when `SO_RCVTIMEO` runs out.
+ * A signal ends it with `-EINTR` (on a socket without `SO_PEEK_OFF`, MPTCP or a kernel before 6.9,
+ * a signal in the last 10 ms before the timeout reads as `-EAGAIN`: the kernel keeps the timeout
+ * in jiffies).
+ * Peeked bytes stay in the receive buffer: when they fill it (small segments cost far more kernel
+ * memory than their payload) the peer's window is closed and a blocking peek waits until something
+ * is consumed, so a caller that may block there sets `SO_RCVTIMEO` or consumes acknowledged bytes
+ * first.
  *
  * Errors: `-EINVAL` (`p` or `buf` NULL, `len` 0 or above `SSIZE_MAX`, flags other than
- * `MSG_DONTWAIT`), `-EOVERFLOW` (cursor beyond the mechanism's reach), `-ECONNRESET`, `-EINTR`
- * and other `recvmsg` errors.
+ * `MSG_DONTWAIT`),
+ * `-EOVERFLOW` (cursor beyond what the mechanism can represent), `-ECONNRESET`, `-EINTR` and other
+ * `recvmsg` errors.
  *
  * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
  *
  * # Safety
  * `p` must be NULL or a live peeker; `buf` NULL or writable for `len` bytes.
  */
-ssize_t lowcopy_peeker_peek(struct lowcopy_peeker *p,
-                            void *buf,
-                            size_t len,
-                            int flags);
+ssize_t lowcopy_peeker_peek(struct lowcopy_peeker *p, void *buf, size_t len, int flags);
 
 /**
  * `lowcopy_peeker_peek` into `iovcnt` iovecs (1 to 1024; with the discard mechanism the
@@ -787,12 +824,15 @@ ssize_t lowcopy_peeker_peekv(struct lowcopy_peeker *p,
                              int flags);
 
 /**
- * Moves the cursor to `offset` bytes after the head of the receive queue: back to
- * retransmit, ahead to skip without copying (OFFSET; DISCARD copies them at the next peek).
- * No syscall unless the low-water mark is armed. Returns 0.
+ * Moves the cursor to `offset` bytes after the head of the receive queue: back to retransmit, or
+ * ahead to skip bytes without copying them (offset mechanism; the discard one copies them at the
+ * next peek). Makes no syscall unless the low-water mark is armed.
+ * Returns 0.
  *
- * Errors: `-EINVAL` (`p` NULL), `-EOVERFLOW` (`offset` above `INT_MAX` with OFFSET, above
- * 1023 x 64 KiB with DISCARD; the cursor is unchanged).
+ * Errors: `-EINVAL` (`p` NULL),
+ * `-EOVERFLOW` if the mechanism cannot represent the offset (`INT_MAX` for `SO_PEEK_OFF`, 1023 x
+ * 64 KiB for the discard prefix); with the low-water mark armed, its `setsockopt` errors. The
+ * cursor is then unchanged.
  *
  * Syscalls: setsockopt.
  *
@@ -802,11 +842,14 @@ ssize_t lowcopy_peeker_peekv(struct lowcopy_peeker *p,
 int lowcopy_peeker_seek(struct lowcopy_peeker *p, size_t offset);
 
 /**
- * Drops up to `n` acknowledged bytes from the head of the receive queue and moves the cursor
- * back by the bytes dropped (never below 0). Never blocks. Returns bytes dropped (fewer when
- * fewer are queued; 0 for `n == 0` or at end of stream).
+ * Drops up to `n` acknowledged bytes from the head of the receive queue and moves the cursor back
+ * by the bytes dropped (never below 0). Never blocks. Returns bytes dropped: fewer than `n` when
+ * fewer are queued, 0 for `n` 0 or at end of stream. TCP and MPTCP drop them without copying
+ * (`MSG_TRUNC`); AF_UNIX reads them into a scratch buffer.
  *
- * Errors: `-EINVAL` (`p` NULL), `-EAGAIN` (nothing queued), `recv` errors.
+ * Errors: `-EINVAL` (`p` NULL),
+ * `-EAGAIN` when nothing is queued; `recv` errors (`-ECONNRESET`, ...); with the low-water mark
+ * armed, its `setsockopt` errors (the bytes were dropped and the cursor moved).
  *
  * Syscalls: recvfrom, recvmsg, setsockopt, ioctl.
  *
@@ -817,9 +860,13 @@ ssize_t lowcopy_peeker_consume(struct lowcopy_peeker *p, size_t n);
 
 /**
  * Tells the peeker that `n` bytes left the head of the receive queue by another path
- * (`lowcopy_zcrx_recv` or a plain read on the same fd): the cursor moves back by `n` (never
- * below 0), as `lowcopy_peeker_consume` would move it, without a syscall (unless the
- * low-water mark is armed: it follows the cursor). Returns 0; `-EINVAL` for NULL.
+ * (`lowcopy_zcrx_recv` or a plain read on the same fd).
+ * The cursor moves back by `n` (never below 0), as `lowcopy_peeker_consume` would move it, with no
+ * syscall unless the low-water mark is armed (it follows the cursor): both of those paths lower
+ * the kernel's `SO_PEEK_OFF` by what they take (the zero-copy receiver corrects the kernel, which
+ * forgets to for mapped bytes), so cursor and kernel stay together.
+ * Returns 0; `-EINVAL` for NULL, and with the low-water mark armed its `setsockopt` errors
+ * (the cursor moved).
  *
  * Syscalls: setsockopt.
  *
@@ -850,25 +897,28 @@ size_t lowcopy_peeker_offset(const struct lowcopy_peeker *p);
 uint32_t lowcopy_peeker_mode(const struct lowcopy_peeker *p);
 
 /**
- * Arms (`on` != 0) or disarms the low-water mark: while armed the peeker keeps `SO_RCVLOWAT`
- * at cursor + 1 bytes, so poll/epoll report the fd readable only when a byte beyond the
- * cursor is queued (they ignore `SO_PEEK_OFF`) and level-triggered loops do not spin.
- * Blocking peeks still return as soon as one new byte is there.
+ * Arms (`on` != 0) or disarms the low-water mark. Returns 0.
  *
- * The mark follows seek and consume at once and is raised after peeks lazily, when a peek
- * finds nothing beyond the cursor (`-EAGAIN`): the data path pays no extra syscall. The
- * kernel caps `SO_RCVLOWAT` at `tcp_rmem[2]/2` (16 MiB by default; `SO_RCVBUF/2` when locked;
- * net/ipv4/tcp.c `tcp_set_rcvlowat`): past that cursor poll cannot be kept quiet. Nor can it
- * when the receive queue, full of peeked but unconsumed bytes, puts the socket under memory
- * pressure (more than 7/8 of `SO_RCVBUF` in kernel memory, which small segments reach with a
- * few KiB of payload) or shrinks its window to one MSS: TCP then reports `EPOLLIN` whatever
- * the mark (`tcp_epollin_ready`, net/ipv4/tcp.c). A level-triggered loop that gets `-EAGAIN`
- * from the peek should stop listening for `EPOLLIN` until it consumes (examples/c/peek_relay.c
- * does). Setting the mark grows an unlocked receive buffer to about twice the mark. Disarming, and
- * `lowcopy_peeker_free`, restore the value found when arming. Returns 0.
+ * While armed, `SO_RCVLOWAT` is kept at cursor + 1 bytes so that poll/epoll report the socket
+ * readable only when a byte beyond the cursor is queued (they ignore `SO_PEEK_OFF`), and
+ * level-triggered loops do not spin. Blocking peeks still return as soon as one new byte is there.
  *
- * Errors: `-EINVAL` (`p` NULL), `-EOPNOTSUPP` (AF_UNIX: its poll ignores `SO_RCVLOWAT`),
- * `setsockopt` errors.
+ * The mark follows seek and consume at once; after peeks it is raised lazily, when a peek finds
+ * nothing beyond the cursor (`-EAGAIN`), so the data path costs no extra syscall. The kernel caps
+ * `SO_RCVLOWAT` at `tcp_rmem[2]/2` (16 MiB by default; `SO_RCVBUF/2` when locked; net/ipv4/tcp.c
+ * `tcp_set_rcvlowat`): past that cursor poll cannot be kept quiet. Nor can it when the receive
+ * queue, full of peeked but unconsumed bytes, puts the socket under memory pressure (more than 7/8
+ * of `SO_RCVBUF` in kernel memory, which small segments reach with a few KiB of payload) or
+ * shrinks its window to one MSS: TCP then reports `-EPOLLIN` whatever the mark
+ * (`tcp_epollin_ready`, net/ipv4/tcp.c). A level-triggered loop that gets `-EAGAIN` from the peek
+ * should stop listening for `-EPOLLIN` until it consumes. Setting the mark grows an unlocked
+ * receive buffer to about twice the mark. Disarming, and releasing the peeker, restore the value
+ * found when arming.
+ * (examples/c/peek_relay.c stops listening so.)
+ *
+ * Errors: `-EINVAL` (`p` NULL),
+ * `-EOPNOTSUPP` on AF_UNIX (its poll ignores `SO_RCVLOWAT`, net/unix/af_unix.c), and
+ * `getsockopt`/`setsockopt` errors.
  *
  * Syscalls: getsockopt, setsockopt.
  *
@@ -893,9 +943,10 @@ int lowcopy_peeker_stats(const struct lowcopy_peeker *p,
                          size_t size);
 
 /**
- * Releases a peeker: restores `SO_RCVLOWAT` if the mark was armed and leaves the socket's
- * `SO_PEEK_OFF` disabled (-1). Does not close the fd; call it before closing the fd. NULL is
- * a no-op. A peeker made by `lowcopy_peeker_init` is released in place: its memory stays the
+ * Releases a peeker.
+ * Restores `SO_RCVLOWAT` if the mark was armed and leaves `SO_PEEK_OFF` disabled (-1) if this
+ * peeker used it.
+ * Does not close the fd; call it before closing the fd. NULL is a no-op. A peeker made by `lowcopy_peeker_init` is released in place: its memory stays the
  * caller's (it may be reused for another `lowcopy_peeker_init`).
  *
  * Syscalls: setsockopt, brk, munmap, madvise, futex, mmap, mremap, mprotect, getrandom.
@@ -925,19 +976,20 @@ size_t lowcopy_peeker_size(void);
  * then makes no classification syscall: OFFSET and AUTO cost two `setsockopt`s
  * (`SO_PEEK_OFF` and `SO_OOBINLINE`), DISCARD a `getsockopt` and the `SO_OOBINLINE`
  * `setsockopt` (and a `setsockopt` more if `SO_PEEK_OFF` was on). `AF_UNSPEC` (0) with 0 asks
- * the socket instead (2-3 `getsockopt`, as `lowcopy_peeker_new`). Stating the kind wrong is
- * never unsafe: calls then fail as the real socket answers (an AF_UNIX socket stated as TCP
- * fails `lowcopy_peeker_consume` with `-EFAULT`).
+ * the socket instead (2-3 `getsockopt`, as `lowcopy_peeker_new`).
+ * Stating the kind wrong is never unsafe: calls then fail as the real socket answers (a datagram
+ * socket answers a peek as a datagram socket would; an AF_UNIX socket stated as TCP fails
+ * `lowcopy_peeker_consume` with `-EFAULT`).
  *
  * `mode` as in `lowcopy_peeker_new`. The fd stays the caller's and must stay open until the
  * peeker is released (`lowcopy_peeker_release` or `lowcopy_peeker_free`, which leave `mem`
  * to the caller). `mem` must not be moved, copied or reused while the peeker lives.
  *
  * Errors: `-EINVAL` (`mem` or `out` NULL, `size` below `lowcopy_peeker_size()`, `mem` not
- * aligned, unknown `mode`, a `domain`/`protocol` pair other than those above), `-EBADF`,
- * `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or OFFSET on a
- * socket without `SO_PEEK_OFF`), `setsockopt`/`getsockopt` errors. Nothing is written to
- * `*out` or `mem` on error.
+ * aligned, unknown `mode`, a `domain`/`protocol` pair other than those above),
+ * `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or
+ * `LOWCOPY_PEEK_OFFSET` on a socket without `SO_PEEK_OFF`), and `setsockopt`/`getsockopt` errors.
+ * Nothing is written to `*out` or `mem` on error.
  *
  * Syscalls: getsockopt, setsockopt.
  *
@@ -981,25 +1033,28 @@ int lowcopy_peeker_release(struct lowcopy_peeker *p, uint32_t flags);
  * beyond `offset` and `flags` has `MSG_DONTWAIT` or the fd is non-blocking; blocking as
  * `lowcopy_peeker_peek`.
  *
- * Cost with `SO_PEEK_OFF` (OFFSET; AUTO when it picked it): one `recvfrom` when the kernel's
- * offset already is at `offset` (where the last peek ended, kept right by
- * `lowcopy_peeker_consume`), a `setsockopt` and the `recvfrom` when it must be moved
- * (`LOWCOPY_PEEK_MOVED`); never a classification. AUTO peeks an `offset` of at most 4096 that
- * the kernel's offset is not at through a discard prefix (`LOWCOPY_PEEK_PREFIXED`; a
- * `setsockopt` more when it first switches `SO_PEEK_OFF` off). DISCARD: one `recvmsg`. With
- * the low-water mark armed, a blocking call lowers it first and one that finds nothing
- * sets it to `offset` + 1 (a `setsockopt` each); DISCARD finding nothing past `offset` asks
- * `poll` whether the peer ended and `fcntl` whether the fd blocks, and waits as
- * `lowcopy_peeker_peek` does.
+ * Cost with `SO_PEEK_OFF` (`LOWCOPY_PEEK_OFFSET`, and `LOWCOPY_PEEK_AUTO` when it picked it): one
+ * `recv`/`recvmsg` when the kernel's offset is already at `offset` (after a peek that ended there,
+ * or a consume that moved both back), a `setsockopt` and the `recv` when it must be moved; never a
+ * classification. `LOWCOPY_PEEK_AUTO` peeks an `offset` of at most 4096 bytes that the kernel's
+ * offset is not at with a discard prefix instead (one `recvmsg`, a `setsockopt` more the first
+ * time it must switch `SO_PEEK_OFF` off). `LOWCOPY_PEEK_DISCARD`: one `recvmsg` per peek that
+ * finds bytes. Beyond those: with the low-water mark armed, a blocking call lowers it first (a
+ * `setsockopt`) and one that finds nothing sets it to `offset` + 1 (a `setsockopt`); the discard
+ * mechanism, finding nothing past `offset`, asks `poll` whether the peer ended and `fcntl` whether
+ * the fd blocks, and waits as a peek at the cursor does.
+ * A moved offset sets `LOWCOPY_PEEK_MOVED` in `res->flags`, a discard prefix
+ * `LOWCOPY_PEEK_PREFIXED`.
  *
  * `res->stream_pos` is the stream position of `offset`: the bytes this peeker dropped
  * (`lowcopy_peeker_consume`, `lowcopy_peeker_note_consumed`) plus `offset`. A caller that
  * keeps its own sequence numbers compares it with its own: an offset that missed a consume
  * shows there rather than as wrong bytes. `res` is written only on success.
  *
- * Errors: as `lowcopy_peeker_peek` (the cursor is then at `offset`); `-EOVERFLOW` (`offset`
- * above `INT_MAX` with OFFSET, above 1023 x 64 KiB with DISCARD: the cursor is unchanged);
- * `-EINVAL` also for `res_size` out of range with a non-NULL `res`.
+ * Errors: `-EINVAL` also for `res_size` out of range with a non-NULL `res`;
+ * As a peek at the cursor (the cursor is then at `offset`); `-EOVERFLOW` (`offset` beyond what the
+ * mechanism can represent: `INT_MAX` with `SO_PEEK_OFF`, 1023 x 64 KiB with the discard prefix;
+ * the cursor is then unchanged).
  *
  * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
  *
@@ -1038,15 +1093,21 @@ ssize_t lowcopy_peeker_peekv_at(struct lowcopy_peeker *p,
  * Sets `SO_RCVLOWAT` to `bytes` and writes the value the kernel keeps to `*effective`;
  * returns 0.
  *
- * TCP caps the mark at `tcp_rmem[2] / 2` (16 MiB with the default 32 MiB), or at half of
+ * TCP caps it at `tcp_rmem[2] / 2` (16 MiB with the default 32 MiB maximum), or at half of
  * `SO_RCVBUF` as read back (the kernel doubles what was set) once the application locked the
- * receive buffer with `SO_RCVBUF`. `bytes` above `INT_MAX` is passed as `INT_MAX` and capped
- * the same way; 0 is kept as 1. On TCP it also grows an unlocked receive buffer to about
- * twice the mark, for good. On a listening socket the mark is copied into each connection
- * when its handshake completes (connections already in the accept queue keep the old value),
- * as tcp_mmap uses it. AF_UNIX and UDP keep the value but their poll ignores it.
+ * receive buffer with `SO_RCVBUF`; values above `INT_MAX` are passed as `INT_MAX` and capped the
+ * same way; 0 is kept as 1. Setting it on TCP also grows an unlocked receive buffer to about twice
+ * the mark (never shrunk again) and, when it lowers the mark, wakes pollers whose data now
+ * suffices.
  *
- * Errors: `-EINVAL` (`effective` NULL), `-EBADF`, `-ENOTSOCK`, `setsockopt` errors.
+ * On a listening TCP socket the value is reported the same way and copied into each connection
+ * when its handshake completes (not at `accept`): connections already waiting in the accept queue
+ * keep the old value. tcp_mmap sets its mark this way. On kernels before 21b29e74ffe5 (Oct 2025) a
+ * large inherited mark also clamped the window scale the listener advertised, so there prefer
+ * setting it after `accept`. AF_UNIX and UDP store the value, but their poll ignores it.
+ *
+ * Errors: `-EINVAL` (`effective` NULL),
+ * `-EBADF`, `-ENOTSOCK`, and other `setsockopt`/`getsockopt` errors.
  *
  * Syscalls: setsockopt, getsockopt.
  *
@@ -1064,29 +1125,45 @@ int lowcopy_set_rcvlowat(int fd, size_t bytes, size_t *effective);
  *   fewer than `min`, or `-ETIMEDOUT` when nothing is); > 0 waits at most that long. The fd's
  *   `O_NONBLOCK` and `SO_RCVTIMEO` play no part.
  *
- * Returns `min` to `len` bytes when they came in time; fewer (but > 0) when the peer shut
- * down, time ran out, the connection was reset or a signal arrived after some bytes came
- * (the error is left for the next call), or on a datagram socket when the next datagram does
- * not fit; 0 at end of stream with nothing received; `-ETIMEDOUT` when nothing came in time.
+ * Returns (the buffer is `buf`, `len` bytes):
+ * - `min` to the buffer's length in bytes when `min` bytes came in time;
+ * - fewer than `min` (but more than 0) when the peer shut down after them, when time ran out after
+ *   they came, when the connection was reset after them (the error is left pending and the next
+ *   call reports it), when a signal arrived after them, or on a datagram socket when the next
+ *   datagram does not fit in what is left of the buffer;
+ * - 0 at end of stream with nothing received;
+ * - `-ETIMEDOUT` when nothing came in time.
  *
- * The error queue is never read: its entries (the notifications of a `lowcopy_zc` on the
- * same socket, `IP_RECVERR` and `SO_TIMESTAMPING` reports) stay for their owner and neither
- * wake nor end the call. While one is queued poll reports `POLLERR` at once, so the call
- * sleeps on an edge-triggered epoll instance of its own instead (one fd for the call's
- * duration). A socket error (`SO_ERROR`) is returned as `recv` returns it.
+ * TCP and MPTCP: the socket's `SO_RCVLOWAT` is set to the bytes still missing while the call waits
+ * (capped by the kernel as in `lowcopy_set_rcvlowat`) and restored to the value found on entry
+ * before it returns: no change when the socket already holds the mark the call needs, so setting
+ * the mark once with `lowcopy_set_rcvlowat` saves two syscalls per call. An unlocked receive
+ * buffer grows to about twice the mark and stays so. Early wakeups below the mark (memory
+ * pressure, a window down to one MSS) are read and waited past, never lost. Never a blocking
+ * `recv`, so never the trap where a read shorter than the mark sleeps until the mark.
  *
- * TCP: the socket's `SO_RCVLOWAT` is set to the bytes still missing while the call waits and
- * restored before it returns (no change, and two syscalls fewer, when it already holds that
- * value: set it once with `lowcopy_set_rcvlowat`). Early wakeups below the mark (memory
- * pressure, a window down to one MSS) are read and waited past. Never a blocking `recv`, so
- * never the trap where a read shorter than the mark sleeps until the mark. AF_UNIX stream:
- * the same result, without the saved wakeups (its poll ignores the mark). UDP and other
- * datagram sockets: whole datagrams appended while they fit, never truncated.
+ * AF_UNIX stream and other streams: their poll ignores `SO_RCVLOWAT`, so the call wakes on every
+ * arrival and loops until `min`; the result is the same, the wakeups are not saved.
  *
- * Errors: `-EINVAL` (`buf` NULL, `len` 0 or above `SSIZE_MAX`, `timeout_ms` < -1), `-EBADF`,
- * `-ENOTSOCK`, `-EOPNOTSUPP` (not a stream, datagram or seqpacket socket), `-ETIMEDOUT`,
- * `-EMSGSIZE` (the first datagram is larger than `len`; it stays queued), `-EINTR`,
- * `-ECONNRESET` and other socket errors.
+ * Datagram sockets (UDP, AF_UNIX datagram and seqpacket): whole datagrams are appended to the
+ * buffer while they fit, until `min` bytes; a datagram is never truncated. `-EMSGSIZE` when the
+ * first datagram is larger than the buffer (it stays queued). Zero-length datagrams are consumed
+ * and add nothing.
+ *
+ * The error queue: the call never reads it. Its entries (the completion notifications of a
+ * zero-copy sender on the same socket, ICMP reports queued with `IP_RECVERR`, `SO_TIMESTAMPING`
+ * reports) stay for their owner, and neither wake the call nor end it: while one is queued, `poll`
+ * reports `POLLERR` at once on every call, so the call then sleeps on an edge-triggered epoll
+ * instance of its own (one descriptor for the call's duration, 2-3 syscalls more per wait) that
+ * wakes only for new events. A socket error (`SO_ERROR`: a reset, an ICMP error with `IP_RECVERR`)
+ * is returned as `recv` returns it, at once when nothing was received; one that arrives after some
+ * bytes is left for the next call, and ends this one early only when the connection is reset or
+ * hung up.
+ *
+ * Errors: `-EINVAL` (`buf` NULL, `len` 0 or above `SSIZE_MAX`, `timeout_ms` < -1),
+ * `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a stream, datagram or seqpacket socket), `-ETIMEDOUT`
+ * (nothing came in time), `-EMSGSIZE` (the first datagram is larger than the buffer; it stays
+ * queued), `-EINTR` (a signal before any byte), and the socket's own errors (`-ECONNRESET`, ...).
  *
  * Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close,
  * clock_gettime.
@@ -1120,16 +1197,27 @@ ssize_t lowcopy_recv_atleast_stats(int fd,
 /**
  * Creates a receiver over `fd` and writes it to `*out`: learns the socket's type and
  * protocol, and on TCP its `SO_RCVLOWAT` (2 or 3 `getsockopt`), once. Allocates the handle
- * (one small heap block) and nothing after.
+ * (one small heap block).
  *
- * Each `lowcopy_receiver_recv` then makes the raw `poll` + `recv` loop's syscalls per chunk:
- * the mark of the last call stays set between calls (one `setsockopt` when `min` changes),
- * and `lowcopy_receiver_free` puts back the mark found here. While the receiver lives, a
- * poll or epoll of the caller's on `fd` sees that mark. `fd` stays the caller's: it must
- * stay open until the receiver is freed, and is never closed by lowcopy.
+ * The stateless receive asks the kernel on every call what kind of socket it has (2 `getsockopt`)
+ * and what mark it holds (1 more), and puts the mark back when it returns. A receiver does that
+ * once, when it is made, and leaves the mark of its last call in place between calls, so a loop
+ * receiving chunks of the same size makes exactly the raw loop's syscalls per chunk: `poll` and
+ * `recv` (one `setsockopt` more when `min` changes). Releasing it puts back the mark found at
+ * creation.
  *
- * Errors: `-EINVAL` (`out` NULL), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a stream,
- * datagram or seqpacket socket), `-ENOMEM`.
+ * Results, errors and the behaviour of each call (early wakeups, end of stream, datagrams, the
+ * error queue) are those of the stateless receive. While the receiver lives, the socket's
+ * `SO_RCVLOWAT` is the bytes its last call still missed when it returned (usually `min`): a poll
+ * or epoll of the caller's on the same socket sees that mark. After it is made it allocates
+ * nothing; the first wait that meets a non-empty error queue makes an epoll instance (one
+ * descriptor), kept until the receiver is released.
+ * The stateless receive is `lowcopy_recv_atleast`; the release, `lowcopy_receiver_free`.
+ * `fd` stays the caller's: it must stay open until the receiver is freed, and is never
+ * closed by lowcopy.
+ *
+ * Errors: `-EINVAL` (`out` NULL), `-ENOMEM`,
+ * `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a stream, datagram or seqpacket socket).
  *
  * Syscalls: getsockopt, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex.
  *
@@ -1185,28 +1273,32 @@ void lowcopy_receiver_free(struct lowcopy_receiver *r);
 /**
  * Creates a zero-copy receiver over the connected TCP socket `fd` and writes it to `*out`.
  *
- * Maps a `window`-byte read-only window of the socket (`window` rounded up to a multiple of
- * the page size, W; 1 byte to 1 GiB) and allocates, on the heap, the handle (about 210
- * bytes) and the copy buffer: W bytes, at least 64 KiB and at most 1 MiB (256 KiB for a
- * 256 KiB window), left unwritten so that only the pages the kernel copies into become
- * resident. The window is address space only: the pages it shows are the socket's receive
- * buffer. Nothing is allocated after this; the first wait that meets a busy error queue
- * makes an epoll instance (a descriptor) kept until `lowcopy_zcrx_free`.
+ * Maps a `window`-byte read-only window of the socket and allocates, on the heap, the handle
+ * (about 210 bytes) and the copy buffer. The release is `lowcopy_zcrx_free`.
+ * `window` is rounded up to a multiple of the page size (W); it must be 1 byte to 1 GiB. Memory,
+ * all of it made here: the copy buffer, one heap block of W bytes clamped to 64 KiB ..= 1 MiB (256
+ * KiB for a 256 KiB window), never written by lowcopy, so that only the pages the kernel copies
+ * into become resident; and W bytes of address space for the window (a read-only mapping of the
+ * socket: the pages it shows are the socket's receive buffer, not memory of its own). Nothing is
+ * allocated afterwards; the first wait that meets a busy error queue makes an epoll instance (a
+ * descriptor) kept until the receiver is released.
  *
- * Set `SO_RCVLOWAT` to about the window (`lowcopy_set_rcvlowat`) so that each wakeup brings
- * a window's worth. Pages map only where the kernel holds whole, page-aligned payload pages
- * (a header-splitting NIC; on loopback, a page-aligned `MSG_ZEROCOPY` sender); every other
- * byte arrives by copy.
+ * Set the receive low-water mark (`lowcopy_set_rcvlowat`) to about the window's size so that each
+ * wakeup finds a window's worth of bytes. Pages map only where the kernel holds whole,
+ * page-aligned payload pages (a header-splitting NIC; on loopback, a page-aligned `MSG_ZEROCOPY`
+ * sender); every other byte arrives by copy.
  *
- * The first receiver of the process finds which size of `struct tcp_zerocopy_receive` the
- * kernel accepts (64 bytes since 5.12; exactly 16 on 4.18-5.6) with a zero-length request on
- * `fd` that consumes nothing, and caches it.
+ * The first receiver of the process probes which size of `struct tcp_zerocopy_receive` the kernel
+ * accepts (64 bytes since 5.12, 16 exactly on 4.18-5.6) with a zero-length request on the socket,
+ * which maps and consumes nothing; the answer is cached.
+ * Nobody else may read from the socket meanwhile (a peeker may peek: the receiver keeps its
+ * `SO_PEEK_OFF` right).
  *
- * Errors (the socket is checked before the window): `-EINVAL` (`out` NULL, `window` 0 or
- * above 1 GiB), `-EBADF`, `-ENOTSOCK`,
- * `-EOPNOTSUPP` (not TCP over IPv4/IPv6: UDP, AF_UNIX, MPTCP...; or no
- * `TCP_ZEROCOPY_RECEIVE` in this kernel), `-ENOTCONN` (not connected: listening, never
- * connected, still connecting, or reset), `-ENOMEM`, and `mmap` errors.
+ * Errors: `-EINVAL` also for `out` NULL;
+ * The socket is checked before the window: `-EINVAL` (`window` 0 or above 1 GiB), `-EBADF`,
+ * `-ENOTSOCK`, `-EOPNOTSUPP` (not TCP over IPv4/IPv6, e.g. UDP, AF_UNIX, MPTCP; or a kernel
+ * without `TCP_ZEROCOPY_RECEIVE`), `-ENOTCONN` (not connected: listening, never connected, still
+ * connecting, or reset), `-ENOMEM`, and `mmap` errors.
  *
  * Syscalls: getsockopt, getpeername, mmap, munmap, brk, mremap, mprotect, madvise, getrandom,
  * futex.
@@ -1221,26 +1313,36 @@ int lowcopy_zcrx_new(int fd, size_t window, struct lowcopy_zcrx **out);
  * the growth rule): pages mapped from the socket, or bytes copied (stragglers the kernel
  * cannot map, and `recv_skip_hint` bytes), in stream order.
  * Returns the chunk's length (> 0); 0 at end of stream (`*out` is then `{NULL, 0, 0}`, and
- * later calls return 0 again). The previous chunk's pages are released
- * (`madvise(MADV_DONTNEED)`) at the start of this call, before the window is reused.
+ * later calls return 0 again).
+ * The chunk stays valid until the next call on the receiver (or its release): the pages of a
+ * mapped chunk are released (`madvise(MADV_DONTNEED)`) at the start of the next call, before the
+ * window is reused, and the copy buffer is reused.
  *
- * `flags`: 0 or `MSG_DONTWAIT`. Blocking (no `MSG_DONTWAIT`, fd without `O_NONBLOCK`), like a
- * blocking `recv` with `SO_RCVLOWAT`: once the bytes queued at the last wakeup are delivered,
- * waits in poll until the socket's mark is met, then returns them chunk by chunk without
- * waiting again: one wakeup per mark's worth (bytes the kernel wakes for early are returned,
- * not waited past). The socket's `SO_RCVTIMEO` bounds the wait; when it runs out the bytes
- * queued below the mark are returned, or `-EAGAIN` when there are none, as `recv` does.
- * Non-blocking (`MSG_DONTWAIT` or `O_NONBLOCK`): whatever is queued, or `-EAGAIN`. Entries
- * on the socket's error queue are never read and never end a wait (as in
- * `lowcopy_recv_atleast`).
+ * `flags`: 0 or `MSG_DONTWAIT`.
+ * Blocking (no `MSG_DONTWAIT`, fd without `O_NONBLOCK`), like a blocking `recv` with
+ * `SO_RCVLOWAT`: once the bytes queued at the last wakeup are all delivered, the receiver waits in
+ * `poll` until the socket's mark is met, then returns them chunk by chunk without waiting again
+ * (one wakeup per mark's worth, however many chunks it takes; the kernel may wake below the mark
+ * under memory pressure: those bytes are returned, not waited past). The socket's `SO_RCVTIMEO`
+ * (read when a wait starts) bounds the wait; when it runs out the bytes queued below the mark are
+ * returned, or `-EAGAIN` when there are none, as `recv` does. Non-blocking (`MSG_DONTWAIT` or
+ * `O_NONBLOCK`): whatever is queued, mark or not (the caller's poll/epoll honoured the mark), or
+ * `-EAGAIN`.
  *
- * If a peeker uses `SO_PEEK_OFF` on the same socket, the receiver lowers it by the bytes the
- * kernel mapped or copied without lowering it itself, so the peek cursor stays on the same
- * stream byte, as after a read.
+ * Entries on the socket's error queue (zerocopy notifications of a sender on the same socket,
+ * `IP_RECVERR` or `SO_TIMESTAMPING` reports) are never read and never end a wait: a blocking
+ * receive sleeps past them (as `lowcopy_recv_atleast` does), a non-blocking one returns `-EAGAIN`
+ * when nothing else is there.
  *
- * Errors: `-EINVAL` (`r` or `out` NULL, `size` out of range, flags other than `MSG_DONTWAIT`;
- * an `EINVAL` from the kernel is reported as such, never as end of stream), `-EAGAIN`,
- * `-EINTR`, `-ECONNRESET` and other socket errors (after every byte that came before them).
+ * `SO_PEEK_OFF`: reads lower a socket's peek offset by the bytes they consume; the kernel forgets
+ * to for bytes it maps or copies as stragglers (6.18), so the receiver lowers it itself when a
+ * peeker has it enabled: a peek cursor keeps pointing at the same stream byte (or at the head once
+ * that byte has been received).
+ *
+ * Errors: `-EINVAL` (`r` or `out` NULL, `size` out of range, flags other than `MSG_DONTWAIT`),
+ * `-EAGAIN`, `-EINTR`, `-ECONNRESET` and the socket's other errors (reported after every byte
+ * received before them); an `-EINVAL` from the kernel (a bug in lowcopy, or someone unmapped the
+ * window) is reported as such, never taken as end of stream.
  *
  * Syscalls: getsockopt, setsockopt, madvise, recvfrom, poll, fcntl, clock_gettime, epoll_create1,
  * epoll_ctl, epoll_wait, close.
@@ -1255,12 +1357,13 @@ ssize_t lowcopy_zcrx_recv(struct lowcopy_zcrx *r,
 
 /**
  * Makes blocking receives on `r` wait at most `timeout_ms` (-1: without limit) in place of
- * the socket's `SO_RCVTIMEO`; the fd's `O_NONBLOCK` then plays no part either (only
- * `MSG_DONTWAIT` makes a receive non-blocking), as in `lowcopy_recv_atleast`. When it runs
- * out, `lowcopy_zcrx_recv` returns what `SO_RCVTIMEO` gives: the bytes queued below the
- * mark, or `-EAGAIN`. With the socket's settings each wait costs 3 or 4 syscalls (a look
- * without sleeping, `O_NONBLOCK`, `SO_RCVTIMEO`, the sleep); with its own timeout, one
- * `poll`. Returns 0.
+ * the socket's `SO_RCVTIMEO`. Returns 0.
+ * The fd's `O_NONBLOCK` then plays no part either (only `MSG_DONTWAIT` makes a receive
+ * non-blocking), as in `lowcopy_recv_atleast`. When it runs out the result is what `SO_RCVTIMEO`
+ * gives: the bytes queued below the mark, or `-EAGAIN`. Why: with the socket's settings, each wait
+ * first looks without sleeping (`poll` with 0), then reads `O_NONBLOCK` and `SO_RCVTIMEO`, then
+ * sleeps: 3 or 4 syscalls where tcp_mmap's loop makes 1. With its own timeout the receiver sleeps
+ * in one `poll`.
  *
  * Errors: `-EINVAL` (`r` NULL, `timeout_ms` < -1), `-ENOTRECOVERABLE` (a call on `r`
  * panicked).
@@ -1274,9 +1377,10 @@ int lowcopy_zcrx_set_timeout(struct lowcopy_zcrx *r, int timeout_ms);
 
 /**
  * `on` = 0: each zero-copy call no longer reads `SO_PEEK_OFF` to keep a peeker's offset
- * right (one syscall per chunk saved); 1 (the default): it does. Turn it off only when no
- * peeker uses `SO_PEEK_OFF` on this socket while the receiver lives, or the peek cursor will
- * point past the bytes it meant after mapped chunks. Returns 0.
+ * right; 1 (the default): it does. Returns 0.
+ * Off saves the `getsockopt(SO_PEEK_OFF)` made before each zero-copy call (one syscall per chunk):
+ * turn it off only when no peeker uses `SO_PEEK_OFF` on this socket while the receiver lives, or
+ * its cursor will point past the bytes it meant after mapped chunks.
  *
  * Errors: `-EINVAL` (`r` NULL, `on` not 0 or 1), `-ENOTRECOVERABLE` (a call on `r`
  * panicked).
@@ -1316,8 +1420,10 @@ int lowcopy_zcrx_stats(const struct lowcopy_zcrx *r,
                        size_t size);
 
 /**
- * Releases a receiver: unmaps the window (and any pages still mapped there) and frees the
- * copy buffer; a chunk from it is invalid afterwards. Does not close the fd. NULL is a no-op.
+ * Releases a receiver.
+ * Unmaps the window (releasing any mapped pages) and frees the copy buffer: a chunk from the
+ * receiver is invalid afterwards.
+ * Does not close the fd. NULL is a no-op.
  * A receiver on which a call panicked is released the same way.
  *
  * Syscalls: munmap, brk, madvise, futex, mmap, mremap, mprotect, getrandom, close.
@@ -1333,17 +1439,20 @@ void lowcopy_zcrx_free(struct lowcopy_zcrx *r);
  * `backend`: `LOWCOPY_ZC_AUTO`, `_ERRQUEUE`, `_IO_URING` or `_COPY`; `flags`: 0 or
  * `LOWCOPY_ZC_ADAPTIVE`; the default reserve and limit (`lowcopy_zc_new_opts` chooses them).
  * Allocates the handle and tables for `LOWCOPY_ZC_DEFAULT_RESERVE` requests (about 1 KiB in
- * all); they grow while more requests are held and shrink back when none is. An io_uring
- * sender makes sure the calling thread has its ring (the thread's first sender makes it) and
- * joins a ring at its first use. The error-queue backend sets `SO_ZEROCOPY` on the socket
- * (left set). The kernel's zerocopy id counter cannot be read back: make one sender per
- * socket, before any other `MSG_ZEROCOPY` send on it. The fd stays the caller's and must
- * stay open until `lowcopy_zc_free`.
+ * all); they grow while more requests are held and shrink back when none is.
+ * An io_uring sender (explicit, or picked by AUTO) makes sure the calling thread has its ring
+ * (made on the thread's first sender, kept until the thread exits) but joins a ring only at its
+ * first use. The error-queue backend sets `SO_ZEROCOPY` on the socket (left set afterwards; it
+ * only matters to `MSG_ZEROCOPY` sends).
+ * Create one sender per socket, before any other `MSG_ZEROCOPY` send on it: the kernel's id
+ * counter cannot be read back.
+ * The fd stays the caller's and must stay open until `lowcopy_zc_free`.
  *
- * Errors: `-EINVAL` (`out` NULL, unknown backend or flags), `-EBADF`, `-ENOTSOCK`,
- * `-EOPNOTSUPP` (an explicit zerocopy backend on a socket without zerocopy: AF_UNIX, MPTCP;
- * or io_uring without SEND_ZC), io_uring setup errors when the thread has no ring yet
- * (`-EPERM` when `kernel.io_uring_disabled` forbids it, `-ENOMEM`, `-EMFILE`).
+ * Errors: `-EINVAL` (`out` NULL, unknown backend or flags),
+ * `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (an explicit zerocopy backend on a socket that has none:
+ * AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup errors for an explicit
+ * io_uring backend when the calling thread has no ring yet (`-EPERM` when
+ * `kernel.io_uring_disabled` forbids it, `-ENOSYS`, `-ENOMEM`, `-EMFILE`).
  *
  * Syscalls: getsockopt, setsockopt, io_uring_setup, io_uring_register, mmap, munmap, close, brk,
  * mremap, mprotect, madvise, getrandom, futex.
@@ -1389,28 +1498,38 @@ int lowcopy_zc_new_opts(int fd,
                         struct lowcopy_zc **out);
 
 /**
- * Sends `len` bytes from `buf`; returns bytes accepted. Exactly one completion carrying
- * `user_data` follows every send that returned > 0 (none for a failed or zero-byte send).
- * The caller must not modify `buf` until that completion is reaped.
+ * Sends `len` bytes from `buf`; returns bytes accepted.
+ * Exactly one completion carrying `user_data` follows every send that returned > 0; none follows a
+ * failed or zero-byte send.
+ * The buffers of a send must stay unmodified until its completion is reaped: the kernel may read
+ * them until then (a zerocopy send pins the pages and transmits from them, also when TCP
+ * retransmits), so a change reaches the wire. A completion means "the buffer may be reused", not
+ * "the data was delivered": TCP notifies only after the peer acknowledged, so never block a send
+ * on completions.
  *
- * `flags`: `MSG_DONTWAIT`, `MSG_MORE`, `MSG_NOSIGNAL` (always added: `-EPIPE` instead of
- * SIGPIPE). As `send(2)`: a blocking send on a stream socket accepts everything unless a
- * signal or `SO_SNDTIMEO` stops it part way (the part sent is returned: send the rest); a
- * non-blocking one accepts what fits; a datagram is one send (a zero-length datagram too: it
- * returns 0 and gets no completion). Never waits for a completion. `ENOBUFS` from a zerocopy
- * send is handled inside (reap, retry, copy). The io_uring backend cancels its request on a
- * signal (returning what went, or `-EINTR`) and does not honour `SO_SNDTIMEO`; after an
- * `-EAGAIN` it asks `poll(POLLOUT)` before queueing the next request (a failed SEND_ZC still
- * posts a notification, which the kernel may hold until the peer acks earlier data), so
- * retrying a full socket costs a poll and no request slot.
+ * `flags`: `MSG_DONTWAIT`, `MSG_MORE`, `MSG_NOSIGNAL`.
+ * `MSG_NOSIGNAL` is always added: a closed connection is `-EPIPE`, never `SIGPIPE`. As `send(2)`:
+ * a blocking send on a stream socket accepts everything unless a signal or `SO_SNDTIMEO` stops it
+ * part way (then the part sent is returned: send the rest), a non-blocking one accepts what fits,
+ * a datagram is one send (a zero-length datagram too: it returns 0 and gets no completion). Never
+ * waits for a completion. The io_uring backend cancels its request on a signal (returning what
+ * went, or `-EINTR`) and does not honour `SO_SNDTIMEO`; after an `-EAGAIN` it asks `poll(POLLOUT)`
+ * before queueing the next request (a failed SEND_ZC still posts a notification, which the kernel
+ * may hold until the peer acks earlier data), so retrying a full socket costs a poll and no
+ * request slot. `-ENOBUFS` from a zerocopy send (optmem or locked-pages limit), and on io_uring
+ * `-ENOMEM` (the pages of its sends in flight are charged to `RLIMIT_MEMLOCK` when the thread that
+ * made the ring lacks `CAP_IPC_LOCK`), is never returned: completions are collected and the send
+ * is retried once, then made by copy (its completion flagged copied and fallback).
  *
- * Errors: `-EINVAL` (`z` or `buf` NULL, flags, `len` above `SSIZE_MAX`), `-EBUSY`
- * (`max_pending` requests not reaped: reap first), `-ENOMEM` (the tables could not grow),
- * `-EEXIST` (io_uring backend called from a thread other than the one the sender belongs
- * to), `-EIO` (the thread's ring was retired after it failed to take a request), the ring's
- * setup errors at an io_uring sender's first send on a thread without a ring (`-EMFILE`,
- * `-ENOMEM`; AUTO falls back to the error queue instead), the socket's send errors
- * (`-EAGAIN`, `-EINTR`, `-EPIPE`, `-ECONNRESET`, `-EMSGSIZE`, `-EDESTADDRREQ`, ...).
+ * Errors: `-EINVAL` (`z` or `buf` NULL, flags, `len` above `SSIZE_MAX`),
+ * `-EBUSY` (as many requests held as the sender's limit, 4096 by default: reap first), `-ENOMEM`
+ * (the tables could not grow past the reserve), `-EEXIST` (io_uring backend called from a thread
+ * other than the one the sender belongs to), `-EIO` (the thread's io_uring ring was retired after
+ * it failed to take a request: every sender on it gets `-EIO`; new senders get a new ring), the
+ * ring's setup errors at an io_uring sender's first send on a thread without a ring (`-EMFILE`,
+ * `-ENOMEM`; an AUTO sender falls back to the error queue instead), `-EMSGSIZE` (more than
+ * `IOV_MAX` iovecs, or a datagram too large), and the socket's own send errors (`-EAGAIN`,
+ * `-EINTR`, `-EPIPE`, `-ECONNRESET`, `-EDESTADDRREQ`, ...).
  *
  * Syscalls: sendmsg, io_uring_enter, recvmmsg, read, getsockopt, setsockopt, poll,
  * epoll_create1, epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap,
@@ -1455,7 +1574,10 @@ ssize_t lowcopy_zc_sendv(struct lowcopy_zc *z,
  * iovecs, and control messages (for example `UDP_SEGMENT`). `msg_flags` is ignored. Errors
  * as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `msg`, `-EFAULT` for a NULL `msg_name` or
  * `msg_control` with a non-zero length (as `sendmsg(2)`, whatever the backend), and the
- * kernel's address errors (`-EINVAL` for a bad `msg_namelen`, `-EAFNOSUPPORT`).
+ * kernel's address errors:
+ * the kernel's answers to the address and control data: `-EAFNOSUPPORT` (an address of the other
+ * family), `-EINVAL` (an address of the wrong length, malformed control messages), `-EISCONN` (an
+ * address on a connected TCP socket), ...
  *
  * Syscalls: sendmsg, io_uring_enter, recvmmsg, read, getsockopt, setsockopt, poll,
  * epoll_create1, epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap,
@@ -1477,17 +1599,19 @@ ssize_t lowcopy_zc_sendmsg(struct lowcopy_zc *z,
  * Sends like `lowcopy_zc_sendv`, then writes up to `cap` completions that are ready to
  * `out` (entries of `size` bytes: `sizeof(lowcopy_zc_completion)`, the growth rule) and their
  * count to `*n_out`, in the same call: the "user argument" of the MSG_ZEROCOPY_UARG
- * proposal. The cheapest correct path: the error-queue backend reads the queue at most once
- * per `LOWCOPY_ZC_REAP_EVERY` (32) sends, sooner when tracking runs low, so completions may
- * come back up to 32 sends late (`lowcopy_zc_reap` gets them sooner); io_uring completions
- * cost no syscall (they are posted by the sends' own io_uring_enter). With a `size` other
- * than this library's `sizeof(lowcopy_zc_completion)` at most 64 come back per call. Returns
- * bytes accepted; on error neither `out` nor `*n_out` is written.
+ * proposal. The cheapest correct path (`LOWCOPY_ZC_REAP_EVERY` is the 32):
+ * The error-queue backend reads the queue at most once per 32 sends (sooner when the tracking
+ * table runs low), so completions may come back up to 32 sends late (a reap gets them sooner);
+ * io_uring completions cost no syscall (they are posted by the sends' own `io_uring_enter`).
+ * With a `size` other than this library's `sizeof(lowcopy_zc_completion)` at most 64 come
+ * back per call. Returns bytes accepted; on error neither `out` nor `*n_out` is written.
  *
- * Errors as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `n_out`, NULL `out` with `cap > 0`,
- * or `size` out of range. Once the send went out its byte count is returned: an error
- * reading completions after it is not reported here (`*n_out` counts what was ready) but by
- * the next `lowcopy_zc_reap` or `lowcopy_zc_wait`.
+ * Errors: `-EINVAL` for NULL `n_out`, NULL `out` with `cap > 0`, or `size` out of range;
+ * the others as `lowcopy_zc_sendv`, where:
+ * As a send, and then no completion is handed out. Once the send went out its bytes are reported
+ * whatever happens next: a failure to collect completions after it is left to the next reap or
+ * wait, which meet it again.
+ * (`*n_out` then counts what was ready.)
  *
  * Syscalls: sendmsg, io_uring_enter, recvmmsg, read, getsockopt, setsockopt, poll,
  * epoll_create1, epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap,
@@ -1513,15 +1637,15 @@ ssize_t lowcopy_zc_send_reap(struct lowcopy_zc *z,
 /**
  * Writes up to `cap` ready completions to `out` (entries of `size` bytes:
  * `sizeof(lowcopy_zc_completion)`, the growth rule); returns how many (0 when none; fewer
- * than `cap` means none is left). Never blocks: collects what the kernel has reported (one
- * error-queue read while sends are in flight; no syscall for io_uring and copy).
+ * than `cap` means none is left), the oldest first.
+ * Never blocks. Collects what the kernel has reported first: one error-queue read while sends are
+ * in flight; no syscall for io_uring (unless the kernel deferred notifications or the completion
+ * queue overflowed) and copy. On io_uring this also takes in the other senders' notifications that
+ * have arrived on the thread's ring, keeping them for those senders.
  *
- * On io_uring this also takes in the other senders' notifications that have arrived on the
- * thread's ring, keeping them for those senders.
- *
- * Errors: `-EINVAL` (`z` NULL, `out` NULL with `cap > 0`, `size` out of range), `-EEXIST`
- * (io_uring backend from another thread than the one the sender belongs to), `-EIO` (its
- * ring was retired), error-queue read errors.
+ * Errors: `-EINVAL` (`z` NULL, `out` NULL with `cap > 0`, `size` out of range),
+ * Error-queue read errors; `-EEXIST` on io_uring from a thread other than the one the sender
+ * belongs to (once it joined a ring); `-EIO` when its ring was retired.
  *
  * Syscalls: recvmmsg, io_uring_enter, read, getsockopt, brk, mmap, munmap, mremap, mprotect,
  * madvise, getrandom, futex. read: the ring's eventfd, once asked for; the memory calls:
@@ -1538,15 +1662,17 @@ ssize_t lowcopy_zc_reap(struct lowcopy_zc *z,
 
 /**
  * Waits up to `timeout_ms` milliseconds (-1: no limit; 0: just check) until a completion is
- * ready. Returns the number ready to reap; 0 at once when nothing is in flight (it never
- * waits for a notification that cannot come).
+ * ready.
+ * Returns the number ready to reap; 0 at once when nothing is in flight (it never waits for a
+ * notification that cannot come).
  *
- * Errors: `-EINVAL` (`z` NULL, `timeout_ms` below -1), `-EINTR` (a signal; the wait is a
- * poll or io_uring_enter, which the kernel never restarts), `-EEXIST` (io_uring backend from
- * another thread than the one the sender belongs to), `-ETIMEDOUT` (sends in flight, none
- * completed in time: TCP
- * notifies only once the peer acknowledged, so a peer that stops reading delays completions
- * without bound), a pending socket error (`-ECONNRESET`, ...) reported instead of a completion.
+ * Errors: `-EINVAL` (`z` NULL, `timeout_ms` below -1),
+ * `-ETIMEDOUT` when sends are in flight and none completed in time (TCP notifies only once the
+ * peer acknowledged, so a peer that stops reading delays completions without bound); `-EINTR` on a
+ * signal (the wait is a poll or `io_uring_enter`, which the kernel never restarts); `-EEXIST`
+ * (io_uring backend from a thread other than the one the sender belongs to); `-EIO` (its ring was
+ * retired); a pending socket error (`-ECONNRESET`, ...) when the socket reports one instead of a
+ * completion; error-queue read errors.
  *
  * Syscalls: io_uring_enter, recvmmsg, read, getsockopt, poll, epoll_create1, epoll_ctl,
  * epoll_wait, close, clock_gettime, brk, mmap, munmap, mremap, mprotect, madvise, getrandom,
@@ -1560,8 +1686,8 @@ int lowcopy_zc_wait(struct lowcopy_zc *z, int timeout_ms);
 
 /**
  * Sends that accepted bytes and whose completion has not arrived yet (ready but unreaped
- * completions are not counted; failed sends never are); 0 for NULL and for a sender on which
- * a call panicked.
+ * completions are not counted; failed sends never are).
+ * 0 for NULL and for a sender on which a call panicked.
  *
  * Syscalls: none.
  *
@@ -1571,29 +1697,31 @@ int lowcopy_zc_wait(struct lowcopy_zc *z, int timeout_ms);
 size_t lowcopy_zc_inflight(const struct lowcopy_zc *z);
 
 /**
- * The fd to put in epoll for completions: the socket for the error queue (`EPOLLERR` is
- * always reported), for io_uring an eventfd of the thread's ring (`EPOLLIN`); for the copy
- * backend the socket, which never needs watching (copy completions are ready when the send
- * returns). `-EINVAL` for NULL.
+ * The descriptor to watch (poll, epoll) for completions: the socket for the error queue
+ * (`-EPOLLERR` is always reported), for io_uring an eventfd of the thread's ring (`-EPOLLIN`).
+ * Copy completions are ready when the send returns; for the copy backend this is the socket, which
+ * never needs watching.
  *
- * io_uring: the ring is the calling thread's, shared by every sender used on that thread;
- * asking for this joins the sender to this thread's ring if it joined none yet (the sender
- * then belongs to this thread). The first call on a thread makes an eventfd and registers it
- * with the ring (`IORING_REGISTER_EVENTFD`: one more descriptor per thread; from then on a
- * reap or wait resets it with one `read` if the ring was entered since the last reset or new
- * notifications show: reaping all of a thread's senders after a wakeup costs one or two
- * `read`s, not one each); the kernel signals it when it queues a
- * notification for any sender of the thread (the ring's own descriptor does not show those:
- * with `DEFER_TASKRUN` they wait as task work). Any call on one of the thread's senders that
- * enters or drains the ring (send, reap, wait) takes every notification in and keeps the
- * others' for them, where the eventfd no longer shows them. So an event loop reaps every
- * sender of the thread with sends in flight (`lowcopy_zc_inflight`) after a wakeup and before
- * it sleeps again, not only the one it was woken for. Add it to epoll once per thread.
- * lowcopy closes it when the thread has exited and no sender joined to its ring is left, or
- * at `lowcopy_zc_ring_close`: never close it yourself. If the thread cannot have a ring
- * (`-EMFILE`, `-ENOMEM` at its setup), this is the socket and the sender never uses a ring
- * (AUTO falls back to the error queue; `LOWCOPY_ZC_IO_URING` fails each send with that
- * error).
+ * io_uring: the ring is the calling thread's, shared by every sender used on that thread; asking
+ * for this joins the sender to that thread's ring if it joined none yet (the sender then belongs
+ * to this thread). The first call on a thread makes an eventfd and registers it with the ring
+ * (`IORING_REGISTER_EVENTFD`; one more descriptor per thread, and from then on a reap, wait or
+ * collect resets it with one `read` if the ring was entered since the last reset or new
+ * notifications show, so that reaping all of a thread's senders after a wakeup costs one or two
+ * `read`s, not one each): the kernel signals it when it queues a notification for any sender of
+ * the thread. (The ring's own descriptor does not do: with `DEFER_TASKRUN` notifications wait as
+ * task work, which epoll does not report.) Any call on one of the thread's senders that enters or
+ * drains the ring (send, reap, wait) takes every notification in and keeps the others' for them,
+ * where the eventfd no longer shows them. So an event loop reaps every sender of the thread that
+ * has sends in flight after a wakeup and before it sleeps again, not only the one it was woken
+ * for. The descriptor stays open while any sender joined to the ring exists; lowcopy closes it,
+ * never the caller. If the calling thread cannot have a ring (its setup fails: `-EMFILE`,
+ * `-ENOMEM`), this is the socket, and the sender never uses a ring: an AUTO sender falls back to
+ * the error queue, an io_uring one fails every send with that error.
+ *
+ * `-EINVAL` for NULL. Add it to epoll once per thread; the senders with sends in flight are
+ * those with a non-zero `lowcopy_zc_inflight`. lowcopy closes it when the thread has exited and
+ * no sender joined to its ring is left, or at `lowcopy_zc_ring_close`: never close it yourself.
  *
  * Syscalls: io_uring_setup, io_uring_register, eventfd2, close, brk, mmap, munmap, mremap,
  * mprotect, madvise, getrandom, futex. Only an io_uring sender makes any: joining a ring (the
@@ -1607,12 +1735,15 @@ int lowcopy_zc_pollfd(const struct lowcopy_zc *z);
 /**
  * Closes the calling thread's io_uring ring now rather than when the thread exits, if no
  * sender is joined to it (every sender that sent, waited or gave its `lowcopy_zc_pollfd` on
- * this thread was freed). Returns 1 when it closed it, 0 when the thread had none; the
- * thread's next io_uring sender makes a new one. Senders freed with sends in flight do not
- * count: the kernel finishes those on its own. Closing a ring makes the kernel run task work
- * on this thread, so its next blocking syscall may return `-EINTR` once.
+ * this thread was freed). Returns 1 when it closed it, 0 when the thread had none.
+ * The thread's next io_uring sender makes a new ring. Senders released with sends in flight do not
+ * count: the kernel finishes those on its own (pages stay pinned until then). Closing a ring makes
+ * the kernel run task work on this thread (io_uring/io_uring.c `io_ring_exit_work`), so its next
+ * blocking syscall may return `-EINTR` once.
  *
- * Errors: `-EBUSY` while a sender is joined to the ring.
+ * Errors:
+ * `-EBUSY` while a sender is joined to the ring (one that sent, waited or gave its completion
+ * descriptor on this thread and is not yet released).
  *
  * Syscalls: munmap, close, brk, madvise, futex.
  */
@@ -1643,14 +1774,16 @@ uint32_t lowcopy_zc_backend(const struct lowcopy_zc *z);
 int lowcopy_zc_stats(const struct lowcopy_zc *z, struct lowcopy_zc_send_stats *out, size_t size);
 
 /**
- * Releases a sender after collecting, without blocking, the completions already reported.
- * An io_uring sender leaves its thread's ring open for the others; the notifications still
- * to come for it are counted off there and delivered to nobody (freed on another thread than
- * its own, it collects nothing, and the ring's thread does that counting at its next use).
- * Returns the number of sends whose completion had not arrived: the kernel still holds their
- * pages (pinned, so freeing the memory is safe), but the caller is no longer told when they
- * are sent; keep such buffers unmodified until the socket is closed if the bytes on the wire
- * matter. Completions ready but not reaped are dropped. Does not close the fd. NULL: 0.
+ * Releases a sender.
+ * Collects, without blocking, what already completed and forgets the rest: the kernel keeps the
+ * pages of sends in flight pinned (freeing their memory is safe), but the caller is no longer told
+ * when they are sent; keep such buffers unmodified until the socket is closed if the bytes on the
+ * wire matter. An io_uring sender leaves its thread's ring open (the ring outlives its senders);
+ * the notifications still to come for it are counted off there and delivered to nobody. Released
+ * on another thread than its own, it collects nothing and its ring's thread does that counting the
+ * next time it uses the ring.
+ * Returns the number of sends whose completion had not arrived. Completions ready but not
+ * reaped are dropped. Does not close the fd. NULL: 0.
  * A sender on which a call panicked is released too and gives `-ENOTRECOVERABLE`: treat
  * every buffer it was given as in use by the kernel until the socket is closed.
  *

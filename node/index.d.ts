@@ -18,15 +18,48 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
  * not end the connection while the peeker is open (the socket closes with its last
  * descriptor), so call `close()` (or use `using`). Socket options belong to the socket and are
  * shared: the peeker sets `SO_PEEK_OFF` (and `SO_RCVLOWAT` when armed) and `close()` restores
- * them. Nobody else may read the socket meanwhile: on a `net.Socket`, peek only while Node is
- * not reading it (a server with `pauseOnConnect`, before `resume()`).
+ * them.
+ * Other code must not read from the socket or change `SO_PEEK_OFF` while the peeker lives: reads
+ * through `Peeker.consume` keep the cursor right, and a read by another path must be reported with
+ * `Peeker.noteConsumed`.
+ * On a `net.Socket`, peek only while Node is not reading it (a server with `pauseOnConnect`,
+ * before `resume()`).
  */
 export declare class Peeker {
   /**
    * Creates a peeker over (a duplicate of) `fd`, cursor at 0 (the head of the receive
    * queue); `options.kind` states what the socket is, sparing the 2-3 `getsockopt` that ask
-   * it. Errors: `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream;
-   * `'offset'` without `SO_PEEK_OFF`), `EMFILE`; `TypeError` for a bad `mode` or `kind`.
+   * it.
+   * `'offset'` (and `'auto'` when it picks `SO_PEEK_OFF`) sets the socket's `SO_PEEK_OFF` to 0;
+   * `'discard'` makes sure it is disabled (-1).
+   * Cost: 2-3 `getsockopt` to learn the socket's family, type and protocol (none when the caller
+   * states the socket's kind), then one `setsockopt` (`'offset'`, `'auto'`) or one `getsockopt`
+   * (`'discard'`; a `setsockopt` more if `SO_PEEK_OFF` was on), and the `setsockopt` of
+   * `SO_OOBINLINE`.
+   *
+   * Urgent data (a TCP urgent byte, `MSG_OOB`, or an AF_UNIX out-of-band byte):
+   * making a peeker sets `SO_OOBINLINE` on the socket and leaves it set. Every urgent byte is
+   * then an ordinary byte of the stream, where the peer sent it: peeks deliver byte for byte
+   * what reads of the socket deliver, a consume of `n` bytes drops exactly `n` of them (it reads
+   * on past the mark), and no byte is peeked twice or skipped. Urgency itself is not reported
+   * (`recv(MSG_OOB)` then fails with errno EINVAL; `SIOCATMARK` still tells where the mark is).
+   *
+   * The kernel ends every read and every peek at the urgent mark (net/ipv4/tcp.c
+   * `tcp_recvmsg_locked`, net/unix/af_unix.c `manage_oob`): a peek that reaches it returns
+   * short, and the next continues at the urgent byte. A discard peek starts at the head of the
+   * queue, so it cannot pass a mark that lies ahead of the head: there the peeker peeks once
+   * with `SO_PEEK_OFF` at the cursor where the socket has it; where it has not (TCP before 6.9,
+   * IPv6 before 6.12) the peek returns `EAGAIN`, blocking or not, until the bytes before the
+   * mark are consumed (poll still reports the socket readable meanwhile).
+   *
+   * Stating the kind wrong is never unsafe: calls then fail as the real socket answers (a
+   * datagram socket answers a peek as a datagram socket would; an AF_UNIX socket stated as TCP
+   * fails `Peeker.consume` with `EFAULT`).
+   *
+   * Errors: `EMFILE` (no descriptor for the duplicate); `TypeError` for a bad `mode` or
+   * `kind`;
+   * `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or `'offset'`
+   * on a socket without `SO_PEEK_OFF`), and `setsockopt`/`getsockopt` errors.
    */
   constructor(fd: number | import('node:net').Socket | { fd: number }, options?: PeekerOptions)
   /** The peeker's own descriptor (its duplicate), e.g. to watch it with epoll; -1 once closed. */
@@ -41,14 +74,24 @@ export declare class Peeker {
   get lowatArmed(): boolean
   /**
    * Peeks up to `length` bytes at the cursor into a new `Buffer`; the cursor advances by
-   * its length. Empty at end of stream (the bytes before the cursor stay queued). Errors as
-   * the core's `Peeker::peek`: `EAGAIN` (nothing beyond the cursor and the call may not
-   * wait), `EINVAL`, `EOVERFLOW`, `ECONNRESET`, ...
+   * its length. Empty at end of stream (the bytes before the cursor stay queued). Results
+   * and errors as `peekInto`.
    */
   peek(length: number, options?: PeekOptions): Buffer
   /**
-   * Peeks at the cursor into `buf` (its own `byteLength` bytes at its `byteOffset`); returns
-   * the bytes written (0 at end of stream); the cursor advances by that many.
+   * Peeks at the cursor into `buf` (its own `byteLength` bytes at its `byteOffset`); the
+   * cursor advances by the bytes written.
+   *
+   * Returns bytes copied (> 0); 0 at end of stream after the cursor (the peer shut down; the
+   * bytes before the cursor are still queued and readable); `EAGAIN` when nothing lies beyond
+   * the cursor and the call may not wait (`dontWait`, or a non-blocking fd).
+   * A blocking peek returns as soon as one byte beyond the cursor is there (with the armed
+   * low-water mark too; a socket's own `SO_RCVLOWAT` above 1 makes the kernel wait for that many
+   * bytes beyond the cursor, as recv does), or with `EAGAIN` when `SO_RCVTIMEO` runs out.
+   *
+   * Errors: `EINVAL` (a `length` of 0, bad options);
+   * `EOVERFLOW` (cursor beyond what the mechanism can represent), `ECONNRESET`, `EINTR` and
+   * other `recvmsg` errors.
    */
   peekInto(buf: ArrayBufferView, options?: PeekOptions): number
   /**
@@ -60,12 +103,24 @@ export declare class Peeker {
    * Peeks into `buf` (its own `byteLength` bytes at its `byteOffset`) at `offset` bytes
    * after the head of the receive queue: your own stream arithmetic, with no `seek` to keep
    * in step; the cursor ends at `offset` + the bytes peeked. Returns what was peeked from
-   * where (`len` 0 at end of stream after `offset`). With `SO_PEEK_OFF` it costs one
-   * `recv` when the kernel's offset already is at `offset` (where the last peek ended, kept
-   * right by `consume`), a `setsockopt` more when it must move (`moved`); `'auto'` peeks an
-   * `offset` of at most 4096 the kernel's offset is not at through a discard prefix
-   * (`prefixed`). Errors as `peekInto`; `EOVERFLOW` (cursor unchanged) for an `offset`
-   * beyond what the mechanism represents.
+   * where (`len` 0 at end of stream after `offset`; `moved` when the kernel's offset was
+   * moved, `prefixed` when a discard prefix was used).
+   *
+   * Cost with `SO_PEEK_OFF` (`'offset'`, and `'auto'` when it picked it): one `recv`/`recvmsg`
+   * when the kernel's offset is already at `offset` (after a peek that ended there, or a consume
+   * that moved both back), a `setsockopt` and the `recv` when it must be moved; never a
+   * classification. `'auto'` peeks an `offset` of at most 4096 bytes that the kernel's offset is
+   * not at with a discard prefix instead (one `recvmsg`, a `setsockopt` more the first time it
+   * must switch `SO_PEEK_OFF` off). `'discard'`: one `recvmsg` per peek that finds bytes. Beyond
+   * those: with the low-water mark armed, a blocking call lowers it first (a `setsockopt`) and
+   * one that finds nothing sets it to `offset` + 1 (a `setsockopt`); the discard mechanism,
+   * finding nothing past `offset`, asks `poll` whether the peer ended and `fcntl` whether the fd
+   * blocks, and waits as a peek at the cursor does.
+   *
+   * Errors:
+   * As a peek at the cursor (the cursor is then at `offset`); `EOVERFLOW` (`offset` beyond what
+   * the mechanism can represent: `INT_MAX` with `SO_PEEK_OFF`, 1023 x 64 KiB with the discard
+   * prefix; the cursor is then unchanged).
    */
   peekAtInto(offset: number, buf: ArrayBufferView, options?: PeekOptions): PeekResult
   /** `peekAtInto` scattering into `buffers` in order (as `peekv`; at most `IOV_MAX` = 1024). */
@@ -79,51 +134,105 @@ export declare class Peeker {
    * entries do not make it spin. While it is pending, the other calls on this peeker throw
    * `EBUSY`. It occupies one pool thread (4 by default, shared with fs and dns): give it a
    * timeout.
+   * Peeked bytes stay in the receive buffer: when they fill it (small segments cost far more
+   * kernel memory than their payload) the peer's window is closed and a blocking peek waits
+   * until something is consumed, so a caller that may block there sets `SO_RCVTIMEO` or consumes
+   * acknowledged bytes first.
    */
   peekAsync(length: number, options?: PeekAsyncOptions): Promise<Buffer>
   /**
-   * Moves the cursor to `offset` bytes after the head (back to read again, or ahead to skip
-   * without copying in `'offset'` mode). `EOVERFLOW` (cursor unchanged) beyond what the
-   * mechanism represents.
+   * Moves the cursor to `offset` bytes after the head of the receive queue: back to retransmit,
+   * or ahead to skip bytes without copying them (offset mechanism; the discard one copies them
+   * at the next peek). Makes no syscall unless the low-water mark is armed.
+   *
+   * Errors:
+   * `EOVERFLOW` if the mechanism cannot represent the offset (`INT_MAX` for `SO_PEEK_OFF`, 1023
+   * x 64 KiB for the discard prefix); with the low-water mark armed, its `setsockopt` errors.
+   * The cursor is then unchanged.
    */
   seek(offset: number): void
   /**
-   * Drops up to `n` bytes from the head of the receive queue (TCP: no copy) and moves the
-   * cursor back by as many; never waits. Returns the bytes dropped (0 at end of stream);
-   * `EAGAIN` when nothing is queued.
+   * Drops up to `n` acknowledged bytes from the head of the receive queue and moves the cursor
+   * back by the bytes dropped (never below 0). Never blocks. Returns bytes dropped: fewer than
+   * `n` when fewer are queued, 0 for `n` 0 or at end of stream. TCP and MPTCP drop them without
+   * copying (`MSG_TRUNC`); AF_UNIX reads them into a scratch buffer.
+   *
+   * Errors:
+   * `EAGAIN` when nothing is queued; `recv` errors (`ECONNRESET`, ...); with the low-water mark
+   * armed, its `setsockopt` errors (the bytes were dropped and the cursor moved).
    */
   consume(n: number): number
   /**
    * Tells the peeker that `n` bytes left the head of the queue by another path (a read, a
-   * `ZeroCopyReceiver`): the cursor moves back by `n`, no syscall unless armed.
+   * `ZeroCopyReceiver`).
+   * The cursor moves back by `n` (never below 0), as `Peeker.consume` would move it, with no
+   * syscall unless the low-water mark is armed (it follows the cursor): both of those paths
+   * lower the kernel's `SO_PEEK_OFF` by what they take (the zero-copy receiver corrects the
+   * kernel, which forgets to for mapped bytes), so cursor and kernel stay together.
    */
   noteConsumed(n: number): void
   /**
-   * Arms (`true`) or disarms the low-water mark: `SO_RCVLOWAT` kept at cursor + 1 so that
-   * poll/epoll (libuv's too) report the socket readable only for bytes beyond the cursor.
-   * `EOPNOTSUPP` on AF_UNIX.
+   * Arms (`true`) or disarms the low-water mark (libuv's poll obeys it too).
+   *
+   * While armed, `SO_RCVLOWAT` is kept at cursor + 1 bytes so that poll/epoll report the socket
+   * readable only when a byte beyond the cursor is queued (they ignore `SO_PEEK_OFF`), and
+   * level-triggered loops do not spin. Blocking peeks still return as soon as one new byte is
+   * there.
+   *
+   * The mark follows seek and consume at once; after peeks it is raised lazily, when a peek
+   * finds nothing beyond the cursor (`EAGAIN`), so the data path costs no extra syscall. The
+   * kernel caps `SO_RCVLOWAT` at `tcp_rmem[2]/2` (16 MiB by default; `SO_RCVBUF/2` when locked;
+   * net/ipv4/tcp.c `tcp_set_rcvlowat`): past that cursor poll cannot be kept quiet. Nor can it
+   * when the receive queue, full of peeked but unconsumed bytes, puts the socket under memory
+   * pressure (more than 7/8 of `SO_RCVBUF` in kernel memory, which small segments reach with a
+   * few KiB of payload) or shrinks its window to one MSS: TCP then reports `EPOLLIN` whatever
+   * the mark (`tcp_epollin_ready`, net/ipv4/tcp.c). A level-triggered loop that gets `EAGAIN`
+   * from the peek should stop listening for `EPOLLIN` until it consumes. Setting the mark grows
+   * an unlocked receive buffer to about twice the mark. Disarming, and releasing the peeker,
+   * restore the value found when arming.
+   *
+   * Errors:
+   * `EOPNOTSUPP` on AF_UNIX (its poll ignores `SO_RCVLOWAT`, net/unix/af_unix.c), and
+   * `getsockopt`/`setsockopt` errors.
    */
   setLowatArmed(on: boolean): void
   /** The counters so far. */
   stats(): PeekStats
   /**
-   * Restores the socket (`SO_RCVLOWAT` if armed, `SO_PEEK_OFF` disabled) and closes the
-   * peeker's duplicate; queued bytes stay queued for the next reader. `{ restore: false }`
-   * for a socket closed next: nothing is restored. A pending `peekAsync` rejects with an
-   * `AbortError` (and the socket is restored when it ends). Calling it again does nothing.
+   * Closes the peeker's duplicate; queued bytes stay queued for the next reader.
+   * Restores `SO_RCVLOWAT` if the mark was armed and leaves `SO_PEEK_OFF` disabled (-1) if this
+   * peeker used it.
+   * `{ restore: false }` for a socket closed next: nothing is restored. A pending `peekAsync`
+   * rejects with an `AbortError` (and the socket is restored when it ends). Calling it again
+   * does nothing.
    */
   close(options?: PeekerCloseOptions): void
 }
 
 /**
  * `recvAtLeast` as an object over one socket (the core's `lowcopy::Receiver`, on a private
- * duplicate): the socket is learnt once, and the mark it sets is left in place between calls
- * (fewer syscalls per call); `close()` puts back the mark found at creation.
+ * duplicate). The stateless receive is `recvAtLeast`; the release, `close()`.
+ *
+ * The stateless receive asks the kernel on every call what kind of socket it has (2 `getsockopt`)
+ * and what mark it holds (1 more), and puts the mark back when it returns. A receiver does that
+ * once, when it is made, and leaves the mark of its last call in place between calls, so a loop
+ * receiving chunks of the same size makes exactly the raw loop's syscalls per chunk: `poll` and
+ * `recv` (one `setsockopt` more when `min` changes). Releasing it puts back the mark found at
+ * creation.
+ *
+ * Results, errors and the behaviour of each call (early wakeups, end of stream, datagrams, the
+ * error queue) are those of the stateless receive. While the receiver lives, the socket's
+ * `SO_RCVLOWAT` is the bytes its last call still missed when it returned (usually `min`): a poll
+ * or epoll of the caller's on the same socket sees that mark. After it is made it allocates
+ * nothing; the first wait that meets a non-empty error queue makes an epoll instance (one
+ * descriptor), kept until the receiver is released.
  */
 export declare class Receiver {
   /**
-   * Over (a duplicate of) `fd`. `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a stream, datagram
-   * or seqpacket socket).
+   * Over (a duplicate of) `fd`: learns the socket (2 or 3 `getsockopt`).
+   *
+   * Errors: `EMFILE` (no descriptor for the duplicate),
+   * `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a stream, datagram or seqpacket socket).
    */
   constructor(fd: number | import('node:net').Socket | { fd: number })
   /** The receiver's own descriptor (its duplicate); -1 once closed. */
@@ -146,14 +255,32 @@ export declare class Receiver {
 
 /**
  * Zero-copy receive over one connected TCP socket (a private duplicate): `mmap` +
- * `TCP_ZEROCOPY_RECEIVE` with a copy path for what cannot be mapped. Nobody else may read the
- * socket meanwhile.
+ * `TCP_ZEROCOPY_RECEIVE` with a copy path for what cannot be mapped. Each chunk's bytes are
+ * copied into a new `Buffer`, so they stay valid.
+ * Nobody else may read from the socket meanwhile (a peeker may peek: the receiver keeps its
+ * `SO_PEEK_OFF` right).
  */
 export declare class ZeroCopyReceiver {
   /**
-   * Maps a `window`-byte receive window (rounded up to pages; 1 byte to 1 GiB) of (a
-   * duplicate of) `fd`. `EINVAL` (window), `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not TCP),
-   * `ENOTCONN` (not connected), `ENOMEM`.
+   * Maps a `window`-byte receive window of (a duplicate of) `fd`.
+   * `window` is rounded up to a multiple of the page size (W); it must be 1 byte to 1 GiB.
+   * Memory, all of it made here: the copy buffer, one heap block of W bytes clamped to 64 KiB
+   * ..= 1 MiB (256 KiB for a 256 KiB window), never written by lowcopy, so that only the pages
+   * the kernel copies into become resident; and W bytes of address space for the window (a
+   * read-only mapping of the socket: the pages it shows are the socket's receive buffer, not
+   * memory of its own). Nothing is allocated afterwards; the first wait that meets a busy error
+   * queue makes an epoll instance (a descriptor) kept until the receiver is released.
+   *
+   * Set the receive low-water mark (`setRcvlowat`) to about the window's size so that each
+   * wakeup finds a window's worth of bytes. Pages map only where the kernel holds whole,
+   * page-aligned payload pages (a header-splitting NIC; on loopback, a page-aligned
+   * `MSG_ZEROCOPY` sender); every other byte arrives by copy.
+   *
+   * Errors: `EMFILE` (no descriptor for the duplicate);
+   * The socket is checked before the window: `EINVAL` (`window` 0 or above 1 GiB), `EBADF`,
+   * `ENOTSOCK`, `EOPNOTSUPP` (not TCP over IPv4/IPv6, e.g. UDP, AF_UNIX, MPTCP; or a kernel
+   * without `TCP_ZEROCOPY_RECEIVE`), `ENOTCONN` (not connected: listening, never connected,
+   * still connecting, or reset), `ENOMEM`, and `mmap` errors.
    */
   constructor(fd: number | import('node:net').Socket | { fd: number }, window: number)
   /** The window's size in bytes. */
@@ -161,21 +288,45 @@ export declare class ZeroCopyReceiver {
   /** The receiver's own descriptor (its duplicate); -1 once closed. */
   get fd(): number
   /**
-   * The next piece of the stream (as the core's `recv`): blocking until the socket's mark
-   * is met (`SO_RCVLOWAT`; `SO_RCVTIMEO` bounds it: `EAGAIN`), or with `dontWait` what is
-   * queued (`EAGAIN` if nothing). Errors: `EAGAIN`, `EINTR`, `ECONNRESET` (after every byte
-   * before it).
+   * The next piece of the stream: mapped pages or copied bytes, in stream order (`eof` at
+   * end of stream).
+   * Blocking (no `dontWait`, fd without `O_NONBLOCK`), like a blocking `recv` with
+   * `SO_RCVLOWAT`: once the bytes queued at the last wakeup are all delivered, the receiver
+   * waits in `poll` until the socket's mark is met, then returns them chunk by chunk without
+   * waiting again (one wakeup per mark's worth, however many chunks it takes; the kernel may
+   * wake below the mark under memory pressure: those bytes are returned, not waited past). The
+   * socket's `SO_RCVTIMEO` (read when a wait starts) bounds the wait; when it runs out the bytes
+   * queued below the mark are returned, or `EAGAIN` when there are none, as `recv` does.
+   * Non-blocking (`dontWait` or `O_NONBLOCK`): whatever is queued, mark or not (the caller's
+   * poll/epoll honoured the mark), or `EAGAIN`.
+   *
+   * Entries on the socket's error queue (zerocopy notifications of a sender on the same socket,
+   * `IP_RECVERR` or `SO_TIMESTAMPING` reports) are never read and never end a wait: a blocking
+   * receive sleeps past them (as `recvAtLeast` does), a non-blocking one returns `EAGAIN` when
+   * nothing else is there.
+   *
+   * Errors: `EINVAL` (bad options);
+   * `EAGAIN`, `EINTR`, `ECONNRESET` and the socket's other errors (reported after every byte
+   * received before them); an `EINVAL` from the kernel (a bug in lowcopy, or someone unmapped
+   * the window) is reported as such, never taken as end of stream.
    */
   recv(options?: PeekOptions): ZcrxChunk
   /**
    * Gives the receiver its own wait limit in place of the socket's `O_NONBLOCK` and
-   * `SO_RCVTIMEO` (as the core's `set_timeout`): milliseconds, `-1`/`null` for no limit,
-   * 0 never to wait. A wait then costs one `poll`.
+   * `SO_RCVTIMEO`: milliseconds, `-1`/`null` for no limit, 0 never to wait.
+   * The fd's `O_NONBLOCK` then plays no part either (only `dontWait` makes a receive
+   * non-blocking), as in `recvAtLeast`. When it runs out the result is what `SO_RCVTIMEO` gives:
+   * the bytes queued below the mark, or `EAGAIN`. Why: with the socket's settings, each wait
+   * first looks without sleeping (`poll` with 0), then reads `O_NONBLOCK` and `SO_RCVTIMEO`,
+   * then sleeps: 3 or 4 syscalls where tcp_mmap's loop makes 1. With its own timeout the
+   * receiver sleeps in one `poll`.
    */
   setTimeout(timeoutMs: number | null): void
   /**
-   * Whether each zero-copy call keeps a peeker's `SO_PEEK_OFF` right (on by default): off
-   * saves a `getsockopt` per chunk when no `Peeker` shares the socket.
+   * Whether each zero-copy call keeps a peeker's `SO_PEEK_OFF` right (on by default).
+   * Off saves the `getsockopt(SO_PEEK_OFF)` made before each zero-copy call (one syscall per
+   * chunk): turn it off only when no peeker uses `SO_PEEK_OFF` on this socket while the receiver
+   * lives, or its cursor will point past the bytes it meant after mapped chunks.
    */
   setPeekOffTracking(on: boolean): void
   /** The counters so far. */
@@ -190,18 +341,33 @@ export declare class ZeroCopyReceiver {
  * `userData`, when the kernel no longer needs the buffer.
  *
  * Each buffer sent is kept alive (and its ArrayBuffer made untransferable) until its
- * completion is reaped by `reap`, `sendReap`, `wait` or `waitAsync`; do not modify it
- * before then: the kernel may send (or resend) from it. Sends and reaps run on the JS thread
+ * completion is reaped by `reap`, `sendReap`, `wait` or `waitAsync`.
+ * The buffers of a send must stay unmodified until its completion is reaped: the kernel may read
+ * them until then (a zerocopy send pins the pages and transmits from them, also when TCP
+ * retransmits), so a change reaches the wire. A completion means "the buffer may be reused", not
+ * "the data was delivered": TCP notifies only after the peer acknowledged, so never block a send
+ * on completions.
+ * Create one sender per socket, before any other `MSG_ZEROCOPY` send on it: the kernel's id
+ * counter cannot be read back.
+ * Sends and reaps run on the JS thread
  * (the io_uring backend belongs to the first thread that sends); `waitAsync` only waits on
  * the pool thread.
  */
 export declare class ZeroCopySender {
   /**
    * Creates a sender on (a duplicate of) `fd`: a TCP or UDP socket for zerocopy; any other
-   * socket works with the `'copy'` backend (`'auto'` picks it). Errors: `EBADF`,
-   * `ENOTSOCK`, `EOPNOTSUPP` (an explicit zerocopy backend where the socket has none),
-   * io_uring setup errors for `'io_uring'` (`EPERM`, `ENOSYS`, `ENOMEM`); `TypeError` for a
-   * bad option, and for `'errqueue'` on a `net.Socket`.
+   * socket works with the `'copy'` backend (`'auto'` picks it).
+   * An io_uring sender (explicit, or picked by AUTO) makes sure the calling thread has its ring
+   * (made on the thread's first sender, kept until the thread exits) but joins a ring only at
+   * its first use. The error-queue backend sets `SO_ZEROCOPY` on the socket (left set
+   * afterwards; it only matters to `MSG_ZEROCOPY` sends).
+   *
+   * Errors: `TypeError` for a bad option, and for `'errqueue'` on a `net.Socket`; `EMFILE`
+   * (no descriptor for the duplicate);
+   * `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (an explicit zerocopy backend on a socket that has none:
+   * AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup errors for an
+   * explicit io_uring backend when the calling thread has no ring yet (`EPERM` when
+   * `kernel.io_uring_disabled` forbids it, `ENOSYS`, `ENOMEM`, `EMFILE`).
    */
   constructor(fd: number | import('node:net').Socket | { fd: number }, options?: ZcSenderOptions)
   /** The backend in use: `'io_uring'`, `'errqueue'` or `'copy'` (never `'auto'`). */
@@ -210,18 +376,41 @@ export declare class ZeroCopySender {
   get fd(): number
   /** Whether `close()` was called. */
   get closed(): boolean
-  /** Sends whose completion has not arrived yet. */
+  /**
+   * Sends that accepted bytes and whose completion has not arrived yet (ready but unreaped
+   * completions are not counted; failed sends never are).
+   */
   get inflight(): number
   /** Buffers held for sends not yet reaped (in flight or completed). */
   get held(): number
   /**
    * Sends `data` (an `ArrayBufferView`, or an array of them sent as one, like `writev`);
-   * returns the bytes accepted. A send that returned > 0 is followed by exactly one
-   * completion with `userData` (any value, handed back unchanged); its buffers are held
-   * until then. Blocking unless `dontWait` or the socket is non-blocking (every
-   * `net.Socket` is: then `EAGAIN` when it is full). Errors as the core's `send`: `EAGAIN`,
-   * `EBUSY` (4096 sends unreaped: reap), `EEXIST` (io_uring from another thread), `EPIPE`,
-   * `ECONNRESET`, `EMSGSIZE`, `EINVAL` (flags).
+   * returns the bytes accepted. `userData` is any value, handed back unchanged; the buffers
+   * are held until the completion. Blocking unless `dontWait` or the socket is non-blocking
+   * (every `net.Socket` is: then `EAGAIN` when it is full).
+   * Exactly one completion carrying `userData` follows every send that returned > 0; none
+   * follows a failed or zero-byte send.
+   * `MSG_NOSIGNAL` is always added: a closed connection is `EPIPE`, never `SIGPIPE`. As
+   * `send(2)`: a blocking send on a stream socket accepts everything unless a signal or
+   * `SO_SNDTIMEO` stops it part way (then the part sent is returned: send the rest), a
+   * non-blocking one accepts what fits, a datagram is one send (a zero-length datagram too: it
+   * returns 0 and gets no completion). Never waits for a completion. The io_uring backend
+   * cancels its request on a signal (returning what went, or `EINTR`) and does not honour
+   * `SO_SNDTIMEO`; after an `EAGAIN` it asks `poll(POLLOUT)` before queueing the next request (a
+   * failed SEND_ZC still posts a notification, which the kernel may hold until the peer acks
+   * earlier data), so retrying a full socket costs a poll and no request slot. `ENOBUFS` from a
+   * zerocopy send (optmem or locked-pages limit) is never returned: completions are collected
+   * and the send is retried, then made by copy.
+   *
+   * Errors: `EINVAL` (flags);
+   * `EBUSY` (as many requests held as the sender's limit, 4096 by default: reap first), `ENOMEM`
+   * (the tables could not grow past the reserve), `EEXIST` (io_uring backend called from a
+   * thread other than the one the sender belongs to), `EIO` (the thread's io_uring ring was
+   * retired after it failed to take a request: every sender on it gets `EIO`; new senders get a
+   * new ring), the ring's setup errors at an io_uring sender's first send on a thread without a
+   * ring (`EMFILE`, `ENOMEM`; an AUTO sender falls back to the error queue instead), `EMSGSIZE`
+   * (more than `IOV_MAX` iovecs, or a datagram too large), and the socket's own send errors
+   * (`EAGAIN`, `EINTR`, `EPIPE`, `ECONNRESET`, `EDESTADDRREQ`, ...).
    */
   send(data: ArrayBufferView | ArrayBufferView[], userData?: unknown, options?: ZcSendOptions): number
   /**
@@ -233,22 +422,48 @@ export declare class ZeroCopySender {
   trySend(data: ArrayBufferView | ArrayBufferView[], userData?: unknown, options?: ZcSendOptions): number
   /**
    * `send` to `address`:`port` (an unconnected UDP socket; IPv4 or IPv6 text), as
-   * `dgram`'s `send(msg, port, address)`. `EAFNOSUPPORT` for the other family.
+   * `dgram`'s `send(msg, port, address)`. Errors as `send`, and
+   * the kernel's answers to the address and control data: `EAFNOSUPPORT` (an address of the
+   * other family), `EINVAL` (an address of the wrong length, malformed control messages),
+   * `EISCONN` (an address on a connected TCP socket), ...
    */
   sendTo(data: ArrayBufferView | ArrayBufferView[], port: number, address: string, userData?: unknown, options?: ZcSendOptions): number
   /**
-   * `send`, then the completions that are ready (on the error-queue backend its queue is
-   * read at most once per 32 sends: `reap` sooner if needed). Returns `{ bytes,
-   * completions }`.
+   * `send`, then the completions that are ready. Returns `{ bytes, completions }`.
+   * The error-queue backend reads the queue at most once per 32 sends (sooner when the tracking
+   * table runs low), so completions may come back up to 32 sends late (a reap gets them sooner);
+   * io_uring completions cost no syscall (they are posted by the sends' own `io_uring_enter`).
+   *
+   * Errors:
+   * As a send, and then no completion is handed out. Once the send went out its bytes are
+   * reported whatever happens next: a failure to collect completions after it is left to the
+   * next reap or wait, which meet it again.
    */
   sendReap(data: ArrayBufferView | ArrayBufferView[], userData?: unknown, options?: ZcSendOptions): { bytes: number, completions: ZcCompletion[] }
-  /** The completions that are ready (never waits), releasing their buffers. */
+  /**
+   * The completions that are ready, releasing their buffers.
+   * Never blocks. Collects what the kernel has reported first: one error-queue read while sends
+   * are in flight; no syscall for io_uring (unless the kernel deferred notifications or the
+   * completion queue overflowed) and copy. On io_uring this also takes in the other senders'
+   * notifications that have arrived on the thread's ring, keeping them for those senders.
+   *
+   * Errors:
+   * Error-queue read errors; `EEXIST` on io_uring from a thread other than the one the sender
+   * belongs to (once it joined a ring); `EIO` when its ring was retired.
+   */
   reap(): Array<ZcCompletion>
   /**
    * Waits (blocking the JS thread) until a completion is ready, at most `timeoutMs` (none:
    * no limit), then reaps: returns the completions (empty at once when nothing is in
-   * flight). `ETIMEDOUT` when none came in time (TCP completes only once the peer
-   * acknowledged), `EINTR`, a socket error (`ECONNRESET`...).
+   * flight).
+   *
+   * Errors:
+   * `ETIMEDOUT` when sends are in flight and none completed in time (TCP notifies only once the
+   * peer acknowledged, so a peer that stops reading delays completions without bound); `EINTR`
+   * on a signal (the wait is a poll or `io_uring_enter`, which the kernel never restarts);
+   * `EEXIST` (io_uring backend from a thread other than the one the sender belongs to); `EIO`
+   * (its ring was retired); a pending socket error (`ECONNRESET`, ...) when the socket reports
+   * one instead of a completion; error-queue read errors.
    */
   wait(timeoutMs?: number): Array<ZcCompletion>
   /**
@@ -288,32 +503,39 @@ export declare function _setTransferGuard(guard: (buf: ArrayBufferLike) => void)
  * `lowcopy::Caps`).
  */
 export interface Caps {
-  /** `SO_PEEK_OFF` on TCP over IPv4 (Linux 6.9). */
+  /** `SO_PEEK_OFF` on TCP over IPv4 (Linux 6.9, 05ea491641d3). */
   peekOffTcp4: boolean
-  /** `SO_PEEK_OFF` on TCP over IPv6 (Linux 6.12). */
+  /** `SO_PEEK_OFF` on TCP over IPv6 (Linux 6.12, be9a4fb831b8). */
   peekOffTcp6: boolean
-  /** `SO_PEEK_OFF` on AF_UNIX stream sockets (Linux 3.4). */
+  /** `SO_PEEK_OFF` on AF_UNIX stream (Linux 3.4). */
   peekOffUnix: boolean
-  /** `SO_PEEK_OFF` on MPTCP (no kernel so far). */
+  /** `SO_PEEK_OFF` on MPTCP (not in any kernel so far). */
   peekOffMptcp: boolean
-  /** `SO_ZEROCOPY` on TCP (Linux 4.14). */
+  /** `SO_ZEROCOPY` accepted on a TCP socket (Linux 4.14). */
   zerocopyTcp: boolean
-  /** `SO_ZEROCOPY` on UDP (Linux 5.0). */
+  /** `SO_ZEROCOPY` accepted on a UDP socket (Linux 5.0). */
   zerocopyUdp: boolean
   /** io_uring `IORING_OP_SEND_ZC` (Linux 6.0); false when io_uring is disabled or filtered. */
   uringSendZc: boolean
   /** io_uring `IORING_OP_SENDMSG_ZC` (Linux 6.1). */
   uringSendmsgZc: boolean
   /**
-   * Bytes of `struct tcp_zerocopy_receive` the kernel knows (64 since 5.12); 0 without
-   * `TCP_ZEROCOPY_RECEIVE`.
+   * Bytes of `struct tcp_zerocopy_receive` the kernel knows (16 on 4.18, 64 since 5.12); 0 when
+   * `TCP_ZEROCOPY_RECEIVE` is absent.
    */
   tcpZerocopyReceiveSize: number
 }
 
 /**
- * Drops up to `n` bytes from the head of `fd`'s receive queue (TCP: without copying them);
- * returns the bytes dropped, 0 at end of stream or for `n` 0. As the core's `consume`.
+ * Drops up to `n` bytes from the head of `fd`'s receive queue; returns the bytes dropped.
+ * TCP and MPTCP use `recv(NULL, n, MSG_TRUNC)`, which copies nothing; AF_UNIX stream has no such
+ * path and reads them into a scratch buffer. The kernel lowers `SO_PEEK_OFF` by the bytes dropped.
+ * Returns 0 for `n` 0 or at end of stream.
+ *
+ * Errors:
+ * `EAGAIN` when nothing is queued and the call may not block (`dontWait` or a non-blocking fd);
+ * `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), and `recv` errors
+ * (`ECONNRESET`, `EINTR`, ...).
  */
 export declare function consume(fd: number | import('node:net').Socket | { fd: number }, n: number, options?: PeekOptions): number
 
@@ -330,9 +552,19 @@ export interface PeekAsyncOptions {
  * Peeks up to `length` bytes lying `offset` bytes after the head of `fd`'s receive queue,
  * without consuming them; returns them as a new `Buffer` (empty at end of stream).
  *
- * As the core's `peek_at`: `SO_PEEK_OFF` must be disabled on the socket (no live `Peeker`);
- * `EAGAIN` when nothing lies beyond `offset` and the call may not wait; `EBADF`, `ENOTSOCK`,
- * `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream), `EOVERFLOW`.
+ * A blocking call waits for one byte beyond `offset`. Stateless: uses `SO_PEEK_OFF` where the
+ * socket has it (set, peek, set back to -1), else the discard prefix.
+ *
+ * Precondition: `SO_PEEK_OFF` is disabled (-1, the default) on the socket, so no live peeker may
+ * use it; this call leaves it disabled. Cost: 2-3 `getsockopt` to classify the socket, one
+ * `recvmsg`, and with `offset > 0` on a socket with `SO_PEEK_OFF` two `setsockopt`. Use a peeker
+ * on the data path.
+ *
+ * Errors: `EAGAIN` when nothing lies beyond `offset` and the call may not wait;
+ * `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `EOVERFLOW`
+ * (`offset` beyond what the mechanism can represent: `INT_MAX` for `SO_PEEK_OFF`, 64 KiB per iovec
+ * left below 1024 for the discard prefix; never truncated), `ECONNRESET` and other `recvmsg`
+ * errors.
  */
 export declare function peekAt(fd: number | import('node:net').Socket | { fd: number }, offset: number, length: number, options?: PeekOptions): Buffer
 
@@ -396,15 +628,20 @@ export interface PeekOptions {
  * compare `streamPos` with your own position of `offset` to catch an offset that went wrong.
  */
 export interface PeekResult {
-  /** Bytes written to the buffer(s); 0 at end of stream after `offset`. */
+  /** Bytes copied (the call's return value); 0 at end of stream after `offset`. */
   len: number
-  /** The offset peeked at: bytes after the head of the receive queue. */
+  /** Where they came from: bytes after the head of the receive queue (the offset asked for). */
   offset: number
-  /** The same place in the stream: the bytes this peeker consumed plus `offset`. */
+  /**
+   * The same place as a position in the stream: the bytes that left the head of the queue
+   * through this peeker (`Peeker.consume`, `Peeker.noteConsumed`) plus `offset`. For a peeker
+   * made before any byte was read from the socket, the stream position of the first byte peeked.
+   */
   streamPos: number
   /**
-   * Syscalls the call made: 1 when the kernel's `SO_PEEK_OFF` already was at `offset` (or
-   * a discard prefix was used), 2 when it had to be moved first.
+   * Syscalls this call made: 1 when the kernel's `SO_PEEK_OFF` already was at `offset` (or the
+   * discard prefix was used), 2 when it had to be moved first; more only on the paths documented
+   * at `Peeker.peekAtInto`.
    */
   syscalls: number
   /** `SO_PEEK_OFF` was written before the peek (the kernel's offset was elsewhere). */
@@ -415,26 +652,36 @@ export interface PeekResult {
 
 /** Counters of a `Peeker` (bytes in bytes); see the core's `PeekStats`. */
 export interface PeekStats {
-  /** Syscalls made (failed ones included; the constructor's too). */
+  /**
+   * Syscalls the peeker made, failed ones included, its constructor's too: 1 or 2 after `new
+   * Peeker` with a `kind`; after `new Peeker` without a `kind` 2 more on AF_UNIX and 3 more on
+   * TCP and MPTCP, the `getsockopt` that learn what the socket is.
+   */
   syscalls: number
   /** Peeks that returned data. */
   peeks: number
-  /** Bytes delivered by peeks. */
+  /** Bytes delivered to the caller by peeks. */
   bytesPeeked: number
   /**
-   * Bytes the kernel copied only to be thrown away (the discard prefix; consumed bytes on
-   * AF_UNIX).
+   * Bytes the kernel copied to user space only for lowcopy to throw them away: the discard
+   * prefix, and consumed bytes on protocols without a copy-free `MSG_TRUNC` (AF_UNIX). Always 0
+   * with `'offset'` on TCP; at most 4096 (4096) per peek with `'auto'` over `SO_PEEK_OFF`.
    */
   bytesSkippedCopied: number
-  /** Bytes dropped from the head of the queue by `consume`. */
+  /** Bytes dropped from the head of the receive queue by the peeker's consume. */
   bytesConsumed: number
-  /** `SO_RCVLOWAT` changes made by the armed mode. */
+  /** `SO_RCVLOWAT` changes made by the armed low-water mark. */
   rcvlowatUpdates: number
 }
 
 /**
- * Whether `SO_PEEK_OFF` works on this stream socket (leaves its value unchanged).
- * `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream).
+ * Whether `SO_PEEK_OFF` works on this stream socket.
+ * TCP over IPv4 has it since Linux 6.9, over IPv6 since 6.12, AF_UNIX stream since 3.4; MPTCP
+ * never. Leaves the socket's `SO_PEEK_OFF` value as it was (reads it, writes it back).
+ *
+ * Errors:
+ * `EBADF` (not an open fd), `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket:
+ * lowcopy's peek does not apply; UDP and other datagram sockets neither).
  */
 export declare function peekSupported(fd: number | import('node:net').Socket | { fd: number }): boolean
 
@@ -449,10 +696,47 @@ export declare function probe(): Caps
  * Receives at least `min` bytes into `buf` (its own bytes, at its `byteOffset`) with one
  * wakeup where the kernel allows, then whatever else is queued up to `buf.byteLength`;
  * returns the bytes received. It blocks the JS thread: use `recvAtLeastAsync` on the event
- * loop. As the core's `recv_atleast`: `min` is clamped to `1..=byteLength`; fewer than
- * `min` bytes come back at end of stream, on timeout after some bytes, or before an error;
- * 0 at end of stream; `ETIMEDOUT` when nothing came in time; `EINVAL` for an empty `buf`;
- * `EMSGSIZE` when the next datagram does not fit.
+ * loop. `min` is clamped to `1..=byteLength`.
+ *
+ * Returns:
+ * - `min` to the buffer's length in bytes when `min` bytes came in time;
+ * - fewer than `min` (but more than 0) when the peer shut down after them, when time ran out after
+ *   they came, when the connection was reset after them (the error is left pending and the next
+ *   call reports it), when a signal arrived after them, or on a datagram socket when the next
+ *   datagram does not fit in what is left of the buffer;
+ * - 0 at end of stream with nothing received;
+ * - `ETIMEDOUT` when nothing came in time.
+ *
+ * TCP and MPTCP: the socket's `SO_RCVLOWAT` is set to the bytes still missing while the call waits
+ * (capped by the kernel as in `setRcvlowat`) and restored to the value found on entry before it
+ * returns: no change when the socket already holds the mark the call needs, so setting the mark
+ * once with `setRcvlowat` saves two syscalls per call. An unlocked receive buffer grows to about
+ * twice the mark and stays so. Early wakeups below the mark (memory pressure, a window down to one
+ * MSS) are read and waited past, never lost. Never a blocking `recv`, so never the trap where a
+ * read shorter than the mark sleeps until the mark.
+ *
+ * AF_UNIX stream and other streams: their poll ignores `SO_RCVLOWAT`, so the call wakes on every
+ * arrival and loops until `min`; the result is the same, the wakeups are not saved.
+ *
+ * Datagram sockets (UDP, AF_UNIX datagram and seqpacket): whole datagrams are appended to the
+ * buffer while they fit, until `min` bytes; a datagram is never truncated. `EMSGSIZE` when the
+ * first datagram is larger than the buffer (it stays queued). Zero-length datagrams are consumed
+ * and add nothing.
+ *
+ * The error queue: the call never reads it. Its entries (the completion notifications of a
+ * zero-copy sender on the same socket, ICMP reports queued with `IP_RECVERR`, `SO_TIMESTAMPING`
+ * reports) stay for their owner, and neither wake the call nor end it: while one is queued, `poll`
+ * reports `POLLERR` at once on every call, so the call then sleeps on an edge-triggered epoll
+ * instance of its own (one descriptor for the call's duration, 2-3 syscalls more per wait) that
+ * wakes only for new events. A socket error (`SO_ERROR`: a reset, an ICMP error with `IP_RECVERR`)
+ * is returned as `recv` returns it, at once when nothing was received; one that arrives after some
+ * bytes is left for the next call, and ends this one early only when the connection is reset or
+ * hung up.
+ *
+ * Errors: `EINVAL` (an empty `buf`),
+ * `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a stream, datagram or seqpacket socket), `ETIMEDOUT`
+ * (nothing came in time), `EMSGSIZE` (the first datagram is larger than the buffer; it stays
+ * queued), `EINTR` (a signal before any byte), and the socket's own errors (`ECONNRESET`, ...).
  */
 export declare function recvAtLeast(fd: number | import('node:net').Socket | { fd: number }, buf: ArrayBufferView, min: number, options?: RecvOptions): number
 
@@ -481,32 +765,60 @@ export interface RecvOptions {
 export interface RecvStats {
   calls?: number
   syscalls?: number
-  /** `poll` returns that found the socket ready: the wakeups. */
+  /** `poll` returns that reported the socket ready: the wakeups. */
   wakeups?: number
-  /** Wakeups after which fewer than `min` bytes were there. */
+  /**
+   * Wakeups after which the call still had fewer than `min` bytes (the kernel woke below the
+   * mark, the mark was capped, or datagrams were small); the call waited again.
+   */
   earlyWakeups?: number
   timeouts?: number
-  /** `SO_RCVLOWAT` changes made (restores included). */
+  /** `SO_RCVLOWAT` changes made, restores included. */
   lowatChanges?: number
   bytes?: number
 }
 
 /** Counters of a `Receiver` (see the core's `RecvStats`). */
 export interface RecvStatsOut {
+  /** Calls made. */
   calls: number
+  /** Syscalls made (including failed ones). */
   syscalls: number
+  /** `poll` returns that reported the socket ready: the wakeups. */
   wakeups: number
+  /**
+   * Wakeups after which the call still had fewer than `min` bytes (the kernel woke below the
+   * mark, the mark was capped, or datagrams were small); the call waited again.
+   */
   earlyWakeups: number
+  /** Calls that ran out of time (they returned what had come, or `ETIMEDOUT`). */
   timeouts: number
+  /** `SO_RCVLOWAT` changes made, restores included. */
   lowatChanges: number
+  /** Bytes returned. */
   bytes: number
 }
 
 /**
- * Sets `SO_RCVLOWAT` to `bytes` and returns the value the kernel keeps (TCP caps it at
- * `tcp_rmem[2]/2`, or half a locked `SO_RCVBUF`; 0 is kept as 1). As the core's
- * `set_rcvlowat`. On a `net.Socket` it gates libuv's wakeups too: Node's `'data'` events then
- * come only once that many bytes are queued (or at end of stream).
+ * Sets `SO_RCVLOWAT` to `bytes` and returns the value the kernel keeps, in bytes. On a
+ * `net.Socket` it gates libuv's wakeups too: Node's `'data'` events then come only once that
+ * many bytes are queued (or at end of stream).
+ *
+ * TCP caps it at `tcp_rmem[2] / 2` (16 MiB with the default 32 MiB maximum), or at half of
+ * `SO_RCVBUF` as read back (the kernel doubles what was set) once the application locked the
+ * receive buffer with `SO_RCVBUF`; values above `INT_MAX` are passed as `INT_MAX` and capped the
+ * same way; 0 is kept as 1. Setting it on TCP also grows an unlocked receive buffer to about twice
+ * the mark (never shrunk again) and, when it lowers the mark, wakes pollers whose data now
+ * suffices.
+ *
+ * On a listening TCP socket the value is reported the same way and copied into each connection
+ * when its handshake completes (not at `accept`): connections already waiting in the accept queue
+ * keep the old value. tcp_mmap sets its mark this way. On kernels before 21b29e74ffe5 (Oct 2025) a
+ * large inherited mark also clamped the window scale the listener advertised, so there prefer
+ * setting it after `accept`. AF_UNIX and UDP store the value, but their poll ignores it.
+ *
+ * Errors:
+ * `EBADF`, `ENOTSOCK`, and other `setsockopt`/`getsockopt` errors.
  */
 export declare function setRcvlowat(fd: number | import('node:net').Socket | { fd: number }, bytes: number): number
 
@@ -514,14 +826,25 @@ export declare function setRcvlowat(fd: number | import('node:net').Socket | { f
 export interface ZcCompletion {
   /** The value given with the send, unchanged. */
   userData: unknown
-  /** Bytes the send accepted. */
+  /**
+   * Bytes the send accepted: always > 0. Every backend learns a send's outcome before the send
+   * call returns, so a failed send reports its error there and gets no completion; a completion
+   * never carries an error.
+   */
   result: number
   /**
-   * The data was copied (by the kernel on loopback/veth, or a plain send), not sent from
-   * the pinned buffer.
+   * True when
+   * the data was copied, not pinned: by the kernel (a deferred copy: loopback, veth, devices
+   * without scatter-gather; `SO_EE_CODE_ZEROCOPY_COPIED` or `IORING_NOTIF_USAGE_ZC_COPIED`), or
+   * by a plain send.
    */
   copied: boolean
-  /** The copy was lowcopy's choice (adaptive mode, `ENOBUFS`, a full id window). */
+  /**
+   * True when
+   * some or all of the request went out as a plain copied send because zerocopy was not possible
+   * (`ENOBUFS`, adaptive mode, full id window). The copy backend sets only the copied flag:
+   * copying is what it was asked to do.
+   */
   fallback: boolean
 }
 
@@ -540,15 +863,31 @@ export interface ZcrxChunk {
 
 /** Counters of a `ZeroCopyReceiver` (see the core's `ZcrxStats`). */
 export interface ZcrxStats {
+  /** Bytes delivered as pages mapped into the window. */
   bytesMapped: number
+  /** Bytes delivered by copy (both kinds below). */
   bytesCopied: number
+  /**
+   * Of `bytes_copied`: bytes the kernel copied into the copy buffer within the zero-copy call
+   * (stragglers, and small queues). The rest were read with `recv`.
+   */
   bytesCopybuf: number
+  /** Chunks returned that were mapped pages. */
   chunksMapped: number
+  /** Chunks returned that were copies. */
   chunksCopied: number
+  /** Syscalls made (including failed ones). */
   syscalls: number
+  /** `TCP_ZEROCOPY_RECEIVE` calls. */
   zcCalls: number
+  /** `TCP_ZEROCOPY_RECEIVE` calls that mapped nothing (queue empty or not mappable). */
   zcCallsUnmapped: number
+  /** `poll` returns that reported the socket ready, when `recv` had to wait. */
   wakeups: number
+  /**
+   * `SO_PEEK_OFF` corrections: the kernel does not lower it for bytes it maps or copies as
+   * stragglers, so the receiver does, as a read would have.
+   */
   peekOffFixups: number
 }
 
@@ -558,11 +897,42 @@ export interface ZcSenderOptions {
    * `'auto'` (default), `'io_uring'`, `'errqueue'` or `'copy'`. On a `net.Socket` (which
    * libuv polls) `'auto'` never picks `'errqueue'` and `'errqueue'` is refused: its
    * notifications keep `EPOLLERR` up and would spin Node's event loop until reaped.
+   *
+   * `'auto'`:
+   * io_uring `SEND_ZC` where it works on this socket, else `MSG_ZEROCOPY` with the error queue
+   * where `SO_ZEROCOPY` works, else plain copies. Sockets with no zerocopy at all (AF_UNIX,
+   * MPTCP) get the copy backend. With io_uring the sender belongs to the first thread that
+   * sends: a daemon that hands a connection to another thread mid-stream should choose the error
+   * queue.
+   *
+   * `'errqueue'`:
+   * `SO_ZEROCOPY` + `MSG_ZEROCOPY` (TCP since Linux 4.14, UDP since 5.0); completions read from
+   * `MSG_ERRQUEUE` and mapped from the kernel's 32-bit id ranges back to user_data. The sender
+   * owns the socket's error queue: other entries on it (ICMP errors with `IP_RECVERR`,
+   * `SO_TIMESTAMPING` reports) are read, counted in `errqueue_other` and dropped, and reading an
+   * ICMP entry also clears the `SO_ERROR` it set (net/core/skbuff.c `sock_dequeue_err_skb`). An
+   * application that needs those entries should use io_uring, whose notifications do not go
+   * through the error queue.
+   *
+   * `'io_uring'`:
+   * io_uring `IORING_OP_SEND_ZC` (Linux 6.0) / `SENDMSG_ZC` (6.1); user_data comes back in the
+   * notification CQE. One ring per thread serves every sender used on that thread (8192
+   * completion entries, made with the thread's first sender, kept until the thread exits): a
+   * sender owns no descriptor. The ring is set up with `IORING_SETUP_DEFER_TASKRUN` (6.1) so
+   * that notifications never interrupt the thread's other syscalls with `EINTR`; they are posted
+   * during the next send (no syscall of their own). Its price, `SINGLE_ISSUER`: a sender belongs
+   * to the first thread that sends on it, waits on it or asks for its completion descriptor (it
+   * joins that thread's ring), and calls from any other thread fail with `EEXIST`.
+   *
+   * `'copy'`:
+   * Plain copying `sendmsg`; the completion is ready when the send returns.
    */
   backend?: string
   /**
-   * Stop asking for zerocopy after 16 consecutive completions the kernel copied anyway
-   * (loopback, veth): later sends are plain copies.
+   * Stop asking for zerocopy after 16 consecutive completions that the kernel copied anyway
+   * (loopback, veth, devices without scatter-gather), the way msg_zerocopy.rst suggests: a
+   * copied "zerocopy" send costs more than a plain copy. Sends in flight are still reaped; later
+   * sends are plain copies whose completion is ready at once, flagged copied and fallback.
    */
   adaptive?: boolean
 }
@@ -582,18 +952,40 @@ export interface ZcSendOptions {
 
 /** Counters of a sender (see the core's `ZcStats`). */
 export interface ZcStats {
+  /** Send calls that returned > 0. */
   sends: number
+  /** Bytes those sends accepted. */
   bytes: number
+  /** Kernel sends that asked for zerocopy (`MSG_ZEROCOPY` or SEND_ZC). */
   zerocopySends: number
+  /** Kernel sends that copied (copy backend, fallbacks, adaptive mode). */
   copySends: number
+  /** Completions handed to the caller. */
   completions: number
+  /** Of those, completions with the `COPIED` flag. */
   completionsCopied: number
+  /**
+   * `ENOBUFS` from zerocopy sends (optmem or locked-pages limit), each answered by a retry and
+   * then a copy; never returned to the caller.
+   */
   enobufs: number
+  /**
+   * Sends that fell back to a copy because the id window was full (twice the sender's limit of
+   * requests held in flight: 8192 ids by default).
+   */
   windowFull: number
+  /** Syscalls made to send (sendmsg, io_uring_enter for a send). */
   syscallsSend: number
+  /** Syscalls made to collect completions (error-queue reads, waits). */
   syscallsReap: number
+  /**
+   * Error-queue entries that were not zerocopy notifications (timestamps, ICMP): read and
+   * dropped.
+   */
   errqueueOther: number
+  /** Notified ids that matched no send in flight: ignored. */
   unexpectedIds: number
+  /** 1 once the `adaptive` option stopped asking for zerocopy. */
   zerocopyOff: number
 }
 

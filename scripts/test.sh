@@ -96,6 +96,10 @@ suite "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
 # The binding crates are tested from their languages (python/run-tests.sh, the node
 # suites below): a cargo test binary would load the ld cache's libpython, and cannot load
 # napi.
+# Each behavioural doc sentence is written once, in core (`// doc-source:` blocks); the C, Node
+# and Python docs carry it in `// doc-copy:` blocks that scripts/docgen.py writes. Fails when a
+# copy is stale or hand-edited (the header test below then checks lowcopy.h against capi).
+suite "docs: adapters' doc copies match core (scripts/docgen.py --check)" python3 scripts/docgen.py --check
 suite "cargo test (unit, behaviour tables, header)" cargo test --workspace --exclude lowcopy-python --exclude lowcopy-node
 suite "rustdoc, warnings denied" env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 suite "build library and examples" make -s all c-tests

@@ -15,16 +15,27 @@ use crate::{
     with_handle, with_handle_ref, write_sized, Guarded,
 };
 
-/// Peek mechanism: `SO_PEEK_OFF` where the socket family has it, else `LOWCOPY_PEEK_DISCARD`.
-/// Probed once per (family, protocol) and cached for the process. With `SO_PEEK_OFF`, a cursor
-/// of at most 4096 bytes that the kernel's offset is not already at is peeked with a discard
-/// prefix instead: one syscall and at most 4 KiB copied, rather than a `setsockopt` more.
+/// Peek mechanism:
+// doc-copy: peek_mode.auto
+/// `SO_PEEK_OFF` where this socket family has it, else `LOWCOPY_PEEK_DISCARD`. The answer is probed
+/// once per (family, protocol) and cached for the process. With `SO_PEEK_OFF`, a cursor of at most
+/// 4096 bytes that the kernel's offset is not already at is peeked with a discard prefix instead,
+/// which saves a `setsockopt` for a copy of at most 4 KiB (counted in
+/// `lowcopy_peek_stats.bytes_skipped_copied`).
+// doc-end
 pub const LOWCOPY_PEEK_AUTO: u32 = 0;
-/// Peek mechanism: the kernel's `SO_PEEK_OFF` (TCP/IPv4 since Linux 6.9, TCP/IPv6 since 6.12,
-/// AF_UNIX stream since 3.4; never MPTCP). Peeks cost the same at any offset.
+/// Peek mechanism:
+// doc-copy: peek_mode.offset
+/// The kernel's `SO_PEEK_OFF`: TCP over IPv4 since Linux 6.9, over IPv6 since 6.12, AF_UNIX stream
+/// since 3.4; never MPTCP (`-EOPNOTSUPP` on sockets without it). Peeks cost the same at any offset.
+// doc-end
 pub const LOWCOPY_PEEK_OFFSET: u32 = 1;
-/// Peek mechanism: `MSG_PEEK` with a leading scratch prefix that swallows the bytes before the
-/// offset. Works on every stream socket; the kernel copies the prefix again on every peek.
+/// Peek mechanism:
+// doc-copy: peek_mode.discard
+/// `MSG_PEEK` with a leading scratch prefix that swallows the `offset` bytes before the cursor.
+/// Works on every stream socket, but the kernel copies the prefix again on every peek (counted in
+/// `lowcopy_peek_stats.bytes_skipped_copied`).
+// doc-end
 pub const LOWCOPY_PEEK_DISCARD: u32 = 2;
 
 // Literal values so that cbindgen can write them; they must equal the core's.
@@ -93,11 +104,17 @@ impl crate::Handle for lowcopy_peeker {
 /// The core's peeker over a caller-owned fd.
 type CPeeker = Peeker<BorrowedFd<'static>>;
 
-/// 1 if `SO_PEEK_OFF` works on this stream socket, 0 if not (MPTCP, kernels before 6.9 for
-/// TCP/IPv4 or 6.12 for TCP/IPv6). Leaves the socket's `SO_PEEK_OFF` as it was.
+/// 1 if `SO_PEEK_OFF` works on this stream socket, 0 if not.
+// doc-copy: peek_supported.kernel
+/// TCP over IPv4 has it since Linux 6.9, over IPv6 since 6.12, AF_UNIX stream since 3.4; MPTCP
+/// never. Leaves the socket's `SO_PEEK_OFF` value as it was (reads it, writes it back).
+// doc-end
 ///
-/// Errors: `-EBADF` (not an open fd), `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX
-/// stream socket; UDP and other datagram sockets are not covered by lowcopy's peek).
+/// Errors:
+// doc-copy: peek_supported.errors
+/// `-EBADF` (not an open fd), `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream
+/// socket: lowcopy's peek does not apply; UDP and other datagram sockets neither).
+// doc-end
 ///
 /// Syscalls: getsockopt, setsockopt.
 #[no_mangle]
@@ -117,19 +134,31 @@ pub extern "C" fn lowcopy_peek_supported(fd: c_int) -> c_int {
 /// Copies up to `len` bytes that sit `offset` bytes after the head of the socket's receive
 /// queue into `buf`, without consuming anything.
 ///
+// doc-copy: peek_at.returns
 /// Returns bytes copied (> 0); 0 when the peer shut down and nothing lies beyond `offset`;
-/// `-EAGAIN` when nothing lies beyond `offset` yet and `flags` has `MSG_DONTWAIT` or the fd is
-/// non-blocking (a blocking call waits for one byte beyond `offset`).
+/// `-EAGAIN` when nothing lies beyond `offset` yet and the call may not wait (`MSG_DONTWAIT`, or a
+/// non-blocking fd).
+// doc-end
+// doc-copy: peek_at.kernel
+/// A blocking call waits for one byte beyond `offset`. Stateless: uses `SO_PEEK_OFF` where the
+/// socket has it (set, peek, set back to -1), else the discard prefix.
+// doc-end
 ///
-/// Stateless: uses `SO_PEEK_OFF` where the socket has it (set, peek, set back to -1), else the
-/// discard prefix. Requires `SO_PEEK_OFF` disabled (-1, the default) on the socket: do not mix
-/// with a live `lowcopy_peeker` on the same fd. Costs 2-3 `getsockopt` besides the peek; use a
-/// `lowcopy_peeker` on the data path.
+// doc-copy: peek_at.cost
+/// Precondition: `SO_PEEK_OFF` is disabled (-1, the default) on the socket, so no live peeker may
+/// use it; this call leaves it disabled. Cost: 2-3 `getsockopt` to classify the socket, one
+/// `recvmsg`, and with `offset > 0` on a socket with `SO_PEEK_OFF` two `setsockopt`. Use a peeker
+/// on the data path.
+// doc-end
 ///
 /// Errors: `-EINVAL` (`buf` NULL, `len` 0 or above `SSIZE_MAX`, flags other than
-/// `MSG_DONTWAIT`), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream
-/// socket), `-EOVERFLOW` (`offset` above `INT_MAX` for `SO_PEEK_OFF`, or above 1023 x 64 KiB
-/// for the discard prefix: never truncated), `-ECONNRESET` and other `recvmsg` errors.
+/// `MSG_DONTWAIT`),
+// doc-copy: peek_at.errors
+/// `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `-EOVERFLOW`
+/// (`offset` beyond what the mechanism can represent: `INT_MAX` for `SO_PEEK_OFF`, 64 KiB per iovec
+/// left below 1024 for the discard prefix; never truncated), `-ECONNRESET` and other `recvmsg`
+/// errors.
+// doc-end
 ///
 /// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
 ///
@@ -189,13 +218,19 @@ pub unsafe extern "C" fn lowcopy_peekv_at(
     })
 }
 
-/// Drops up to `n` bytes from the head of the receive queue, without copying them where the
-/// protocol allows (TCP and MPTCP: `MSG_TRUNC`; AF_UNIX reads them into a scratch buffer).
-/// Returns bytes dropped (0 for `n == 0` or at end of stream); `-EAGAIN` when nothing is
-/// queued and the call may not block. The kernel lowers `SO_PEEK_OFF` by the bytes dropped.
+/// Drops up to `n` bytes from the head of the receive queue; returns bytes dropped.
+// doc-copy: consume.kernel
+/// TCP and MPTCP use `recv(NULL, n, MSG_TRUNC)`, which copies nothing; AF_UNIX stream has no such
+/// path and reads them into a scratch buffer. The kernel lowers `SO_PEEK_OFF` by the bytes dropped.
+/// Returns 0 for `n` 0 or at end of stream.
+// doc-end
 ///
-/// Errors: `-EINVAL` (flags other than `MSG_DONTWAIT`), `-EBADF`, `-ENOTSOCK`,
-/// `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `recv` errors.
+/// Errors: `-EINVAL` (flags other than `MSG_DONTWAIT`),
+// doc-copy: consume.errors
+/// `-EAGAIN` when nothing is queued and the call may not block (`MSG_DONTWAIT` or a non-blocking
+/// fd); `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), and
+/// `recv` errors (`-ECONNRESET`, `-EINTR`, ...).
+// doc-end
 ///
 /// Syscalls: getsockopt, recvfrom, recvmsg, ioctl.
 #[no_mangle]
@@ -211,22 +246,47 @@ pub extern "C" fn lowcopy_consume(fd: c_int, n: size_t, flags: c_int) -> ssize_t
 
 /// Creates a peek cursor over the stream socket `fd`, at offset 0, and writes it to `*out`.
 ///
-/// `mode`: `LOWCOPY_PEEK_AUTO`, `LOWCOPY_PEEK_OFFSET` or `LOWCOPY_PEEK_DISCARD`. OFFSET (and
-/// AUTO when it picks it) sets the socket's `SO_PEEK_OFF` to 0; DISCARD makes sure it is -1.
-/// The fd stays owned by the caller and must stay open until `lowcopy_peeker_free`; do not
-/// read from it meanwhile except through `lowcopy_peeker_consume`.
+/// `mode`: `LOWCOPY_PEEK_AUTO`, `LOWCOPY_PEEK_OFFSET` or `LOWCOPY_PEEK_DISCARD`.
+// doc-copy: peeker_new.kernel
+/// `LOWCOPY_PEEK_OFFSET` (and `LOWCOPY_PEEK_AUTO` when it picks `SO_PEEK_OFF`) sets the socket's
+/// `SO_PEEK_OFF` to 0; `LOWCOPY_PEEK_DISCARD` makes sure it is disabled (-1).
+// doc-end
+// doc-copy: peeker_new.cost
+/// Cost: 2-3 `getsockopt` to learn the socket's family, type and protocol (none when the caller
+/// states the socket's kind), then one `setsockopt` (`LOWCOPY_PEEK_OFFSET`, `LOWCOPY_PEEK_AUTO`) or
+/// one `getsockopt` (`LOWCOPY_PEEK_DISCARD`; a `setsockopt` more if `SO_PEEK_OFF` was on), and the
+/// `setsockopt` of `SO_OOBINLINE`.
+// doc-end
 ///
-/// Urgent data: sets `SO_OOBINLINE` and leaves it set, so a TCP urgent byte (`MSG_OOB`) or an
-/// AF_UNIX out-of-band byte is an ordinary stream byte where the peer sent it: peeks deliver
-/// byte for byte what reads deliver, `lowcopy_peeker_consume(n)` drops exactly n, none is
-/// peeked twice or skipped. A peek that reaches the urgent mark returns short and the next
-/// continues after it; a DISCARD peek on a socket without `SO_PEEK_OFF` cannot pass a mark
-/// ahead of the head and returns `-EAGAIN` (blocking or not) until the bytes before the mark
-/// are consumed.
+/// Urgent data (a TCP urgent byte, `MSG_OOB`, or an AF_UNIX out-of-band byte):
+// doc-copy: peeker.urgent
+/// making a peeker sets `SO_OOBINLINE` on the socket and leaves it set. Every urgent byte is then
+/// an ordinary byte of the stream, where the peer sent it: peeks deliver byte for byte what reads
+/// of the socket deliver, a consume of `n` bytes drops exactly `n` of them (it reads on past the
+/// mark), and no byte is peeked twice or skipped. Urgency itself is not reported (`recv(MSG_OOB)`
+/// then fails with errno EINVAL; `SIOCATMARK` still tells where the mark is).
 ///
-/// Errors: `-EINVAL` (`out` NULL, unknown mode), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a
-/// TCP, MPTCP or AF_UNIX stream socket, or OFFSET on a socket without `SO_PEEK_OFF`),
-/// `-ENOMEM`.
+/// The kernel ends every read and every peek at the urgent mark (net/ipv4/tcp.c
+/// `tcp_recvmsg_locked`, net/unix/af_unix.c `manage_oob`): a peek that reaches it returns short,
+/// and the next continues at the urgent byte. A discard peek starts at the head of the queue, so it
+/// cannot pass a mark that lies ahead of the head: there the peeker peeks once with `SO_PEEK_OFF`
+/// at the cursor where the socket has it; where it has not (TCP before 6.9, IPv6 before 6.12) the
+/// peek returns `-EAGAIN`, blocking or not, until the bytes before the mark are consumed (poll
+/// still reports the socket readable meanwhile).
+// doc-end
+///
+/// The fd stays owned by the caller and must stay open until `lowcopy_peeker_free`.
+// doc-copy: peeker.exclusive
+/// Other code must not read from the socket or change `SO_PEEK_OFF` while the peeker lives: reads
+/// through `lowcopy_peeker_consume` keep the cursor right, and a read by another path must be
+/// reported with `lowcopy_peeker_note_consumed`.
+// doc-end
+///
+/// Errors: `-EINVAL` (`out` NULL, unknown mode), `-ENOMEM`,
+// doc-copy: peeker_new.errors
+/// `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or
+/// `LOWCOPY_PEEK_OFFSET` on a socket without `SO_PEEK_OFF`), and `setsockopt`/`getsockopt` errors.
+// doc-end
 ///
 /// Syscalls: getsockopt, setsockopt, brk, mmap, munmap, mremap, mprotect, madvise, getrandom,
 /// futex.
@@ -247,21 +307,34 @@ pub unsafe extern "C" fn lowcopy_peeker_new(
 
 /// Copies up to `len` bytes at the cursor into `buf`; the cursor advances by the result.
 ///
-/// Returns bytes copied (> 0); 0 at end of stream after the cursor (the peer shut down; the
-/// bytes before the cursor are still queued and readable); `-EAGAIN` when nothing lies beyond
-/// the cursor and `flags` has `MSG_DONTWAIT` or the fd is non-blocking. A blocking peek
-/// returns as soon as one byte beyond the cursor arrives (armed or not; but a socket whose own
-/// `SO_RCVLOWAT` is above 1 makes the kernel wait for that many bytes beyond the cursor, as
-/// recv does), or with `-EINTR` on a signal and `-EAGAIN` when `SO_RCVTIMEO` runs out (on a
-/// socket without `SO_PEEK_OFF`, MPTCP or a kernel before 6.9, a signal in the last 10 ms
-/// before the timeout reads as `-EAGAIN`: the kernel keeps the timeout in jiffies). Peeked bytes stay in the receive
-/// buffer: when they fill it (small segments cost far more kernel memory than their payload)
-/// the peer's window is closed and a blocking peek waits until something is consumed, so a
-/// caller that may block there sets `SO_RCVTIMEO` or consumes acknowledged bytes first.
+// doc-copy: peek.returns
+/// Returns bytes copied (> 0); 0 at end of stream after the cursor (the peer shut down; the bytes
+/// before the cursor are still queued and readable); `-EAGAIN` when nothing lies beyond the cursor
+/// and the call may not wait (`MSG_DONTWAIT`, or a non-blocking fd).
+// doc-end
+// doc-copy: peek.wait
+/// A blocking peek returns as soon as one byte beyond the cursor is there (with the armed low-water
+/// mark too; a socket's own `SO_RCVLOWAT` above 1 makes the kernel wait for that many bytes beyond
+/// the cursor, as recv does), or with `-EAGAIN` when `SO_RCVTIMEO` runs out.
+// doc-end
+// doc-copy: peek.eintr
+/// A signal ends it with `-EINTR` (on a socket without `SO_PEEK_OFF`, MPTCP or a kernel before 6.9,
+/// a signal in the last 10 ms before the timeout reads as `-EAGAIN`: the kernel keeps the timeout
+/// in jiffies).
+// doc-end
+// doc-copy: peek.window
+/// Peeked bytes stay in the receive buffer: when they fill it (small segments cost far more kernel
+/// memory than their payload) the peer's window is closed and a blocking peek waits until something
+/// is consumed, so a caller that may block there sets `SO_RCVTIMEO` or consumes acknowledged bytes
+/// first.
+// doc-end
 ///
 /// Errors: `-EINVAL` (`p` or `buf` NULL, `len` 0 or above `SSIZE_MAX`, flags other than
-/// `MSG_DONTWAIT`), `-EOVERFLOW` (cursor beyond the mechanism's reach), `-ECONNRESET`, `-EINTR`
-/// and other `recvmsg` errors.
+/// `MSG_DONTWAIT`),
+// doc-copy: peek.errors
+/// `-EOVERFLOW` (cursor beyond what the mechanism can represent), `-ECONNRESET`, `-EINTR` and other
+/// `recvmsg` errors.
+// doc-end
 ///
 /// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
 ///
@@ -317,12 +390,19 @@ pub unsafe extern "C" fn lowcopy_peeker_peekv(
     unsafe { with_handle(p, run) }
 }
 
-/// Moves the cursor to `offset` bytes after the head of the receive queue: back to
-/// retransmit, ahead to skip without copying (OFFSET; DISCARD copies them at the next peek).
-/// No syscall unless the low-water mark is armed. Returns 0.
+// doc-copy: seek.kernel
+/// Moves the cursor to `offset` bytes after the head of the receive queue: back to retransmit, or
+/// ahead to skip bytes without copying them (offset mechanism; the discard one copies them at the
+/// next peek). Makes no syscall unless the low-water mark is armed.
+// doc-end
+/// Returns 0.
 ///
-/// Errors: `-EINVAL` (`p` NULL), `-EOVERFLOW` (`offset` above `INT_MAX` with OFFSET, above
-/// 1023 x 64 KiB with DISCARD; the cursor is unchanged).
+/// Errors: `-EINVAL` (`p` NULL),
+// doc-copy: seek.errors
+/// `-EOVERFLOW` if the mechanism cannot represent the offset (`INT_MAX` for `SO_PEEK_OFF`, 1023 x
+/// 64 KiB for the discard prefix); with the low-water mark armed, its `setsockopt` errors. The
+/// cursor is then unchanged.
+// doc-end
 ///
 /// Syscalls: setsockopt.
 ///
@@ -335,11 +415,18 @@ pub unsafe extern "C" fn lowcopy_peeker_seek(p: *mut lowcopy_peeker, offset: siz
     unsafe { with_handle(p, run) }
 }
 
-/// Drops up to `n` acknowledged bytes from the head of the receive queue and moves the cursor
-/// back by the bytes dropped (never below 0). Never blocks. Returns bytes dropped (fewer when
-/// fewer are queued; 0 for `n == 0` or at end of stream).
+// doc-copy: peeker_consume.kernel
+/// Drops up to `n` acknowledged bytes from the head of the receive queue and moves the cursor back
+/// by the bytes dropped (never below 0). Never blocks. Returns bytes dropped: fewer than `n` when
+/// fewer are queued, 0 for `n` 0 or at end of stream. TCP and MPTCP drop them without copying
+/// (`MSG_TRUNC`); AF_UNIX reads them into a scratch buffer.
+// doc-end
 ///
-/// Errors: `-EINVAL` (`p` NULL), `-EAGAIN` (nothing queued), `recv` errors.
+/// Errors: `-EINVAL` (`p` NULL),
+// doc-copy: peeker_consume.errors
+/// `-EAGAIN` when nothing is queued; `recv` errors (`-ECONNRESET`, ...); with the low-water mark
+/// armed, its `setsockopt` errors (the bytes were dropped and the cursor moved).
+// doc-end
 ///
 /// Syscalls: recvfrom, recvmsg, setsockopt, ioctl.
 ///
@@ -353,9 +440,15 @@ pub unsafe extern "C" fn lowcopy_peeker_consume(p: *mut lowcopy_peeker, n: size_
 }
 
 /// Tells the peeker that `n` bytes left the head of the receive queue by another path
-/// (`lowcopy_zcrx_recv` or a plain read on the same fd): the cursor moves back by `n` (never
-/// below 0), as `lowcopy_peeker_consume` would move it, without a syscall (unless the
-/// low-water mark is armed: it follows the cursor). Returns 0; `-EINVAL` for NULL.
+/// (`lowcopy_zcrx_recv` or a plain read on the same fd).
+// doc-copy: note_consumed.kernel
+/// The cursor moves back by `n` (never below 0), as `lowcopy_peeker_consume` would move it, with no
+/// syscall unless the low-water mark is armed (it follows the cursor): both of those paths lower
+/// the kernel's `SO_PEEK_OFF` by what they take (the zero-copy receiver corrects the kernel, which
+/// forgets to for mapped bytes), so cursor and kernel stay together.
+// doc-end
+/// Returns 0; `-EINVAL` for NULL, and with the low-water mark armed its `setsockopt` errors
+/// (the cursor moved).
 ///
 /// Syscalls: setsockopt.
 ///
@@ -393,25 +486,32 @@ pub unsafe extern "C" fn lowcopy_peeker_mode(p: *const lowcopy_peeker) -> u32 {
     unsafe { with_handle_ref(p, 0, 0, |p| p.mode() as u32) }
 }
 
-/// Arms (`on` != 0) or disarms the low-water mark: while armed the peeker keeps `SO_RCVLOWAT`
-/// at cursor + 1 bytes, so poll/epoll report the fd readable only when a byte beyond the
-/// cursor is queued (they ignore `SO_PEEK_OFF`) and level-triggered loops do not spin.
-/// Blocking peeks still return as soon as one new byte is there.
+/// Arms (`on` != 0) or disarms the low-water mark. Returns 0.
 ///
-/// The mark follows seek and consume at once and is raised after peeks lazily, when a peek
-/// finds nothing beyond the cursor (`-EAGAIN`): the data path pays no extra syscall. The
-/// kernel caps `SO_RCVLOWAT` at `tcp_rmem[2]/2` (16 MiB by default; `SO_RCVBUF/2` when locked;
-/// net/ipv4/tcp.c `tcp_set_rcvlowat`): past that cursor poll cannot be kept quiet. Nor can it
-/// when the receive queue, full of peeked but unconsumed bytes, puts the socket under memory
-/// pressure (more than 7/8 of `SO_RCVBUF` in kernel memory, which small segments reach with a
-/// few KiB of payload) or shrinks its window to one MSS: TCP then reports `EPOLLIN` whatever
-/// the mark (`tcp_epollin_ready`, net/ipv4/tcp.c). A level-triggered loop that gets `-EAGAIN`
-/// from the peek should stop listening for `EPOLLIN` until it consumes (examples/c/peek_relay.c
-/// does). Setting the mark grows an unlocked receive buffer to about twice the mark. Disarming, and
-/// `lowcopy_peeker_free`, restore the value found when arming. Returns 0.
+// doc-copy: lowat_armed.kernel
+/// While armed, `SO_RCVLOWAT` is kept at cursor + 1 bytes so that poll/epoll report the socket
+/// readable only when a byte beyond the cursor is queued (they ignore `SO_PEEK_OFF`), and
+/// level-triggered loops do not spin. Blocking peeks still return as soon as one new byte is there.
 ///
-/// Errors: `-EINVAL` (`p` NULL), `-EOPNOTSUPP` (AF_UNIX: its poll ignores `SO_RCVLOWAT`),
-/// `setsockopt` errors.
+/// The mark follows seek and consume at once; after peeks it is raised lazily, when a peek finds
+/// nothing beyond the cursor (`-EAGAIN`), so the data path costs no extra syscall. The kernel caps
+/// `SO_RCVLOWAT` at `tcp_rmem[2]/2` (16 MiB by default; `SO_RCVBUF/2` when locked; net/ipv4/tcp.c
+/// `tcp_set_rcvlowat`): past that cursor poll cannot be kept quiet. Nor can it when the receive
+/// queue, full of peeked but unconsumed bytes, puts the socket under memory pressure (more than 7/8
+/// of `SO_RCVBUF` in kernel memory, which small segments reach with a few KiB of payload) or
+/// shrinks its window to one MSS: TCP then reports `-EPOLLIN` whatever the mark
+/// (`tcp_epollin_ready`, net/ipv4/tcp.c). A level-triggered loop that gets `-EAGAIN` from the peek
+/// should stop listening for `-EPOLLIN` until it consumes. Setting the mark grows an unlocked
+/// receive buffer to about twice the mark. Disarming, and releasing the peeker, restore the value
+/// found when arming.
+// doc-end
+/// (examples/c/peek_relay.c stops listening so.)
+///
+/// Errors: `-EINVAL` (`p` NULL),
+// doc-copy: lowat_armed.errors
+/// `-EOPNOTSUPP` on AF_UNIX (its poll ignores `SO_RCVLOWAT`, net/unix/af_unix.c), and
+/// `getsockopt`/`setsockopt` errors.
+// doc-end
 ///
 /// Syscalls: getsockopt, setsockopt.
 ///
@@ -449,9 +549,12 @@ pub unsafe extern "C" fn lowcopy_peeker_stats(
 }
 crate::versions::default_version!("lowcopy_peeker_stats", "LOWCOPY_0.2");
 
-/// Releases a peeker: restores `SO_RCVLOWAT` if the mark was armed and leaves the socket's
-/// `SO_PEEK_OFF` disabled (-1). Does not close the fd; call it before closing the fd. NULL is
-/// a no-op. A peeker made by `lowcopy_peeker_init` is released in place: its memory stays the
+/// Releases a peeker.
+// doc-copy: peeker_drop.kernel
+/// Restores `SO_RCVLOWAT` if the mark was armed and leaves `SO_PEEK_OFF` disabled (-1) if this
+/// peeker used it.
+// doc-end
+/// Does not close the fd; call it before closing the fd. NULL is a no-op. A peeker made by `lowcopy_peeker_init` is released in place: its memory stays the
 /// caller's (it may be reused for another `lowcopy_peeker_init`).
 ///
 /// Syscalls: setsockopt, brk, munmap, madvise, futex, mmap, mremap, mprotect, getrandom.
@@ -485,19 +588,24 @@ crate::versions::default_version!("lowcopy_peeker_size", "LOWCOPY_0.3");
 /// then makes no classification syscall: OFFSET and AUTO cost two `setsockopt`s
 /// (`SO_PEEK_OFF` and `SO_OOBINLINE`), DISCARD a `getsockopt` and the `SO_OOBINLINE`
 /// `setsockopt` (and a `setsockopt` more if `SO_PEEK_OFF` was on). `AF_UNSPEC` (0) with 0 asks
-/// the socket instead (2-3 `getsockopt`, as `lowcopy_peeker_new`). Stating the kind wrong is
-/// never unsafe: calls then fail as the real socket answers (an AF_UNIX socket stated as TCP
-/// fails `lowcopy_peeker_consume` with `-EFAULT`).
+/// the socket instead (2-3 `getsockopt`, as `lowcopy_peeker_new`).
+// doc-copy: peeker_kind.wrong
+/// Stating the kind wrong is never unsafe: calls then fail as the real socket answers (a datagram
+/// socket answers a peek as a datagram socket would; an AF_UNIX socket stated as TCP fails
+/// `lowcopy_peeker_consume` with `-EFAULT`).
+// doc-end
 ///
 /// `mode` as in `lowcopy_peeker_new`. The fd stays the caller's and must stay open until the
 /// peeker is released (`lowcopy_peeker_release` or `lowcopy_peeker_free`, which leave `mem`
 /// to the caller). `mem` must not be moved, copied or reused while the peeker lives.
 ///
 /// Errors: `-EINVAL` (`mem` or `out` NULL, `size` below `lowcopy_peeker_size()`, `mem` not
-/// aligned, unknown `mode`, a `domain`/`protocol` pair other than those above), `-EBADF`,
-/// `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or OFFSET on a
-/// socket without `SO_PEEK_OFF`), `setsockopt`/`getsockopt` errors. Nothing is written to
-/// `*out` or `mem` on error.
+/// aligned, unknown `mode`, a `domain`/`protocol` pair other than those above),
+// doc-copy: peeker_new.errors
+/// `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or
+/// `LOWCOPY_PEEK_OFFSET` on a socket without `SO_PEEK_OFF`), and `setsockopt`/`getsockopt` errors.
+// doc-end
+/// Nothing is written to `*out` or `mem` on error.
 ///
 /// Syscalls: getsockopt, setsockopt.
 ///
@@ -625,25 +733,32 @@ unsafe fn release(p: *mut lowcopy_peeker, closing: bool) -> c_int {
 /// beyond `offset` and `flags` has `MSG_DONTWAIT` or the fd is non-blocking; blocking as
 /// `lowcopy_peeker_peek`.
 ///
-/// Cost with `SO_PEEK_OFF` (OFFSET; AUTO when it picked it): one `recvfrom` when the kernel's
-/// offset already is at `offset` (where the last peek ended, kept right by
-/// `lowcopy_peeker_consume`), a `setsockopt` and the `recvfrom` when it must be moved
-/// (`LOWCOPY_PEEK_MOVED`); never a classification. AUTO peeks an `offset` of at most 4096 that
-/// the kernel's offset is not at through a discard prefix (`LOWCOPY_PEEK_PREFIXED`; a
-/// `setsockopt` more when it first switches `SO_PEEK_OFF` off). DISCARD: one `recvmsg`. With
-/// the low-water mark armed, a blocking call lowers it first and one that finds nothing
-/// sets it to `offset` + 1 (a `setsockopt` each); DISCARD finding nothing past `offset` asks
-/// `poll` whether the peer ended and `fcntl` whether the fd blocks, and waits as
-/// `lowcopy_peeker_peek` does.
+// doc-copy: peek_at_cursor.cost
+/// Cost with `SO_PEEK_OFF` (`LOWCOPY_PEEK_OFFSET`, and `LOWCOPY_PEEK_AUTO` when it picked it): one
+/// `recv`/`recvmsg` when the kernel's offset is already at `offset` (after a peek that ended there,
+/// or a consume that moved both back), a `setsockopt` and the `recv` when it must be moved; never a
+/// classification. `LOWCOPY_PEEK_AUTO` peeks an `offset` of at most 4096 bytes that the kernel's
+/// offset is not at with a discard prefix instead (one `recvmsg`, a `setsockopt` more the first
+/// time it must switch `SO_PEEK_OFF` off). `LOWCOPY_PEEK_DISCARD`: one `recvmsg` per peek that
+/// finds bytes. Beyond those: with the low-water mark armed, a blocking call lowers it first (a
+/// `setsockopt`) and one that finds nothing sets it to `offset` + 1 (a `setsockopt`); the discard
+/// mechanism, finding nothing past `offset`, asks `poll` whether the peer ended and `fcntl` whether
+/// the fd blocks, and waits as a peek at the cursor does.
+// doc-end
+/// A moved offset sets `LOWCOPY_PEEK_MOVED` in `res->flags`, a discard prefix
+/// `LOWCOPY_PEEK_PREFIXED`.
 ///
 /// `res->stream_pos` is the stream position of `offset`: the bytes this peeker dropped
 /// (`lowcopy_peeker_consume`, `lowcopy_peeker_note_consumed`) plus `offset`. A caller that
 /// keeps its own sequence numbers compares it with its own: an offset that missed a consume
 /// shows there rather than as wrong bytes. `res` is written only on success.
 ///
-/// Errors: as `lowcopy_peeker_peek` (the cursor is then at `offset`); `-EOVERFLOW` (`offset`
-/// above `INT_MAX` with OFFSET, above 1023 x 64 KiB with DISCARD: the cursor is unchanged);
-/// `-EINVAL` also for `res_size` out of range with a non-NULL `res`.
+/// Errors: `-EINVAL` also for `res_size` out of range with a non-NULL `res`;
+// doc-copy: peek_at_cursor.errors
+/// As a peek at the cursor (the cursor is then at `offset`); `-EOVERFLOW` (`offset` beyond what the
+/// mechanism can represent: `INT_MAX` with `SO_PEEK_OFF`, 1023 x 64 KiB with the discard prefix;
+/// the cursor is then unchanged).
+// doc-end
 ///
 /// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
 ///

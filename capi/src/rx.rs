@@ -15,15 +15,25 @@ use crate::{
 /// Sets `SO_RCVLOWAT` to `bytes` and writes the value the kernel keeps to `*effective`;
 /// returns 0.
 ///
-/// TCP caps the mark at `tcp_rmem[2] / 2` (16 MiB with the default 32 MiB), or at half of
+// doc-copy: set_rcvlowat.kernel
+/// TCP caps it at `tcp_rmem[2] / 2` (16 MiB with the default 32 MiB maximum), or at half of
 /// `SO_RCVBUF` as read back (the kernel doubles what was set) once the application locked the
-/// receive buffer with `SO_RCVBUF`. `bytes` above `INT_MAX` is passed as `INT_MAX` and capped
-/// the same way; 0 is kept as 1. On TCP it also grows an unlocked receive buffer to about
-/// twice the mark, for good. On a listening socket the mark is copied into each connection
-/// when its handshake completes (connections already in the accept queue keep the old value),
-/// as tcp_mmap uses it. AF_UNIX and UDP keep the value but their poll ignores it.
+/// receive buffer with `SO_RCVBUF`; values above `INT_MAX` are passed as `INT_MAX` and capped the
+/// same way; 0 is kept as 1. Setting it on TCP also grows an unlocked receive buffer to about twice
+/// the mark (never shrunk again) and, when it lowers the mark, wakes pollers whose data now
+/// suffices.
 ///
-/// Errors: `-EINVAL` (`effective` NULL), `-EBADF`, `-ENOTSOCK`, `setsockopt` errors.
+/// On a listening TCP socket the value is reported the same way and copied into each connection
+/// when its handshake completes (not at `accept`): connections already waiting in the accept queue
+/// keep the old value. tcp_mmap sets its mark this way. On kernels before 21b29e74ffe5 (Oct 2025) a
+/// large inherited mark also clamped the window scale the listener advertised, so there prefer
+/// setting it after `accept`. AF_UNIX and UDP store the value, but their poll ignores it.
+// doc-end
+///
+/// Errors: `-EINVAL` (`effective` NULL),
+// doc-copy: set_rcvlowat.errors
+/// `-EBADF`, `-ENOTSOCK`, and other `setsockopt`/`getsockopt` errors.
+// doc-end
 ///
 /// Syscalls: setsockopt, getsockopt.
 ///
@@ -62,29 +72,53 @@ pub unsafe extern "C" fn lowcopy_set_rcvlowat(
 ///   fewer than `min`, or `-ETIMEDOUT` when nothing is); > 0 waits at most that long. The fd's
 ///   `O_NONBLOCK` and `SO_RCVTIMEO` play no part.
 ///
-/// Returns `min` to `len` bytes when they came in time; fewer (but > 0) when the peer shut
-/// down, time ran out, the connection was reset or a signal arrived after some bytes came
-/// (the error is left for the next call), or on a datagram socket when the next datagram does
-/// not fit; 0 at end of stream with nothing received; `-ETIMEDOUT` when nothing came in time.
+/// Returns (the buffer is `buf`, `len` bytes):
+// doc-copy: recv_atleast.returns
+/// - `min` to the buffer's length in bytes when `min` bytes came in time;
+/// - fewer than `min` (but more than 0) when the peer shut down after them, when time ran out after
+///   they came, when the connection was reset after them (the error is left pending and the next
+///   call reports it), when a signal arrived after them, or on a datagram socket when the next
+///   datagram does not fit in what is left of the buffer;
+/// - 0 at end of stream with nothing received;
+/// - `-ETIMEDOUT` when nothing came in time.
+// doc-end
 ///
-/// The error queue is never read: its entries (the notifications of a `lowcopy_zc` on the
-/// same socket, `IP_RECVERR` and `SO_TIMESTAMPING` reports) stay for their owner and neither
-/// wake nor end the call. While one is queued poll reports `POLLERR` at once, so the call
-/// sleeps on an edge-triggered epoll instance of its own instead (one fd for the call's
-/// duration). A socket error (`SO_ERROR`) is returned as `recv` returns it.
+// doc-copy: recv_atleast.kernel
+/// TCP and MPTCP: the socket's `SO_RCVLOWAT` is set to the bytes still missing while the call waits
+/// (capped by the kernel as in `lowcopy_set_rcvlowat`) and restored to the value found on entry
+/// before it returns: no change when the socket already holds the mark the call needs, so setting
+/// the mark once with `lowcopy_set_rcvlowat` saves two syscalls per call. An unlocked receive
+/// buffer grows to about twice the mark and stays so. Early wakeups below the mark (memory
+/// pressure, a window down to one MSS) are read and waited past, never lost. Never a blocking
+/// `recv`, so never the trap where a read shorter than the mark sleeps until the mark.
 ///
-/// TCP: the socket's `SO_RCVLOWAT` is set to the bytes still missing while the call waits and
-/// restored before it returns (no change, and two syscalls fewer, when it already holds that
-/// value: set it once with `lowcopy_set_rcvlowat`). Early wakeups below the mark (memory
-/// pressure, a window down to one MSS) are read and waited past. Never a blocking `recv`, so
-/// never the trap where a read shorter than the mark sleeps until the mark. AF_UNIX stream:
-/// the same result, without the saved wakeups (its poll ignores the mark). UDP and other
-/// datagram sockets: whole datagrams appended while they fit, never truncated.
+/// AF_UNIX stream and other streams: their poll ignores `SO_RCVLOWAT`, so the call wakes on every
+/// arrival and loops until `min`; the result is the same, the wakeups are not saved.
 ///
-/// Errors: `-EINVAL` (`buf` NULL, `len` 0 or above `SSIZE_MAX`, `timeout_ms` < -1), `-EBADF`,
-/// `-ENOTSOCK`, `-EOPNOTSUPP` (not a stream, datagram or seqpacket socket), `-ETIMEDOUT`,
-/// `-EMSGSIZE` (the first datagram is larger than `len`; it stays queued), `-EINTR`,
-/// `-ECONNRESET` and other socket errors.
+/// Datagram sockets (UDP, AF_UNIX datagram and seqpacket): whole datagrams are appended to the
+/// buffer while they fit, until `min` bytes; a datagram is never truncated. `-EMSGSIZE` when the
+/// first datagram is larger than the buffer (it stays queued). Zero-length datagrams are consumed
+/// and add nothing.
+// doc-end
+///
+// doc-copy: recv_atleast.errqueue
+/// The error queue: the call never reads it. Its entries (the completion notifications of a
+/// zero-copy sender on the same socket, ICMP reports queued with `IP_RECVERR`, `SO_TIMESTAMPING`
+/// reports) stay for their owner, and neither wake the call nor end it: while one is queued, `poll`
+/// reports `POLLERR` at once on every call, so the call then sleeps on an edge-triggered epoll
+/// instance of its own (one descriptor for the call's duration, 2-3 syscalls more per wait) that
+/// wakes only for new events. A socket error (`SO_ERROR`: a reset, an ICMP error with `IP_RECVERR`)
+/// is returned as `recv` returns it, at once when nothing was received; one that arrives after some
+/// bytes is left for the next call, and ends this one early only when the connection is reset or
+/// hung up.
+// doc-end
+///
+/// Errors: `-EINVAL` (`buf` NULL, `len` 0 or above `SSIZE_MAX`, `timeout_ms` < -1),
+// doc-copy: recv_atleast.errors
+/// `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a stream, datagram or seqpacket socket), `-ETIMEDOUT`
+/// (nothing came in time), `-EMSGSIZE` (the first datagram is larger than the buffer; it stays
+/// queued), `-EINTR` (a signal before any byte), and the socket's own errors (`-ECONNRESET`, ...).
+// doc-end
 ///
 /// Syscalls: getsockopt, setsockopt, recvfrom, poll, epoll_create1, epoll_ctl, epoll_wait, close,
 /// clock_gettime.
@@ -178,16 +212,31 @@ type CLowatReceiver = lowcopy::Receiver<BorrowedFd<'static>>;
 
 /// Creates a receiver over `fd` and writes it to `*out`: learns the socket's type and
 /// protocol, and on TCP its `SO_RCVLOWAT` (2 or 3 `getsockopt`), once. Allocates the handle
-/// (one small heap block) and nothing after.
+/// (one small heap block).
 ///
-/// Each `lowcopy_receiver_recv` then makes the raw `poll` + `recv` loop's syscalls per chunk:
-/// the mark of the last call stays set between calls (one `setsockopt` when `min` changes),
-/// and `lowcopy_receiver_free` puts back the mark found here. While the receiver lives, a
-/// poll or epoll of the caller's on `fd` sees that mark. `fd` stays the caller's: it must
-/// stay open until the receiver is freed, and is never closed by lowcopy.
+// doc-copy: receiver.kernel
+/// The stateless receive asks the kernel on every call what kind of socket it has (2 `getsockopt`)
+/// and what mark it holds (1 more), and puts the mark back when it returns. A receiver does that
+/// once, when it is made, and leaves the mark of its last call in place between calls, so a loop
+/// receiving chunks of the same size makes exactly the raw loop's syscalls per chunk: `poll` and
+/// `recv` (one `setsockopt` more when `min` changes). Releasing it puts back the mark found at
+/// creation.
 ///
-/// Errors: `-EINVAL` (`out` NULL), `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a stream,
-/// datagram or seqpacket socket), `-ENOMEM`.
+/// Results, errors and the behaviour of each call (early wakeups, end of stream, datagrams, the
+/// error queue) are those of the stateless receive. While the receiver lives, the socket's
+/// `SO_RCVLOWAT` is the bytes its last call still missed when it returned (usually `min`): a poll
+/// or epoll of the caller's on the same socket sees that mark. After it is made it allocates
+/// nothing; the first wait that meets a non-empty error queue makes an epoll instance (one
+/// descriptor), kept until the receiver is released.
+// doc-end
+/// The stateless receive is `lowcopy_recv_atleast`; the release, `lowcopy_receiver_free`.
+/// `fd` stays the caller's: it must stay open until the receiver is freed, and is never
+/// closed by lowcopy.
+///
+/// Errors: `-EINVAL` (`out` NULL), `-ENOMEM`,
+// doc-copy: receiver_new.errors
+/// `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a stream, datagram or seqpacket socket).
+// doc-end
 ///
 /// Syscalls: getsockopt, brk, mmap, munmap, mremap, mprotect, madvise, getrandom, futex.
 ///
@@ -292,28 +341,42 @@ pub struct lowcopy_zcrx_chunk {
 
 /// Creates a zero-copy receiver over the connected TCP socket `fd` and writes it to `*out`.
 ///
-/// Maps a `window`-byte read-only window of the socket (`window` rounded up to a multiple of
-/// the page size, W; 1 byte to 1 GiB) and allocates, on the heap, the handle (about 210
-/// bytes) and the copy buffer: W bytes, at least 64 KiB and at most 1 MiB (256 KiB for a
-/// 256 KiB window), left unwritten so that only the pages the kernel copies into become
-/// resident. The window is address space only: the pages it shows are the socket's receive
-/// buffer. Nothing is allocated after this; the first wait that meets a busy error queue
-/// makes an epoll instance (a descriptor) kept until `lowcopy_zcrx_free`.
+/// Maps a `window`-byte read-only window of the socket and allocates, on the heap, the handle
+/// (about 210 bytes) and the copy buffer. The release is `lowcopy_zcrx_free`.
+// doc-copy: zcrx_new.memory
+/// `window` is rounded up to a multiple of the page size (W); it must be 1 byte to 1 GiB. Memory,
+/// all of it made here: the copy buffer, one heap block of W bytes clamped to 64 KiB ..= 1 MiB (256
+/// KiB for a 256 KiB window), never written by lowcopy, so that only the pages the kernel copies
+/// into become resident; and W bytes of address space for the window (a read-only mapping of the
+/// socket: the pages it shows are the socket's receive buffer, not memory of its own). Nothing is
+/// allocated afterwards; the first wait that meets a busy error queue makes an epoll instance (a
+/// descriptor) kept until the receiver is released.
+// doc-end
 ///
-/// Set `SO_RCVLOWAT` to about the window (`lowcopy_set_rcvlowat`) so that each wakeup brings
-/// a window's worth. Pages map only where the kernel holds whole, page-aligned payload pages
-/// (a header-splitting NIC; on loopback, a page-aligned `MSG_ZEROCOPY` sender); every other
-/// byte arrives by copy.
+// doc-copy: zcrx_new.rcvlowat
+/// Set the receive low-water mark (`lowcopy_set_rcvlowat`) to about the window's size so that each
+/// wakeup finds a window's worth of bytes. Pages map only where the kernel holds whole,
+/// page-aligned payload pages (a header-splitting NIC; on loopback, a page-aligned `MSG_ZEROCOPY`
+/// sender); every other byte arrives by copy.
+// doc-end
 ///
-/// The first receiver of the process finds which size of `struct tcp_zerocopy_receive` the
-/// kernel accepts (64 bytes since 5.12; exactly 16 on 4.18-5.6) with a zero-length request on
-/// `fd` that consumes nothing, and caches it.
+// doc-copy: zcrx_new.probe
+/// The first receiver of the process probes which size of `struct tcp_zerocopy_receive` the kernel
+/// accepts (64 bytes since 5.12, 16 exactly on 4.18-5.6) with a zero-length request on the socket,
+/// which maps and consumes nothing; the answer is cached.
+// doc-end
+// doc-copy: zcrx.exclusive
+/// Nobody else may read from the socket meanwhile (a peeker may peek: the receiver keeps its
+/// `SO_PEEK_OFF` right).
+// doc-end
 ///
-/// Errors (the socket is checked before the window): `-EINVAL` (`out` NULL, `window` 0 or
-/// above 1 GiB), `-EBADF`, `-ENOTSOCK`,
-/// `-EOPNOTSUPP` (not TCP over IPv4/IPv6: UDP, AF_UNIX, MPTCP...; or no
-/// `TCP_ZEROCOPY_RECEIVE` in this kernel), `-ENOTCONN` (not connected: listening, never
-/// connected, still connecting, or reset), `-ENOMEM`, and `mmap` errors.
+/// Errors: `-EINVAL` also for `out` NULL;
+// doc-copy: zcrx_new.errors
+/// The socket is checked before the window: `-EINVAL` (`window` 0 or above 1 GiB), `-EBADF`,
+/// `-ENOTSOCK`, `-EOPNOTSUPP` (not TCP over IPv4/IPv6, e.g. UDP, AF_UNIX, MPTCP; or a kernel
+/// without `TCP_ZEROCOPY_RECEIVE`), `-ENOTCONN` (not connected: listening, never connected, still
+/// connecting, or reset), `-ENOMEM`, and `mmap` errors.
+// doc-end
 ///
 /// Syscalls: getsockopt, getpeername, mmap, munmap, brk, mremap, mprotect, madvise, getrandom,
 /// futex.
@@ -335,26 +398,46 @@ pub unsafe extern "C" fn lowcopy_zcrx_new(
 /// the growth rule): pages mapped from the socket, or bytes copied (stragglers the kernel
 /// cannot map, and `recv_skip_hint` bytes), in stream order.
 /// Returns the chunk's length (> 0); 0 at end of stream (`*out` is then `{NULL, 0, 0}`, and
-/// later calls return 0 again). The previous chunk's pages are released
-/// (`madvise(MADV_DONTNEED)`) at the start of this call, before the window is reused.
+/// later calls return 0 again).
+// doc-copy: zcrx_recv.release
+/// The chunk stays valid until the next call on the receiver (or its release): the pages of a
+/// mapped chunk are released (`madvise(MADV_DONTNEED)`) at the start of the next call, before the
+/// window is reused, and the copy buffer is reused.
+// doc-end
 ///
-/// `flags`: 0 or `MSG_DONTWAIT`. Blocking (no `MSG_DONTWAIT`, fd without `O_NONBLOCK`), like a
-/// blocking `recv` with `SO_RCVLOWAT`: once the bytes queued at the last wakeup are delivered,
-/// waits in poll until the socket's mark is met, then returns them chunk by chunk without
-/// waiting again: one wakeup per mark's worth (bytes the kernel wakes for early are returned,
-/// not waited past). The socket's `SO_RCVTIMEO` bounds the wait; when it runs out the bytes
-/// queued below the mark are returned, or `-EAGAIN` when there are none, as `recv` does.
-/// Non-blocking (`MSG_DONTWAIT` or `O_NONBLOCK`): whatever is queued, or `-EAGAIN`. Entries
-/// on the socket's error queue are never read and never end a wait (as in
-/// `lowcopy_recv_atleast`).
+/// `flags`: 0 or `MSG_DONTWAIT`.
+// doc-copy: zcrx_recv.wait
+/// Blocking (no `MSG_DONTWAIT`, fd without `O_NONBLOCK`), like a blocking `recv` with
+/// `SO_RCVLOWAT`: once the bytes queued at the last wakeup are all delivered, the receiver waits in
+/// `poll` until the socket's mark is met, then returns them chunk by chunk without waiting again
+/// (one wakeup per mark's worth, however many chunks it takes; the kernel may wake below the mark
+/// under memory pressure: those bytes are returned, not waited past). The socket's `SO_RCVTIMEO`
+/// (read when a wait starts) bounds the wait; when it runs out the bytes queued below the mark are
+/// returned, or `-EAGAIN` when there are none, as `recv` does. Non-blocking (`MSG_DONTWAIT` or
+/// `O_NONBLOCK`): whatever is queued, mark or not (the caller's poll/epoll honoured the mark), or
+/// `-EAGAIN`.
+// doc-end
 ///
-/// If a peeker uses `SO_PEEK_OFF` on the same socket, the receiver lowers it by the bytes the
-/// kernel mapped or copied without lowering it itself, so the peek cursor stays on the same
-/// stream byte, as after a read.
+// doc-copy: zcrx_recv.errqueue
+/// Entries on the socket's error queue (zerocopy notifications of a sender on the same socket,
+/// `IP_RECVERR` or `SO_TIMESTAMPING` reports) are never read and never end a wait: a blocking
+/// receive sleeps past them (as `lowcopy_recv_atleast` does), a non-blocking one returns `-EAGAIN`
+/// when nothing else is there.
+// doc-end
 ///
-/// Errors: `-EINVAL` (`r` or `out` NULL, `size` out of range, flags other than `MSG_DONTWAIT`;
-/// an `EINVAL` from the kernel is reported as such, never as end of stream), `-EAGAIN`,
-/// `-EINTR`, `-ECONNRESET` and other socket errors (after every byte that came before them).
+// doc-copy: zcrx_recv.peek_off
+/// `SO_PEEK_OFF`: reads lower a socket's peek offset by the bytes they consume; the kernel forgets
+/// to for bytes it maps or copies as stragglers (6.18), so the receiver lowers it itself when a
+/// peeker has it enabled: a peek cursor keeps pointing at the same stream byte (or at the head once
+/// that byte has been received).
+// doc-end
+///
+/// Errors: `-EINVAL` (`r` or `out` NULL, `size` out of range, flags other than `MSG_DONTWAIT`),
+// doc-copy: zcrx_recv.errors
+/// `-EAGAIN`, `-EINTR`, `-ECONNRESET` and the socket's other errors (reported after every byte
+/// received before them); an `-EINVAL` from the kernel (a bug in lowcopy, or someone unmapped the
+/// window) is reported as such, never taken as end of stream.
+// doc-end
 ///
 /// Syscalls: getsockopt, setsockopt, madvise, recvfrom, poll, fcntl, clock_gettime, epoll_create1,
 /// epoll_ctl, epoll_wait, close.
@@ -396,12 +479,15 @@ pub unsafe extern "C" fn lowcopy_zcrx_recv(
 crate::versions::default_version!("lowcopy_zcrx_recv", "LOWCOPY_0.2");
 
 /// Makes blocking receives on `r` wait at most `timeout_ms` (-1: without limit) in place of
-/// the socket's `SO_RCVTIMEO`; the fd's `O_NONBLOCK` then plays no part either (only
-/// `MSG_DONTWAIT` makes a receive non-blocking), as in `lowcopy_recv_atleast`. When it runs
-/// out, `lowcopy_zcrx_recv` returns what `SO_RCVTIMEO` gives: the bytes queued below the
-/// mark, or `-EAGAIN`. With the socket's settings each wait costs 3 or 4 syscalls (a look
-/// without sleeping, `O_NONBLOCK`, `SO_RCVTIMEO`, the sleep); with its own timeout, one
-/// `poll`. Returns 0.
+/// the socket's `SO_RCVTIMEO`. Returns 0.
+// doc-copy: zcrx_timeout.kernel
+/// The fd's `O_NONBLOCK` then plays no part either (only `MSG_DONTWAIT` makes a receive
+/// non-blocking), as in `lowcopy_recv_atleast`. When it runs out the result is what `SO_RCVTIMEO`
+/// gives: the bytes queued below the mark, or `-EAGAIN`. Why: with the socket's settings, each wait
+/// first looks without sleeping (`poll` with 0), then reads `O_NONBLOCK` and `SO_RCVTIMEO`, then
+/// sleeps: 3 or 4 syscalls where tcp_mmap's loop makes 1. With its own timeout the receiver sleeps
+/// in one `poll`.
+// doc-end
 ///
 /// Errors: `-EINVAL` (`r` NULL, `timeout_ms` < -1), `-ENOTRECOVERABLE` (a call on `r`
 /// panicked).
@@ -428,9 +514,12 @@ pub unsafe extern "C" fn lowcopy_zcrx_set_timeout(
 crate::versions::default_version!("lowcopy_zcrx_set_timeout", "LOWCOPY_0.2");
 
 /// `on` = 0: each zero-copy call no longer reads `SO_PEEK_OFF` to keep a peeker's offset
-/// right (one syscall per chunk saved); 1 (the default): it does. Turn it off only when no
-/// peeker uses `SO_PEEK_OFF` on this socket while the receiver lives, or the peek cursor will
-/// point past the bytes it meant after mapped chunks. Returns 0.
+/// right; 1 (the default): it does. Returns 0.
+// doc-copy: zcrx_peek_off_tracking.kernel
+/// Off saves the `getsockopt(SO_PEEK_OFF)` made before each zero-copy call (one syscall per chunk):
+/// turn it off only when no peeker uses `SO_PEEK_OFF` on this socket while the receiver lives, or
+/// its cursor will point past the bytes it meant after mapped chunks.
+// doc-end
 ///
 /// Errors: `-EINVAL` (`r` NULL, `on` not 0 or 1), `-ENOTRECOVERABLE` (a call on `r`
 /// panicked).
@@ -492,8 +581,12 @@ pub unsafe extern "C" fn lowcopy_zcrx_stats(
 }
 crate::versions::default_version!("lowcopy_zcrx_stats", "LOWCOPY_0.2");
 
-/// Releases a receiver: unmaps the window (and any pages still mapped there) and frees the
-/// copy buffer; a chunk from it is invalid afterwards. Does not close the fd. NULL is a no-op.
+/// Releases a receiver.
+// doc-copy: zcrx_drop.kernel
+/// Unmaps the window (releasing any mapped pages) and frees the copy buffer: a chunk from the
+/// receiver is invalid afterwards.
+// doc-end
+/// Does not close the fd. NULL is a no-op.
 /// A receiver on which a call panicked is released the same way.
 ///
 /// Syscalls: munmap, brk, madvise, futex, mmap, mremap, mprotect, getrandom, close.

@@ -13,44 +13,67 @@ use crate::{
     with_handle, with_handle_ref, write_sized, Guarded,
 };
 
-/// Backend: io_uring `SEND_ZC` where it works on this socket, else `MSG_ZEROCOPY` with the
-/// error queue where `SO_ZEROCOPY` works, else plain copies. Sockets with no zerocopy at all
-/// (AF_UNIX, MPTCP) get the copy backend. With io_uring the sender belongs to the first thread
-/// that sends (see `LOWCOPY_ZC_IO_URING`): a daemon that hands a connection to another thread
-/// mid-stream should choose `LOWCOPY_ZC_ERRQUEUE`.
+/// Backend:
+// doc-copy: zc_backend.auto
+/// io_uring `SEND_ZC` where it works on this socket, else `MSG_ZEROCOPY` with the error queue where
+/// `SO_ZEROCOPY` works, else plain copies. Sockets with no zerocopy at all (AF_UNIX, MPTCP) get the
+/// copy backend. With io_uring the sender belongs to the first thread that sends: a daemon that
+/// hands a connection to another thread mid-stream should choose the error queue.
+// doc-end
 pub const LOWCOPY_ZC_AUTO: u32 = 0;
-/// Backend: `SO_ZEROCOPY` + `MSG_ZEROCOPY` (TCP since Linux 4.14, UDP since 5.0); completions
-/// read from `MSG_ERRQUEUE` and mapped from the kernel's 32-bit id ranges back to user_data.
-/// The sender owns the socket's error queue: other entries on it (ICMP errors with
-/// `IP_RECVERR`, `SO_TIMESTAMPING` reports) are read, counted in `errqueue_other` and dropped,
-/// and reading an ICMP entry also clears the `SO_ERROR` it set (net/core/skbuff.c
-/// `sock_dequeue_err_skb`). An application that needs those entries should use
-/// `LOWCOPY_ZC_IO_URING`, whose notifications do not go through the error queue.
+/// Backend:
+// doc-copy: zc_backend.errqueue
+/// `SO_ZEROCOPY` + `MSG_ZEROCOPY` (TCP since Linux 4.14, UDP since 5.0); completions read from
+/// `MSG_ERRQUEUE` and mapped from the kernel's 32-bit id ranges back to user_data. The sender owns
+/// the socket's error queue: other entries on it (ICMP errors with `IP_RECVERR`, `SO_TIMESTAMPING`
+/// reports) are read, counted in `errqueue_other` and dropped, and reading an ICMP entry also
+/// clears the `SO_ERROR` it set (net/core/skbuff.c `sock_dequeue_err_skb`). An application that
+/// needs those entries should use io_uring, whose notifications do not go through the error queue.
+// doc-end
 pub const LOWCOPY_ZC_ERRQUEUE: u32 = 1;
-/// Backend: io_uring `IORING_OP_SEND_ZC` (Linux 6.0) / `SENDMSG_ZC` (6.1); user_data comes back
-/// in the notification CQE. One ring per thread serves every sender used on that thread
-/// (`LOWCOPY_ZC_RING_CQ_ENTRIES` completion entries, made with the thread's first sender,
-/// kept until the thread exits): a sender owns no descriptor. The ring is set up with
-/// `IORING_SETUP_DEFER_TASKRUN` (6.1) so that notifications never interrupt the thread's other
-/// syscalls with `EINTR`; they are posted during the next send (no syscall of their own). Its
-/// price, `SINGLE_ISSUER`: a sender belongs to the first thread that sends on it, waits on it
-/// or asks for its `lowcopy_zc_pollfd` (it joins that thread's ring), and calls from any other
-/// thread fail with `-EEXIST`.
+/// Backend:
+// doc-copy: zc_backend.iouring
+/// io_uring `IORING_OP_SEND_ZC` (Linux 6.0) / `SENDMSG_ZC` (6.1); user_data comes back in the
+/// notification CQE. One ring per thread serves every sender used on that thread (8192 completion
+/// entries, made with the thread's first sender, kept until the thread exits): a sender owns no
+/// descriptor. The ring is set up with `IORING_SETUP_DEFER_TASKRUN` (6.1) so that notifications
+/// never interrupt the thread's other syscalls with `-EINTR`; they are posted during the next send
+/// (no syscall of their own). Its price, `SINGLE_ISSUER`: a sender belongs to the first thread that
+/// sends on it, waits on it or asks for its completion descriptor (it joins that thread's ring),
+/// and calls from any other thread fail with `-EEXIST`.
+// doc-end
+/// (`LOWCOPY_ZC_RING_CQ_ENTRIES` is the ring's size; the completion descriptor is
+/// `lowcopy_zc_pollfd`.)
 pub const LOWCOPY_ZC_IO_URING: u32 = 2;
-/// Backend: plain copying `sendmsg`; the completion is ready when the send returns.
+/// Backend:
+// doc-copy: zc_backend.copy
+/// Plain copying `sendmsg`; the completion is ready when the send returns.
+// doc-end
 pub const LOWCOPY_ZC_COPY: u32 = 3;
 
-/// `lowcopy_zc_new` flag: stop asking for zerocopy after `LOWCOPY_ZC_ADAPTIVE_AFTER`
-/// consecutive completions the kernel copied anyway (loopback, veth, devices without
-/// scatter-gather). Sends in flight are still reaped; later sends are plain copies.
+/// `lowcopy_zc_new` flag (`LOWCOPY_ZC_ADAPTIVE_AFTER` is the count):
+// doc-copy: zc_options.adaptive
+/// Stop asking for zerocopy after 16 consecutive completions that the kernel copied anyway
+/// (loopback, veth, devices without scatter-gather), the way msg_zerocopy.rst suggests: a copied
+/// "zerocopy" send costs more than a plain copy. Sends in flight are still reaped; later sends are
+/// plain copies whose completion is ready at once, flagged copied and fallback.
+// doc-end
 pub const LOWCOPY_ZC_ADAPTIVE: u32 = 1;
 /// Consecutive copied completions after which `LOWCOPY_ZC_ADAPTIVE` stops asking for zerocopy.
 pub const LOWCOPY_ZC_ADAPTIVE_AFTER: u32 = 16;
-/// Completion flag: the data was copied, not pinned (by the kernel: `SO_EE_CODE_ZEROCOPY_COPIED`
-/// or `IORING_NOTIF_USAGE_ZC_COPIED`, always so on loopback and veth; or by a plain send).
+/// Completion flag:
+// doc-copy: completion.copied
+/// the data was copied, not pinned: by the kernel (a deferred copy: loopback, veth, devices without
+/// scatter-gather; `SO_EE_CODE_ZEROCOPY_COPIED` or `IORING_NOTIF_USAGE_ZC_COPIED`), or by a plain
+/// send.
+// doc-end
 pub const LOWCOPY_ZC_COPIED: u32 = 1;
-/// Completion flag: part or all of the request went out as a plain send because zerocopy was
-/// not possible (`ENOBUFS`, adaptive mode, id window full).
+/// Completion flag:
+// doc-copy: completion.fallback
+/// some or all of the request went out as a plain copied send because zerocopy was not possible
+/// (`-ENOBUFS`, io_uring `-ENOMEM`, adaptive mode, full id window). The copy backend sets only the
+/// copied flag: copying is what it was asked to do.
+// doc-end
 pub const LOWCOPY_ZC_FALLBACK: u32 = 2;
 /// `lowcopy_zc_send_reap` reads the error queue at most once per this many sends, as the
 /// kernel's msg_zerocopy selftest does at its best setting (-l 32).
@@ -130,17 +153,26 @@ const _: () = {
 /// `backend`: `LOWCOPY_ZC_AUTO`, `_ERRQUEUE`, `_IO_URING` or `_COPY`; `flags`: 0 or
 /// `LOWCOPY_ZC_ADAPTIVE`; the default reserve and limit (`lowcopy_zc_new_opts` chooses them).
 /// Allocates the handle and tables for `LOWCOPY_ZC_DEFAULT_RESERVE` requests (about 1 KiB in
-/// all); they grow while more requests are held and shrink back when none is. An io_uring
-/// sender makes sure the calling thread has its ring (the thread's first sender makes it) and
-/// joins a ring at its first use. The error-queue backend sets `SO_ZEROCOPY` on the socket
-/// (left set). The kernel's zerocopy id counter cannot be read back: make one sender per
-/// socket, before any other `MSG_ZEROCOPY` send on it. The fd stays the caller's and must
-/// stay open until `lowcopy_zc_free`.
+/// all); they grow while more requests are held and shrink back when none is.
+// doc-copy: zc_new.kernel
+/// An io_uring sender (explicit, or picked by AUTO) makes sure the calling thread has its ring
+/// (made on the thread's first sender, kept until the thread exits) but joins a ring only at its
+/// first use. The error-queue backend sets `SO_ZEROCOPY` on the socket (left set afterwards; it
+/// only matters to `MSG_ZEROCOPY` sends).
+// doc-end
+// doc-copy: zc.one_per_socket
+/// Create one sender per socket, before any other `MSG_ZEROCOPY` send on it: the kernel's id
+/// counter cannot be read back.
+// doc-end
+/// The fd stays the caller's and must stay open until `lowcopy_zc_free`.
 ///
-/// Errors: `-EINVAL` (`out` NULL, unknown backend or flags), `-EBADF`, `-ENOTSOCK`,
-/// `-EOPNOTSUPP` (an explicit zerocopy backend on a socket without zerocopy: AF_UNIX, MPTCP;
-/// or io_uring without SEND_ZC), io_uring setup errors when the thread has no ring yet
-/// (`-EPERM` when `kernel.io_uring_disabled` forbids it, `-ENOMEM`, `-EMFILE`).
+/// Errors: `-EINVAL` (`out` NULL, unknown backend or flags),
+// doc-copy: zc_new.errors
+/// `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (an explicit zerocopy backend on a socket that has none:
+/// AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup errors for an explicit
+/// io_uring backend when the calling thread has no ring yet (`-EPERM` when
+/// `kernel.io_uring_disabled` forbids it, `-ENOSYS`, `-ENOMEM`, `-EMFILE`).
+// doc-end
 ///
 /// Syscalls: getsockopt, setsockopt, io_uring_setup, io_uring_register, mmap, munmap, close, brk,
 /// mremap, mprotect, madvise, getrandom, futex.
@@ -246,28 +278,46 @@ unsafe fn read_options(
 }
 crate::versions::default_version!("lowcopy_zc_new_opts", "LOWCOPY_0.3");
 
-/// Sends `len` bytes from `buf`; returns bytes accepted. Exactly one completion carrying
-/// `user_data` follows every send that returned > 0 (none for a failed or zero-byte send).
-/// The caller must not modify `buf` until that completion is reaped.
+/// Sends `len` bytes from `buf`; returns bytes accepted.
+// doc-copy: zc_send.completion
+/// Exactly one completion carrying `user_data` follows every send that returned > 0; none follows a
+/// failed or zero-byte send.
+// doc-end
+// doc-copy: zc.buffers
+/// The buffers of a send must stay unmodified until its completion is reaped: the kernel may read
+/// them until then (a zerocopy send pins the pages and transmits from them, also when TCP
+/// retransmits), so a change reaches the wire. A completion means "the buffer may be reused", not
+/// "the data was delivered": TCP notifies only after the peer acknowledged, so never block a send
+/// on completions.
+// doc-end
 ///
-/// `flags`: `MSG_DONTWAIT`, `MSG_MORE`, `MSG_NOSIGNAL` (always added: `-EPIPE` instead of
-/// SIGPIPE). As `send(2)`: a blocking send on a stream socket accepts everything unless a
-/// signal or `SO_SNDTIMEO` stops it part way (the part sent is returned: send the rest); a
-/// non-blocking one accepts what fits; a datagram is one send (a zero-length datagram too: it
-/// returns 0 and gets no completion). Never waits for a completion. `ENOBUFS` from a zerocopy
-/// send is handled inside (reap, retry, copy). The io_uring backend cancels its request on a
-/// signal (returning what went, or `-EINTR`) and does not honour `SO_SNDTIMEO`; after an
-/// `-EAGAIN` it asks `poll(POLLOUT)` before queueing the next request (a failed SEND_ZC still
-/// posts a notification, which the kernel may hold until the peer acks earlier data), so
-/// retrying a full socket costs a poll and no request slot.
+/// `flags`: `MSG_DONTWAIT`, `MSG_MORE`, `MSG_NOSIGNAL`.
+// doc-copy: zc_send.kernel
+/// `MSG_NOSIGNAL` is always added: a closed connection is `-EPIPE`, never `SIGPIPE`. As `send(2)`:
+/// a blocking send on a stream socket accepts everything unless a signal or `SO_SNDTIMEO` stops it
+/// part way (then the part sent is returned: send the rest), a non-blocking one accepts what fits,
+/// a datagram is one send (a zero-length datagram too: it returns 0 and gets no completion). Never
+/// waits for a completion. The io_uring backend cancels its request on a signal (returning what
+/// went, or `-EINTR`) and does not honour `SO_SNDTIMEO`; after an `-EAGAIN` it asks `poll(POLLOUT)`
+/// before queueing the next request (a failed SEND_ZC still posts a notification, which the kernel
+/// may hold until the peer acks earlier data), so retrying a full socket costs a poll and no
+/// request slot. `-ENOBUFS` from a zerocopy send (optmem or locked-pages limit), and on io_uring
+/// `-ENOMEM` (the pages of its sends in flight are charged to `RLIMIT_MEMLOCK` when the thread that
+/// made the ring lacks `CAP_IPC_LOCK`), is never returned: completions are collected and the send
+/// is retried once, then made by copy (its completion flagged copied and fallback).
+// doc-end
 ///
-/// Errors: `-EINVAL` (`z` or `buf` NULL, flags, `len` above `SSIZE_MAX`), `-EBUSY`
-/// (`max_pending` requests not reaped: reap first), `-ENOMEM` (the tables could not grow),
-/// `-EEXIST` (io_uring backend called from a thread other than the one the sender belongs
-/// to), `-EIO` (the thread's ring was retired after it failed to take a request), the ring's
-/// setup errors at an io_uring sender's first send on a thread without a ring (`-EMFILE`,
-/// `-ENOMEM`; AUTO falls back to the error queue instead), the socket's send errors
-/// (`-EAGAIN`, `-EINTR`, `-EPIPE`, `-ECONNRESET`, `-EMSGSIZE`, `-EDESTADDRREQ`, ...).
+/// Errors: `-EINVAL` (`z` or `buf` NULL, flags, `len` above `SSIZE_MAX`),
+// doc-copy: zc_send.errors
+/// `-EBUSY` (as many requests held as the sender's limit, 4096 by default: reap first), `-ENOMEM`
+/// (the tables could not grow past the reserve), `-EEXIST` (io_uring backend called from a thread
+/// other than the one the sender belongs to), `-EIO` (the thread's io_uring ring was retired after
+/// it failed to take a request: every sender on it gets `-EIO`; new senders get a new ring), the
+/// ring's setup errors at an io_uring sender's first send on a thread without a ring (`-EMFILE`,
+/// `-ENOMEM`; an AUTO sender falls back to the error queue instead), `-EMSGSIZE` (more than
+/// `IOV_MAX` iovecs, or a datagram too large), and the socket's own send errors (`-EAGAIN`,
+/// `-EINTR`, `-EPIPE`, `-ECONNRESET`, `-EDESTADDRREQ`, ...).
+// doc-end
 ///
 /// Syscalls: sendmsg, io_uring_enter, recvmmsg, read, getsockopt, setsockopt, poll,
 /// epoll_create1, epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap,
@@ -340,7 +390,12 @@ pub unsafe extern "C" fn lowcopy_zc_sendv(
 /// iovecs, and control messages (for example `UDP_SEGMENT`). `msg_flags` is ignored. Errors
 /// as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `msg`, `-EFAULT` for a NULL `msg_name` or
 /// `msg_control` with a non-zero length (as `sendmsg(2)`, whatever the backend), and the
-/// kernel's address errors (`-EINVAL` for a bad `msg_namelen`, `-EAFNOSUPPORT`).
+/// kernel's address errors:
+// doc-copy: zc_send_msg.errors
+/// the kernel's answers to the address and control data: `-EAFNOSUPPORT` (an address of the other
+/// family), `-EINVAL` (an address of the wrong length, malformed control messages), `-EISCONN` (an
+/// address on a connected TCP socket), ...
+// doc-end
 ///
 /// Syscalls: sendmsg, io_uring_enter, recvmmsg, read, getsockopt, setsockopt, poll,
 /// epoll_create1, epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap,
@@ -386,17 +441,23 @@ pub unsafe extern "C" fn lowcopy_zc_sendmsg(
 /// Sends like `lowcopy_zc_sendv`, then writes up to `cap` completions that are ready to
 /// `out` (entries of `size` bytes: `sizeof(lowcopy_zc_completion)`, the growth rule) and their
 /// count to `*n_out`, in the same call: the "user argument" of the MSG_ZEROCOPY_UARG
-/// proposal. The cheapest correct path: the error-queue backend reads the queue at most once
-/// per `LOWCOPY_ZC_REAP_EVERY` (32) sends, sooner when tracking runs low, so completions may
-/// come back up to 32 sends late (`lowcopy_zc_reap` gets them sooner); io_uring completions
-/// cost no syscall (they are posted by the sends' own io_uring_enter). With a `size` other
-/// than this library's `sizeof(lowcopy_zc_completion)` at most 64 come back per call. Returns
-/// bytes accepted; on error neither `out` nor `*n_out` is written.
+/// proposal. The cheapest correct path (`LOWCOPY_ZC_REAP_EVERY` is the 32):
+// doc-copy: zc_send_reap.kernel
+/// The error-queue backend reads the queue at most once per 32 sends (sooner when the tracking
+/// table runs low), so completions may come back up to 32 sends late (a reap gets them sooner);
+/// io_uring completions cost no syscall (they are posted by the sends' own `io_uring_enter`).
+// doc-end
+/// With a `size` other than this library's `sizeof(lowcopy_zc_completion)` at most 64 come
+/// back per call. Returns bytes accepted; on error neither `out` nor `*n_out` is written.
 ///
-/// Errors as `lowcopy_zc_sendv`, plus `-EINVAL` for NULL `n_out`, NULL `out` with `cap > 0`,
-/// or `size` out of range. Once the send went out its byte count is returned: an error
-/// reading completions after it is not reported here (`*n_out` counts what was ready) but by
-/// the next `lowcopy_zc_reap` or `lowcopy_zc_wait`.
+/// Errors: `-EINVAL` for NULL `n_out`, NULL `out` with `cap > 0`, or `size` out of range;
+/// the others as `lowcopy_zc_sendv`, where:
+// doc-copy: zc_send_reap.errors
+/// As a send, and then no completion is handed out. Once the send went out its bytes are reported
+/// whatever happens next: a failure to collect completions after it is left to the next reap or
+/// wait, which meet it again.
+// doc-end
+/// (`*n_out` then counts what was ready.)
 ///
 /// Syscalls: sendmsg, io_uring_enter, recvmmsg, read, getsockopt, setsockopt, poll,
 /// epoll_create1, epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap,
@@ -562,15 +623,19 @@ impl CompletionOut {
 
 /// Writes up to `cap` ready completions to `out` (entries of `size` bytes:
 /// `sizeof(lowcopy_zc_completion)`, the growth rule); returns how many (0 when none; fewer
-/// than `cap` means none is left). Never blocks: collects what the kernel has reported (one
-/// error-queue read while sends are in flight; no syscall for io_uring and copy).
+/// than `cap` means none is left), the oldest first.
+// doc-copy: zc_reap.kernel
+/// Never blocks. Collects what the kernel has reported first: one error-queue read while sends are
+/// in flight; no syscall for io_uring (unless the kernel deferred notifications or the completion
+/// queue overflowed) and copy. On io_uring this also takes in the other senders' notifications that
+/// have arrived on the thread's ring, keeping them for those senders.
+// doc-end
 ///
-/// On io_uring this also takes in the other senders' notifications that have arrived on the
-/// thread's ring, keeping them for those senders.
-///
-/// Errors: `-EINVAL` (`z` NULL, `out` NULL with `cap > 0`, `size` out of range), `-EEXIST`
-/// (io_uring backend from another thread than the one the sender belongs to), `-EIO` (its
-/// ring was retired), error-queue read errors.
+/// Errors: `-EINVAL` (`z` NULL, `out` NULL with `cap > 0`, `size` out of range),
+// doc-copy: zc_reap.errors
+/// Error-queue read errors; `-EEXIST` on io_uring from a thread other than the one the sender
+/// belongs to (once it joined a ring); `-EIO` when its ring was retired.
+// doc-end
 ///
 /// Syscalls: recvmmsg, io_uring_enter, read, getsockopt, brk, mmap, munmap, mremap, mprotect,
 /// madvise, getrandom, futex. read: the ring's eventfd, once asked for; the memory calls:
@@ -600,15 +665,21 @@ pub unsafe extern "C" fn lowcopy_zc_reap(
 crate::versions::default_version!("lowcopy_zc_reap", "LOWCOPY_0.2");
 
 /// Waits up to `timeout_ms` milliseconds (-1: no limit; 0: just check) until a completion is
-/// ready. Returns the number ready to reap; 0 at once when nothing is in flight (it never
-/// waits for a notification that cannot come).
+/// ready.
+// doc-copy: zc_wait.kernel
+/// Returns the number ready to reap; 0 at once when nothing is in flight (it never waits for a
+/// notification that cannot come).
+// doc-end
 ///
-/// Errors: `-EINVAL` (`z` NULL, `timeout_ms` below -1), `-EINTR` (a signal; the wait is a
-/// poll or io_uring_enter, which the kernel never restarts), `-EEXIST` (io_uring backend from
-/// another thread than the one the sender belongs to), `-ETIMEDOUT` (sends in flight, none
-/// completed in time: TCP
-/// notifies only once the peer acknowledged, so a peer that stops reading delays completions
-/// without bound), a pending socket error (`-ECONNRESET`, ...) reported instead of a completion.
+/// Errors: `-EINVAL` (`z` NULL, `timeout_ms` below -1),
+// doc-copy: zc_wait.errors
+/// `-ETIMEDOUT` when sends are in flight and none completed in time (TCP notifies only once the
+/// peer acknowledged, so a peer that stops reading delays completions without bound); `-EINTR` on a
+/// signal (the wait is a poll or `io_uring_enter`, which the kernel never restarts); `-EEXIST`
+/// (io_uring backend from a thread other than the one the sender belongs to); `-EIO` (its ring was
+/// retired); a pending socket error (`-ECONNRESET`, ...) when the socket reports one instead of a
+/// completion; error-queue read errors.
+// doc-end
 ///
 /// Syscalls: io_uring_enter, recvmmsg, read, getsockopt, poll, epoll_create1, epoll_ctl,
 /// epoll_wait, close, clock_gettime, brk, mmap, munmap, mremap, mprotect, madvise, getrandom,
@@ -636,9 +707,11 @@ fn wait_timeout(timeout_ms: c_int) -> std::io::Result<Option<Duration>> {
     }
 }
 
+// doc-copy: zc_inflight
 /// Sends that accepted bytes and whose completion has not arrived yet (ready but unreaped
-/// completions are not counted; failed sends never are); 0 for NULL and for a sender on which
-/// a call panicked.
+/// completions are not counted; failed sends never are).
+// doc-end
+/// 0 for NULL and for a sender on which a call panicked.
 ///
 /// Syscalls: none.
 ///
@@ -650,29 +723,33 @@ pub unsafe extern "C" fn lowcopy_zc_inflight(z: *const lowcopy_zc) -> size_t {
     unsafe { with_handle_ref(z, 0, 0, |z: &CSender| z.inflight()) }
 }
 
-/// The fd to put in epoll for completions: the socket for the error queue (`EPOLLERR` is
-/// always reported), for io_uring an eventfd of the thread's ring (`EPOLLIN`); for the copy
-/// backend the socket, which never needs watching (copy completions are ready when the send
-/// returns). `-EINVAL` for NULL.
+// doc-copy: zc_pollfd.kernel
+/// The descriptor to watch (poll, epoll) for completions: the socket for the error queue
+/// (`-EPOLLERR` is always reported), for io_uring an eventfd of the thread's ring (`-EPOLLIN`).
+/// Copy completions are ready when the send returns; for the copy backend this is the socket, which
+/// never needs watching.
 ///
-/// io_uring: the ring is the calling thread's, shared by every sender used on that thread;
-/// asking for this joins the sender to this thread's ring if it joined none yet (the sender
-/// then belongs to this thread). The first call on a thread makes an eventfd and registers it
-/// with the ring (`IORING_REGISTER_EVENTFD`: one more descriptor per thread; from then on a
-/// reap or wait resets it with one `read` if the ring was entered since the last reset or new
-/// notifications show: reaping all of a thread's senders after a wakeup costs one or two
-/// `read`s, not one each); the kernel signals it when it queues a
-/// notification for any sender of the thread (the ring's own descriptor does not show those:
-/// with `DEFER_TASKRUN` they wait as task work). Any call on one of the thread's senders that
-/// enters or drains the ring (send, reap, wait) takes every notification in and keeps the
-/// others' for them, where the eventfd no longer shows them. So an event loop reaps every
-/// sender of the thread with sends in flight (`lowcopy_zc_inflight`) after a wakeup and before
-/// it sleeps again, not only the one it was woken for. Add it to epoll once per thread.
-/// lowcopy closes it when the thread has exited and no sender joined to its ring is left, or
-/// at `lowcopy_zc_ring_close`: never close it yourself. If the thread cannot have a ring
-/// (`-EMFILE`, `-ENOMEM` at its setup), this is the socket and the sender never uses a ring
-/// (AUTO falls back to the error queue; `LOWCOPY_ZC_IO_URING` fails each send with that
-/// error).
+/// io_uring: the ring is the calling thread's, shared by every sender used on that thread; asking
+/// for this joins the sender to that thread's ring if it joined none yet (the sender then belongs
+/// to this thread). The first call on a thread makes an eventfd and registers it with the ring
+/// (`IORING_REGISTER_EVENTFD`; one more descriptor per thread, and from then on a reap, wait or
+/// collect resets it with one `read` if the ring was entered since the last reset or new
+/// notifications show, so that reaping all of a thread's senders after a wakeup costs one or two
+/// `read`s, not one each): the kernel signals it when it queues a notification for any sender of
+/// the thread. (The ring's own descriptor does not do: with `DEFER_TASKRUN` notifications wait as
+/// task work, which epoll does not report.) Any call on one of the thread's senders that enters or
+/// drains the ring (send, reap, wait) takes every notification in and keeps the others' for them,
+/// where the eventfd no longer shows them. So an event loop reaps every sender of the thread that
+/// has sends in flight after a wakeup and before it sleeps again, not only the one it was woken
+/// for. The descriptor stays open while any sender joined to the ring exists; lowcopy closes it,
+/// never the caller. If the calling thread cannot have a ring (its setup fails: `-EMFILE`,
+/// `-ENOMEM`), this is the socket, and the sender never uses a ring: an AUTO sender falls back to
+/// the error queue, an io_uring one fails every send with that error.
+// doc-end
+///
+/// `-EINVAL` for NULL. Add it to epoll once per thread; the senders with sends in flight are
+/// those with a non-zero `lowcopy_zc_inflight`. lowcopy closes it when the thread has exited and
+/// no sender joined to its ring is left, or at `lowcopy_zc_ring_close`: never close it yourself.
 ///
 /// Syscalls: io_uring_setup, io_uring_register, eventfd2, close, brk, mmap, munmap, mremap,
 /// mprotect, madvise, getrandom, futex. Only an io_uring sender makes any: joining a ring (the
@@ -689,12 +766,19 @@ pub unsafe extern "C" fn lowcopy_zc_pollfd(z: *const lowcopy_zc) -> c_int {
 
 /// Closes the calling thread's io_uring ring now rather than when the thread exits, if no
 /// sender is joined to it (every sender that sent, waited or gave its `lowcopy_zc_pollfd` on
-/// this thread was freed). Returns 1 when it closed it, 0 when the thread had none; the
-/// thread's next io_uring sender makes a new one. Senders freed with sends in flight do not
-/// count: the kernel finishes those on its own. Closing a ring makes the kernel run task work
-/// on this thread, so its next blocking syscall may return `-EINTR` once.
+/// this thread was freed). Returns 1 when it closed it, 0 when the thread had none.
+// doc-copy: close_thread_ring.kernel
+/// The thread's next io_uring sender makes a new ring. Senders released with sends in flight do not
+/// count: the kernel finishes those on its own (pages stay pinned until then). Closing a ring makes
+/// the kernel run task work on this thread (io_uring/io_uring.c `io_ring_exit_work`), so its next
+/// blocking syscall may return `-EINTR` once.
+// doc-end
 ///
-/// Errors: `-EBUSY` while a sender is joined to the ring.
+/// Errors:
+// doc-copy: close_thread_ring.errors
+/// `-EBUSY` while a sender is joined to the ring (one that sent, waited or gave its completion
+/// descriptor on this thread and is not yet released).
+// doc-end
 ///
 /// Syscalls: munmap, close, brk, madvise, futex.
 #[no_mangle]
@@ -741,14 +825,18 @@ pub unsafe extern "C" fn lowcopy_zc_stats(
 }
 crate::versions::default_version!("lowcopy_zc_stats", "LOWCOPY_0.2");
 
-/// Releases a sender after collecting, without blocking, the completions already reported.
-/// An io_uring sender leaves its thread's ring open for the others; the notifications still
-/// to come for it are counted off there and delivered to nobody (freed on another thread than
-/// its own, it collects nothing, and the ring's thread does that counting at its next use).
-/// Returns the number of sends whose completion had not arrived: the kernel still holds their
-/// pages (pinned, so freeing the memory is safe), but the caller is no longer told when they
-/// are sent; keep such buffers unmodified until the socket is closed if the bytes on the wire
-/// matter. Completions ready but not reaped are dropped. Does not close the fd. NULL: 0.
+/// Releases a sender.
+// doc-copy: zc_drop.kernel
+/// Collects, without blocking, what already completed and forgets the rest: the kernel keeps the
+/// pages of sends in flight pinned (freeing their memory is safe), but the caller is no longer told
+/// when they are sent; keep such buffers unmodified until the socket is closed if the bytes on the
+/// wire matter. An io_uring sender leaves its thread's ring open (the ring outlives its senders);
+/// the notifications still to come for it are counted off there and delivered to nobody. Released
+/// on another thread than its own, it collects nothing and its ring's thread does that counting the
+/// next time it uses the ring.
+// doc-end
+/// Returns the number of sends whose completion had not arrived. Completions ready but not
+/// reaped are dropped. Does not close the fd. NULL: 0.
 /// A sender on which a call panicked is released too and gives `-ENOTRECOVERABLE`: treat
 /// every buffer it was given as in use by the kernel until the socket is closed.
 ///

@@ -29,11 +29,13 @@ use crate::wait::Waiter;
 
 /// Sets `SO_RCVLOWAT` to `bytes` and returns the value the kernel keeps, in bytes.
 ///
-/// TCP caps it at `tcp_rmem[2] / 2` (16 MiB with the default 32 MiB maximum), or at
-/// `SO_RCVBUF / 2` when the application locked the receive buffer with `SO_RCVBUF`; values
-/// above `INT_MAX` are passed as `INT_MAX` and capped the same way; 0 is kept as 1. Setting
-/// it on TCP also grows an unlocked receive buffer to about twice the mark (never shrunk
-/// again) and, when it lowers the mark, wakes pollers whose data now suffices.
+// doc-source: set_rcvlowat.kernel
+/// TCP caps it at `tcp_rmem[2] / 2` (16 MiB with the default 32 MiB maximum), or at half of
+/// `SO_RCVBUF` as read back (the kernel doubles what was set) once the application locked the
+/// receive buffer with `SO_RCVBUF`; values above `INT_MAX` are passed as `INT_MAX` and capped
+/// the same way; 0 is kept as 1. Setting it on TCP also grows an unlocked receive buffer to
+/// about twice the mark (never shrunk again) and, when it lowers the mark, wakes pollers whose
+/// data now suffices.
 ///
 /// On a listening TCP socket the value is reported the same way and copied into each
 /// connection when its handshake completes (not at `accept`): connections already waiting in
@@ -41,6 +43,7 @@ use crate::wait::Waiter;
 /// 21b29e74ffe5 (Oct 2025) a large inherited mark also clamped the window scale the listener
 /// advertised, so there prefer setting it after `accept`. AF_UNIX and UDP store the value,
 /// but their poll ignores it.
+// doc-end
 ///
 /// ```
 /// use std::net::{TcpListener, TcpStream};
@@ -53,7 +56,9 @@ use crate::wait::Waiter;
 /// ```
 ///
 /// # Errors
+// doc-source: set_rcvlowat.errors
 /// `EBADF`, `ENOTSOCK`, and other `setsockopt`/`getsockopt` errors.
+// doc-end
 pub fn set_rcvlowat(fd: impl AsFd, bytes: usize) -> io::Result<usize> {
     let fd = fd.as_fd();
     let v = bytes.min(i32::MAX as usize) as c_int;
@@ -69,20 +74,34 @@ pub fn set_rcvlowat(fd: impl AsFd, bytes: usize) -> io::Result<usize> {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RecvStats {
+    // doc-source: recv_stats.calls
     /// Calls made.
+    // doc-end
     pub calls: u64,
+    // doc-source: recv_stats.syscalls
     /// Syscalls made (including failed ones).
+    // doc-end
     pub syscalls: u64,
+    // doc-source: recv_stats.wakeups
     /// `poll` returns that reported the socket ready: the wakeups.
+    // doc-end
     pub wakeups: u64,
+    // doc-source: recv_stats.early_wakeups
     /// Wakeups after which the call still had fewer than `min` bytes (the kernel woke below
     /// the mark, the mark was capped, or datagrams were small); the call waited again.
+    // doc-end
     pub early_wakeups: u64,
+    // doc-source: recv_stats.timeouts
     /// Calls that ran out of time (they returned what had come, or `ETIMEDOUT`).
+    // doc-end
     pub timeouts: u64,
+    // doc-source: recv_stats.lowat_changes
     /// `SO_RCVLOWAT` changes made, restores included.
+    // doc-end
     pub lowat_changes: u64,
+    // doc-source: recv_stats.bytes
     /// Bytes returned.
+    // doc-end
     pub bytes: u64,
 }
 
@@ -114,43 +133,54 @@ pub fn recv_atleast(
 ///   no part: `timeout` alone decides how long the call may sleep.
 ///
 /// Returns:
-/// - `Ok(n)` with `min <= n <= buf.len()` when `min` bytes came in time;
-/// - `Ok(n)` with `0 < n < min` when the peer shut down after `n` bytes, when time ran out
-///   after `n` bytes came, when the connection was reset after `n` bytes (the error is left
-///   pending and the next call reports it), when a signal arrived after `n` bytes, or on a
-///   datagram socket when the next datagram does not fit in what is left of `buf`;
-/// - `Ok(0)` at end of stream with nothing received;
+// doc-source: recv_atleast.returns
+/// - `min` to the buffer's length in bytes when `min` bytes came in time;
+/// - fewer than `min` (but more than 0) when the peer shut down after them, when time ran out
+///   after they came, when the connection was reset after them (the error is left pending and
+///   the next call reports it), when a signal arrived after them, or on a datagram socket when
+///   the next datagram does not fit in what is left of the buffer;
+/// - 0 at end of stream with nothing received;
 /// - `ETIMEDOUT` when nothing came in time.
+// doc-end
 ///
+// doc-source: recv_atleast.kernel
 /// TCP and MPTCP: the socket's `SO_RCVLOWAT` is set to the bytes still missing while the call
 /// waits (capped by the kernel as in [`set_rcvlowat`]) and restored to the value found on entry
 /// before it returns: no change when the socket already holds the mark the call needs, so
 /// setting the mark once with [`set_rcvlowat`] saves two syscalls per call. An unlocked receive
-/// buffer grows to about twice the mark and stays so. Early wakeups below the mark are read
-/// and waited past, never lost.
+/// buffer grows to about twice the mark and stays so. Early wakeups below the mark (memory
+/// pressure, a window down to one MSS) are read and waited past, never lost. Never a blocking
+/// `recv`, so never the trap where a read shorter than the mark sleeps until the mark.
 ///
 /// AF_UNIX stream and other streams: their poll ignores `SO_RCVLOWAT`, so the call wakes on
 /// every arrival and loops until `min`; the result is the same, the wakeups are not saved.
 ///
-/// Datagram sockets (UDP, AF_UNIX datagram and seqpacket): whole datagrams are appended to
-/// `buf` while they fit, until `min` bytes; a datagram is never truncated. `EMSGSIZE` when the
-/// first datagram is larger than `buf` (it stays queued). Zero-length datagrams are consumed
-/// and add nothing.
+/// Datagram sockets (UDP, AF_UNIX datagram and seqpacket): whole datagrams are appended to the
+/// buffer while they fit, until `min` bytes; a datagram is never truncated. `EMSGSIZE` when the
+/// first datagram is larger than the buffer (it stays queued). Zero-length datagrams are
+/// consumed and add nothing.
+// doc-end
 ///
-/// The error queue: the call never reads it. Its entries (the completion notifications of
-/// a [`crate::ZeroCopySender`] on the same socket, ICMP reports queued with `IP_RECVERR`,
-/// `SO_TIMESTAMPING` reports) stay for their owner, and neither wake the call nor end it:
-/// while one is queued, `poll` reports `POLLERR` at once on every call, so the call then
-/// sleeps on an edge-triggered epoll instance of its own (one descriptor for the call's
-/// duration, 2-3 syscalls more per wait) that wakes only for new events. A socket error
-/// (`SO_ERROR`: a reset, an ICMP error with `IP_RECVERR`) is returned as `recv` returns
-/// it, at once when nothing was received; one that arrives after some bytes is left for
-/// the next call, and ends this one early only when the connection is reset or hung up.
+// doc-source: recv_atleast.errqueue
+/// The error queue: the call never reads it. Its entries (the completion notifications of a
+/// zero-copy sender on the same socket, ICMP reports queued with `IP_RECVERR`,
+/// `SO_TIMESTAMPING` reports) stay for their owner, and neither wake the call nor end it: while
+/// one is queued, `poll` reports `POLLERR` at once on every call, so the call then sleeps on an
+/// edge-triggered epoll instance of its own (one descriptor for the call's duration, 2-3
+/// syscalls more per wait) that wakes only for new events. A socket error (`SO_ERROR`: a
+/// reset, an ICMP error with `IP_RECVERR`) is returned as `recv` returns it, at once when
+/// nothing was received; one that arrives after some bytes is left for the next call, and ends
+/// this one early only when the connection is reset or hung up.
+// doc-end
 ///
 /// # Errors
-/// `EINVAL` (`buf` empty or longer than `isize::MAX`), `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not
-/// a stream, datagram or seqpacket socket), `ETIMEDOUT`, `EMSGSIZE`, `EINTR` (a signal before
-/// any byte), and the socket's own errors (`ECONNRESET`, ...).
+/// `EINVAL` (`buf` empty or longer than `isize::MAX`), and:
+// doc-source: recv_atleast.errors
+/// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a stream, datagram or seqpacket socket), `ETIMEDOUT`
+/// (nothing came in time), `EMSGSIZE` (the first datagram is larger than the buffer; it stays
+/// queued), `EINTR` (a signal before any byte), and the socket's own errors (`ECONNRESET`,
+/// ...).
+// doc-end
 pub fn recv_atleast_with_stats(
     fd: impl AsFd,
     buf: &mut [u8],
@@ -209,19 +239,22 @@ pub unsafe fn recv_atleast_raw(
 /// A receiver of `min`-byte chunks on one socket: [`recv_atleast`] that learns the socket
 /// once.
 ///
-/// [`recv_atleast`] asks the kernel on every call what kind of socket it has (2
-/// `getsockopt`) and what mark it holds (1 more), and puts the mark back when it returns.
-/// A `Receiver` does that once, in [`Receiver::new`], and leaves the mark of its last call in
-/// place between calls, so a loop receiving chunks of the same size makes exactly the raw
-/// loop's syscalls per chunk: `poll` and `recv` (one `setsockopt` more when `min` changes).
-/// Dropping it (or [`Receiver::into_inner`]) puts back the mark found at creation.
+// doc-source: receiver.kernel
+/// The stateless receive asks the kernel on every call what kind of socket it has (2
+/// `getsockopt`) and what mark it holds (1 more), and puts the mark back when it returns. A
+/// receiver does that once, when it is made, and leaves the mark of its last call in place
+/// between calls, so a loop receiving chunks of the same size makes exactly the raw loop's
+/// syscalls per chunk: `poll` and `recv` (one `setsockopt` more when `min` changes). Releasing
+/// it puts back the mark found at creation.
 ///
 /// Results, errors and the behaviour of each call (early wakeups, end of stream, datagrams,
-/// the error queue) are those of [`recv_atleast_with_stats`]. While the receiver lives, the
-/// socket's `SO_RCVLOWAT` is the bytes its last call still missed when it returned (usually
-/// `min`): a poll or epoll of the caller's on the same socket sees that mark. It allocates
-/// nothing; the first wait that meets a non-empty error queue makes an epoll instance (one
-/// descriptor), kept until the receiver is dropped.
+/// the error queue) are those of the stateless receive. While the receiver lives, the socket's
+/// `SO_RCVLOWAT` is the bytes its last call still missed when it returned (usually `min`): a
+/// poll or epoll of the caller's on the same socket sees that mark. After it is made it
+/// allocates nothing; the first wait that meets a non-empty error queue makes an epoll
+/// instance (one descriptor), kept until the receiver is released.
+// doc-end
+/// Dropping it (or [`Receiver::into_inner`]) is the release.
 ///
 /// ```
 /// use std::io::Write;
@@ -255,7 +288,9 @@ impl<F: AsFd> Receiver<F> {
     /// `getsockopt`. Allocates nothing.
     ///
     /// # Errors
+    // doc-source: receiver_new.errors
     /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a stream, datagram or seqpacket socket).
+    // doc-end
     pub fn new(fd: F) -> io::Result<Self> {
         let mut stats = RecvStats::default();
         let kind = classify(fd.as_fd(), &mut stats)?;

@@ -21,12 +21,13 @@
 //! reads but not for every peek: an `SO_PEEK_OFF` peek skips it on TCP without counting it in
 //! the offset (the next peek returns a byte twice), and on AF_UNIX delivers it while reads do
 //! not. So a [`Peeker`] keeps urgent bytes **inline**, as RFC 6093 advises applications to
-//! do: [`Peeker::new`] sets `SO_OOBINLINE` on the socket and leaves it set. Every urgent byte
-//! is then an ordinary byte of the stream, where the peer sent it: peeks deliver byte for byte
-//! what reads of the socket deliver, [`Peeker::consume`]`(n)` drops exactly `n` of them (it
-//! reads on past the mark), and no byte is peeked twice or skipped. Urgency itself is not
-//! reported (`recv(MSG_OOB)` then fails with `EINVAL`; `SIOCATMARK` still tells where the mark
-//! is).
+//! do ([`Peeker::new`]):
+// doc-source: peeker.urgent
+//! making a peeker sets `SO_OOBINLINE` on the socket and leaves it set. Every urgent byte is
+//! then an ordinary byte of the stream, where the peer sent it: peeks deliver byte for byte
+//! what reads of the socket deliver, a consume of `n` bytes drops exactly `n` of them (it reads
+//! on past the mark), and no byte is peeked twice or skipped. Urgency itself is not reported
+//! (`recv(MSG_OOB)` then fails with errno EINVAL; `SIOCATMARK` still tells where the mark is).
 //!
 //! The kernel ends every read and every peek at the urgent mark (net/ipv4/tcp.c
 //! `tcp_recvmsg_locked`, net/unix/af_unix.c `manage_oob`): a peek that reaches it returns
@@ -35,6 +36,7 @@
 //! with `SO_PEEK_OFF` at the cursor where the socket has it; where it has not (TCP before
 //! 6.9, IPv6 before 6.12) the peek returns `EAGAIN`, blocking or not, until the bytes before
 //! the mark are consumed (poll still reports the socket readable meanwhile).
+// doc-end
 //!
 //! The stateless [`peek_at`] and [`consume`] see the stream as the socket's `SO_OOBINLINE`
 //! says: set it on sockets that may receive urgent data.
@@ -55,15 +57,25 @@ use crate::Flags;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
 pub enum PeekMode {
+    // doc-source: peek_mode.auto
     /// `SO_PEEK_OFF` where this socket family has it, else [`PeekMode::Discard`]. The answer is
     /// probed once per (family, protocol) and cached for the process. With `SO_PEEK_OFF`, a
     /// cursor of at most [`AUTO_DISCARD_MAX`] bytes that the kernel's offset is not already at
     /// is peeked with a discard prefix instead, which saves a `setsockopt` for a copy of at
     /// most 4 KiB (counted in [`PeekStats::bytes_skipped_copied`]).
+    // doc-end
     Auto = 0,
-    /// `SO_PEEK_OFF`; `EOPNOTSUPP` on sockets without it (MPTCP, kernels before 6.9/6.12).
+    // doc-source: peek_mode.offset
+    /// The kernel's `SO_PEEK_OFF`: TCP over IPv4 since Linux 6.9, over IPv6 since 6.12, AF_UNIX
+    /// stream since 3.4; never MPTCP (`EOPNOTSUPP` on sockets without it). Peeks cost the same
+    /// at any offset.
+    // doc-end
     Offset = 1,
-    /// `MSG_PEEK` into a scratch prefix of `offset` bytes (copies them on every peek).
+    // doc-source: peek_mode.discard
+    /// `MSG_PEEK` with a leading scratch prefix that swallows the `offset` bytes before the
+    /// cursor. Works on every stream socket, but the kernel copies the prefix again on every
+    /// peek (counted in [`PeekStats::bytes_skipped_copied`]).
+    // doc-end
     Discard = 2,
 }
 
@@ -86,22 +98,34 @@ impl TryFrom<u32> for PeekMode {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PeekStats {
+    // doc-source: peek_stats.syscalls
     /// Syscalls the peeker made, failed ones included, its constructor's too: 1 or 2 after
     /// [`Peeker::with_kind`]; after [`Peeker::new`] 2 more on AF_UNIX and 3 more on TCP and
     /// MPTCP, the `getsockopt` that learn what the socket is.
+    // doc-end
     pub syscalls: u64,
+    // doc-source: peek_stats.peeks
     /// Peeks that returned data.
+    // doc-end
     pub peeks: u64,
+    // doc-source: peek_stats.bytes_peeked
     /// Bytes delivered to the caller by peeks.
+    // doc-end
     pub bytes_peeked: u64,
+    // doc-source: peek_stats.bytes_skipped_copied
     /// Bytes the kernel copied to user space only for lowcopy to throw them away: the discard
     /// prefix, and consumed bytes on protocols without a copy-free `MSG_TRUNC` (AF_UNIX).
     /// Always 0 with [`PeekMode::Offset`] on TCP; at most [`AUTO_DISCARD_MAX`] (4096) per
     /// peek with [`PeekMode::Auto`] over `SO_PEEK_OFF`.
+    // doc-end
     pub bytes_skipped_copied: u64,
+    // doc-source: peek_stats.bytes_consumed
     /// Bytes dropped from the head of the receive queue by the peeker's consume.
+    // doc-end
     pub bytes_consumed: u64,
+    // doc-source: peek_stats.rcvlowat_updates
     /// `SO_RCVLOWAT` changes made by the armed low-water mark.
+    // doc-end
     pub rcvlowat_updates: u64,
 }
 
@@ -161,18 +185,26 @@ impl StreamKind {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PeekResult {
+    // doc-source: peek_result.len
     /// Bytes copied (the call's return value); 0 at end of stream after `offset`.
+    // doc-end
     pub len: u64,
+    // doc-source: peek_result.offset
     /// Where they came from: bytes after the head of the receive queue (the offset asked for).
+    // doc-end
     pub offset: u64,
+    // doc-source: peek_result.stream_pos
     /// The same place as a position in the stream: the bytes that left the head of the queue
     /// through this peeker ([`Peeker::consume`], [`Peeker::note_consumed`]) plus `offset`.
     /// For a peeker made before any byte was read from the socket, the stream position of
     /// the first byte peeked.
+    // doc-end
     pub stream_pos: u64,
+    // doc-source: peek_result.syscalls
     /// Syscalls this call made: 1 when the kernel's `SO_PEEK_OFF` already was at `offset` (or
     /// the discard prefix was used), 2 when it had to be moved first; more only on the paths
     /// documented at [`Peeker::peek_at`].
+    // doc-end
     pub syscalls: u32,
     /// `PEEK_MOVED` (the kernel's offset was written) and `PEEK_PREFIXED` (peeked through a
     /// discard prefix: the kernel copied `offset` bytes to skip them) bits.
@@ -256,11 +288,16 @@ fn is_eopnotsupp(e: &io::Error) -> bool {
 
 /// Whether `SO_PEEK_OFF` works on this stream socket: `Ok(true)`/`Ok(false)`.
 ///
-/// Leaves the socket's current `SO_PEEK_OFF` value unchanged (reads it, writes it back).
+// doc-source: peek_supported.kernel
+/// TCP over IPv4 has it since Linux 6.9, over IPv6 since 6.12, AF_UNIX stream since 3.4;
+/// MPTCP never. Leaves the socket's `SO_PEEK_OFF` value as it was (reads it, writes it back).
+// doc-end
 ///
 /// # Errors
+// doc-source: peek_supported.errors
 /// `EBADF` (not an open fd), `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream
-/// socket: lowcopy's peek does not apply).
+/// socket: lowcopy's peek does not apply; UDP and other datagram sockets neither).
+// doc-end
 pub fn peek_supported(fd: impl AsFd) -> io::Result<bool> {
     let fd = fd.as_fd();
     let info = classify(fd, &mut 0)?;
@@ -281,14 +318,22 @@ pub fn peek_supported(fd: impl AsFd) -> io::Result<bool> {
 
 /// Stateless peek of the bytes `offset` bytes after the head of the receive queue.
 ///
-/// Returns bytes copied (> 0); `Ok(0)` when the peer closed and nothing lies beyond `offset`;
-/// `EAGAIN` when nothing lies beyond `offset` yet and [`Flags::DONTWAIT`] was given or the fd
-/// is non-blocking. Blocking calls wait for a byte beyond `offset`.
+// doc-source: peek_at.returns
+/// Returns bytes copied (> 0); 0 when the peer shut down and nothing lies beyond `offset`;
+/// `EAGAIN` when nothing lies beyond `offset` yet and the call may not wait
+/// ([`Flags::DONTWAIT`], or a non-blocking fd).
+// doc-end
+// doc-source: peek_at.kernel
+/// A blocking call waits for one byte beyond `offset`. Stateless: uses `SO_PEEK_OFF` where the
+/// socket has it (set, peek, set back to -1), else the discard prefix.
+// doc-end
 ///
-/// Precondition: `SO_PEEK_OFF` is disabled (-1, the default) on the socket, so no live
-/// [`Peeker`] may use it; this call leaves it disabled. Cost: 2-3 `getsockopt` to classify
-/// the socket, one `recvmsg`, and with `offset > 0` on a socket with `SO_PEEK_OFF` two
-/// `setsockopt`. Use a [`Peeker`] on the data path.
+// doc-source: peek_at.cost
+/// Precondition: `SO_PEEK_OFF` is disabled (-1, the default) on the socket, so no live peeker
+/// may use it; this call leaves it disabled. Cost: 2-3 `getsockopt` to classify the socket, one
+/// `recvmsg`, and with `offset > 0` on a socket with `SO_PEEK_OFF` two `setsockopt`. Use a
+/// peeker on the data path.
+// doc-end
 ///
 /// ```
 /// use std::io::{IoSliceMut, Write};
@@ -306,10 +351,14 @@ pub fn peek_supported(fd: impl AsFd) -> io::Result<bool> {
 /// ```
 ///
 /// # Errors
-/// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP/MPTCP/AF_UNIX stream socket), `EINVAL`
-/// ([`Flags::MORE`], or no room in `bufs`), `EOVERFLOW` (offset beyond what the mechanism can
-/// represent: `i32::MAX` for `SO_PEEK_OFF`, [`discard_max`] for the discard prefix),
-/// `EMSGSIZE` (more than `IOV_MAX` iovecs), and any `recvmsg` error (`ECONNRESET`, ...).
+/// `EINVAL` ([`Flags::MORE`], or no room in `bufs`), `EMSGSIZE` (more than `IOV_MAX` iovecs),
+/// and:
+// doc-source: peek_at.errors
+/// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `EOVERFLOW`
+/// (`offset` beyond what the mechanism can represent: `INT_MAX` for `SO_PEEK_OFF`, 64 KiB per
+/// iovec left below 1024 for the discard prefix; never truncated), `ECONNRESET` and other
+/// `recvmsg` errors.
+// doc-end
 pub fn peek_at(
     fd: impl AsFd,
     offset: usize,
@@ -334,14 +383,19 @@ pub fn peek_at(
 
 /// Drops up to `n` bytes from the head of the receive queue; returns bytes dropped.
 ///
+// doc-source: consume.kernel
 /// TCP and MPTCP use `recv(NULL, n, MSG_TRUNC)`, which copies nothing; AF_UNIX stream has no
 /// such path and reads them into a scratch buffer. The kernel lowers `SO_PEEK_OFF` by the bytes
-/// dropped. Returns `Ok(0)` for `n == 0` or at end of stream.
+/// dropped. Returns 0 for `n` 0 or at end of stream.
+// doc-end
 ///
 /// # Errors
-/// `EAGAIN` when nothing is queued and the call may not block ([`Flags::DONTWAIT`] or an
-/// `O_NONBLOCK` fd); `EINVAL` for [`Flags::MORE`]; `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a
-/// TCP/MPTCP/AF_UNIX stream socket), and `recv` errors (`ECONNRESET`, `EINTR`, ...).
+/// `EINVAL` for [`Flags::MORE`], and:
+// doc-source: consume.errors
+/// `EAGAIN` when nothing is queued and the call may not block ([`Flags::DONTWAIT`] or a
+/// non-blocking fd); `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream
+/// socket), and `recv` errors (`ECONNRESET`, `EINTR`, ...).
+// doc-end
 pub fn consume(fd: impl AsFd, n: usize, flags: Flags) -> io::Result<usize> {
     let flags = peek_flags(flags)?;
     let fd = fd.as_fd();
@@ -494,9 +548,13 @@ struct Lowat {
 /// The peeker holds the socket as `F`: a [`BorrowedFd`], an [`OwnedFd`](std::os::fd::OwnedFd),
 /// a `&TcpStream`, a `TcpStream`, anything that implements [`AsFd`]. Lowcopy closes it only by
 /// dropping `F` (an owned descriptor is closed after the peeker has restored the socket's
-/// options). Other code must not read from the socket or change `SO_PEEK_OFF` while the
-/// peeker lives (reads through [`Peeker::consume`] keep the cursor right). Not for concurrent
-/// use: methods that change the cursor take `&mut self`.
+/// options).
+// doc-source: peeker.exclusive
+/// Other code must not read from the socket or change `SO_PEEK_OFF` while the peeker lives:
+/// reads through [`Peeker::consume`] keep the cursor right, and a read by another path must be
+/// reported with [`Peeker::note_consumed`].
+// doc-end
+/// Not for concurrent use: methods that change the cursor take `&mut self`.
 ///
 /// ```
 /// use std::io::{IoSliceMut, Write};
@@ -564,20 +622,29 @@ impl<F: AsFd> Peeker<F> {
     /// Creates a peeker over the stream socket `fd` with the cursor at 0 (the head of the
     /// receive queue).
     ///
-    /// `Offset` and `Auto` (when it picks `SO_PEEK_OFF`) set the socket's `SO_PEEK_OFF` to 0;
-    /// `Discard` makes sure it is disabled (-1). Sets `SO_OOBINLINE` and leaves it set: urgent
-    /// bytes are stream bytes to a peeker (module docs, "Urgent data").
+    // doc-source: peeker_new.kernel
+    /// [`PeekMode::Offset`] (and [`PeekMode::Auto`] when it picks `SO_PEEK_OFF`) sets the
+    /// socket's `SO_PEEK_OFF` to 0; [`PeekMode::Discard`] makes sure it is disabled (-1).
+    // doc-end
+    /// Sets `SO_OOBINLINE` and leaves it set: urgent bytes are stream bytes to a peeker (module
+    /// docs, "Urgent data").
     ///
-    /// Cost: 2-3 `getsockopt` to learn the socket's family, type and protocol
-    /// ([`Peeker::with_kind`] skips them), then one `setsockopt` (`Offset`, `Auto`) or one
-    /// `getsockopt` (`Discard`; a `setsockopt` more if `SO_PEEK_OFF` was on); all of them
-    /// counted in [`PeekStats::syscalls`]. Allocates
-    /// nothing: the peeker is a plain value (about 150 bytes) wherever the caller puts it; the
-    /// discard mechanism's 64 KiB scratch buffer is one static buffer shared by the process.
+    // doc-source: peeker_new.cost
+    /// Cost: 2-3 `getsockopt` to learn the socket's family, type and protocol (none when the
+    /// caller states the socket's kind), then one `setsockopt` ([`PeekMode::Offset`],
+    /// [`PeekMode::Auto`]) or one `getsockopt` ([`PeekMode::Discard`]; a `setsockopt` more if
+    /// `SO_PEEK_OFF` was on), and the `setsockopt` of `SO_OOBINLINE`.
+    // doc-end
+    /// All of them are counted in [`PeekStats::syscalls`]. Allocates nothing: the peeker is a
+    /// plain value (about 150 bytes) wherever the caller puts it; the discard mechanism's 64
+    /// KiB scratch buffer is one static buffer shared by the process.
     ///
     /// # Errors
+    // doc-source: peeker_new.errors
     /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or
-    /// `Offset` on a socket without `SO_PEEK_OFF`), and `setsockopt`/`getsockopt` errors.
+    /// [`PeekMode::Offset`] on a socket without `SO_PEEK_OFF`), and `setsockopt`/`getsockopt`
+    /// errors.
+    // doc-end
     /// `fd` is dropped on error.
     pub fn new(fd: F, mode: PeekMode) -> io::Result<Self> {
         let mut calls = 0;
@@ -591,9 +658,11 @@ impl<F: AsFd> Peeker<F> {
     /// so a peeker costs one `setsockopt` (`Offset`, `Auto`) or one `getsockopt` (`Discard`),
     /// and the `setsockopt` of `SO_OOBINLINE` (module docs, "Urgent data").
     ///
-    /// The caller vouches for `kind`; stating it wrong is never unsafe, but gives the errors
-    /// of the wrong protocol (a datagram socket answers a peek as a datagram socket would; an
-    /// AF_UNIX socket stated as TCP fails [`Peeker::consume`] with `EFAULT`).
+    // doc-source: peeker_kind.wrong
+    /// Stating the kind wrong is never unsafe: calls then fail as the real socket answers (a
+    /// datagram socket answers a peek as a datagram socket would; an AF_UNIX socket stated as
+    /// TCP fails [`Peeker::consume`] with `EFAULT`).
+    // doc-end
     ///
     /// # Errors
     /// As [`Peeker::new`], less the classification's (`EBADF` and `ENOTSOCK` come from the
@@ -802,21 +871,37 @@ impl<F: AsFd> Peeker<F> {
 
     /// Peeks bytes at the cursor into `bufs`; the cursor advances by the result.
     ///
-    /// Returns bytes copied (> 0); `Ok(0)` at end of stream after the cursor (the peer shut
-    /// down; the bytes before the cursor are still queued). With [`Flags::DONTWAIT`] or an
-    /// `O_NONBLOCK` fd, `EAGAIN` when nothing lies beyond the cursor. A blocking peek returns
-    /// as soon as one byte beyond the cursor is there (with the armed low-water mark too; a
-    /// socket's own `SO_RCVLOWAT` above 1 makes the kernel wait for that many bytes beyond the
-    /// cursor, as recv does), or with `EINTR` on a signal and `EAGAIN` when `SO_RCVTIMEO` runs
-    /// out (on a socket without `SO_PEEK_OFF`, MPTCP or a kernel before 6.9, a signal in the
-    /// last 10 ms before the timeout reads as `EAGAIN`: the kernel keeps the timeout in
-    /// jiffies). A blocking peek can also wait on a receive buffer full of peeked bytes (the
-    /// window is closed, nothing more can arrive): set `SO_RCVTIMEO` or consume first.
+    // doc-source: peek.returns
+    /// Returns bytes copied (> 0); 0 at end of stream after the cursor (the peer shut down; the
+    /// bytes before the cursor are still queued and readable); `EAGAIN` when nothing lies
+    /// beyond the cursor and the call may not wait ([`Flags::DONTWAIT`], or a non-blocking
+    /// fd).
+    // doc-end
+    // doc-source: peek.wait
+    /// A blocking peek returns as soon as one byte beyond the cursor is there (with the armed
+    /// low-water mark too; a socket's own `SO_RCVLOWAT` above 1 makes the kernel wait for that
+    /// many bytes beyond the cursor, as recv does), or with `EAGAIN` when `SO_RCVTIMEO` runs
+    /// out.
+    // doc-end
+    // doc-source: peek.eintr
+    /// A signal ends it with `EINTR` (on a socket without `SO_PEEK_OFF`, MPTCP or a kernel
+    /// before 6.9, a signal in the last 10 ms before the timeout reads as `EAGAIN`: the kernel
+    /// keeps the timeout in jiffies).
+    // doc-end
+    // doc-source: peek.window
+    /// Peeked bytes stay in the receive buffer: when they fill it (small segments cost far more
+    /// kernel memory than their payload) the peer's window is closed and a blocking peek waits
+    /// until something is consumed, so a caller that may block there sets `SO_RCVTIMEO` or
+    /// consumes acknowledged bytes first.
+    // doc-end
     ///
     /// # Errors
     /// `EAGAIN` (see above), `EINVAL` ([`Flags::MORE`], no room in `bufs`), `EMSGSIZE` (more
-    /// than [`IOV_MAX`](crate::IOV_MAX) iovecs), `EOVERFLOW` (cursor beyond what the mechanism
-    /// can represent), and `recvmsg` errors such as `ECONNRESET` or `EINTR`.
+    /// than [`IOV_MAX`](crate::IOV_MAX) iovecs), and:
+    // doc-source: peek.errors
+    /// `EOVERFLOW` (cursor beyond what the mechanism can represent), `ECONNRESET`, `EINTR` and
+    /// other `recvmsg` errors.
+    // doc-end
     pub fn peek(&mut self, bufs: &mut [IoSliceMut<'_>], flags: Flags) -> io::Result<usize> {
         // SAFETY: IoSliceMut is ABI-compatible with struct iovec (std documents this for
         // Unix), and each one describes memory borrowed mutably for this call.
@@ -852,21 +937,26 @@ impl<F: AsFd> Peeker<F> {
     /// stream after `offset`), the offset, its stream position, the syscalls made and whether
     /// the kernel's offset had to be moved. Errors and blocking as [`Peeker::peek`].
     ///
-    /// Cost with `SO_PEEK_OFF` (`Offset`, and `Auto` when it picked it): one `recv`/`recvmsg`
-    /// when the kernel's offset is already at `offset` (after a peek that ended there, or a
-    /// consume that moved both back), a `setsockopt` and the `recv` when it must be moved;
-    /// never a classification. `Auto` peeks an `offset` of at most [`AUTO_DISCARD_MAX`] that
-    /// the kernel's offset is not at with a discard prefix instead (one `recvmsg`, a
-    /// `setsockopt` more the first time it must switch `SO_PEEK_OFF` off). `Discard`: one
-    /// `recvmsg` per peek that finds bytes. Beyond those: with the low-water mark armed, a
-    /// blocking call lowers it first (a `setsockopt`) and one that finds nothing sets it to
-    /// `offset` + 1 (a `setsockopt`); the discard mechanism, finding nothing past `offset`,
-    /// asks `poll` whether the peer ended and `fcntl` whether the fd blocks, and waits as
-    /// [`Peeker::peek`] does.
+    // doc-source: peek_at_cursor.cost
+    /// Cost with `SO_PEEK_OFF` ([`PeekMode::Offset`], and [`PeekMode::Auto`] when it picked
+    /// it): one `recv`/`recvmsg` when the kernel's offset is already at `offset` (after a peek
+    /// that ended there, or a consume that moved both back), a `setsockopt` and the `recv` when
+    /// it must be moved; never a classification. [`PeekMode::Auto`] peeks an `offset` of at
+    /// most [`AUTO_DISCARD_MAX`] bytes that the kernel's offset is not at with a discard prefix
+    /// instead (one `recvmsg`, a `setsockopt` more the first time it must switch `SO_PEEK_OFF`
+    /// off). [`PeekMode::Discard`]: one `recvmsg` per peek that finds bytes. Beyond those: with
+    /// the low-water mark armed, a blocking call lowers it first (a `setsockopt`) and one that
+    /// finds nothing sets it to `offset` + 1 (a `setsockopt`); the discard mechanism, finding
+    /// nothing past `offset`, asks `poll` whether the peer ended and `fcntl` whether the fd
+    /// blocks, and waits as a peek at the cursor does.
+    // doc-end
     ///
     /// # Errors
-    /// As [`Peeker::peek`] (the cursor is then at `offset`); `EOVERFLOW` (`offset` beyond
-    /// what the mechanism can represent: the cursor is then unchanged).
+    // doc-source: peek_at_cursor.errors
+    /// As a peek at the cursor (the cursor is then at `offset`); `EOVERFLOW` (`offset` beyond
+    /// what the mechanism can represent: `INT_MAX` with `SO_PEEK_OFF`, 1023 x 64 KiB with the
+    /// discard prefix; the cursor is then unchanged).
+    // doc-end
     pub fn peek_at(
         &mut self,
         offset: usize,
@@ -1184,14 +1274,18 @@ impl<F: AsFd> Peeker<F> {
         sys::is_nonblocking(self.fd.as_fd())
     }
 
-    /// Moves the cursor to `offset` bytes after the head: back to retransmit, or ahead to skip
-    /// bytes without copying them (offset mechanism; the discard one copies them at the next
-    /// peek). Makes no syscall unless the low-water mark is armed.
+    // doc-source: seek.kernel
+    /// Moves the cursor to `offset` bytes after the head of the receive queue: back to
+    /// retransmit, or ahead to skip bytes without copying them (offset mechanism; the discard
+    /// one copies them at the next peek). Makes no syscall unless the low-water mark is armed.
+    // doc-end
     ///
     /// # Errors
-    /// `EOVERFLOW` if the mechanism cannot represent the offset (`i32::MAX` for `SO_PEEK_OFF`,
-    /// [`discard_max`]`(1)` for discard); with the low-water mark armed, its `setsockopt`
+    // doc-source: seek.errors
+    /// `EOVERFLOW` if the mechanism cannot represent the offset (`INT_MAX` for `SO_PEEK_OFF`,
+    /// 1023 x 64 KiB for the discard prefix); with the low-water mark armed, its `setsockopt`
     /// errors. The cursor is then unchanged.
+    // doc-end
     pub fn seek(&mut self, offset: usize) -> io::Result<()> {
         if offset > self.max_offset() {
             return Err(errno(libc::EOVERFLOW));
@@ -1201,15 +1295,18 @@ impl<F: AsFd> Peeker<F> {
         self.follow_lowat().inspect_err(|_| self.cursor = before)
     }
 
+    // doc-source: peeker_consume.kernel
     /// Drops up to `n` acknowledged bytes from the head of the receive queue and moves the
     /// cursor back by the bytes dropped (never below 0). Never blocks. Returns bytes dropped:
-    /// fewer than `n` when fewer are queued, `Ok(0)` for `n == 0` or at end of stream. TCP
-    /// and MPTCP drop them without copying (`MSG_TRUNC`); AF_UNIX reads them into a scratch
-    /// buffer ([`PeekStats::bytes_skipped_copied`]).
+    /// fewer than `n` when fewer are queued, 0 for `n` 0 or at end of stream. TCP and MPTCP
+    /// drop them without copying (`MSG_TRUNC`); AF_UNIX reads them into a scratch buffer.
+    // doc-end
     ///
     /// # Errors
+    // doc-source: peeker_consume.errors
     /// `EAGAIN` when nothing is queued; `recv` errors (`ECONNRESET`, ...); with the low-water
     /// mark armed, its `setsockopt` errors (the bytes were dropped and the cursor moved).
+    // doc-end
     pub fn consume(&mut self, n: usize) -> io::Result<usize> {
         let d = consume_raw(
             self.fd.as_fd(),
@@ -1231,10 +1328,14 @@ impl<F: AsFd> Peeker<F> {
     }
 
     /// Tells the peeker that `n` bytes left the head of the receive queue by another path: a
-    /// [`crate::ZeroCopyReceiver`] or a plain read on the same socket. The cursor moves back by
-    /// `n` (never below 0), as [`Peeker::consume`] would move it, with no syscall: both of
-    /// those paths lower the kernel's `SO_PEEK_OFF` by what they take (the receiver corrects
-    /// the kernel, which forgets to for mapped bytes), so cursor and kernel stay together.
+    /// [`crate::ZeroCopyReceiver`] or a plain read on the same socket.
+    // doc-source: note_consumed.kernel
+    /// The cursor moves back by `n` (never below 0), as [`Peeker::consume`] would move it, with
+    /// no syscall unless the low-water mark is armed (it follows the cursor): both of those
+    /// paths lower the kernel's `SO_PEEK_OFF` by what they take (the zero-copy receiver
+    /// corrects the kernel, which forgets to for mapped bytes), so cursor and kernel stay
+    /// together.
+    // doc-end
     ///
     /// # Errors
     /// Only with the low-water mark armed: its `setsockopt` errors (the cursor moved).
@@ -1247,20 +1348,33 @@ impl<F: AsFd> Peeker<F> {
         self.follow_lowat()
     }
 
-    /// Arms (`true`) or disarms the low-water mark: while armed, `SO_RCVLOWAT` is kept at
-    /// cursor + 1 bytes so that poll/epoll report the socket readable only when a byte beyond
-    /// the cursor is queued (they ignore `SO_PEEK_OFF`), and level-triggered loops do not spin.
+    /// Arms (`true`) or disarms the low-water mark.
     ///
-    /// The mark follows seek and consume at once; after peeks it is raised lazily, when a
-    /// peek finds nothing beyond the cursor (`EAGAIN`), so the data path costs no extra
-    /// syscall. The kernel caps `SO_RCVLOWAT` at `tcp_rmem[2]/2` (or `SO_RCVBUF/2` when
-    /// locked; net/ipv4/tcp.c `tcp_set_rcvlowat`): beyond that cursor the mark cannot keep
-    /// poll quiet. Setting it also grows an unlocked receive buffer to about twice the mark.
-    /// Disarming restores the value found when arming.
+    // doc-source: lowat_armed.kernel
+    /// While armed, `SO_RCVLOWAT` is kept at cursor + 1 bytes so that poll/epoll report the
+    /// socket readable only when a byte beyond the cursor is queued (they ignore
+    /// `SO_PEEK_OFF`), and level-triggered loops do not spin. Blocking peeks still return as
+    /// soon as one new byte is there.
+    ///
+    /// The mark follows seek and consume at once; after peeks it is raised lazily, when a peek
+    /// finds nothing beyond the cursor (`EAGAIN`), so the data path costs no extra syscall. The
+    /// kernel caps `SO_RCVLOWAT` at `tcp_rmem[2]/2` (16 MiB by default; `SO_RCVBUF/2` when
+    /// locked; net/ipv4/tcp.c `tcp_set_rcvlowat`): past that cursor poll cannot be kept quiet.
+    /// Nor can it when the receive queue, full of peeked but unconsumed bytes, puts the socket
+    /// under memory pressure (more than 7/8 of `SO_RCVBUF` in kernel memory, which small
+    /// segments reach with a few KiB of payload) or shrinks its window to one MSS: TCP then
+    /// reports `EPOLLIN` whatever the mark (`tcp_epollin_ready`, net/ipv4/tcp.c). A
+    /// level-triggered loop that gets `EAGAIN` from the peek should stop listening for
+    /// `EPOLLIN` until it consumes. Setting the mark grows an unlocked receive buffer to about
+    /// twice the mark. Disarming, and releasing the peeker, restore the value found when
+    /// arming.
+    // doc-end
     ///
     /// # Errors
+    // doc-source: lowat_armed.errors
     /// `EOPNOTSUPP` on AF_UNIX (its poll ignores `SO_RCVLOWAT`, net/unix/af_unix.c), and
     /// `getsockopt`/`setsockopt` errors.
+    // doc-end
     pub fn set_lowat_armed(&mut self, on: bool) -> io::Result<()> {
         match (on, self.lowat) {
             (true, None) => {
@@ -1360,8 +1474,11 @@ impl<F: AsFd> Peeker<F> {
 }
 
 impl<F: AsFd> Drop for Peeker<F> {
-    /// Restores `SO_RCVLOWAT` if armed and leaves `SO_PEEK_OFF` disabled (-1) if this peeker
-    /// used it, then drops `F`. Errors are ignored: there is nobody to report them to.
+    // doc-source: peeker_drop.kernel
+    /// Restores `SO_RCVLOWAT` if the mark was armed and leaves `SO_PEEK_OFF` disabled (-1) if
+    /// this peeker used it.
+    // doc-end
+    /// Then drops `F`. Errors are ignored: there is nobody to report them to.
     fn drop(&mut self) {
         self.restore();
     }

@@ -53,27 +53,47 @@ static ZC_SIZE: AtomicUsize = AtomicUsize::new(0);
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ZcrxStats {
+    // doc-source: zcrx_stats.bytes_mapped
     /// Bytes delivered as pages mapped into the window.
+    // doc-end
     pub bytes_mapped: u64,
+    // doc-source: zcrx_stats.bytes_copied
     /// Bytes delivered by copy (both kinds below).
+    // doc-end
     pub bytes_copied: u64,
+    // doc-source: zcrx_stats.bytes_copybuf
     /// Of `bytes_copied`: bytes the kernel copied into the copy buffer within the zero-copy
     /// call (stragglers, and small queues). The rest were read with `recv`.
+    // doc-end
     pub bytes_copybuf: u64,
+    // doc-source: zcrx_stats.chunks_mapped
     /// Chunks returned that were mapped pages.
+    // doc-end
     pub chunks_mapped: u64,
+    // doc-source: zcrx_stats.chunks_copied
     /// Chunks returned that were copies.
+    // doc-end
     pub chunks_copied: u64,
+    // doc-source: zcrx_stats.syscalls
     /// Syscalls made (including failed ones).
+    // doc-end
     pub syscalls: u64,
+    // doc-source: zcrx_stats.zc_calls
     /// `TCP_ZEROCOPY_RECEIVE` calls.
+    // doc-end
     pub zc_calls: u64,
+    // doc-source: zcrx_stats.zc_calls_unmapped
     /// `TCP_ZEROCOPY_RECEIVE` calls that mapped nothing (queue empty or not mappable).
+    // doc-end
     pub zc_calls_unmapped: u64,
+    // doc-source: zcrx_stats.wakeups
     /// `poll` returns that reported the socket ready, when `recv` had to wait.
+    // doc-end
     pub wakeups: u64,
+    // doc-source: zcrx_stats.peek_off_fixups
     /// `SO_PEEK_OFF` corrections: the kernel does not lower it for bytes it maps or copies
     /// as stragglers, so the receiver does, as a read would have.
+    // doc-end
     pub peek_off_fixups: u64,
 }
 
@@ -114,9 +134,13 @@ enum Got {
 /// [`ZeroCopyReceiver::new`]; the data path allocates nothing. The receiver holds the socket
 /// as `F`: a [`BorrowedFd`], an [`OwnedFd`](std::os::fd::OwnedFd), a `&TcpStream`, a
 /// `TcpStream`, anything that implements [`AsFd`]; lowcopy closes it only by dropping `F`
-/// (after unmapping the window). Nobody else may read from the socket meanwhile (a
-/// [`Peeker`](crate::Peeker) may peek: see [`ZeroCopyReceiver::recv`]). Not for concurrent use
-/// (`recv` takes `&mut self`, and its chunk borrows the receiver until the next call).
+/// (after unmapping the window).
+// doc-source: zcrx.exclusive
+/// Nobody else may read from the socket meanwhile (a peeker may peek: the receiver keeps its
+/// `SO_PEEK_OFF` right).
+// doc-end
+/// Not for concurrent use (`recv` takes `&mut self`, and its chunk borrows the receiver until
+/// the next call).
 ///
 /// ```
 /// use std::io::Write;
@@ -218,26 +242,39 @@ impl<F: AsFd> ZeroCopyReceiver<F> {
     /// Maps a `window`-byte receive window of the TCP socket `fd` and allocates the copy
     /// buffer (the window's size, between 64 KiB and 1 MiB).
     ///
-    /// `window` is rounded up to a multiple of the page size (W); it must be 1 to
-    /// [`WINDOW_MAX`] bytes. Memory, all of it here: the copy buffer, one heap block of
-    /// W bytes clamped to 64 KiB ..= 1 MiB (256 KiB for a 256 KiB window), never written by
-    /// lowcopy, so that only the pages the kernel copies into become resident; and W bytes of
-    /// address space for the window (a read-only mapping of the socket: the pages it shows
-    /// are the socket's receive buffer, not memory of its own). The receiver itself is a value
-    /// of about 200 bytes wherever the caller keeps it. Nothing is allocated afterwards; the
-    /// first wait that meets a busy error queue makes an epoll instance (a descriptor) kept
-    /// until the receiver is dropped. Use the receive low-water mark ([`crate::set_rcvlowat`]) at about
-    /// the window's size so that each wakeup finds a window's worth of bytes.
+    // doc-source: zcrx_new.memory
+    /// `window` is rounded up to a multiple of the page size (W); it must be 1 byte to 1 GiB.
+    /// Memory, all of it made here: the copy buffer, one heap block of W bytes clamped to 64
+    /// KiB ..= 1 MiB (256 KiB for a 256 KiB window), never written by lowcopy, so that only the
+    /// pages the kernel copies into become resident; and W bytes of address space for the
+    /// window (a read-only mapping of the socket: the pages it shows are the socket's receive
+    /// buffer, not memory of its own). Nothing is allocated afterwards; the first wait that
+    /// meets a busy error queue makes an epoll instance (a descriptor) kept until the receiver
+    /// is released.
+    // doc-end
+    /// The receiver itself is a value of about 200 bytes wherever the caller keeps it.
     ///
+    // doc-source: zcrx_new.rcvlowat
+    /// Set the receive low-water mark ([`crate::set_rcvlowat`]) to about the window's size so
+    /// that each wakeup finds a window's worth of bytes. Pages map only where the kernel holds
+    /// whole, page-aligned payload pages (a header-splitting NIC; on loopback, a page-aligned
+    /// `MSG_ZEROCOPY` sender); every other byte arrives by copy.
+    // doc-end
+    ///
+    // doc-source: zcrx_new.probe
     /// The first receiver of the process probes which size of `struct tcp_zerocopy_receive`
     /// the kernel accepts (64 bytes since 5.12, 16 exactly on 4.18-5.6) with a zero-length
-    /// request on `fd`, which maps and consumes nothing; the answer is cached.
+    /// request on the socket, which maps and consumes nothing; the answer is cached.
+    // doc-end
     ///
     /// # Errors
-    /// `EINVAL` (`window` 0 or above [`WINDOW_MAX`]), `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not
-    /// TCP over IPv4/IPv6, e.g. UDP, AF_UNIX, MPTCP; or a kernel without
-    /// `TCP_ZEROCOPY_RECEIVE`), `ENOTCONN` (not connected: listening, never connected, still
-    /// connecting, or reset), `ENOMEM`, and `mmap` errors. `fd` is dropped on error.
+    // doc-source: zcrx_new.errors
+    /// The socket is checked before the window: `EINVAL` (`window` 0 or above 1 GiB), `EBADF`,
+    /// `ENOTSOCK`, `EOPNOTSUPP` (not TCP over IPv4/IPv6, e.g. UDP, AF_UNIX, MPTCP; or a kernel
+    /// without `TCP_ZEROCOPY_RECEIVE`), `ENOTCONN` (not connected: listening, never connected,
+    /// still connecting, or reset), `ENOMEM`, and `mmap` errors.
+    // doc-end
+    /// `fd` is dropped on error.
     pub fn new(fd: F, window: usize) -> io::Result<Self> {
         let b = fd.as_fd();
         check_tcp(b)?;
@@ -349,37 +386,48 @@ impl<F: AsFd> ZeroCopyReceiver<F> {
     }
 
     /// Returns the next piece of the stream: mapped pages or copied bytes, in stream order.
-    /// The chunk stays valid until the next call; the pages of a mapped chunk are released
-    /// (`madvise(MADV_DONTNEED)`) at the start of the next call, before the window is reused.
+    // doc-source: zcrx_recv.release
+    /// The chunk stays valid until the next call on the receiver (or its release): the pages
+    /// of a mapped chunk are released (`madvise(MADV_DONTNEED)`) at the start of the next call,
+    /// before the window is reused, and the copy buffer is reused.
+    // doc-end
     ///
     /// An empty chunk means end of stream (the peer shut down and every byte came); later
     /// calls return it again. `flags`: [`Flags::NONE`] or [`Flags::DONTWAIT`].
     ///
+    // doc-source: zcrx_recv.wait
     /// Blocking (no [`Flags::DONTWAIT`], fd without `O_NONBLOCK`), like a blocking `recv` with
     /// `SO_RCVLOWAT`: once the bytes queued at the last wakeup are all delivered, the receiver
-    /// waits in `poll` until the socket's mark is met, then returns them chunk by chunk
-    /// without waiting again (one wakeup per mark's worth, however many chunks it takes; the
-    /// kernel may wake below the mark under memory pressure: those bytes are returned, not
-    /// waited past). The socket's `SO_RCVTIMEO` (read when a wait starts) bounds the wait;
-    /// when it runs out the bytes queued below the mark are returned, or `EAGAIN` when there
-    /// are none, as `recv` does. Non-blocking ([`Flags::DONTWAIT`] or `O_NONBLOCK`): whatever is
-    /// queued, mark or not (the caller's poll/epoll honoured the mark), or `EAGAIN`.
+    /// waits in `poll` until the socket's mark is met, then returns them chunk by chunk without
+    /// waiting again (one wakeup per mark's worth, however many chunks it takes; the kernel may
+    /// wake below the mark under memory pressure: those bytes are returned, not waited past).
+    /// The socket's `SO_RCVTIMEO` (read when a wait starts) bounds the wait; when it runs out
+    /// the bytes queued below the mark are returned, or `EAGAIN` when there are none, as `recv`
+    /// does. Non-blocking ([`Flags::DONTWAIT`] or `O_NONBLOCK`): whatever is queued, mark or
+    /// not (the caller's poll/epoll honoured the mark), or `EAGAIN`.
+    // doc-end
     ///
+    // doc-source: zcrx_recv.errqueue
     /// Entries on the socket's error queue (zerocopy notifications of a sender on the same
-    /// socket, `IP_RECVERR` or `SO_TIMESTAMPING` reports) are never read and never end a
-    /// wait: a blocking receive sleeps past them (as [`crate::recv_atleast`] does), a
-    /// non-blocking one returns `EAGAIN` when nothing else is there.
+    /// socket, `IP_RECVERR` or `SO_TIMESTAMPING` reports) are never read and never end a wait:
+    /// a blocking receive sleeps past them (as [`crate::recv_atleast`] does), a non-blocking
+    /// one returns `EAGAIN` when nothing else is there.
+    // doc-end
     ///
+    // doc-source: zcrx_recv.peek_off
     /// `SO_PEEK_OFF`: reads lower a socket's peek offset by the bytes they consume; the kernel
     /// forgets to for bytes it maps or copies as stragglers (6.18), so the receiver lowers it
     /// itself when a peeker has it enabled: a peek cursor keeps pointing at the same stream
     /// byte (or at the head once that byte has been received).
+    // doc-end
     ///
     /// # Errors
-    /// `EINVAL` ([`Flags::MORE`]; or from the kernel, which would be a bug in lowcopy, or
-    /// someone unmapped the window: never taken as end of stream), `EAGAIN`, `EINTR`,
-    /// `ECONNRESET` and the socket's other errors (reported after every byte received before
-    /// them).
+    /// `EINVAL` ([`Flags::MORE`]), and:
+    // doc-source: zcrx_recv.errors
+    /// `EAGAIN`, `EINTR`, `ECONNRESET` and the socket's other errors (reported after every byte
+    /// received before them); an `EINVAL` from the kernel (a bug in lowcopy, or someone
+    /// unmapped the window) is reported as such, never taken as end of stream.
+    // doc-end
     pub fn recv(&mut self, flags: Flags) -> io::Result<Chunk<'_>> {
         let flags = flags.to_raw();
         if flags & !libc::MSG_DONTWAIT != 0 {
@@ -419,23 +467,26 @@ impl<F: AsFd> ZeroCopyReceiver<F> {
     }
 
     /// Makes blocking receives wait at most `timeout` (`None`: without limit), in place of
-    /// the socket's `SO_RCVTIMEO`; the fd's `O_NONBLOCK` then plays no part either (only
-    /// [`Flags::DONTWAIT`] makes a receive non-blocking), as in [`crate::recv_atleast`]. When
-    /// it runs out the result is what `SO_RCVTIMEO` gives: the bytes queued below the mark,
-    /// or `EAGAIN`.
-    ///
-    /// Why: with the socket's settings, each wait first looks without sleeping (`poll` with
-    /// 0), then reads `O_NONBLOCK` and `SO_RCVTIMEO`, then sleeps: 3 or 4 syscalls where
-    /// tcp_mmap's loop makes 1. With its own timeout the receiver sleeps in one `poll`.
+    /// the socket's `SO_RCVTIMEO`.
+    // doc-source: zcrx_timeout.kernel
+    /// The fd's `O_NONBLOCK` then plays no part either (only [`Flags::DONTWAIT`] makes a
+    /// receive non-blocking), as in [`crate::recv_atleast`]. When it runs out the result is
+    /// what `SO_RCVTIMEO` gives: the bytes queued below the mark, or `EAGAIN`. Why: with the
+    /// socket's settings, each wait first looks without sleeping (`poll` with 0), then reads
+    /// `O_NONBLOCK` and `SO_RCVTIMEO`, then sleeps: 3 or 4 syscalls where tcp_mmap's loop makes
+    /// 1. With its own timeout the receiver sleeps in one `poll`.
+    // doc-end
     pub fn set_timeout(&mut self, timeout: Option<Duration>) {
         self.timeout = Some(timeout);
     }
 
     /// Whether each zero-copy call keeps a peeker's `SO_PEEK_OFF` right (on by default; see
-    /// [`ZeroCopyReceiver::recv`]). Off saves the `getsockopt(SO_PEEK_OFF)` made before each
-    /// call (one syscall per chunk): turn it off only when no peeker uses `SO_PEEK_OFF` on
-    /// this socket while the receiver lives, or its cursor will point past the bytes it meant
-    /// after mapped chunks.
+    /// [`ZeroCopyReceiver::recv`]).
+    // doc-source: zcrx_peek_off_tracking.kernel
+    /// Off saves the `getsockopt(SO_PEEK_OFF)` made before each zero-copy call (one syscall per
+    /// chunk): turn it off only when no peeker uses `SO_PEEK_OFF` on this socket while the
+    /// receiver lives, or its cursor will point past the bytes it meant after mapped chunks.
+    // doc-end
     pub fn set_peek_off_tracking(&mut self, on: bool) {
         self.track_peek_off = on;
     }
@@ -787,8 +838,11 @@ impl<F: AsFd> ZeroCopyReceiver<F> {
 }
 
 impl<F: AsFd> Drop for ZeroCopyReceiver<F> {
-    /// Unmaps the window (releasing any mapped pages) and frees the copy buffer, then drops
-    /// `F`.
+    // doc-source: zcrx_drop.kernel
+    /// Unmaps the window (releasing any mapped pages) and frees the copy buffer: a chunk from
+    /// the receiver is invalid afterwards.
+    // doc-end
+    /// Then drops `F`.
     fn drop(&mut self) {
         self.unmap();
     }

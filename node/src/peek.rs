@@ -117,9 +117,25 @@ impl View<'_> {
 /// Peeks up to `length` bytes lying `offset` bytes after the head of `fd`'s receive queue,
 /// without consuming them; returns them as a new `Buffer` (empty at end of stream).
 ///
-/// As the core's `peek_at`: `SO_PEEK_OFF` must be disabled on the socket (no live `Peeker`);
-/// `EAGAIN` when nothing lies beyond `offset` and the call may not wait; `EBADF`, `ENOTSOCK`,
-/// `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream), `EOVERFLOW`.
+// doc-copy: peek_at.kernel
+/// A blocking call waits for one byte beyond `offset`. Stateless: uses `SO_PEEK_OFF` where the
+/// socket has it (set, peek, set back to -1), else the discard prefix.
+// doc-end
+///
+// doc-copy: peek_at.cost
+/// Precondition: `SO_PEEK_OFF` is disabled (-1, the default) on the socket, so no live peeker may
+/// use it; this call leaves it disabled. Cost: 2-3 `getsockopt` to classify the socket, one
+/// `recvmsg`, and with `offset > 0` on a socket with `SO_PEEK_OFF` two `setsockopt`. Use a peeker
+/// on the data path.
+// doc-end
+///
+/// Errors: `EAGAIN` when nothing lies beyond `offset` and the call may not wait;
+// doc-copy: peek_at.errors
+/// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `EOVERFLOW`
+/// (`offset` beyond what the mechanism can represent: `INT_MAX` for `SO_PEEK_OFF`, 64 KiB per iovec
+/// left below 1024 for the discard prefix; never truncated), `ECONNRESET` and other `recvmsg`
+/// errors.
+// doc-end
 #[napi(
     catch_unwind,
     ts_args_type = "fd: number | import('node:net').Socket | { fd: number }, offset: number, length: number, options?: PeekOptions"
@@ -169,8 +185,19 @@ pub fn peek_into(
     Ok(n as u32)
 }
 
-/// Drops up to `n` bytes from the head of `fd`'s receive queue (TCP: without copying them);
-/// returns the bytes dropped, 0 at end of stream or for `n` 0. As the core's `consume`.
+/// Drops up to `n` bytes from the head of `fd`'s receive queue; returns the bytes dropped.
+// doc-copy: consume.kernel
+/// TCP and MPTCP use `recv(NULL, n, MSG_TRUNC)`, which copies nothing; AF_UNIX stream has no such
+/// path and reads them into a scratch buffer. The kernel lowers `SO_PEEK_OFF` by the bytes dropped.
+/// Returns 0 for `n` 0 or at end of stream.
+// doc-end
+///
+/// Errors:
+// doc-copy: consume.errors
+/// `EAGAIN` when nothing is queued and the call may not block (`dontWait` or a non-blocking fd);
+/// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), and `recv` errors
+/// (`ECONNRESET`, `EINTR`, ...).
+// doc-end
 #[napi(
     catch_unwind,
     ts_args_type = "fd: number | import('node:net').Socket | { fd: number }, n: number, options?: PeekOptions"
@@ -184,8 +211,17 @@ pub fn consume(env: Env, fd: Unknown, n: Unknown, options: Option<Unknown>) -> R
     Ok(r as f64)
 }
 
-/// Whether `SO_PEEK_OFF` works on this stream socket (leaves its value unchanged).
-/// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream).
+/// Whether `SO_PEEK_OFF` works on this stream socket.
+// doc-copy: peek_supported.kernel
+/// TCP over IPv4 has it since Linux 6.9, over IPv6 since 6.12, AF_UNIX stream since 3.4; MPTCP
+/// never. Leaves the socket's `SO_PEEK_OFF` value as it was (reads it, writes it back).
+// doc-end
+///
+/// Errors:
+// doc-copy: peek_supported.errors
+/// `EBADF` (not an open fd), `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket:
+/// lowcopy's peek does not apply; UDP and other datagram sockets neither).
+// doc-end
 #[napi(
     catch_unwind,
     ts_args_type = "fd: number | import('node:net').Socket | { fd: number }"
@@ -222,18 +258,33 @@ fn mode_name(m: PeekMode) -> &'static str {
 /// Counters of a `Peeker` (bytes in bytes); see the core's `PeekStats`.
 #[napi(object)]
 pub struct PeekStats {
-    /// Syscalls made (failed ones included; the constructor's too).
+    // doc-copy: peek_stats.syscalls
+    /// Syscalls the peeker made, failed ones included, its constructor's too: 1 or 2 after `new
+    /// Peeker` with a `kind`; after `new Peeker` without a `kind` 2 more on AF_UNIX and 3 more on
+    /// TCP and MPTCP, the `getsockopt` that learn what the socket is.
+    // doc-end
     pub syscalls: f64,
+    // doc-copy: peek_stats.peeks
     /// Peeks that returned data.
+    // doc-end
     pub peeks: f64,
-    /// Bytes delivered by peeks.
+    // doc-copy: peek_stats.bytes_peeked
+    /// Bytes delivered to the caller by peeks.
+    // doc-end
     pub bytes_peeked: f64,
-    /// Bytes the kernel copied only to be thrown away (the discard prefix; consumed bytes on
-    /// AF_UNIX).
+    // doc-copy: peek_stats.bytes_skipped_copied
+    /// Bytes the kernel copied to user space only for lowcopy to throw them away: the discard
+    /// prefix, and consumed bytes on protocols without a copy-free `MSG_TRUNC` (AF_UNIX). Always 0
+    /// with `'offset'` on TCP; at most 4096 (4096) per peek with `'auto'` over `SO_PEEK_OFF`.
+    // doc-end
     pub bytes_skipped_copied: f64,
-    /// Bytes dropped from the head of the queue by `consume`.
+    // doc-copy: peek_stats.bytes_consumed
+    /// Bytes dropped from the head of the receive queue by the peeker's consume.
+    // doc-end
     pub bytes_consumed: f64,
-    /// `SO_RCVLOWAT` changes made by the armed mode.
+    // doc-copy: peek_stats.rcvlowat_updates
+    /// `SO_RCVLOWAT` changes made by the armed low-water mark.
+    // doc-end
     pub rcvlowat_updates: f64,
 }
 
@@ -268,14 +319,25 @@ pub struct PeekerCloseOptions {
 /// compare `streamPos` with your own position of `offset` to catch an offset that went wrong.
 #[napi(object)]
 pub struct PeekResult {
-    /// Bytes written to the buffer(s); 0 at end of stream after `offset`.
+    // doc-copy: peek_result.len
+    /// Bytes copied (the call's return value); 0 at end of stream after `offset`.
+    // doc-end
     pub len: u32,
-    /// The offset peeked at: bytes after the head of the receive queue.
+    // doc-copy: peek_result.offset
+    /// Where they came from: bytes after the head of the receive queue (the offset asked for).
+    // doc-end
     pub offset: f64,
-    /// The same place in the stream: the bytes this peeker consumed plus `offset`.
+    // doc-copy: peek_result.stream_pos
+    /// The same place as a position in the stream: the bytes that left the head of the queue
+    /// through this peeker (`Peeker.consume`, `Peeker.noteConsumed`) plus `offset`. For a peeker
+    /// made before any byte was read from the socket, the stream position of the first byte peeked.
+    // doc-end
     pub stream_pos: f64,
-    /// Syscalls the call made: 1 when the kernel's `SO_PEEK_OFF` already was at `offset` (or
-    /// a discard prefix was used), 2 when it had to be moved first.
+    // doc-copy: peek_result.syscalls
+    /// Syscalls this call made: 1 when the kernel's `SO_PEEK_OFF` already was at `offset` (or the
+    /// discard prefix was used), 2 when it had to be moved first; more only on the paths documented
+    /// at `Peeker.peekAtInto`.
+    // doc-end
     pub syscalls: u32,
     /// `SO_PEEK_OFF` was written before the peek (the kernel's offset was elsewhere).
     pub moved: bool,
@@ -337,8 +399,14 @@ pub struct PeekAsyncOptions {
 /// not end the connection while the peeker is open (the socket closes with its last
 /// descriptor), so call `close()` (or use `using`). Socket options belong to the socket and are
 /// shared: the peeker sets `SO_PEEK_OFF` (and `SO_RCVLOWAT` when armed) and `close()` restores
-/// them. Nobody else may read the socket meanwhile: on a `net.Socket`, peek only while Node is
-/// not reading it (a server with `pauseOnConnect`, before `resume()`).
+/// them.
+// doc-copy: peeker.exclusive
+/// Other code must not read from the socket or change `SO_PEEK_OFF` while the peeker lives: reads
+/// through `Peeker.consume` keep the cursor right, and a read by another path must be reported with
+/// `Peeker.noteConsumed`.
+// doc-end
+/// On a `net.Socket`, peek only while Node is not reading it (a server with `pauseOnConnect`,
+/// before `resume()`).
 #[napi]
 pub struct Peeker {
     shared: Arc<Shared>,
@@ -364,8 +432,47 @@ impl Peeker {
 impl Peeker {
     /// Creates a peeker over (a duplicate of) `fd`, cursor at 0 (the head of the receive
     /// queue); `options.kind` states what the socket is, sparing the 2-3 `getsockopt` that ask
-    /// it. Errors: `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream;
-    /// `'offset'` without `SO_PEEK_OFF`), `EMFILE`; `TypeError` for a bad `mode` or `kind`.
+    /// it.
+    // doc-copy: peeker_new.kernel
+    /// `'offset'` (and `'auto'` when it picks `SO_PEEK_OFF`) sets the socket's `SO_PEEK_OFF` to 0;
+    /// `'discard'` makes sure it is disabled (-1).
+    // doc-end
+    // doc-copy: peeker_new.cost
+    /// Cost: 2-3 `getsockopt` to learn the socket's family, type and protocol (none when the caller
+    /// states the socket's kind), then one `setsockopt` (`'offset'`, `'auto'`) or one `getsockopt`
+    /// (`'discard'`; a `setsockopt` more if `SO_PEEK_OFF` was on), and the `setsockopt` of
+    /// `SO_OOBINLINE`.
+    // doc-end
+    ///
+    /// Urgent data (a TCP urgent byte, `MSG_OOB`, or an AF_UNIX out-of-band byte):
+    // doc-copy: peeker.urgent
+    /// making a peeker sets `SO_OOBINLINE` on the socket and leaves it set. Every urgent byte is
+    /// then an ordinary byte of the stream, where the peer sent it: peeks deliver byte for byte
+    /// what reads of the socket deliver, a consume of `n` bytes drops exactly `n` of them (it reads
+    /// on past the mark), and no byte is peeked twice or skipped. Urgency itself is not reported
+    /// (`recv(MSG_OOB)` then fails with errno EINVAL; `SIOCATMARK` still tells where the mark is).
+    ///
+    /// The kernel ends every read and every peek at the urgent mark (net/ipv4/tcp.c
+    /// `tcp_recvmsg_locked`, net/unix/af_unix.c `manage_oob`): a peek that reaches it returns
+    /// short, and the next continues at the urgent byte. A discard peek starts at the head of the
+    /// queue, so it cannot pass a mark that lies ahead of the head: there the peeker peeks once
+    /// with `SO_PEEK_OFF` at the cursor where the socket has it; where it has not (TCP before 6.9,
+    /// IPv6 before 6.12) the peek returns `EAGAIN`, blocking or not, until the bytes before the
+    /// mark are consumed (poll still reports the socket readable meanwhile).
+    // doc-end
+    ///
+    // doc-copy: peeker_kind.wrong
+    /// Stating the kind wrong is never unsafe: calls then fail as the real socket answers (a
+    /// datagram socket answers a peek as a datagram socket would; an AF_UNIX socket stated as TCP
+    /// fails `Peeker.consume` with `EFAULT`).
+    // doc-end
+    ///
+    /// Errors: `EMFILE` (no descriptor for the duplicate); `TypeError` for a bad `mode` or
+    /// `kind`;
+    // doc-copy: peeker_new.errors
+    /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or `'offset'`
+    /// on a socket without `SO_PEEK_OFF`), and `setsockopt`/`getsockopt` errors.
+    // doc-end
     #[napi(
         constructor,
         catch_unwind,
@@ -447,9 +554,8 @@ impl Peeker {
     }
 
     /// Peeks up to `length` bytes at the cursor into a new `Buffer`; the cursor advances by
-    /// its length. Empty at end of stream (the bytes before the cursor stay queued). Errors as
-    /// the core's `Peeker::peek`: `EAGAIN` (nothing beyond the cursor and the call may not
-    /// wait), `EINVAL`, `EOVERFLOW`, `ECONNRESET`, ...
+    /// its length. Empty at end of stream (the bytes before the cursor stay queued). Results
+    /// and errors as `peekInto`.
     #[napi(catch_unwind, ts_args_type = "length: number, options?: PeekOptions")]
     pub fn peek(&self, env: Env, length: Unknown, options: Option<Unknown>) -> Result<Buffer> {
         let len = alloc_len(&env, &length, "length")?;
@@ -466,8 +572,25 @@ impl Peeker {
         Ok(buf.into())
     }
 
-    /// Peeks at the cursor into `buf` (its own `byteLength` bytes at its `byteOffset`); returns
-    /// the bytes written (0 at end of stream); the cursor advances by that many.
+    /// Peeks at the cursor into `buf` (its own `byteLength` bytes at its `byteOffset`); the
+    /// cursor advances by the bytes written.
+    ///
+    // doc-copy: peek.returns
+    /// Returns bytes copied (> 0); 0 at end of stream after the cursor (the peer shut down; the
+    /// bytes before the cursor are still queued and readable); `EAGAIN` when nothing lies beyond
+    /// the cursor and the call may not wait (`dontWait`, or a non-blocking fd).
+    // doc-end
+    // doc-copy: peek.wait
+    /// A blocking peek returns as soon as one byte beyond the cursor is there (with the armed
+    /// low-water mark too; a socket's own `SO_RCVLOWAT` above 1 makes the kernel wait for that many
+    /// bytes beyond the cursor, as recv does), or with `EAGAIN` when `SO_RCVTIMEO` runs out.
+    // doc-end
+    ///
+    /// Errors: `EINVAL` (a `length` of 0, bad options);
+    // doc-copy: peek.errors
+    /// `EOVERFLOW` (cursor beyond what the mechanism can represent), `ECONNRESET`, `EINTR` and
+    /// other `recvmsg` errors.
+    // doc-end
     #[napi(
         catch_unwind,
         ts_args_type = "buf: ArrayBufferView, options?: PeekOptions"
@@ -510,12 +633,28 @@ impl Peeker {
     /// Peeks into `buf` (its own `byteLength` bytes at its `byteOffset`) at `offset` bytes
     /// after the head of the receive queue: your own stream arithmetic, with no `seek` to keep
     /// in step; the cursor ends at `offset` + the bytes peeked. Returns what was peeked from
-    /// where (`len` 0 at end of stream after `offset`). With `SO_PEEK_OFF` it costs one
-    /// `recv` when the kernel's offset already is at `offset` (where the last peek ended, kept
-    /// right by `consume`), a `setsockopt` more when it must move (`moved`); `'auto'` peeks an
-    /// `offset` of at most 4096 the kernel's offset is not at through a discard prefix
-    /// (`prefixed`). Errors as `peekInto`; `EOVERFLOW` (cursor unchanged) for an `offset`
-    /// beyond what the mechanism represents.
+    /// where (`len` 0 at end of stream after `offset`; `moved` when the kernel's offset was
+    /// moved, `prefixed` when a discard prefix was used).
+    ///
+    // doc-copy: peek_at_cursor.cost
+    /// Cost with `SO_PEEK_OFF` (`'offset'`, and `'auto'` when it picked it): one `recv`/`recvmsg`
+    /// when the kernel's offset is already at `offset` (after a peek that ended there, or a consume
+    /// that moved both back), a `setsockopt` and the `recv` when it must be moved; never a
+    /// classification. `'auto'` peeks an `offset` of at most 4096 bytes that the kernel's offset is
+    /// not at with a discard prefix instead (one `recvmsg`, a `setsockopt` more the first time it
+    /// must switch `SO_PEEK_OFF` off). `'discard'`: one `recvmsg` per peek that finds bytes. Beyond
+    /// those: with the low-water mark armed, a blocking call lowers it first (a `setsockopt`) and
+    /// one that finds nothing sets it to `offset` + 1 (a `setsockopt`); the discard mechanism,
+    /// finding nothing past `offset`, asks `poll` whether the peer ended and `fcntl` whether the fd
+    /// blocks, and waits as a peek at the cursor does.
+    // doc-end
+    ///
+    /// Errors:
+    // doc-copy: peek_at_cursor.errors
+    /// As a peek at the cursor (the cursor is then at `offset`); `EOVERFLOW` (`offset` beyond what
+    /// the mechanism can represent: `INT_MAX` with `SO_PEEK_OFF`, 1023 x 64 KiB with the discard
+    /// prefix; the cursor is then unchanged).
+    // doc-end
     #[napi(
         catch_unwind,
         ts_args_type = "offset: number, buf: ArrayBufferView, options?: PeekOptions"
@@ -574,6 +713,12 @@ impl Peeker {
     /// entries do not make it spin. While it is pending, the other calls on this peeker throw
     /// `EBUSY`. It occupies one pool thread (4 by default, shared with fs and dns): give it a
     /// timeout.
+    // doc-copy: peek.window
+    /// Peeked bytes stay in the receive buffer: when they fill it (small segments cost far more
+    /// kernel memory than their payload) the peer's window is closed and a blocking peek waits
+    /// until something is consumed, so a caller that may block there sets `SO_RCVTIMEO` or consumes
+    /// acknowledged bytes first.
+    // doc-end
     #[napi(
         catch_unwind,
         ts_args_type = "length: number, options?: PeekAsyncOptions",
@@ -603,18 +748,36 @@ impl Peeker {
         }))
     }
 
-    /// Moves the cursor to `offset` bytes after the head (back to read again, or ahead to skip
-    /// without copying in `'offset'` mode). `EOVERFLOW` (cursor unchanged) beyond what the
-    /// mechanism represents.
+    // doc-copy: seek.kernel
+    /// Moves the cursor to `offset` bytes after the head of the receive queue: back to retransmit,
+    /// or ahead to skip bytes without copying them (offset mechanism; the discard one copies them
+    /// at the next peek). Makes no syscall unless the low-water mark is armed.
+    // doc-end
+    ///
+    /// Errors:
+    // doc-copy: seek.errors
+    /// `EOVERFLOW` if the mechanism cannot represent the offset (`INT_MAX` for `SO_PEEK_OFF`, 1023
+    /// x 64 KiB for the discard prefix); with the low-water mark armed, its `setsockopt` errors.
+    /// The cursor is then unchanged.
+    // doc-end
     #[napi(catch_unwind, ts_args_type = "offset: number")]
     pub fn seek(&self, env: Env, offset: Unknown) -> Result<()> {
         let off = size(&env, &offset, "offset")?;
         self.with(&env, "seek", |p| p.seek(off).or_throw(&env, "seek"))
     }
 
-    /// Drops up to `n` bytes from the head of the receive queue (TCP: no copy) and moves the
-    /// cursor back by as many; never waits. Returns the bytes dropped (0 at end of stream);
-    /// `EAGAIN` when nothing is queued.
+    // doc-copy: peeker_consume.kernel
+    /// Drops up to `n` acknowledged bytes from the head of the receive queue and moves the cursor
+    /// back by the bytes dropped (never below 0). Never blocks. Returns bytes dropped: fewer than
+    /// `n` when fewer are queued, 0 for `n` 0 or at end of stream. TCP and MPTCP drop them without
+    /// copying (`MSG_TRUNC`); AF_UNIX reads them into a scratch buffer.
+    // doc-end
+    ///
+    /// Errors:
+    // doc-copy: peeker_consume.errors
+    /// `EAGAIN` when nothing is queued; `recv` errors (`ECONNRESET`, ...); with the low-water mark
+    /// armed, its `setsockopt` errors (the bytes were dropped and the cursor moved).
+    // doc-end
     #[napi(catch_unwind, ts_args_type = "n: number")]
     pub fn consume(&self, env: Env, n: Unknown) -> Result<f64> {
         let n = size(&env, &n, "n")?;
@@ -624,7 +787,13 @@ impl Peeker {
     }
 
     /// Tells the peeker that `n` bytes left the head of the queue by another path (a read, a
-    /// `ZeroCopyReceiver`): the cursor moves back by `n`, no syscall unless armed.
+    /// `ZeroCopyReceiver`).
+    // doc-copy: note_consumed.kernel
+    /// The cursor moves back by `n` (never below 0), as `Peeker.consume` would move it, with no
+    /// syscall unless the low-water mark is armed (it follows the cursor): both of those paths
+    /// lower the kernel's `SO_PEEK_OFF` by what they take (the zero-copy receiver corrects the
+    /// kernel, which forgets to for mapped bytes), so cursor and kernel stay together.
+    // doc-end
     #[napi(catch_unwind, ts_args_type = "n: number")]
     pub fn note_consumed(&self, env: Env, n: Unknown) -> Result<()> {
         let n = size(&env, &n, "n")?;
@@ -633,9 +802,32 @@ impl Peeker {
         })
     }
 
-    /// Arms (`true`) or disarms the low-water mark: `SO_RCVLOWAT` kept at cursor + 1 so that
-    /// poll/epoll (libuv's too) report the socket readable only for bytes beyond the cursor.
-    /// `EOPNOTSUPP` on AF_UNIX.
+    /// Arms (`true`) or disarms the low-water mark (libuv's poll obeys it too).
+    ///
+    // doc-copy: lowat_armed.kernel
+    /// While armed, `SO_RCVLOWAT` is kept at cursor + 1 bytes so that poll/epoll report the socket
+    /// readable only when a byte beyond the cursor is queued (they ignore `SO_PEEK_OFF`), and
+    /// level-triggered loops do not spin. Blocking peeks still return as soon as one new byte is
+    /// there.
+    ///
+    /// The mark follows seek and consume at once; after peeks it is raised lazily, when a peek
+    /// finds nothing beyond the cursor (`EAGAIN`), so the data path costs no extra syscall. The
+    /// kernel caps `SO_RCVLOWAT` at `tcp_rmem[2]/2` (16 MiB by default; `SO_RCVBUF/2` when locked;
+    /// net/ipv4/tcp.c `tcp_set_rcvlowat`): past that cursor poll cannot be kept quiet. Nor can it
+    /// when the receive queue, full of peeked but unconsumed bytes, puts the socket under memory
+    /// pressure (more than 7/8 of `SO_RCVBUF` in kernel memory, which small segments reach with a
+    /// few KiB of payload) or shrinks its window to one MSS: TCP then reports `EPOLLIN` whatever
+    /// the mark (`tcp_epollin_ready`, net/ipv4/tcp.c). A level-triggered loop that gets `EAGAIN`
+    /// from the peek should stop listening for `EPOLLIN` until it consumes. Setting the mark grows
+    /// an unlocked receive buffer to about twice the mark. Disarming, and releasing the peeker,
+    /// restore the value found when arming.
+    // doc-end
+    ///
+    /// Errors:
+    // doc-copy: lowat_armed.errors
+    /// `EOPNOTSUPP` on AF_UNIX (its poll ignores `SO_RCVLOWAT`, net/unix/af_unix.c), and
+    /// `getsockopt`/`setsockopt` errors.
+    // doc-end
     #[napi(catch_unwind)]
     pub fn set_lowat_armed(&self, env: Env, on: bool) -> Result<()> {
         self.with(&env, "setLowatArmed", |p| {
@@ -659,10 +851,14 @@ impl Peeker {
         })
     }
 
-    /// Restores the socket (`SO_RCVLOWAT` if armed, `SO_PEEK_OFF` disabled) and closes the
-    /// peeker's duplicate; queued bytes stay queued for the next reader. `{ restore: false }`
-    /// for a socket closed next: nothing is restored. A pending `peekAsync` rejects with an
-    /// `AbortError` (and the socket is restored when it ends). Calling it again does nothing.
+    /// Closes the peeker's duplicate; queued bytes stay queued for the next reader.
+    // doc-copy: peeker_drop.kernel
+    /// Restores `SO_RCVLOWAT` if the mark was armed and leaves `SO_PEEK_OFF` disabled (-1) if this
+    /// peeker used it.
+    // doc-end
+    /// `{ restore: false }` for a socket closed next: nothing is restored. A pending `peekAsync`
+    /// rejects with an `AbortError` (and the socket is restored when it ends). Calling it again
+    /// does nothing.
     #[napi(catch_unwind, ts_args_type = "options?: PeekerCloseOptions")]
     pub fn close(&self, env: Env, options: Option<Unknown>) -> Result<()> {
         let restore = match args::options_object(&env, options.as_ref())? {

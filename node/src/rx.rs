@@ -12,10 +12,29 @@ use crate::args::{self, alloc, alloc_len, size, with_fd};
 use crate::error::{Fail, OrThrow};
 use crate::peek::bytes_arg;
 
-/// Sets `SO_RCVLOWAT` to `bytes` and returns the value the kernel keeps (TCP caps it at
-/// `tcp_rmem[2]/2`, or half a locked `SO_RCVBUF`; 0 is kept as 1). As the core's
-/// `set_rcvlowat`. On a `net.Socket` it gates libuv's wakeups too: Node's `'data'` events then
-/// come only once that many bytes are queued (or at end of stream).
+/// Sets `SO_RCVLOWAT` to `bytes` and returns the value the kernel keeps, in bytes. On a
+/// `net.Socket` it gates libuv's wakeups too: Node's `'data'` events then come only once that
+/// many bytes are queued (or at end of stream).
+///
+// doc-copy: set_rcvlowat.kernel
+/// TCP caps it at `tcp_rmem[2] / 2` (16 MiB with the default 32 MiB maximum), or at half of
+/// `SO_RCVBUF` as read back (the kernel doubles what was set) once the application locked the
+/// receive buffer with `SO_RCVBUF`; values above `INT_MAX` are passed as `INT_MAX` and capped the
+/// same way; 0 is kept as 1. Setting it on TCP also grows an unlocked receive buffer to about twice
+/// the mark (never shrunk again) and, when it lowers the mark, wakes pollers whose data now
+/// suffices.
+///
+/// On a listening TCP socket the value is reported the same way and copied into each connection
+/// when its handshake completes (not at `accept`): connections already waiting in the accept queue
+/// keep the old value. tcp_mmap sets its mark this way. On kernels before 21b29e74ffe5 (Oct 2025) a
+/// large inherited mark also clamped the window scale the listener advertised, so there prefer
+/// setting it after `accept`. AF_UNIX and UDP store the value, but their poll ignores it.
+// doc-end
+///
+/// Errors:
+// doc-copy: set_rcvlowat.errors
+/// `EBADF`, `ENOTSOCK`, and other `setsockopt`/`getsockopt` errors.
+// doc-end
 #[napi(
     catch_unwind,
     ts_args_type = "fd: number | import('node:net').Socket | { fd: number }, bytes: number"
@@ -36,12 +55,19 @@ pub fn set_rcvlowat(env: Env, fd: Unknown, bytes: Unknown) -> Result<f64> {
 pub struct RecvStats {
     pub calls: Option<f64>,
     pub syscalls: Option<f64>,
-    /// `poll` returns that found the socket ready: the wakeups.
+    // doc-copy: recv_stats.wakeups
+    /// `poll` returns that reported the socket ready: the wakeups.
+    // doc-end
     pub wakeups: Option<f64>,
-    /// Wakeups after which fewer than `min` bytes were there.
+    // doc-copy: recv_stats.early_wakeups
+    /// Wakeups after which the call still had fewer than `min` bytes (the kernel woke below the
+    /// mark, the mark was capped, or datagrams were small); the call waited again.
+    // doc-end
     pub early_wakeups: Option<f64>,
     pub timeouts: Option<f64>,
-    /// `SO_RCVLOWAT` changes made (restores included).
+    // doc-copy: recv_stats.lowat_changes
+    /// `SO_RCVLOWAT` changes made, restores included.
+    // doc-end
     pub lowat_changes: Option<f64>,
     pub bytes: Option<f64>,
 }
@@ -85,10 +111,55 @@ fn add_stats(env: &Env, options: Option<&Unknown>, s: &lowcopy::RecvStats) -> Re
 /// Receives at least `min` bytes into `buf` (its own bytes, at its `byteOffset`) with one
 /// wakeup where the kernel allows, then whatever else is queued up to `buf.byteLength`;
 /// returns the bytes received. It blocks the JS thread: use `recvAtLeastAsync` on the event
-/// loop. As the core's `recv_atleast`: `min` is clamped to `1..=byteLength`; fewer than
-/// `min` bytes come back at end of stream, on timeout after some bytes, or before an error;
-/// 0 at end of stream; `ETIMEDOUT` when nothing came in time; `EINVAL` for an empty `buf`;
-/// `EMSGSIZE` when the next datagram does not fit.
+/// loop. `min` is clamped to `1..=byteLength`.
+///
+/// Returns:
+// doc-copy: recv_atleast.returns
+/// - `min` to the buffer's length in bytes when `min` bytes came in time;
+/// - fewer than `min` (but more than 0) when the peer shut down after them, when time ran out after
+///   they came, when the connection was reset after them (the error is left pending and the next
+///   call reports it), when a signal arrived after them, or on a datagram socket when the next
+///   datagram does not fit in what is left of the buffer;
+/// - 0 at end of stream with nothing received;
+/// - `ETIMEDOUT` when nothing came in time.
+// doc-end
+///
+// doc-copy: recv_atleast.kernel
+/// TCP and MPTCP: the socket's `SO_RCVLOWAT` is set to the bytes still missing while the call waits
+/// (capped by the kernel as in `setRcvlowat`) and restored to the value found on entry before it
+/// returns: no change when the socket already holds the mark the call needs, so setting the mark
+/// once with `setRcvlowat` saves two syscalls per call. An unlocked receive buffer grows to about
+/// twice the mark and stays so. Early wakeups below the mark (memory pressure, a window down to one
+/// MSS) are read and waited past, never lost. Never a blocking `recv`, so never the trap where a
+/// read shorter than the mark sleeps until the mark.
+///
+/// AF_UNIX stream and other streams: their poll ignores `SO_RCVLOWAT`, so the call wakes on every
+/// arrival and loops until `min`; the result is the same, the wakeups are not saved.
+///
+/// Datagram sockets (UDP, AF_UNIX datagram and seqpacket): whole datagrams are appended to the
+/// buffer while they fit, until `min` bytes; a datagram is never truncated. `EMSGSIZE` when the
+/// first datagram is larger than the buffer (it stays queued). Zero-length datagrams are consumed
+/// and add nothing.
+// doc-end
+///
+// doc-copy: recv_atleast.errqueue
+/// The error queue: the call never reads it. Its entries (the completion notifications of a
+/// zero-copy sender on the same socket, ICMP reports queued with `IP_RECVERR`, `SO_TIMESTAMPING`
+/// reports) stay for their owner, and neither wake the call nor end it: while one is queued, `poll`
+/// reports `POLLERR` at once on every call, so the call then sleeps on an edge-triggered epoll
+/// instance of its own (one descriptor for the call's duration, 2-3 syscalls more per wait) that
+/// wakes only for new events. A socket error (`SO_ERROR`: a reset, an ICMP error with `IP_RECVERR`)
+/// is returned as `recv` returns it, at once when nothing was received; one that arrives after some
+/// bytes is left for the next call, and ends this one early only when the connection is reset or
+/// hung up.
+// doc-end
+///
+/// Errors: `EINVAL` (an empty `buf`),
+// doc-copy: recv_atleast.errors
+/// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a stream, datagram or seqpacket socket), `ETIMEDOUT`
+/// (nothing came in time), `EMSGSIZE` (the first datagram is larger than the buffer; it stays
+/// queued), `EINTR` (a signal before any byte), and the socket's own errors (`ECONNRESET`, ...).
+// doc-end
 #[napi(
     catch_unwind,
     ts_args_type = "fd: number | import('node:net').Socket | { fd: number }, buf: ArrayBufferView, min: number, options?: RecvOptions"
@@ -192,18 +263,55 @@ fn stats_obj(s: &lowcopy::RecvStats) -> RecvStatsOut {
 /// Counters of a `Receiver` (see the core's `RecvStats`).
 #[napi(object)]
 pub struct RecvStatsOut {
+    // doc-copy: recv_stats.calls
+    /// Calls made.
+    // doc-end
     pub calls: f64,
+    // doc-copy: recv_stats.syscalls
+    /// Syscalls made (including failed ones).
+    // doc-end
     pub syscalls: f64,
+    // doc-copy: recv_stats.wakeups
+    /// `poll` returns that reported the socket ready: the wakeups.
+    // doc-end
     pub wakeups: f64,
+    // doc-copy: recv_stats.early_wakeups
+    /// Wakeups after which the call still had fewer than `min` bytes (the kernel woke below the
+    /// mark, the mark was capped, or datagrams were small); the call waited again.
+    // doc-end
     pub early_wakeups: f64,
+    // doc-copy: recv_stats.timeouts
+    /// Calls that ran out of time (they returned what had come, or `ETIMEDOUT`).
+    // doc-end
     pub timeouts: f64,
+    // doc-copy: recv_stats.lowat_changes
+    /// `SO_RCVLOWAT` changes made, restores included.
+    // doc-end
     pub lowat_changes: f64,
+    // doc-copy: recv_stats.bytes
+    /// Bytes returned.
+    // doc-end
     pub bytes: f64,
 }
 
 /// `recvAtLeast` as an object over one socket (the core's `lowcopy::Receiver`, on a private
-/// duplicate): the socket is learnt once, and the mark it sets is left in place between calls
-/// (fewer syscalls per call); `close()` puts back the mark found at creation.
+/// duplicate). The stateless receive is `recvAtLeast`; the release, `close()`.
+///
+// doc-copy: receiver.kernel
+/// The stateless receive asks the kernel on every call what kind of socket it has (2 `getsockopt`)
+/// and what mark it holds (1 more), and puts the mark back when it returns. A receiver does that
+/// once, when it is made, and leaves the mark of its last call in place between calls, so a loop
+/// receiving chunks of the same size makes exactly the raw loop's syscalls per chunk: `poll` and
+/// `recv` (one `setsockopt` more when `min` changes). Releasing it puts back the mark found at
+/// creation.
+///
+/// Results, errors and the behaviour of each call (early wakeups, end of stream, datagrams, the
+/// error queue) are those of the stateless receive. While the receiver lives, the socket's
+/// `SO_RCVLOWAT` is the bytes its last call still missed when it returned (usually `min`): a poll
+/// or epoll of the caller's on the same socket sees that mark. After it is made it allocates
+/// nothing; the first wait that meets a non-empty error queue makes an epoll instance (one
+/// descriptor), kept until the receiver is released.
+// doc-end
 #[napi]
 pub struct Receiver {
     inner: Arc<Mutex<Option<CoreRx>>>,
@@ -216,8 +324,12 @@ fn lock_rx(m: &Mutex<Option<CoreRx>>) -> std::sync::MutexGuard<'_, Option<CoreRx
 
 #[napi]
 impl Receiver {
-    /// Over (a duplicate of) `fd`. `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a stream, datagram
-    /// or seqpacket socket).
+    /// Over (a duplicate of) `fd`: learns the socket (2 or 3 `getsockopt`).
+    ///
+    /// Errors: `EMFILE` (no descriptor for the duplicate),
+    // doc-copy: receiver_new.errors
+    /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a stream, datagram or seqpacket socket).
+    // doc-end
     #[napi(
         constructor,
         catch_unwind,

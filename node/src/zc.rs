@@ -93,9 +93,50 @@ pub struct ZcSenderOptions {
     /// `'auto'` (default), `'io_uring'`, `'errqueue'` or `'copy'`. On a `net.Socket` (which
     /// libuv polls) `'auto'` never picks `'errqueue'` and `'errqueue'` is refused: its
     /// notifications keep `EPOLLERR` up and would spin Node's event loop until reaped.
+    ///
+    /// `'auto'`:
+    // doc-copy: zc_backend.auto
+    /// io_uring `SEND_ZC` where it works on this socket, else `MSG_ZEROCOPY` with the error queue
+    /// where `SO_ZEROCOPY` works, else plain copies. Sockets with no zerocopy at all (AF_UNIX,
+    /// MPTCP) get the copy backend. With io_uring the sender belongs to the first thread that
+    /// sends: a daemon that hands a connection to another thread mid-stream should choose the error
+    /// queue.
+    // doc-end
+    ///
+    /// `'errqueue'`:
+    // doc-copy: zc_backend.errqueue
+    /// `SO_ZEROCOPY` + `MSG_ZEROCOPY` (TCP since Linux 4.14, UDP since 5.0); completions read from
+    /// `MSG_ERRQUEUE` and mapped from the kernel's 32-bit id ranges back to user_data. The sender
+    /// owns the socket's error queue: other entries on it (ICMP errors with `IP_RECVERR`,
+    /// `SO_TIMESTAMPING` reports) are read, counted in `errqueue_other` and dropped, and reading an
+    /// ICMP entry also clears the `SO_ERROR` it set (net/core/skbuff.c `sock_dequeue_err_skb`). An
+    /// application that needs those entries should use io_uring, whose notifications do not go
+    /// through the error queue.
+    // doc-end
+    ///
+    /// `'io_uring'`:
+    // doc-copy: zc_backend.iouring
+    /// io_uring `IORING_OP_SEND_ZC` (Linux 6.0) / `SENDMSG_ZC` (6.1); user_data comes back in the
+    /// notification CQE. One ring per thread serves every sender used on that thread (8192
+    /// completion entries, made with the thread's first sender, kept until the thread exits): a
+    /// sender owns no descriptor. The ring is set up with `IORING_SETUP_DEFER_TASKRUN` (6.1) so
+    /// that notifications never interrupt the thread's other syscalls with `EINTR`; they are posted
+    /// during the next send (no syscall of their own). Its price, `SINGLE_ISSUER`: a sender belongs
+    /// to the first thread that sends on it, waits on it or asks for its completion descriptor (it
+    /// joins that thread's ring), and calls from any other thread fail with `EEXIST`.
+    // doc-end
+    ///
+    /// `'copy'`:
+    // doc-copy: zc_backend.copy
+    /// Plain copying `sendmsg`; the completion is ready when the send returns.
+    // doc-end
     pub backend: Option<String>,
-    /// Stop asking for zerocopy after 16 consecutive completions the kernel copied anyway
-    /// (loopback, veth): later sends are plain copies.
+    // doc-copy: zc_options.adaptive
+    /// Stop asking for zerocopy after 16 consecutive completions that the kernel copied anyway
+    /// (loopback, veth, devices without scatter-gather), the way msg_zerocopy.rst suggests: a
+    /// copied "zerocopy" send costs more than a plain copy. Sends in flight are still reaped; later
+    /// sends are plain copies whose completion is ready at once, flagged copied and fallback.
+    // doc-end
     pub adaptive: Option<bool>,
 }
 
@@ -117,30 +158,86 @@ pub struct ZcSendOptions {
 pub struct ZcCompletion {
     /// The value given with the send, unchanged.
     pub user_data: Unknown<'static>,
-    /// Bytes the send accepted.
+    // doc-copy: completion.result
+    /// Bytes the send accepted: always > 0. Every backend learns a send's outcome before the send
+    /// call returns, so a failed send reports its error there and gets no completion; a completion
+    /// never carries an error.
+    // doc-end
     pub result: f64,
-    /// The data was copied (by the kernel on loopback/veth, or a plain send), not sent from
-    /// the pinned buffer.
+    /// True when
+    // doc-copy: completion.copied
+    /// the data was copied, not pinned: by the kernel (a deferred copy: loopback, veth, devices
+    /// without scatter-gather; `SO_EE_CODE_ZEROCOPY_COPIED` or `IORING_NOTIF_USAGE_ZC_COPIED`), or
+    /// by a plain send.
+    // doc-end
     pub copied: bool,
-    /// The copy was lowcopy's choice (adaptive mode, `ENOBUFS`, a full id window).
+    /// True when
+    // doc-copy: completion.fallback
+    /// some or all of the request went out as a plain copied send because zerocopy was not possible
+    /// (`ENOBUFS`, io_uring `ENOMEM`, adaptive mode, full id window). The copy backend sets only
+    /// the copied flag: copying is what it was asked to do.
+    // doc-end
     pub fallback: bool,
 }
 
 /// Counters of a sender (see the core's `ZcStats`).
 #[napi(object)]
 pub struct ZcStats {
+    // doc-copy: zc_stats.sends
+    /// Send calls that returned > 0.
+    // doc-end
     pub sends: f64,
+    // doc-copy: zc_stats.bytes
+    /// Bytes those sends accepted.
+    // doc-end
     pub bytes: f64,
+    // doc-copy: zc_stats.zerocopy_sends
+    /// Kernel sends that asked for zerocopy (`MSG_ZEROCOPY` or SEND_ZC).
+    // doc-end
     pub zerocopy_sends: f64,
+    // doc-copy: zc_stats.copy_sends
+    /// Kernel sends that copied (copy backend, fallbacks, adaptive mode).
+    // doc-end
     pub copy_sends: f64,
+    // doc-copy: zc_stats.completions
+    /// Completions handed to the caller.
+    // doc-end
     pub completions: f64,
+    // doc-copy: zc_stats.completions_copied
+    /// Of those, completions with the `COPIED` flag.
+    // doc-end
     pub completions_copied: f64,
+    // doc-copy: zc_stats.enobufs
+    /// `ENOBUFS` from error-queue zerocopy sends (optmem or locked-pages limit) and `ENOMEM` from
+    /// io_uring ones (`RLIMIT_MEMLOCK`, for a thread without `CAP_IPC_LOCK`), each answered by a
+    /// retry and then a copy; never returned to the caller.
+    // doc-end
     pub enobufs: f64,
+    // doc-copy: zc_stats.window_full
+    /// Sends that fell back to a copy because the id window was full (twice the sender's limit of
+    /// requests held in flight: 8192 ids by default).
+    // doc-end
     pub window_full: f64,
+    // doc-copy: zc_stats.syscalls_send
+    /// Syscalls made to send (sendmsg, io_uring_enter for a send).
+    // doc-end
     pub syscalls_send: f64,
+    // doc-copy: zc_stats.syscalls_reap
+    /// Syscalls made to collect completions (error-queue reads, waits).
+    // doc-end
     pub syscalls_reap: f64,
+    // doc-copy: zc_stats.errqueue_other
+    /// Error-queue entries that were not zerocopy notifications (timestamps, ICMP): read and
+    /// dropped.
+    // doc-end
     pub errqueue_other: f64,
+    // doc-copy: zc_stats.unexpected_ids
+    /// Notified ids that matched no send in flight: ignored.
+    // doc-end
     pub unexpected_ids: f64,
+    // doc-copy: zc_stats.zerocopy_off
+    /// 1 once the `adaptive` option stopped asking for zerocopy.
+    // doc-end
     pub zerocopy_off: f64,
 }
 
@@ -149,8 +246,19 @@ pub struct ZcStats {
 /// `userData`, when the kernel no longer needs the buffer.
 ///
 /// Each buffer sent is kept alive (and its ArrayBuffer made untransferable) until its
-/// completion is reaped by `reap`, `sendReap`, `wait` or `waitAsync`; do not modify it
-/// before then: the kernel may send (or resend) from it. Sends and reaps run on the JS thread
+/// completion is reaped by `reap`, `sendReap`, `wait` or `waitAsync`.
+// doc-copy: zc.buffers
+/// The buffers of a send must stay unmodified until its completion is reaped: the kernel may read
+/// them until then (a zerocopy send pins the pages and transmits from them, also when TCP
+/// retransmits), so a change reaches the wire. A completion means "the buffer may be reused", not
+/// "the data was delivered": TCP notifies only after the peer acknowledged, so never block a send
+/// on completions.
+// doc-end
+// doc-copy: zc.one_per_socket
+/// Create one sender per socket, before any other `MSG_ZEROCOPY` send on it: the kernel's id
+/// counter cannot be read back.
+// doc-end
+/// Sends and reaps run on the JS thread
 /// (the io_uring backend belongs to the first thread that sends); `waitAsync` only waits on
 /// the pool thread.
 #[napi(custom_finalize)]
@@ -483,10 +591,22 @@ fn send_flags(env: &Env, options: Option<&Unknown>, what: &str) -> Result<Flags>
 #[napi]
 impl ZeroCopySender {
     /// Creates a sender on (a duplicate of) `fd`: a TCP or UDP socket for zerocopy; any other
-    /// socket works with the `'copy'` backend (`'auto'` picks it). Errors: `EBADF`,
-    /// `ENOTSOCK`, `EOPNOTSUPP` (an explicit zerocopy backend where the socket has none),
-    /// io_uring setup errors for `'io_uring'` (`EPERM`, `ENOSYS`, `ENOMEM`); `TypeError` for a
-    /// bad option, and for `'errqueue'` on a `net.Socket`.
+    /// socket works with the `'copy'` backend (`'auto'` picks it).
+    // doc-copy: zc_new.kernel
+    /// An io_uring sender (explicit, or picked by AUTO) makes sure the calling thread has its ring
+    /// (made on the thread's first sender, kept until the thread exits) but joins a ring only at
+    /// its first use. The error-queue backend sets `SO_ZEROCOPY` on the socket (left set
+    /// afterwards; it only matters to `MSG_ZEROCOPY` sends).
+    // doc-end
+    ///
+    /// Errors: `TypeError` for a bad option, and for `'errqueue'` on a `net.Socket`; `EMFILE`
+    /// (no descriptor for the duplicate);
+    // doc-copy: zc_new.errors
+    /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (an explicit zerocopy backend on a socket that has none:
+    /// AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup errors for an
+    /// explicit io_uring backend when the calling thread has no ring yet (`EPERM` when
+    /// `kernel.io_uring_disabled` forbids it, `ENOSYS`, `ENOMEM`, `EMFILE`).
+    // doc-end
     #[napi(
         constructor,
         catch_unwind,
@@ -590,7 +710,10 @@ impl ZeroCopySender {
         this.core.is_none()
     }
 
-    /// Sends whose completion has not arrived yet.
+    // doc-copy: zc_inflight
+    /// Sends that accepted bytes and whose completion has not arrived yet (ready but unreaped
+    /// completions are not counted; failed sends never are).
+    // doc-end
     #[napi(getter, catch_unwind)]
     pub fn inflight(&self) -> u32 {
         let this = self.inner.borrow();
@@ -605,12 +728,40 @@ impl ZeroCopySender {
     }
 
     /// Sends `data` (an `ArrayBufferView`, or an array of them sent as one, like `writev`);
-    /// returns the bytes accepted. A send that returned > 0 is followed by exactly one
-    /// completion with `userData` (any value, handed back unchanged); its buffers are held
-    /// until then. Blocking unless `dontWait` or the socket is non-blocking (every
-    /// `net.Socket` is: then `EAGAIN` when it is full). Errors as the core's `send`: `EAGAIN`,
-    /// `EBUSY` (4096 sends unreaped: reap), `EEXIST` (io_uring from another thread), `EPIPE`,
-    /// `ECONNRESET`, `EMSGSIZE`, `EINVAL` (flags).
+    /// returns the bytes accepted. `userData` is any value, handed back unchanged; the buffers
+    /// are held until the completion. Blocking unless `dontWait` or the socket is non-blocking
+    /// (every `net.Socket` is: then `EAGAIN` when it is full).
+    // doc-copy: zc_send.completion
+    /// Exactly one completion carrying `userData` follows every send that returned > 0; none
+    /// follows a failed or zero-byte send.
+    // doc-end
+    // doc-copy: zc_send.kernel
+    /// `MSG_NOSIGNAL` is always added: a closed connection is `EPIPE`, never `SIGPIPE`. As
+    /// `send(2)`: a blocking send on a stream socket accepts everything unless a signal or
+    /// `SO_SNDTIMEO` stops it part way (then the part sent is returned: send the rest), a
+    /// non-blocking one accepts what fits, a datagram is one send (a zero-length datagram too: it
+    /// returns 0 and gets no completion). Never waits for a completion. The io_uring backend
+    /// cancels its request on a signal (returning what went, or `EINTR`) and does not honour
+    /// `SO_SNDTIMEO`; after an `EAGAIN` it asks `poll(POLLOUT)` before queueing the next request (a
+    /// failed SEND_ZC still posts a notification, which the kernel may hold until the peer acks
+    /// earlier data), so retrying a full socket costs a poll and no request slot. `ENOBUFS` from a
+    /// zerocopy send (optmem or locked-pages limit), and on io_uring `ENOMEM` (the pages of its
+    /// sends in flight are charged to `RLIMIT_MEMLOCK` when the thread that made the ring lacks
+    /// `CAP_IPC_LOCK`), is never returned: completions are collected and the send is retried once,
+    /// then made by copy (its completion flagged copied and fallback).
+    // doc-end
+    ///
+    /// Errors: `EINVAL` (flags);
+    // doc-copy: zc_send.errors
+    /// `EBUSY` (as many requests held as the sender's limit, 4096 by default: reap first), `ENOMEM`
+    /// (the tables could not grow past the reserve), `EEXIST` (io_uring backend called from a
+    /// thread other than the one the sender belongs to), `EIO` (the thread's io_uring ring was
+    /// retired after it failed to take a request: every sender on it gets `EIO`; new senders get a
+    /// new ring), the ring's setup errors at an io_uring sender's first send on a thread without a
+    /// ring (`EMFILE`, `ENOMEM`; an AUTO sender falls back to the error queue instead), `EMSGSIZE`
+    /// (more than `IOV_MAX` iovecs, or a datagram too large), and the socket's own send errors
+    /// (`EAGAIN`, `EINTR`, `EPIPE`, `ECONNRESET`, `EDESTADDRREQ`, ...).
+    // doc-end
     #[napi(
         catch_unwind,
         ts_args_type = "data: ArrayBufferView | ArrayBufferView[], userData?: unknown, options?: ZcSendOptions"
@@ -652,7 +803,12 @@ impl ZeroCopySender {
     }
 
     /// `send` to `address`:`port` (an unconnected UDP socket; IPv4 or IPv6 text), as
-    /// `dgram`'s `send(msg, port, address)`. `EAFNOSUPPORT` for the other family.
+    /// `dgram`'s `send(msg, port, address)`. Errors as `send`, and
+    // doc-copy: zc_send_msg.errors
+    /// the kernel's answers to the address and control data: `EAFNOSUPPORT` (an address of the
+    /// other family), `EINVAL` (an address of the wrong length, malformed control messages),
+    /// `EISCONN` (an address on a connected TCP socket), ...
+    // doc-end
     #[napi(
         catch_unwind,
         ts_args_type = "data: ArrayBufferView | ArrayBufferView[], port: number, address: string, userData?: unknown, options?: ZcSendOptions"
@@ -696,9 +852,19 @@ impl ZeroCopySender {
             .map(|n| n as f64)
     }
 
-    /// `send`, then the completions that are ready (on the error-queue backend its queue is
-    /// read at most once per 32 sends: `reap` sooner if needed). Returns `{ bytes,
-    /// completions }`.
+    /// `send`, then the completions that are ready. Returns `{ bytes, completions }`.
+    // doc-copy: zc_send_reap.kernel
+    /// The error-queue backend reads the queue at most once per 32 sends (sooner when the tracking
+    /// table runs low), so completions may come back up to 32 sends late (a reap gets them sooner);
+    /// io_uring completions cost no syscall (they are posted by the sends' own `io_uring_enter`).
+    // doc-end
+    ///
+    /// Errors:
+    // doc-copy: zc_send_reap.errors
+    /// As a send, and then no completion is handed out. Once the send went out its bytes are
+    /// reported whatever happens next: a failure to collect completions after it is left to the
+    /// next reap or wait, which meet it again.
+    // doc-end
     #[napi(
         catch_unwind,
         ts_args_type = "data: ArrayBufferView | ArrayBufferView[], userData?: unknown, options?: ZcSendOptions",
@@ -747,7 +913,19 @@ impl ZeroCopySender {
         Ok(obj)
     }
 
-    /// The completions that are ready (never waits), releasing their buffers.
+    /// The completions that are ready, releasing their buffers.
+    // doc-copy: zc_reap.kernel
+    /// Never blocks. Collects what the kernel has reported first: one error-queue read while sends
+    /// are in flight; no syscall for io_uring (unless the kernel deferred notifications or the
+    /// completion queue overflowed) and copy. On io_uring this also takes in the other senders'
+    /// notifications that have arrived on the thread's ring, keeping them for those senders.
+    // doc-end
+    ///
+    /// Errors:
+    // doc-copy: zc_reap.errors
+    /// Error-queue read errors; `EEXIST` on io_uring from a thread other than the one the sender
+    /// belongs to (once it joined a ring); `EIO` when its ring was retired.
+    // doc-end
     #[napi(catch_unwind)]
     pub fn reap(&self, env: Env) -> Result<Vec<ZcCompletion>> {
         let mut this = self.inner.borrow_mut();
@@ -756,8 +934,17 @@ impl ZeroCopySender {
 
     /// Waits (blocking the JS thread) until a completion is ready, at most `timeoutMs` (none:
     /// no limit), then reaps: returns the completions (empty at once when nothing is in
-    /// flight). `ETIMEDOUT` when none came in time (TCP completes only once the peer
-    /// acknowledged), `EINTR`, a socket error (`ECONNRESET`...).
+    /// flight).
+    ///
+    /// Errors:
+    // doc-copy: zc_wait.errors
+    /// `ETIMEDOUT` when sends are in flight and none completed in time (TCP notifies only once the
+    /// peer acknowledged, so a peer that stops reading delays completions without bound); `EINTR`
+    /// on a signal (the wait is a poll or `io_uring_enter`, which the kernel never restarts);
+    /// `EEXIST` (io_uring backend from a thread other than the one the sender belongs to); `EIO`
+    /// (its ring was retired); a pending socket error (`ECONNRESET`, ...) when the socket reports
+    /// one instead of a completion; error-queue read errors.
+    // doc-end
     #[napi(catch_unwind, ts_args_type = "timeoutMs?: number")]
     pub fn wait(&self, env: Env, timeout_ms: Option<Unknown>) -> Result<Vec<ZcCompletion>> {
         let mut this = self.inner.borrow_mut();

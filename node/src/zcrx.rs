@@ -34,21 +34,57 @@ pub struct ZcrxChunk {
 /// Counters of a `ZeroCopyReceiver` (see the core's `ZcrxStats`).
 #[napi(object)]
 pub struct ZcrxStats {
+    // doc-copy: zcrx_stats.bytes_mapped
+    /// Bytes delivered as pages mapped into the window.
+    // doc-end
     pub bytes_mapped: f64,
+    // doc-copy: zcrx_stats.bytes_copied
+    /// Bytes delivered by copy (both kinds below).
+    // doc-end
     pub bytes_copied: f64,
+    // doc-copy: zcrx_stats.bytes_copybuf
+    /// Of `bytes_copied`: bytes the kernel copied into the copy buffer within the zero-copy call
+    /// (stragglers, and small queues). The rest were read with `recv`.
+    // doc-end
     pub bytes_copybuf: f64,
+    // doc-copy: zcrx_stats.chunks_mapped
+    /// Chunks returned that were mapped pages.
+    // doc-end
     pub chunks_mapped: f64,
+    // doc-copy: zcrx_stats.chunks_copied
+    /// Chunks returned that were copies.
+    // doc-end
     pub chunks_copied: f64,
+    // doc-copy: zcrx_stats.syscalls
+    /// Syscalls made (including failed ones).
+    // doc-end
     pub syscalls: f64,
+    // doc-copy: zcrx_stats.zc_calls
+    /// `TCP_ZEROCOPY_RECEIVE` calls.
+    // doc-end
     pub zc_calls: f64,
+    // doc-copy: zcrx_stats.zc_calls_unmapped
+    /// `TCP_ZEROCOPY_RECEIVE` calls that mapped nothing (queue empty or not mappable).
+    // doc-end
     pub zc_calls_unmapped: f64,
+    // doc-copy: zcrx_stats.wakeups
+    /// `poll` returns that reported the socket ready, when `recv` had to wait.
+    // doc-end
     pub wakeups: f64,
+    // doc-copy: zcrx_stats.peek_off_fixups
+    /// `SO_PEEK_OFF` corrections: the kernel does not lower it for bytes it maps or copies as
+    /// stragglers, so the receiver does, as a read would have.
+    // doc-end
     pub peek_off_fixups: f64,
 }
 
 /// Zero-copy receive over one connected TCP socket (a private duplicate): `mmap` +
-/// `TCP_ZEROCOPY_RECEIVE` with a copy path for what cannot be mapped. Nobody else may read the
-/// socket meanwhile.
+/// `TCP_ZEROCOPY_RECEIVE` with a copy path for what cannot be mapped. Each chunk's bytes are
+/// copied into a new `Buffer`, so they stay valid.
+// doc-copy: zcrx.exclusive
+/// Nobody else may read from the socket meanwhile (a peeker may peek: the receiver keeps its
+/// `SO_PEEK_OFF` right).
+// doc-end
 #[napi]
 pub struct ZeroCopyReceiver {
     inner: RefCell<Option<Core>>,
@@ -57,9 +93,31 @@ pub struct ZeroCopyReceiver {
 
 #[napi]
 impl ZeroCopyReceiver {
-    /// Maps a `window`-byte receive window (rounded up to pages; 1 byte to 1 GiB) of (a
-    /// duplicate of) `fd`. `EINVAL` (window), `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not TCP),
-    /// `ENOTCONN` (not connected), `ENOMEM`.
+    /// Maps a `window`-byte receive window of (a duplicate of) `fd`.
+    // doc-copy: zcrx_new.memory
+    /// `window` is rounded up to a multiple of the page size (W); it must be 1 byte to 1 GiB.
+    /// Memory, all of it made here: the copy buffer, one heap block of W bytes clamped to 64 KiB
+    /// ..= 1 MiB (256 KiB for a 256 KiB window), never written by lowcopy, so that only the pages
+    /// the kernel copies into become resident; and W bytes of address space for the window (a
+    /// read-only mapping of the socket: the pages it shows are the socket's receive buffer, not
+    /// memory of its own). Nothing is allocated afterwards; the first wait that meets a busy error
+    /// queue makes an epoll instance (a descriptor) kept until the receiver is released.
+    // doc-end
+    ///
+    // doc-copy: zcrx_new.rcvlowat
+    /// Set the receive low-water mark (`setRcvlowat`) to about the window's size so that each
+    /// wakeup finds a window's worth of bytes. Pages map only where the kernel holds whole,
+    /// page-aligned payload pages (a header-splitting NIC; on loopback, a page-aligned
+    /// `MSG_ZEROCOPY` sender); every other byte arrives by copy.
+    // doc-end
+    ///
+    /// Errors: `EMFILE` (no descriptor for the duplicate);
+    // doc-copy: zcrx_new.errors
+    /// The socket is checked before the window: `EINVAL` (`window` 0 or above 1 GiB), `EBADF`,
+    /// `ENOTSOCK`, `EOPNOTSUPP` (not TCP over IPv4/IPv6, e.g. UDP, AF_UNIX, MPTCP; or a kernel
+    /// without `TCP_ZEROCOPY_RECEIVE`), `ENOTCONN` (not connected: listening, never connected,
+    /// still connecting, or reset), `ENOMEM`, and `mmap` errors.
+    // doc-end
     #[napi(
         constructor,
         catch_unwind,
@@ -95,10 +153,33 @@ impl ZeroCopyReceiver {
         }
     }
 
-    /// The next piece of the stream (as the core's `recv`): blocking until the socket's mark
-    /// is met (`SO_RCVLOWAT`; `SO_RCVTIMEO` bounds it: `EAGAIN`), or with `dontWait` what is
-    /// queued (`EAGAIN` if nothing). Errors: `EAGAIN`, `EINTR`, `ECONNRESET` (after every byte
-    /// before it).
+    /// The next piece of the stream: mapped pages or copied bytes, in stream order (`eof` at
+    /// end of stream).
+    // doc-copy: zcrx_recv.wait
+    /// Blocking (no `dontWait`, fd without `O_NONBLOCK`), like a blocking `recv` with
+    /// `SO_RCVLOWAT`: once the bytes queued at the last wakeup are all delivered, the receiver
+    /// waits in `poll` until the socket's mark is met, then returns them chunk by chunk without
+    /// waiting again (one wakeup per mark's worth, however many chunks it takes; the kernel may
+    /// wake below the mark under memory pressure: those bytes are returned, not waited past). The
+    /// socket's `SO_RCVTIMEO` (read when a wait starts) bounds the wait; when it runs out the bytes
+    /// queued below the mark are returned, or `EAGAIN` when there are none, as `recv` does.
+    /// Non-blocking (`dontWait` or `O_NONBLOCK`): whatever is queued, mark or not (the caller's
+    /// poll/epoll honoured the mark), or `EAGAIN`.
+    // doc-end
+    ///
+    // doc-copy: zcrx_recv.errqueue
+    /// Entries on the socket's error queue (zerocopy notifications of a sender on the same socket,
+    /// `IP_RECVERR` or `SO_TIMESTAMPING` reports) are never read and never end a wait: a blocking
+    /// receive sleeps past them (as `recvAtLeast` does), a non-blocking one returns `EAGAIN` when
+    /// nothing else is there.
+    // doc-end
+    ///
+    /// Errors: `EINVAL` (bad options);
+    // doc-copy: zcrx_recv.errors
+    /// `EAGAIN`, `EINTR`, `ECONNRESET` and the socket's other errors (reported after every byte
+    /// received before them); an `EINVAL` from the kernel (a bug in lowcopy, or someone unmapped
+    /// the window) is reported as such, never taken as end of stream.
+    // doc-end
     #[napi(catch_unwind, ts_args_type = "options?: PeekOptions")]
     pub fn recv(&self, env: Env, options: Option<Unknown>) -> Result<ZcrxChunk> {
         let f = flags(&env, options.as_ref(), "recv")?;
@@ -115,8 +196,15 @@ impl ZeroCopyReceiver {
     }
 
     /// Gives the receiver its own wait limit in place of the socket's `O_NONBLOCK` and
-    /// `SO_RCVTIMEO` (as the core's `set_timeout`): milliseconds, `-1`/`null` for no limit,
-    /// 0 never to wait. A wait then costs one `poll`.
+    /// `SO_RCVTIMEO`: milliseconds, `-1`/`null` for no limit, 0 never to wait.
+    // doc-copy: zcrx_timeout.kernel
+    /// The fd's `O_NONBLOCK` then plays no part either (only `dontWait` makes a receive
+    /// non-blocking), as in `recvAtLeast`. When it runs out the result is what `SO_RCVTIMEO` gives:
+    /// the bytes queued below the mark, or `EAGAIN`. Why: with the socket's settings, each wait
+    /// first looks without sleeping (`poll` with 0), then reads `O_NONBLOCK` and `SO_RCVTIMEO`,
+    /// then sleeps: 3 or 4 syscalls where tcp_mmap's loop makes 1. With its own timeout the
+    /// receiver sleeps in one `poll`.
+    // doc-end
     #[napi(catch_unwind, ts_args_type = "timeoutMs: number | null")]
     pub fn set_timeout(&self, env: Env, timeout_ms: Unknown) -> Result<()> {
         let t = args::timeout_ms(&env, Some(&timeout_ms))?;
@@ -128,8 +216,12 @@ impl ZeroCopyReceiver {
         Ok(())
     }
 
-    /// Whether each zero-copy call keeps a peeker's `SO_PEEK_OFF` right (on by default): off
-    /// saves a `getsockopt` per chunk when no `Peeker` shares the socket.
+    /// Whether each zero-copy call keeps a peeker's `SO_PEEK_OFF` right (on by default).
+    // doc-copy: zcrx_peek_off_tracking.kernel
+    /// Off saves the `getsockopt(SO_PEEK_OFF)` made before each zero-copy call (one syscall per
+    /// chunk): turn it off only when no peeker uses `SO_PEEK_OFF` on this socket while the receiver
+    /// lives, or its cursor will point past the bytes it meant after mapped chunks.
+    // doc-end
     #[napi(catch_unwind)]
     pub fn set_peek_off_tracking(&self, env: Env, on: bool) -> Result<()> {
         let mut g = self.inner.borrow_mut();

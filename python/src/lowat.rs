@@ -15,32 +15,59 @@ record! {
     /// Counters of low-water-mark receives (`recv_atleast`), added to on every call, failed
     /// ones included.
     RecvStats from lowcopy::RecvStats {
+        // doc-copy: recv_stats.calls
         /// Calls made.
+        // doc-end
         calls,
+        // doc-copy: recv_stats.syscalls
         /// Syscalls made (including failed ones).
+        // doc-end
         syscalls,
+        // doc-copy: recv_stats.wakeups
         /// `poll` returns that reported the socket ready: the wakeups.
+        // doc-end
         wakeups,
-        /// Wakeups after which the call still had fewer than `min` bytes; it waited again.
+        // doc-copy: recv_stats.early_wakeups
+        /// Wakeups after which the call still had fewer than `min` bytes (the kernel woke below the
+        /// mark, the mark was capped, or datagrams were small); the call waited again.
+        // doc-end
         early_wakeups,
-        /// Calls that ran out of time.
+        // doc-copy: recv_stats.timeouts
+        /// Calls that ran out of time (they returned what had come, or `ETIMEDOUT`).
+        // doc-end
         timeouts,
+        // doc-copy: recv_stats.lowat_changes
         /// `SO_RCVLOWAT` changes made, restores included.
+        // doc-end
         lowat_changes,
+        // doc-copy: recv_stats.bytes
         /// Bytes returned.
+        // doc-end
         bytes,
     }
 }
 
 /// Sets `SO_RCVLOWAT` to `nbytes` and returns the value the kernel keeps, in bytes.
 ///
-/// TCP caps it at `tcp_rmem[2] / 2` (16 MiB by default), or at `SO_RCVBUF / 2` when the
-/// receive buffer is locked; values above 2**31-1 are passed as 2**31-1 and capped the same
-/// way; 0 is kept as 1. Setting it on TCP also grows an unlocked receive buffer to about
-/// twice the mark. On a listening socket each connection gets the value when its handshake
-/// completes. AF_UNIX and UDP store the value, but their poll ignores it.
+// doc-copy: set_rcvlowat.kernel
+/// TCP caps it at `tcp_rmem[2] / 2` (16 MiB with the default 32 MiB maximum), or at half of
+/// `SO_RCVBUF` as read back (the kernel doubles what was set) once the application locked the
+/// receive buffer with `SO_RCVBUF`; values above `INT_MAX` are passed as `INT_MAX` and capped the
+/// same way; 0 is kept as 1. Setting it on TCP also grows an unlocked receive buffer to about twice
+/// the mark (never shrunk again) and, when it lowers the mark, wakes pollers whose data now
+/// suffices.
 ///
-/// Errors (`OSError`): `EBADF`, `ENOTSOCK`, and other `setsockopt`/`getsockopt` errors.
+/// On a listening TCP socket the value is reported the same way and copied into each connection
+/// when its handshake completes (not at `accept`): connections already waiting in the accept queue
+/// keep the old value. tcp_mmap sets its mark this way. On kernels before 21b29e74ffe5 (Oct 2025) a
+/// large inherited mark also clamped the window scale the listener advertised, so there prefer
+/// setting it after `accept`. AF_UNIX and UDP store the value, but their poll ignores it.
+// doc-end
+///
+/// Errors (`OSError`):
+// doc-copy: set_rcvlowat.errors
+/// `EBADF`, `ENOTSOCK`, and other `setsockopt`/`getsockopt` errors.
+// doc-end
 #[pyfunction]
 fn set_rcvlowat(sock: &Bound<'_, PyAny>, nbytes: &Bound<'_, PyAny>) -> PyResult<usize> {
     guard(|| {
@@ -57,15 +84,57 @@ fn set_rcvlowat(sock: &Bound<'_, PyAny>, nbytes: &Bound<'_, PyAny>) -> PyResult<
 /// `min` is clamped to 1..nbytes. `timeout` in seconds: None waits without limit, 0 returns
 /// what is queued now. The socket's `O_NONBLOCK` and `SO_RCVTIMEO` play no part.
 ///
-/// Returns at least `min` bytes when they came in time; fewer (but some) when the peer shut
-/// down, time ran out, or an error or signal came after them (the error is left for the next
-/// call); `b""` at end of stream. Datagram sockets: whole datagrams are appended while they
-/// fit. The GIL is released while the call waits; a signal before any byte runs the Python
+/// Returns the bytes as `bytes` (`b""` at end of stream; the buffer is `nbytes` long):
+// doc-copy: recv_atleast.returns
+/// - `min` to the buffer's length in bytes when `min` bytes came in time;
+/// - fewer than `min` (but more than 0) when the peer shut down after them, when time ran out after
+///   they came, when the connection was reset after them (the error is left pending and the next
+///   call reports it), when a signal arrived after them, or on a datagram socket when the next
+///   datagram does not fit in what is left of the buffer;
+/// - 0 at end of stream with nothing received;
+/// - `ETIMEDOUT` when nothing came in time.
+// doc-end
+///
+/// The GIL is released while the call waits; a signal before any byte runs the Python
 /// handlers and the call goes on with the time left.
 ///
-/// Errors (`OSError`): `TimeoutError` (`ETIMEDOUT`: nothing came in time), `EINVAL`
-/// (`nbytes` 0), `EBADF`, `ENOTSOCK`, `EOPNOTSUPP`, `EMSGSIZE` (the next datagram is larger
-/// than `nbytes`; it stays queued), and the socket's errors (`ConnectionResetError` ...).
+// doc-copy: recv_atleast.kernel
+/// TCP and MPTCP: the socket's `SO_RCVLOWAT` is set to the bytes still missing while the call waits
+/// (capped by the kernel as in `set_rcvlowat`) and restored to the value found on entry before it
+/// returns: no change when the socket already holds the mark the call needs, so setting the mark
+/// once with `set_rcvlowat` saves two syscalls per call. An unlocked receive buffer grows to about
+/// twice the mark and stays so. Early wakeups below the mark (memory pressure, a window down to one
+/// MSS) are read and waited past, never lost. Never a blocking `recv`, so never the trap where a
+/// read shorter than the mark sleeps until the mark.
+///
+/// AF_UNIX stream and other streams: their poll ignores `SO_RCVLOWAT`, so the call wakes on every
+/// arrival and loops until `min`; the result is the same, the wakeups are not saved.
+///
+/// Datagram sockets (UDP, AF_UNIX datagram and seqpacket): whole datagrams are appended to the
+/// buffer while they fit, until `min` bytes; a datagram is never truncated. `EMSGSIZE` when the
+/// first datagram is larger than the buffer (it stays queued). Zero-length datagrams are consumed
+/// and add nothing.
+// doc-end
+///
+// doc-copy: recv_atleast.errqueue
+/// The error queue: the call never reads it. Its entries (the completion notifications of a
+/// zero-copy sender on the same socket, ICMP reports queued with `IP_RECVERR`, `SO_TIMESTAMPING`
+/// reports) stay for their owner, and neither wake the call nor end it: while one is queued, `poll`
+/// reports `POLLERR` at once on every call, so the call then sleeps on an edge-triggered epoll
+/// instance of its own (one descriptor for the call's duration, 2-3 syscalls more per wait) that
+/// wakes only for new events. A socket error (`SO_ERROR`: a reset, an ICMP error with `IP_RECVERR`)
+/// is returned as `recv` returns it, at once when nothing was received; one that arrives after some
+/// bytes is left for the next call, and ends this one early only when the connection is reset or
+/// hung up.
+// doc-end
+///
+/// Errors (`OSError`; `ETIMEDOUT` is `TimeoutError`, `ECONNRESET` `ConnectionResetError`):
+/// `EINVAL` (`nbytes` 0),
+// doc-copy: recv_atleast.errors
+/// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a stream, datagram or seqpacket socket), `ETIMEDOUT`
+/// (nothing came in time), `EMSGSIZE` (the first datagram is larger than the buffer; it stays
+/// queued), `EINTR` (a signal before any byte), and the socket's own errors (`ECONNRESET`, ...).
+// doc-end
 #[pyfunction]
 #[pyo3(signature = (sock, nbytes, min, timeout = None))]
 fn recv_atleast(
@@ -183,15 +252,27 @@ fn recv_atleast_stats(
 }
 
 /// A receiver of `min`-byte chunks on one socket: `recv_atleast` that learns the socket
-/// once (its type, protocol and `SO_RCVLOWAT`, in the constructor) and leaves the mark of
-/// its last call in place between calls, so a loop receiving chunks of the same size makes
-/// the raw loop's syscalls per chunk: `poll` and `recv` (one `setsockopt` more when `min`
-/// changes). `close()` puts back the mark found at creation.
+/// once (its type, protocol and `SO_RCVLOWAT`, in the constructor). The stateless receive is
+/// `recv_atleast`; the release, `close()`.
 ///
-/// Results, errors and the behaviour of each call are those of `recv_atleast`. While the
-/// receiver lives, the socket's `SO_RCVLOWAT` is the bytes its last call still missed (usually
-/// `min`): a poll or asyncio reader on the same socket sees that mark. Works on its own
-/// duplicate of the socket's descriptor; not for use by two threads at once (`RuntimeError`).
+// doc-copy: receiver.kernel
+/// The stateless receive asks the kernel on every call what kind of socket it has (2 `getsockopt`)
+/// and what mark it holds (1 more), and puts the mark back when it returns. A receiver does that
+/// once, when it is made, and leaves the mark of its last call in place between calls, so a loop
+/// receiving chunks of the same size makes exactly the raw loop's syscalls per chunk: `poll` and
+/// `recv` (one `setsockopt` more when `min` changes). Releasing it puts back the mark found at
+/// creation.
+///
+/// Results, errors and the behaviour of each call (early wakeups, end of stream, datagrams, the
+/// error queue) are those of the stateless receive. While the receiver lives, the socket's
+/// `SO_RCVLOWAT` is the bytes its last call still missed when it returned (usually `min`): a poll
+/// or epoll of the caller's on the same socket sees that mark. After it is made it allocates
+/// nothing; the first wait that meets a non-empty error queue makes an epoll instance (one
+/// descriptor), kept until the receiver is released.
+// doc-end
+///
+/// Works on its own duplicate of the socket's descriptor; not for use by two threads at once
+/// (`RuntimeError`).
 #[pyclass(frozen, module = "lowcopy._lowcopy")]
 pub struct Receiver {
     h: Handle<lowcopy::Receiver<OwnedFd>>,
@@ -221,8 +302,10 @@ impl Receiver {
 impl Receiver {
     /// Learns the socket (over a duplicate of its descriptor): 2 or 3 `getsockopt`.
     ///
-    /// Errors (`OSError`): `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a stream, datagram or
-    /// seqpacket socket).
+    /// Errors (`OSError`):
+    // doc-copy: receiver_new.errors
+    /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a stream, datagram or seqpacket socket).
+    // doc-end
     #[new]
     fn new(sock: &Bound<'_, PyAny>) -> PyResult<Self> {
         guard(|| {

@@ -18,17 +18,26 @@ use crate::util::{
 /// `b""` when the peer shut down and nothing lies beyond `offset`; `BlockingIOError`
 /// (`EAGAIN`) when nothing lies beyond `offset` yet and `flags` has `MSG_DONTWAIT` or the
 /// socket is non-blocking (a socket with a timeout is non-blocking: `settimeout` sets
-/// `O_NONBLOCK`). A blocking call waits (GIL released) for a byte beyond `offset`.
+/// `O_NONBLOCK`). The GIL is released while the call waits.
+// doc-copy: peek_at.kernel
+/// A blocking call waits for one byte beyond `offset`. Stateless: uses `SO_PEEK_OFF` where the
+/// socket has it (set, peek, set back to -1), else the discard prefix.
+// doc-end
 ///
-/// Precondition: no `Peeker` is using `SO_PEEK_OFF` on this socket; this call leaves it
-/// disabled. Costs 2-3 `getsockopt` to classify the socket, one `recvmsg`, and with
-/// `offset > 0` on a socket with `SO_PEEK_OFF` two `setsockopt`: use a `Peeker` on the
-/// data path.
+// doc-copy: peek_at.cost
+/// Precondition: `SO_PEEK_OFF` is disabled (-1, the default) on the socket, so no live peeker may
+/// use it; this call leaves it disabled. Cost: 2-3 `getsockopt` to classify the socket, one
+/// `recvmsg`, and with `offset > 0` on a socket with `SO_PEEK_OFF` two `setsockopt`. Use a peeker
+/// on the data path.
+// doc-end
 ///
-/// Errors (`OSError`): `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream
-/// socket), `EINVAL` (flags other than `MSG_DONTWAIT`, or `nbytes` 0), `EOVERFLOW` (offset
-/// beyond what the mechanism can represent: 2**31-1 with `SO_PEEK_OFF`, about 64 MiB with
-/// the discard prefix), and `recvmsg` errors (`ECONNRESET` ...).
+/// Errors (`OSError`): `EINVAL` (flags other than `MSG_DONTWAIT`, or `nbytes` 0),
+// doc-copy: peek_at.errors
+/// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `EOVERFLOW`
+/// (`offset` beyond what the mechanism can represent: `INT_MAX` for `SO_PEEK_OFF`, 64 KiB per iovec
+/// left below 1024 for the discard prefix; never truncated), `ECONNRESET` and other `recvmsg`
+/// errors.
+// doc-end
 #[pyfunction]
 #[pyo3(signature = (sock, offset, nbytes, flags = 0))]
 fn peek_at(
@@ -81,10 +90,20 @@ fn peek_into(
 }
 
 /// Drops up to `nbytes` bytes from the head of the socket's receive queue; returns how many
-/// were dropped. TCP and MPTCP copy nothing (`recv(MSG_TRUNC)`); AF_UNIX reads them into a
-/// scratch buffer. 0 for `nbytes` 0 or at end of stream; `BlockingIOError` when nothing is
-/// queued and the call may not block. `flags`: `MSG_DONTWAIT` only, else `EINVAL`. The
-/// kernel lowers `SO_PEEK_OFF` by the bytes dropped.
+/// were dropped.
+// doc-copy: consume.kernel
+/// TCP and MPTCP use `recv(NULL, n, MSG_TRUNC)`, which copies nothing; AF_UNIX stream has no such
+/// path and reads them into a scratch buffer. The kernel lowers `SO_PEEK_OFF` by the bytes dropped.
+/// Returns 0 for `nbytes` 0 or at end of stream.
+// doc-end
+///
+/// Errors (`OSError`; `EAGAIN` is `BlockingIOError`): `EINVAL` (`flags` other than
+/// `MSG_DONTWAIT`),
+// doc-copy: consume.errors
+/// `EAGAIN` when nothing is queued and the call may not block (`MSG_DONTWAIT` or a non-blocking
+/// fd); `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), and `recv`
+/// errors (`ECONNRESET`, `EINTR`, ...).
+// doc-end
 #[pyfunction]
 #[pyo3(signature = (sock, nbytes, flags = 0))]
 fn consume(
@@ -101,9 +120,17 @@ fn consume(
     })
 }
 
-/// Whether `SO_PEEK_OFF` works on this stream socket (TCP over IPv4 since Linux 6.9, IPv6
-/// since 6.12, AF_UNIX since 3.4, never MPTCP). Leaves the socket's `SO_PEEK_OFF` as it
-/// was. Errors: `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream).
+/// Whether `SO_PEEK_OFF` works on this stream socket.
+// doc-copy: peek_supported.kernel
+/// TCP over IPv4 has it since Linux 6.9, over IPv6 since 6.12, AF_UNIX stream since 3.4; MPTCP
+/// never. Leaves the socket's `SO_PEEK_OFF` value as it was (reads it, writes it back).
+// doc-end
+///
+/// Errors (`OSError`):
+// doc-copy: peek_supported.errors
+/// `EBADF` (not an open fd), `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket:
+/// lowcopy's peek does not apply; UDP and other datagram sockets neither).
+// doc-end
 #[pyfunction]
 fn peek_supported(sock: &Bound<'_, PyAny>) -> PyResult<bool> {
     guard(|| {
@@ -115,18 +142,34 @@ fn peek_supported(sock: &Bound<'_, PyAny>) -> PyResult<bool> {
 record! {
     /// Counters of a `Peeker`. All byte counts are in bytes.
     PeekStats from lowcopy::PeekStats {
-        /// Syscalls the peeker made (including failed ones; the constructor's too).
+        // doc-copy: peek_stats.syscalls
+        /// Syscalls the peeker made, failed ones included, its constructor's too: 1 or 2 after
+        /// `Peeker` with a `family`; after `Peeker` without a `family` 2 more on AF_UNIX and 3 more
+        /// on TCP and MPTCP, the `getsockopt` that learn what the socket is.
+        // doc-end
         syscalls,
+        // doc-copy: peek_stats.peeks
         /// Peeks that returned data.
+        // doc-end
         peeks,
+        // doc-copy: peek_stats.bytes_peeked
         /// Bytes delivered to the caller by peeks.
+        // doc-end
         bytes_peeked,
-        /// Bytes the kernel copied to user space only for lowcopy to throw away: the discard
-        /// prefix, and consumed bytes on AF_UNIX (no copy-free `MSG_TRUNC` there).
+        // doc-copy: peek_stats.bytes_skipped_copied
+        /// Bytes the kernel copied to user space only for lowcopy to throw them away: the discard
+        /// prefix, and consumed bytes on protocols without a copy-free `MSG_TRUNC` (AF_UNIX).
+        /// Always 0 with `PeekMode.OFFSET` on TCP; at most 4096 (4096) per peek with
+        /// `PeekMode.AUTO` over `SO_PEEK_OFF`.
+        // doc-end
         bytes_skipped_copied,
-        /// Bytes dropped from the head of the receive queue by consume.
+        // doc-copy: peek_stats.bytes_consumed
+        /// Bytes dropped from the head of the receive queue by the peeker's consume.
+        // doc-end
         bytes_consumed,
+        // doc-copy: peek_stats.rcvlowat_updates
         /// `SO_RCVLOWAT` changes made by the armed low-water mark.
+        // doc-end
         rcvlowat_updates,
     }
 }
@@ -139,6 +182,11 @@ record! {
 /// `with`), which also restores the socket's `SO_RCVLOWAT` if armed and disables
 /// `SO_PEEK_OFF` again. One peeker per socket; not for use by two threads at once
 /// (`RuntimeError`).
+// doc-copy: peeker.exclusive
+/// Other code must not read from the socket or change `SO_PEEK_OFF` while the peeker lives: reads
+/// through `Peeker.consume` keep the cursor right, and a read by another path must be reported with
+/// `Peeker.note_consumed`.
+// doc-end
 #[pyclass(frozen, module = "lowcopy._lowcopy")]
 pub struct Peeker {
     h: Handle<lowcopy::Peeker<OwnedFd>>,
@@ -149,18 +197,28 @@ pub struct Peeker {
 #[pyclass(frozen, eq, module = "lowcopy._lowcopy")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PeekResult {
-    /// Bytes written to the buffer(s); 0 at end of stream after `offset`.
+    // doc-copy: peek_result.len
+    /// Bytes copied (the call's return value); 0 at end of stream after `offset`.
+    // doc-end
     #[pyo3(get)]
     pub len: u64,
-    /// The offset peeked at: bytes after the head of the receive queue.
+    // doc-copy: peek_result.offset
+    /// Where they came from: bytes after the head of the receive queue (the offset asked for).
+    // doc-end
     #[pyo3(get)]
     pub offset: u64,
-    /// The same place in the stream: bytes this peeker consumed (`consume`,
-    /// `note_consumed`) plus `offset`.
+    // doc-copy: peek_result.stream_pos
+    /// The same place as a position in the stream: the bytes that left the head of the queue
+    /// through this peeker (`Peeker.consume`, `Peeker.note_consumed`) plus `offset`. For a peeker
+    /// made before any byte was read from the socket, the stream position of the first byte peeked.
+    // doc-end
     #[pyo3(get)]
     pub stream_pos: u64,
-    /// Syscalls the call made: 1 when the kernel's `SO_PEEK_OFF` already was at `offset` (or
-    /// a discard prefix was used), 2 when it had to be moved first.
+    // doc-copy: peek_result.syscalls
+    /// Syscalls this call made: 1 when the kernel's `SO_PEEK_OFF` already was at `offset` (or the
+    /// discard prefix was used), 2 when it had to be moved first; more only on the paths documented
+    /// at `Peeker.peek_at_into`.
+    // doc-end
     #[pyo3(get)]
     pub syscalls: u32,
     /// `SO_PEEK_OFF` was written before the peek (the kernel's offset was elsewhere).
@@ -265,20 +323,54 @@ impl<'a> Iovecs<'a> {
 impl Peeker {
     /// Makes a peeker over a duplicate of `sock`'s descriptor with `mode` (`PeekMode`).
     ///
-    /// `OFFSET` (and `AUTO` where the family has it) sets `SO_PEEK_OFF` on the socket; a
-    /// cursor starts at 0, the head of the receive queue.
+    /// The cursor starts at 0, the head of the receive queue.
+    // doc-copy: peeker_new.kernel
+    /// `PeekMode.OFFSET` (and `PeekMode.AUTO` when it picks `SO_PEEK_OFF`) sets the socket's
+    /// `SO_PEEK_OFF` to 0; `PeekMode.DISCARD` makes sure it is disabled (-1).
+    // doc-end
     ///
     /// `family` and `proto` state what the socket is, as `socket.socket(family, SOCK_STREAM,
     /// proto)` made it (`sock.family`, `sock.proto`): `AF_INET` or `AF_INET6` with 0,
     /// `IPPROTO_TCP` or `IPPROTO_MPTCP`, or `AF_UNIX` with 0. The peeker then asks the socket
     /// nothing (no `getsockopt` for its family, type and protocol): one syscall in all. The
-    /// default `family` 0 asks the socket. Stating the kind wrong is never unsafe: calls then
-    /// fail as the real socket answers.
+    /// default `family` 0 asks the socket.
     ///
-    /// Errors (`OSError`): `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX
-    /// stream; or `OFFSET` where the kernel has no `SO_PEEK_OFF` for this family), and
-    /// `setsockopt` errors. `ValueError` for a mode that is not a `PeekMode`, or a
-    /// `family`/`proto` pair other than those above.
+    /// Urgent data (a TCP urgent byte, `MSG_OOB`, or an AF_UNIX out-of-band byte):
+    // doc-copy: peeker.urgent
+    /// making a peeker sets `SO_OOBINLINE` on the socket and leaves it set. Every urgent byte is
+    /// then an ordinary byte of the stream, where the peer sent it: peeks deliver byte for byte
+    /// what reads of the socket deliver, a consume of `nbytes` bytes drops exactly `nbytes` of them
+    /// (it reads on past the mark), and no byte is peeked twice or skipped. Urgency itself is not
+    /// reported (`recv(MSG_OOB)` then fails with errno EINVAL; `SIOCATMARK` still tells where the
+    /// mark is).
+    ///
+    /// The kernel ends every read and every peek at the urgent mark (net/ipv4/tcp.c
+    /// `tcp_recvmsg_locked`, net/unix/af_unix.c `manage_oob`): a peek that reaches it returns
+    /// short, and the next continues at the urgent byte. A discard peek starts at the head of the
+    /// queue, so it cannot pass a mark that lies ahead of the head: there the peeker peeks once
+    /// with `SO_PEEK_OFF` at the cursor where the socket has it; where it has not (TCP before 6.9,
+    /// IPv6 before 6.12) the peek returns `EAGAIN`, blocking or not, until the bytes before the
+    /// mark are consumed (poll still reports the socket readable meanwhile).
+    // doc-end
+    ///
+    // doc-copy: peeker_kind.wrong
+    /// Stating the kind wrong is never unsafe: calls then fail as the real socket answers (a
+    /// datagram socket answers a peek as a datagram socket would; an AF_UNIX socket stated as TCP
+    /// fails `Peeker.consume` with `EFAULT`).
+    // doc-end
+    // doc-copy: peeker_new.cost
+    /// Cost: 2-3 `getsockopt` to learn the socket's family, type and protocol (none when the caller
+    /// states the socket's kind), then one `setsockopt` (`PeekMode.OFFSET`, `PeekMode.AUTO`) or one
+    /// `getsockopt` (`PeekMode.DISCARD`; a `setsockopt` more if `SO_PEEK_OFF` was on), and the
+    /// `setsockopt` of `SO_OOBINLINE`.
+    // doc-end
+    ///
+    /// Errors: `ValueError` for a mode that is not a `PeekMode`, or a `family`/`proto` pair
+    /// other than those above; `OSError`:
+    // doc-copy: peeker_new.errors
+    /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or
+    /// `PeekMode.OFFSET` on a socket without `SO_PEEK_OFF`), and `setsockopt`/`getsockopt` errors.
+    // doc-end
     #[new]
     #[pyo3(signature = (sock, mode = 0, *, family = 0, proto = 0))]
     fn new(sock: &Bound<'_, PyAny>, mode: u32, family: i32, proto: i32) -> PyResult<Self> {
@@ -310,14 +402,26 @@ impl Peeker {
     /// `b""` at end of stream after the cursor (the peer shut down; bytes before the
     /// cursor stay queued). `BlockingIOError` (`EAGAIN`) when nothing lies beyond the
     /// cursor and `flags` has `MSG_DONTWAIT` or the socket is non-blocking (a socket with a
-    /// timeout is). A blocking peek (GIL released) returns once a byte beyond the cursor is
-    /// there; the socket's `SO_RCVTIMEO` ends it with `EAGAIN`, a signal runs the Python
-    /// handlers and the peek goes on if they do not raise.
+    /// timeout is). A blocking peek releases the GIL; a signal runs the Python handlers and
+    /// the peek goes on if they do not raise.
+    // doc-copy: peek.wait
+    /// A blocking peek returns as soon as one byte beyond the cursor is there (with the armed
+    /// low-water mark too; a socket's own `SO_RCVLOWAT` above 1 makes the kernel wait for that many
+    /// bytes beyond the cursor, as recv does), or with `EAGAIN` when `SO_RCVTIMEO` runs out.
+    // doc-end
+    // doc-copy: peek.window
+    /// Peeked bytes stay in the receive buffer: when they fill it (small segments cost far more
+    /// kernel memory than their payload) the peer's window is closed and a blocking peek waits
+    /// until something is consumed, so a caller that may block there sets `SO_RCVTIMEO` or consumes
+    /// acknowledged bytes first.
+    // doc-end
     ///
-    /// Errors (`OSError`): `EINVAL` (flags other than `MSG_DONTWAIT`, `nbytes` 0),
-    /// `EOVERFLOW` (cursor beyond what the mechanism can represent: 2**31-1 with
-    /// `SO_PEEK_OFF`, about 64 MiB with the discard prefix), `recvmsg` errors
-    /// (`ConnectionResetError` ...).
+    /// Errors (`OSError`; `ECONNRESET` is `ConnectionResetError`): `EINVAL` (flags other than
+    /// `MSG_DONTWAIT`, `nbytes` 0),
+    // doc-copy: peek.errors
+    /// `EOVERFLOW` (cursor beyond what the mechanism can represent), `ECONNRESET`, `EINTR` and
+    /// other `recvmsg` errors.
+    // doc-end
     #[pyo3(signature = (nbytes, flags = 0))]
     fn peek(&self, py: Python<'_>, nbytes: &Bound<'_, PyAny>, flags: i32) -> PyResult<Py<PyBytes>> {
         guard(|| {
@@ -388,15 +492,27 @@ impl Peeker {
     /// cursor ends at `offset` + the bytes peeked. Returns a `PeekResult` saying what was
     /// peeked from where (`len` 0 at end of stream after `offset`).
     ///
-    /// Costs, with `SO_PEEK_OFF`: one `recv` when the kernel's offset already is at `offset`
-    /// (where the last peek ended, kept right by `consume`), a `setsockopt` more when it must
-    /// be moved (`moved`); `AUTO` peeks an `offset` of at most 4096 that the kernel's offset
-    /// is not at through a discard prefix (`prefixed`); `DISCARD`: one `recvmsg`. With
-    /// `MSG_DONTWAIT` the GIL is kept (the call never waits); the data path allocates
-    /// nothing.
+    // doc-copy: peek_at_cursor.cost
+    /// Cost with `SO_PEEK_OFF` (`PeekMode.OFFSET`, and `PeekMode.AUTO` when it picked it): one
+    /// `recv`/`recvmsg` when the kernel's offset is already at `offset` (after a peek that ended
+    /// there, or a consume that moved both back), a `setsockopt` and the `recv` when it must be
+    /// moved; never a classification. `PeekMode.AUTO` peeks an `offset` of at most 4096 bytes that
+    /// the kernel's offset is not at with a discard prefix instead (one `recvmsg`, a `setsockopt`
+    /// more the first time it must switch `SO_PEEK_OFF` off). `PeekMode.DISCARD`: one `recvmsg` per
+    /// peek that finds bytes. Beyond those: with the low-water mark armed, a blocking call lowers
+    /// it first (a `setsockopt`) and one that finds nothing sets it to `offset` + 1 (a
+    /// `setsockopt`); the discard mechanism, finding nothing past `offset`, asks `poll` whether the
+    /// peer ended and `fcntl` whether the fd blocks, and waits as a peek at the cursor does.
+    // doc-end
+    /// A moved offset shows as `moved`, a discard prefix as `prefixed`. With `MSG_DONTWAIT`
+    /// the GIL is kept (the call never waits); the data path allocates nothing.
     ///
-    /// Errors as `peek_into` (the cursor is then at `offset`); `EOVERFLOW` when `offset` is
-    /// beyond what the mechanism represents (the cursor is then unchanged).
+    /// Errors:
+    // doc-copy: peek_at_cursor.errors
+    /// As a peek at the cursor (the cursor is then at `offset`); `EOVERFLOW` (`offset` beyond what
+    /// the mechanism can represent: `INT_MAX` with `SO_PEEK_OFF`, 1023 x 64 KiB with the discard
+    /// prefix; the cursor is then unchanged).
+    // doc-end
     #[pyo3(signature = (offset, buffer, nbytes = 0, flags = 0))]
     fn peek_at_into(
         &self,
@@ -444,12 +560,18 @@ impl Peeker {
         })
     }
 
-    /// Moves the cursor to `offset` bytes after the head of the receive queue: back to
-    /// retransmit, or ahead to skip bytes (copied by the discard mechanism at the next peek,
-    /// not by `SO_PEEK_OFF`). No syscall unless the low-water mark is armed.
+    // doc-copy: seek.kernel
+    /// Moves the cursor to `offset` bytes after the head of the receive queue: back to retransmit,
+    /// or ahead to skip bytes without copying them (offset mechanism; the discard one copies them
+    /// at the next peek). Makes no syscall unless the low-water mark is armed.
+    // doc-end
     ///
-    /// Errors: `EOVERFLOW` (beyond what the mechanism can represent; the cursor is then
-    /// unchanged), and with the mark armed its `setsockopt` errors.
+    /// Errors (`OSError`):
+    // doc-copy: seek.errors
+    /// `EOVERFLOW` if the mechanism cannot represent the offset (`INT_MAX` for `SO_PEEK_OFF`, 1023
+    /// x 64 KiB for the discard prefix); with the low-water mark armed, its `setsockopt` errors.
+    /// The cursor is then unchanged.
+    // doc-end
     fn seek(&self, offset: &Bound<'_, PyAny>) -> PyResult<()> {
         guard(|| {
             let o = count(offset, "offset")?;
@@ -457,9 +579,18 @@ impl Peeker {
         })
     }
 
-    /// Drops up to `nbytes` acknowledged bytes from the head of the receive queue and moves
-    /// the cursor back by the bytes dropped (never below 0); returns them. Never blocks: 0
-    /// for `nbytes` 0 or at end of stream, `BlockingIOError` when nothing is queued.
+    // doc-copy: peeker_consume.kernel
+    /// Drops up to `nbytes` acknowledged bytes from the head of the receive queue and moves the
+    /// cursor back by the bytes dropped (never below 0). Never blocks. Returns bytes dropped: fewer
+    /// than `nbytes` when fewer are queued, 0 for `nbytes` 0 or at end of stream. TCP and MPTCP
+    /// drop them without copying (`MSG_TRUNC`); AF_UNIX reads them into a scratch buffer.
+    // doc-end
+    ///
+    /// Errors (`OSError`; `EAGAIN` is `BlockingIOError`):
+    // doc-copy: peeker_consume.errors
+    /// `EAGAIN` when nothing is queued; `recv` errors (`ECONNRESET`, ...); with the low-water mark
+    /// armed, its `setsockopt` errors (the bytes were dropped and the cursor moved).
+    // doc-end
     fn consume(&self, nbytes: &Bound<'_, PyAny>) -> PyResult<usize> {
         guard(|| {
             let n = count(nbytes, "nbytes")?;
@@ -468,9 +599,14 @@ impl Peeker {
     }
 
     /// Tells the peeker that `nbytes` bytes left the head of the receive queue by another
-    /// path (a `ZeroCopyReceiver`, a plain `recv` on the socket): the cursor moves back by
-    /// `nbytes` (never below 0) with no syscall. Errors: only with the low-water mark armed,
-    /// its `setsockopt` errors.
+    /// path (a `ZeroCopyReceiver`, a plain `recv` on the socket).
+    // doc-copy: note_consumed.kernel
+    /// The cursor moves back by `nbytes` (never below 0), as `Peeker.consume` would move it, with
+    /// no syscall unless the low-water mark is armed (it follows the cursor): both of those paths
+    /// lower the kernel's `SO_PEEK_OFF` by what they take (the zero-copy receiver corrects the
+    /// kernel, which forgets to for mapped bytes), so cursor and kernel stay together.
+    // doc-end
+    /// Errors: only with the low-water mark armed, its `setsockopt` errors.
     fn note_consumed(&self, nbytes: &Bound<'_, PyAny>) -> PyResult<()> {
         guard(|| {
             let n = count(nbytes, "nbytes")?;
@@ -493,14 +629,33 @@ impl Peeker {
         })
     }
 
-    /// Whether the low-water mark is armed. Setting it True keeps `SO_RCVLOWAT` at cursor
-    /// + 1 bytes, so that poll/epoll/asyncio report the socket readable only when a byte
-    /// beyond the cursor is queued (they ignore `SO_PEEK_OFF`) and level-triggered loops do
-    /// not spin; False restores the value found when arming. The kernel caps the mark at
-    /// `tcp_rmem[2]/2` (beyond that cursor it cannot keep poll quiet).
+    /// Whether the low-water mark is armed; setting it arms (True) or disarms (False) it
+    /// (asyncio's selectors obey the mark too).
     ///
-    /// Errors on setting: `EOPNOTSUPP` on AF_UNIX (its poll ignores `SO_RCVLOWAT`), and
-    /// `setsockopt` errors.
+    // doc-copy: lowat_armed.kernel
+    /// While armed, `SO_RCVLOWAT` is kept at cursor + 1 bytes so that poll/epoll report the socket
+    /// readable only when a byte beyond the cursor is queued (they ignore `SO_PEEK_OFF`), and
+    /// level-triggered loops do not spin. Blocking peeks still return as soon as one new byte is
+    /// there.
+    ///
+    /// The mark follows seek and consume at once; after peeks it is raised lazily, when a peek
+    /// finds nothing beyond the cursor (`EAGAIN`), so the data path costs no extra syscall. The
+    /// kernel caps `SO_RCVLOWAT` at `tcp_rmem[2]/2` (16 MiB by default; `SO_RCVBUF/2` when locked;
+    /// net/ipv4/tcp.c `tcp_set_rcvlowat`): past that cursor poll cannot be kept quiet. Nor can it
+    /// when the receive queue, full of peeked but unconsumed bytes, puts the socket under memory
+    /// pressure (more than 7/8 of `SO_RCVBUF` in kernel memory, which small segments reach with a
+    /// few KiB of payload) or shrinks its window to one MSS: TCP then reports `EPOLLIN` whatever
+    /// the mark (`tcp_epollin_ready`, net/ipv4/tcp.c). A level-triggered loop that gets `EAGAIN`
+    /// from the peek should stop listening for `EPOLLIN` until it consumes. Setting the mark grows
+    /// an unlocked receive buffer to about twice the mark. Disarming, and releasing the peeker,
+    /// restore the value found when arming.
+    // doc-end
+    ///
+    /// Errors on setting (`OSError`):
+    // doc-copy: lowat_armed.errors
+    /// `EOPNOTSUPP` on AF_UNIX (its poll ignores `SO_RCVLOWAT`, net/unix/af_unix.c), and
+    /// `getsockopt`/`setsockopt` errors.
+    // doc-end
     #[getter]
     fn lowat_armed(&self) -> PyResult<bool> {
         guard(|| self.h.with(|p| Ok(p.lowat_armed())))
@@ -522,10 +677,13 @@ impl Peeker {
         guard(|| self.h.with(|p| Ok(p.get_ref().as_raw_fd())))
     }
 
-    /// Restores the socket's `SO_RCVLOWAT` if armed, disables `SO_PEEK_OFF` if this peeker
-    /// used it, and closes the duplicate descriptor. `restore=False` for a socket you close
-    /// next: the options stay as the peeker left them (no syscall but the `close` of the
-    /// duplicate). Idempotent; later calls other than `close` raise `ValueError`.
+    /// Closes the duplicate descriptor.
+    // doc-copy: peeker_drop.kernel
+    /// Restores `SO_RCVLOWAT` if the mark was armed and leaves `SO_PEEK_OFF` disabled (-1) if this
+    /// peeker used it.
+    // doc-end
+    /// `restore=False` for a socket you close next: the options stay as the peeker left them (no
+    /// syscall but the `close` of the duplicate). Idempotent; later calls other than `close` raise `ValueError`.
     #[pyo3(signature = (restore = true))]
     fn close(&self, restore: bool) -> PyResult<()> {
         guard(|| {

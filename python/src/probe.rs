@@ -9,32 +9,50 @@ use crate::util::{guard, IoResultExt};
 #[pyclass(frozen, eq, module = "lowcopy._lowcopy")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Caps {
-    /// `SO_PEEK_OFF` on TCP over IPv4 (Linux 6.9).
+    // doc-copy: caps.peek_off_tcp4
+    /// `SO_PEEK_OFF` on TCP over IPv4 (Linux 6.9, 05ea491641d3).
+    // doc-end
     #[pyo3(get)]
     peek_off_tcp4: bool,
-    /// `SO_PEEK_OFF` on TCP over IPv6 (Linux 6.12).
+    // doc-copy: caps.peek_off_tcp6
+    /// `SO_PEEK_OFF` on TCP over IPv6 (Linux 6.12, be9a4fb831b8).
+    // doc-end
     #[pyo3(get)]
     peek_off_tcp6: bool,
+    // doc-copy: caps.peek_off_unix
     /// `SO_PEEK_OFF` on AF_UNIX stream (Linux 3.4).
+    // doc-end
     #[pyo3(get)]
     peek_off_unix: bool,
+    // doc-copy: caps.peek_off_mptcp
     /// `SO_PEEK_OFF` on MPTCP (not in any kernel so far).
+    // doc-end
     #[pyo3(get)]
     peek_off_mptcp: bool,
+    // doc-copy: caps.zerocopy_tcp
     /// `SO_ZEROCOPY` accepted on a TCP socket (Linux 4.14).
+    // doc-end
     #[pyo3(get)]
     zerocopy_tcp: bool,
+    // doc-copy: caps.zerocopy_udp
     /// `SO_ZEROCOPY` accepted on a UDP socket (Linux 5.0).
+    // doc-end
     #[pyo3(get)]
     zerocopy_udp: bool,
-    /// io_uring `IORING_OP_SEND_ZC` (Linux 6.0); False when io_uring is disabled or filtered.
+    // doc-copy: caps.uring_send_zc
+    /// io_uring `IORING_OP_SEND_ZC` (Linux 6.0); false when io_uring is disabled or filtered.
+    // doc-end
     #[pyo3(get)]
     uring_send_zc: bool,
+    // doc-copy: caps.uring_sendmsg_zc
     /// io_uring `IORING_OP_SENDMSG_ZC` (Linux 6.1).
+    // doc-end
     #[pyo3(get)]
     uring_sendmsg_zc: bool,
-    /// Bytes of `struct tcp_zerocopy_receive` the kernel knows (16 on 4.18, 64 since 5.12);
-    /// 0 when `TCP_ZEROCOPY_RECEIVE` is absent.
+    // doc-copy: caps.tcp_zerocopy_receive_size
+    /// Bytes of `struct tcp_zerocopy_receive` the kernel knows (16 on 4.18, 64 since 5.12); 0 when
+    /// `TCP_ZEROCOPY_RECEIVE` is absent.
+    // doc-end
     #[pyo3(get)]
     tcp_zerocopy_receive_size: u32,
 }

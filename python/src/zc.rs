@@ -32,32 +32,61 @@ use lowcopy::zc::Completion as CoreCompletion;
 record! {
     /// Counters of a `ZeroCopySender`. Byte counts in bytes.
     ZcStats from lowcopy::ZcStats {
+        // doc-copy: zc_stats.sends
         /// Send calls that returned > 0.
+        // doc-end
         sends,
+        // doc-copy: zc_stats.bytes
         /// Bytes those sends accepted.
+        // doc-end
         bytes,
-        /// Kernel sends that asked for zerocopy (`MSG_ZEROCOPY` or io_uring SEND_ZC).
+        // doc-copy: zc_stats.zerocopy_sends
+        /// Kernel sends that asked for zerocopy (`MSG_ZEROCOPY` or SEND_ZC).
+        // doc-end
         zerocopy_sends,
+        // doc-copy: zc_stats.copy_sends
         /// Kernel sends that copied (copy backend, fallbacks, adaptive mode).
+        // doc-end
         copy_sends,
+        // doc-copy: zc_stats.completions
         /// Completions handed to the caller.
+        // doc-end
         completions,
-        /// Of those, completions with `ZcFlag.COPIED`.
+        // doc-copy: zc_stats.completions_copied
+        /// Of those, completions with the `COPIED` flag.
+        // doc-end
         completions_copied,
-        /// `ENOBUFS` from a zerocopy send (optmem or locked-pages limit), each answered by a
-        /// copy.
+        // doc-copy: zc_stats.enobufs
+        /// `ENOBUFS` from error-queue zerocopy sends (optmem or locked-pages limit) and `ENOMEM`
+        /// from io_uring ones (`RLIMIT_MEMLOCK`, for a thread without `CAP_IPC_LOCK`), each
+        /// answered by a retry and then a copy; never returned to the caller.
+        // doc-end
         enobufs,
-        /// Sends that fell back to a copy because the id window was full.
+        // doc-copy: zc_stats.window_full
+        /// Sends that fell back to a copy because the id window was full (twice the sender's limit
+        /// of requests held in flight: 8192 ids by default).
+        // doc-end
         window_full,
-        /// Syscalls made to send.
+        // doc-copy: zc_stats.syscalls_send
+        /// Syscalls made to send (sendmsg, io_uring_enter for a send).
+        // doc-end
         syscalls_send,
+        // doc-copy: zc_stats.syscalls_reap
         /// Syscalls made to collect completions (error-queue reads, waits).
+        // doc-end
         syscalls_reap,
-        /// Error-queue entries that were not zerocopy notifications (timestamps, ICMP).
+        // doc-copy: zc_stats.errqueue_other
+        /// Error-queue entries that were not zerocopy notifications (timestamps, ICMP): read and
+        /// dropped.
+        // doc-end
         errqueue_other,
-        /// Notified ids that matched no send in flight, ignored.
+        // doc-copy: zc_stats.unexpected_ids
+        /// Notified ids that matched no send in flight: ignored.
+        // doc-end
         unexpected_ids,
-        /// 1 once the adaptive option stopped asking for zerocopy.
+        // doc-copy: zc_stats.zerocopy_off
+        /// 1 once the `adaptive` option stopped asking for zerocopy.
+        // doc-end
         zerocopy_off,
     }
 }
@@ -383,11 +412,21 @@ impl<'a> PinnedIov<'a> {
 /// Zerocopy sends over one socket: every send's buffer stays alive and un-resizable until
 /// its completion is reaped, and the completion hands back the send's `user_data` object.
 ///
-/// A completion means "the buffer may be reused", not "delivered": TCP notifies only after
-/// the peer acknowledged, so never block a send on completions. Works on its own duplicate
-/// of the socket's descriptor; create one sender per socket, before any other
-/// `MSG_ZEROCOPY` send on it. Not for use by two threads at once (`RuntimeError`); the
-/// io_uring backend belongs to the first thread that sends (`EEXIST` elsewhere).
+// doc-copy: zc.buffers
+/// The buffers of a send must stay unmodified until its completion is reaped: the kernel may read
+/// them until then (a zerocopy send pins the pages and transmits from them, also when TCP
+/// retransmits), so a change reaches the wire. A completion means "the buffer may be reused", not
+/// "the data was delivered": TCP notifies only after the peer acknowledged, so never block a send
+/// on completions.
+// doc-end
+///
+/// Works on its own duplicate of the socket's descriptor.
+// doc-copy: zc.one_per_socket
+/// Create one sender per socket, before any other `MSG_ZEROCOPY` send on it: the kernel's id
+/// counter cannot be read back.
+// doc-end
+/// Not for use by two threads at once (`RuntimeError`); the io_uring backend belongs to the
+/// first thread that sends (`EEXIST` elsewhere).
 #[pyclass(frozen, module = "lowcopy._lowcopy")]
 pub struct ZeroCopySender {
     h: Handle<Sender>,
@@ -504,14 +543,52 @@ fn pair<'py>(py: Python<'py>, n: usize, list: Bound<'py, PyList>) -> PyResult<Bo
 impl ZeroCopySender {
     /// Makes a sender over a duplicate of `sock`'s descriptor with `backend` (`ZcBackend`).
     ///
-    /// `adaptive=True` stops asking for zerocopy after 16 consecutive completions the kernel
-    /// copied anyway (loopback, veth, devices without scatter-gather). Allocates everything
-    /// the data path needs. The error-queue backend sets `SO_ZEROCOPY` on the socket.
+    /// `ERRQUEUE`:
+    // doc-copy: zc_backend.errqueue
+    /// `SO_ZEROCOPY` + `MSG_ZEROCOPY` (TCP since Linux 4.14, UDP since 5.0); completions read from
+    /// `MSG_ERRQUEUE` and mapped from the kernel's 32-bit id ranges back to user_data. The sender
+    /// owns the socket's error queue: other entries on it (ICMP errors with `IP_RECVERR`,
+    /// `SO_TIMESTAMPING` reports) are read, counted in `errqueue_other` and dropped, and reading an
+    /// ICMP entry also clears the `SO_ERROR` it set (net/core/skbuff.c `sock_dequeue_err_skb`). An
+    /// application that needs those entries should use io_uring, whose notifications do not go
+    /// through the error queue.
+    // doc-end
     ///
-    /// Errors (`OSError`): `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (an explicit zerocopy backend
-    /// on a socket that has none: AF_UNIX, MPTCP, raw), io_uring setup errors for an
-    /// explicit `IO_URING` (`EPERM` when disabled by sysctl, `ENOSYS`, `ENOMEM`).
-    /// `ValueError` for a backend that is not a `ZcBackend`.
+    /// `IO_URING`:
+    // doc-copy: zc_backend.iouring
+    /// io_uring `IORING_OP_SEND_ZC` (Linux 6.0) / `SENDMSG_ZC` (6.1); user_data comes back in the
+    /// notification CQE. One ring per thread serves every sender used on that thread (8192
+    /// completion entries, made with the thread's first sender, kept until the thread exits): a
+    /// sender owns no descriptor. The ring is set up with `IORING_SETUP_DEFER_TASKRUN` (6.1) so
+    /// that notifications never interrupt the thread's other syscalls with `EINTR`; they are posted
+    /// during the next send (no syscall of their own). Its price, `SINGLE_ISSUER`: a sender belongs
+    /// to the first thread that sends on it, waits on it or asks for its completion descriptor (it
+    /// joins that thread's ring), and calls from any other thread fail with `EEXIST`.
+    // doc-end
+    ///
+    /// `adaptive=True`:
+    // doc-copy: zc_options.adaptive
+    /// Stop asking for zerocopy after 16 consecutive completions that the kernel copied anyway
+    /// (loopback, veth, devices without scatter-gather), the way msg_zerocopy.rst suggests: a
+    /// copied "zerocopy" send costs more than a plain copy. Sends in flight are still reaped; later
+    /// sends are plain copies whose completion is ready at once, flagged copied and fallback.
+    // doc-end
+    ///
+    /// Allocates everything the data path needs.
+    // doc-copy: zc_new.kernel
+    /// An io_uring sender (explicit, or picked by AUTO) makes sure the calling thread has its ring
+    /// (made on the thread's first sender, kept until the thread exits) but joins a ring only at
+    /// its first use. The error-queue backend sets `SO_ZEROCOPY` on the socket (left set
+    /// afterwards; it only matters to `MSG_ZEROCOPY` sends).
+    // doc-end
+    ///
+    /// Errors: `ValueError` for a backend that is not a `ZcBackend`; `OSError`:
+    // doc-copy: zc_new.errors
+    /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (an explicit zerocopy backend on a socket that has none:
+    /// AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup errors for an
+    /// explicit io_uring backend when the calling thread has no ring yet (`EPERM` when
+    /// `kernel.io_uring_disabled` forbids it, `ENOSYS`, `ENOMEM`, `EMFILE`).
+    // doc-end
     #[new]
     #[pyo3(signature = (sock, backend = 0, *, adaptive = false))]
     fn new(
@@ -545,21 +622,44 @@ impl ZeroCopySender {
 
     /// Sends `data` (any C-contiguous bytes-like object) and returns the bytes accepted.
     ///
-    /// Exactly one `Completion` carrying `user_data` (any object, returned unchanged)
-    /// follows every send that returned > 0; none follows a failed or zero-byte send.
-    /// Until that completion is reaped the sender keeps `data` alive, and a `bytearray`,
-    /// `array` or mmap cannot be resized or closed (`BufferError`); do not write to it
-    /// either (the kernel may still read it: the bytes on the wire would change).
+    // doc-copy: zc_send.completion
+    /// Exactly one completion carrying `user_data` follows every send that returned > 0; none
+    /// follows a failed or zero-byte send.
+    // doc-end
+    /// `user_data` is any object, returned unchanged. Until that completion is reaped the
+    /// sender keeps `data` alive, and a `bytearray`, `array` or mmap cannot be resized or
+    /// closed (`BufferError`).
     ///
-    /// As `socket.send`: a blocking send on a stream accepts everything unless a signal or
-    /// `SO_SNDTIMEO` stops it part way (then the part sent is returned); non-blocking
-    /// (`MSG_DONTWAIT`, or a socket with a timeout) accepts what fits; a datagram is one
-    /// send. The GIL is released while it may block. `flags`: `MSG_DONTWAIT`, `MSG_MORE`,
-    /// `MSG_NOSIGNAL` (always applied).
+    /// A socket with a timeout is non-blocking. The GIL is released while it may block.
+    /// `flags`: `MSG_DONTWAIT`, `MSG_MORE`, `MSG_NOSIGNAL`.
+    // doc-copy: zc_send.kernel
+    /// `MSG_NOSIGNAL` is always added: a closed connection is `EPIPE`, never `SIGPIPE`. As
+    /// `send(2)`: a blocking send on a stream socket accepts everything unless a signal or
+    /// `SO_SNDTIMEO` stops it part way (then the part sent is returned: send the rest), a
+    /// non-blocking one accepts what fits, a datagram is one send (a zero-length datagram too: it
+    /// returns 0 and gets no completion). Never waits for a completion. The io_uring backend
+    /// cancels its request on a signal (returning what went, or `EINTR`) and does not honour
+    /// `SO_SNDTIMEO`; after an `EAGAIN` it asks `poll(POLLOUT)` before queueing the next request (a
+    /// failed SEND_ZC still posts a notification, which the kernel may hold until the peer acks
+    /// earlier data), so retrying a full socket costs a poll and no request slot. `ENOBUFS` from a
+    /// zerocopy send (optmem or locked-pages limit), and on io_uring `ENOMEM` (the pages of its
+    /// sends in flight are charged to `RLIMIT_MEMLOCK` when the thread that made the ring lacks
+    /// `CAP_IPC_LOCK`), is never returned: completions are collected and the send is retried once,
+    /// then made by copy (its completion flagged copied and fallback).
+    // doc-end
     ///
-    /// Errors (`OSError`): `EINVAL` (other flags), `EBUSY` (4096 completions unreaped: reap
-    /// first), `EMSGSIZE`, and the socket's send errors (`BlockingIOError`,
-    /// `BrokenPipeError`, `ConnectionResetError`, `EDESTADDRREQ` ...).
+    /// Errors (`OSError`; `EAGAIN` is `BlockingIOError`, `EPIPE` `BrokenPipeError`,
+    /// `ECONNRESET` `ConnectionResetError`): `EINVAL` (other flags),
+    // doc-copy: zc_send.errors
+    /// `EBUSY` (as many requests held as the sender's limit, 4096 by default: reap first), `ENOMEM`
+    /// (the tables could not grow past the reserve), `EEXIST` (io_uring backend called from a
+    /// thread other than the one the sender belongs to), `EIO` (the thread's io_uring ring was
+    /// retired after it failed to take a request: every sender on it gets `EIO`; new senders get a
+    /// new ring), the ring's setup errors at an io_uring sender's first send on a thread without a
+    /// ring (`EMFILE`, `ENOMEM`; an AUTO sender falls back to the error queue instead), `EMSGSIZE`
+    /// (more than `IOV_MAX` iovecs, or a datagram too large), and the socket's own send errors
+    /// (`EAGAIN`, `EINTR`, `EPIPE`, `ECONNRESET`, `EDESTADDRREQ`, ...).
+    // doc-end
     #[pyo3(signature = (data, user_data = None, flags = 0))]
     fn send(
         &self,
@@ -581,7 +681,12 @@ impl ZeroCopySender {
     /// `address` (unconnected UDP: `(host, port)`, IPv6 `(host, port, flowinfo, scope_id)`);
     /// returns the bytes accepted. One completion for the whole send; every buffer is pinned
     /// until it. At most `IOV_MAX` (1024) buffers (`EMSGSIZE`). Results and errors as
-    /// `send`, plus address errors (`EINVAL`, `EAFNOSUPPORT`, `EISCONN` ...).
+    /// `send`, plus
+    // doc-copy: zc_send_msg.errors
+    /// the kernel's answers to the address and control data: `EAFNOSUPPORT` (an address of the
+    /// other family), `EINVAL` (an address of the wrong length, malformed control messages),
+    /// `EISCONN` (an address on a connected TCP socket), ...
+    // doc-end
     #[pyo3(signature = (buffers, user_data = None, flags = 0, address = None))]
     fn sendmsg(
         &self,
@@ -619,10 +724,20 @@ impl ZeroCopySender {
     }
 
     /// `send`, then the completions ready now in the same call: returns
-    /// `(bytes accepted, [Completion, ...])`. Reads the error queue at most once per 32
-    /// sends (io_uring completions cost no syscall): the cheapest way to keep a sender
-    /// loop's completions flowing. Errors as `send` (then nothing is reaped); once the send
-    /// went out, a failure to collect is left to the next `reap` or `wait`.
+    /// `(bytes accepted, [Completion, ...])`: the cheapest way to keep a sender loop's
+    /// completions flowing.
+    // doc-copy: zc_send_reap.kernel
+    /// The error-queue backend reads the queue at most once per 32 sends (sooner when the tracking
+    /// table runs low), so completions may come back up to 32 sends late (a reap gets them sooner);
+    /// io_uring completions cost no syscall (they are posted by the sends' own `io_uring_enter`).
+    // doc-end
+    ///
+    /// Errors:
+    // doc-copy: zc_send_reap.errors
+    /// As a send, and then no completion is handed out. Once the send went out its bytes are
+    /// reported whatever happens next: a failure to collect completions after it is left to the
+    /// next reap or wait, which meet it again.
+    // doc-end
     #[pyo3(signature = (data, user_data = None, flags = 0))]
     fn send_reap(
         &self,
@@ -644,8 +759,19 @@ impl ZeroCopySender {
     }
 
     /// Every completion ready now, oldest first, without blocking (an empty list when none
-    /// is); releases their buffers. Errors (`OSError`): error-queue read errors; `EEXIST` on
-    /// io_uring from a thread other than the one that sent first.
+    /// is); releases their buffers.
+    // doc-copy: zc_reap.kernel
+    /// Never blocks. Collects what the kernel has reported first: one error-queue read while sends
+    /// are in flight; no syscall for io_uring (unless the kernel deferred notifications or the
+    /// completion queue overflowed) and copy. On io_uring this also takes in the other senders'
+    /// notifications that have arrived on the thread's ring, keeping them for those senders.
+    // doc-end
+    ///
+    /// Errors (`OSError`):
+    // doc-copy: zc_reap.errors
+    /// Error-queue read errors; `EEXIST` on io_uring from a thread other than the one the sender
+    /// belongs to (once it joined a ring); `EIO` when its ring was retired.
+    // doc-end
     fn reap(&self, py: Python<'_>) -> PyResult<Py<PyList>> {
         guard(|| {
             let got = self.h.with(|s| s.reap_all(py))?;
@@ -655,13 +781,24 @@ impl ZeroCopySender {
     }
 
     /// Waits up to `timeout` seconds (None: no limit, 0: just check) until a completion is
-    /// ready; returns how many are ready to `reap`. Returns 0 at once when nothing is in
-    /// flight. The GIL is released while waiting; a signal runs the Python handlers and, if
-    /// they do not raise, the wait goes on with the time left.
+    /// ready.
+    // doc-copy: zc_wait.kernel
+    /// Returns the number ready to reap; 0 at once when nothing is in flight (it never waits for a
+    /// notification that cannot come).
+    // doc-end
     ///
-    /// Errors (`OSError`): `TimeoutError` when sends are in flight and none completed in
-    /// time; a pending socket error (`ConnectionResetError` ...) reported instead of a
-    /// completion.
+    /// The GIL is released while waiting; a signal runs the Python handlers and, if they do
+    /// not raise, the wait goes on with the time left (the `EINTR` below never reaches Python).
+    ///
+    /// Errors (`OSError`; `ETIMEDOUT` is `TimeoutError`):
+    // doc-copy: zc_wait.errors
+    /// `ETIMEDOUT` when sends are in flight and none completed in time (TCP notifies only once the
+    /// peer acknowledged, so a peer that stops reading delays completions without bound); `EINTR`
+    /// on a signal (the wait is a poll or `io_uring_enter`, which the kernel never restarts);
+    /// `EEXIST` (io_uring backend from a thread other than the one the sender belongs to); `EIO`
+    /// (its ring was retired); a pending socket error (`ECONNRESET`, ...) when the socket reports
+    /// one instead of a completion; error-queue read errors.
+    // doc-end
     #[pyo3(signature = (timeout = None))]
     fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<usize> {
         guard(|| {
@@ -683,7 +820,10 @@ impl ZeroCopySender {
         })
     }
 
-    /// Sends whose completion has not arrived yet.
+    // doc-copy: zc_inflight
+    /// Sends that accepted bytes and whose completion has not arrived yet (ready but unreaped
+    /// completions are not counted; failed sends never are).
+    // doc-end
     #[getter]
     fn inflight(&self) -> PyResult<usize> {
         guard(|| self.h.with(|s| Ok(s.zc.inflight())))

@@ -24,25 +24,47 @@ record! {
     /// Counters of a `ZeroCopyReceiver`. `bytes_mapped + bytes_copied` is exactly the number
     /// of stream bytes it returned.
     ZcrxStats from lowcopy::ZcrxStats {
+        // doc-copy: zcrx_stats.bytes_mapped
         /// Bytes delivered as pages mapped into the window.
+        // doc-end
         bytes_mapped,
-        /// Bytes delivered by copy.
+        // doc-copy: zcrx_stats.bytes_copied
+        /// Bytes delivered by copy (both kinds below).
+        // doc-end
         bytes_copied,
-        /// Of `bytes_copied`: bytes the kernel copied within the zero-copy call.
+        // doc-copy: zcrx_stats.bytes_copybuf
+        /// Of `bytes_copied`: bytes the kernel copied into the copy buffer within the zero-copy
+        /// call (stragglers, and small queues). The rest were read with `recv`.
+        // doc-end
         bytes_copybuf,
+        // doc-copy: zcrx_stats.chunks_mapped
         /// Chunks returned that were mapped pages.
+        // doc-end
         chunks_mapped,
+        // doc-copy: zcrx_stats.chunks_copied
         /// Chunks returned that were copies.
+        // doc-end
         chunks_copied,
+        // doc-copy: zcrx_stats.syscalls
         /// Syscalls made (including failed ones).
+        // doc-end
         syscalls,
+        // doc-copy: zcrx_stats.zc_calls
         /// `TCP_ZEROCOPY_RECEIVE` calls.
+        // doc-end
         zc_calls,
-        /// `TCP_ZEROCOPY_RECEIVE` calls that mapped nothing.
+        // doc-copy: zcrx_stats.zc_calls_unmapped
+        /// `TCP_ZEROCOPY_RECEIVE` calls that mapped nothing (queue empty or not mappable).
+        // doc-end
         zc_calls_unmapped,
+        // doc-copy: zcrx_stats.wakeups
         /// `poll` returns that reported the socket ready, when `recv` had to wait.
+        // doc-end
         wakeups,
-        /// `SO_PEEK_OFF` corrections made for a peeker on the same socket.
+        // doc-copy: zcrx_stats.peek_off_fixups
+        /// `SO_PEEK_OFF` corrections: the kernel does not lower it for bytes it maps or copies as
+        /// stragglers, so the receiver does, as a read would have.
+        // doc-end
         peek_off_fixups,
     }
 }
@@ -51,9 +73,13 @@ record! {
 /// a window of the process (`mmap` + `TCP_ZEROCOPY_RECEIVE`), with a copy path for every
 /// byte that cannot be mapped; every byte arrives exactly once, in stream order.
 ///
-/// Works on its own duplicate of the socket's descriptor; nobody else may read from the
-/// socket meanwhile (a `Peeker` may peek). `recv` returns a `Chunk` valid until the next
-/// `recv` or `close`; while a view of it is exported those raise `BufferError`.
+/// Works on its own duplicate of the socket's descriptor.
+// doc-copy: zcrx.exclusive
+/// Nobody else may read from the socket meanwhile (a peeker may peek: the receiver keeps its
+/// `SO_PEEK_OFF` right).
+// doc-end
+/// `recv` returns a `Chunk` valid until the next `recv` or `close`; while a view of it is
+/// exported those raise `BufferError`.
 #[pyclass(frozen, module = "lowcopy._lowcopy")]
 pub struct ZeroCopyReceiver {
     h: Handle<lowcopy::ZeroCopyReceiver<OwnedFd>>,
@@ -162,12 +188,30 @@ impl ZeroCopyReceiver {
     /// Maps a `window`-byte receive window of the TCP socket `sock` (over a duplicate of its
     /// descriptor) and allocates the copy buffer (the window's size, 64 KiB to 1 MiB).
     ///
-    /// `window` is rounded up to whole pages; 1 byte to 1 GiB. Set the socket's low-water
-    /// mark (`set_rcvlowat`) to about the window so that each wakeup finds a window's worth.
+    // doc-copy: zcrx_new.memory
+    /// `window` is rounded up to a multiple of the page size (W); it must be 1 byte to 1 GiB.
+    /// Memory, all of it made here: the copy buffer, one heap block of W bytes clamped to 64 KiB
+    /// ..= 1 MiB (256 KiB for a 256 KiB window), never written by lowcopy, so that only the pages
+    /// the kernel copies into become resident; and W bytes of address space for the window (a
+    /// read-only mapping of the socket: the pages it shows are the socket's receive buffer, not
+    /// memory of its own). Nothing is allocated afterwards; the first wait that meets a busy error
+    /// queue makes an epoll instance (a descriptor) kept until the receiver is released.
+    // doc-end
     ///
-    /// Errors (`OSError`): `EINVAL` (`window` 0 or above 1 GiB), `EBADF`, `ENOTSOCK`,
-    /// `EOPNOTSUPP` (not TCP over IPv4/IPv6, or no `TCP_ZEROCOPY_RECEIVE` in the kernel),
-    /// `ENOTCONN` (not connected: listening, never connected, reset), `ENOMEM`, `mmap` errors.
+    // doc-copy: zcrx_new.rcvlowat
+    /// Set the receive low-water mark (`set_rcvlowat`) to about the window's size so that each
+    /// wakeup finds a window's worth of bytes. Pages map only where the kernel holds whole,
+    /// page-aligned payload pages (a header-splitting NIC; on loopback, a page-aligned
+    /// `MSG_ZEROCOPY` sender); every other byte arrives by copy.
+    // doc-end
+    ///
+    /// Errors (`OSError`):
+    // doc-copy: zcrx_new.errors
+    /// The socket is checked before the window: `EINVAL` (`window` 0 or above 1 GiB), `EBADF`,
+    /// `ENOTSOCK`, `EOPNOTSUPP` (not TCP over IPv4/IPv6, e.g. UDP, AF_UNIX, MPTCP; or a kernel
+    /// without `TCP_ZEROCOPY_RECEIVE`), `ENOTCONN` (not connected: listening, never connected,
+    /// still connecting, or reset), `ENOMEM`, and `mmap` errors.
+    // doc-end
     #[new]
     fn new(py: Python<'_>, sock: &Bound<'_, PyAny>, window: &Bound<'_, PyAny>) -> PyResult<Self> {
         guard(|| {
@@ -187,19 +231,40 @@ impl ZeroCopyReceiver {
     /// Returns the next piece of the stream (`Chunk`): mapped pages or copied bytes, in
     /// stream order; an empty chunk at end of stream (and again at later calls).
     ///
-    /// The previous chunk is gone from here on: the pages it mapped are released and the
-    /// copy buffer reused. `BufferError` if a view of it is still exported.
+    // doc-copy: zcrx_recv.release
+    /// The chunk stays valid until the next call on the receiver (or its release): the pages of a
+    /// mapped chunk are released (`madvise(MADV_DONTNEED)`) at the start of the next call, before
+    /// the window is reused, and the copy buffer is reused.
+    // doc-end
+    /// `BufferError` if a view of the previous chunk is still exported.
     ///
-    /// Blocking (no `MSG_DONTWAIT`, socket without timeout), like a blocking `recv` with
-    /// `SO_RCVLOWAT`: once the bytes queued at the last wakeup are delivered, it waits (GIL
-    /// released) until the socket's mark is met, then returns them chunk by chunk without
-    /// waiting again; the socket's `SO_RCVTIMEO` bounds the wait (then what is queued
-    /// below the mark is returned, or `BlockingIOError`). Non-blocking (`MSG_DONTWAIT`, or a
-    /// socket with a timeout): whatever is queued, or `BlockingIOError`.
+    /// A socket with a timeout is non-blocking; the GIL is released while the call waits.
+    // doc-copy: zcrx_recv.wait
+    /// Blocking (no `MSG_DONTWAIT`, fd without `O_NONBLOCK`), like a blocking `recv` with
+    /// `SO_RCVLOWAT`: once the bytes queued at the last wakeup are all delivered, the receiver
+    /// waits in `poll` until the socket's mark is met, then returns them chunk by chunk without
+    /// waiting again (one wakeup per mark's worth, however many chunks it takes; the kernel may
+    /// wake below the mark under memory pressure: those bytes are returned, not waited past). The
+    /// socket's `SO_RCVTIMEO` (read when a wait starts) bounds the wait; when it runs out the bytes
+    /// queued below the mark are returned, or `EAGAIN` when there are none, as `recv` does.
+    /// Non-blocking (`MSG_DONTWAIT` or `O_NONBLOCK`): whatever is queued, mark or not (the caller's
+    /// poll/epoll honoured the mark), or `EAGAIN`.
+    // doc-end
     ///
-    /// Errors (`OSError`): `EINVAL` (flags other than `MSG_DONTWAIT`), `EAGAIN`,
-    /// `ConnectionResetError` and the socket's other errors (after every byte received
-    /// before them).
+    // doc-copy: zcrx_recv.errqueue
+    /// Entries on the socket's error queue (zerocopy notifications of a sender on the same socket,
+    /// `IP_RECVERR` or `SO_TIMESTAMPING` reports) are never read and never end a wait: a blocking
+    /// receive sleeps past them (as `recv_atleast` does), a non-blocking one returns `EAGAIN` when
+    /// nothing else is there.
+    // doc-end
+    ///
+    /// Errors (`OSError`; `EAGAIN` is `BlockingIOError`, `ECONNRESET` `ConnectionResetError`):
+    /// `EINVAL` (flags other than `MSG_DONTWAIT`),
+    // doc-copy: zcrx_recv.errors
+    /// `EAGAIN`, `EINTR`, `ECONNRESET` and the socket's other errors (reported after every byte
+    /// received before them); an `EINVAL` from the kernel (a bug in lowcopy, or someone unmapped
+    /// the window) is reported as such, never taken as end of stream.
+    // doc-end
     #[pyo3(signature = (flags = 0))]
     fn recv(slf: &Bound<'_, Self>, flags: i32) -> PyResult<Chunk> {
         guard(|| {
@@ -235,11 +300,15 @@ impl ZeroCopyReceiver {
     }
 
     /// Makes blocking receives wait at most `timeout` seconds (None: without limit) in place
-    /// of the socket's `SO_RCVTIMEO`; the socket's `O_NONBLOCK` then plays no part either
-    /// (only `MSG_DONTWAIT` makes a receive non-blocking), as in `recv_atleast`. When it runs
-    /// out the result is what `SO_RCVTIMEO` gives: the bytes queued below the mark, or
-    /// `BlockingIOError`. Each wait is then one `poll` (with the socket's settings, 3 or 4
-    /// syscalls). There is no way back to the socket's settings.
+    /// of the socket's `SO_RCVTIMEO`. There is no way back to the socket's settings.
+    // doc-copy: zcrx_timeout.kernel
+    /// The fd's `O_NONBLOCK` then plays no part either (only `MSG_DONTWAIT` makes a receive
+    /// non-blocking), as in `recv_atleast`. When it runs out the result is what `SO_RCVTIMEO`
+    /// gives: the bytes queued below the mark, or `EAGAIN`. Why: with the socket's settings, each
+    /// wait first looks without sleeping (`poll` with 0), then reads `O_NONBLOCK` and
+    /// `SO_RCVTIMEO`, then sleeps: 3 or 4 syscalls where tcp_mmap's loop makes 1. With its own
+    /// timeout the receiver sleeps in one `poll`.
+    // doc-end
     #[pyo3(signature = (timeout))]
     fn set_timeout(&self, timeout: Option<f64>) -> PyResult<()> {
         guard(|| {
@@ -252,9 +321,12 @@ impl ZeroCopyReceiver {
     }
 
     /// Whether each zero-copy call keeps a peeker's `SO_PEEK_OFF` right (on by default: the
-    /// kernel does not lower the peek offset for bytes it maps, the receiver does). Off saves
-    /// one `getsockopt` per chunk: only when no peeker uses `SO_PEEK_OFF` on this socket
-    /// while the receiver lives.
+    /// kernel does not lower the peek offset for bytes it maps, the receiver does).
+    // doc-copy: zcrx_peek_off_tracking.kernel
+    /// Off saves the `getsockopt(SO_PEEK_OFF)` made before each zero-copy call (one syscall per
+    /// chunk): turn it off only when no peeker uses `SO_PEEK_OFF` on this socket while the receiver
+    /// lives, or its cursor will point past the bytes it meant after mapped chunks.
+    // doc-end
     fn set_peek_off_tracking(&self, on: bool) -> PyResult<()> {
         guard(|| {
             self.h.with(|r| {

@@ -96,15 +96,40 @@ pub mod fuzzing {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(u32)]
 pub enum ZcBackend {
-    /// io_uring where SEND_ZC works on this socket, else the error queue where
-    /// `SO_ZEROCOPY` works, else copy.
+    // doc-source: zc_backend.auto
+    /// io_uring `SEND_ZC` where it works on this socket, else `MSG_ZEROCOPY` with the error
+    /// queue where `SO_ZEROCOPY` works, else plain copies. Sockets with no zerocopy at all
+    /// (AF_UNIX, MPTCP) get the copy backend. With io_uring the sender belongs to the first
+    /// thread that sends: a daemon that hands a connection to another thread mid-stream should
+    /// choose the error queue.
+    // doc-end
     #[default]
     Auto = 0,
-    /// `SO_ZEROCOPY` + `MSG_ZEROCOPY`, completions from `MSG_ERRQUEUE`.
+    // doc-source: zc_backend.errqueue
+    /// `SO_ZEROCOPY` + `MSG_ZEROCOPY` (TCP since Linux 4.14, UDP since 5.0); completions read
+    /// from `MSG_ERRQUEUE` and mapped from the kernel's 32-bit id ranges back to user_data. The
+    /// sender owns the socket's error queue: other entries on it (ICMP errors with
+    /// `IP_RECVERR`, `SO_TIMESTAMPING` reports) are read, counted in `errqueue_other` and
+    /// dropped, and reading an ICMP entry also clears the `SO_ERROR` it set (net/core/skbuff.c
+    /// `sock_dequeue_err_skb`). An application that needs those entries should use io_uring,
+    /// whose notifications do not go through the error queue.
+    // doc-end
     ErrQueue = 1,
-    /// io_uring `SEND_ZC` / `SENDMSG_ZC`.
+    // doc-source: zc_backend.iouring
+    /// io_uring `IORING_OP_SEND_ZC` (Linux 6.0) / `SENDMSG_ZC` (6.1); user_data comes back in
+    /// the notification CQE. One ring per thread serves every sender used on that thread (8192
+    /// completion entries, made with the thread's first sender, kept until the thread exits): a
+    /// sender owns no descriptor. The ring is set up with `IORING_SETUP_DEFER_TASKRUN` (6.1) so
+    /// that notifications never interrupt the thread's other syscalls with `EINTR`; they are
+    /// posted during the next send (no syscall of their own). Its price, `SINGLE_ISSUER`: a
+    /// sender belongs to the first thread that sends on it, waits on it or asks for its
+    /// completion descriptor (it joins that thread's ring), and calls from any other thread
+    /// fail with `EEXIST`.
+    // doc-end
     IoUring = 2,
-    /// Plain copying `sendmsg`.
+    // doc-source: zc_backend.copy
+    /// Plain copying `sendmsg`; the completion is ready when the send returns.
+    // doc-end
     Copy = 3,
 }
 
@@ -141,11 +166,13 @@ impl TryFrom<u32> for ZcBackend {
 pub struct ZcOptions {
     /// The mechanism that sends ([`ZcBackend::Auto`] picks one).
     pub backend: ZcBackend,
-    /// Stop asking for zerocopy after [`ADAPTIVE_AFTER`] consecutive completions that the
-    /// kernel copied anyway (loopback, veth, devices without scatter-gather), the way
-    /// msg_zerocopy.rst suggests: a copied "zerocopy" send costs more than a plain copy. Sends
-    /// in flight are still reaped; later sends are plain copies whose completion is ready at
-    /// once, flagged [`COPIED`] | [`FALLBACK`].
+    // doc-source: zc_options.adaptive
+    /// Stop asking for zerocopy after 16 consecutive completions that the kernel copied anyway
+    /// (loopback, veth, devices without scatter-gather), the way msg_zerocopy.rst suggests: a
+    /// copied "zerocopy" send costs more than a plain copy. Sends in flight are still reaped;
+    /// later sends are plain copies whose completion is ready at once, flagged copied and
+    /// fallback.
+    // doc-end
     pub adaptive: bool,
     /// Requests (sends held in flight or completed and not yet reaped) whose tracking is
     /// allocated when the sender is created and kept for its life: 32 bytes each plus a
@@ -264,35 +291,61 @@ const ERRQ_CONTROL: usize = 256;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ZcStats {
+    // doc-source: zc_stats.sends
     /// Send calls that returned > 0.
+    // doc-end
     pub sends: u64,
+    // doc-source: zc_stats.bytes
     /// Bytes those sends accepted.
+    // doc-end
     pub bytes: u64,
+    // doc-source: zc_stats.zerocopy_sends
     /// Kernel sends that asked for zerocopy (`MSG_ZEROCOPY` or SEND_ZC).
+    // doc-end
     pub zerocopy_sends: u64,
+    // doc-source: zc_stats.copy_sends
     /// Kernel sends that copied (copy backend, fallbacks, adaptive mode).
+    // doc-end
     pub copy_sends: u64,
+    // doc-source: zc_stats.completions
     /// Completions handed to the caller.
+    // doc-end
     pub completions: u64,
+    // doc-source: zc_stats.completions_copied
     /// Of those, completions with the [`COPIED`] flag.
+    // doc-end
     pub completions_copied: u64,
+    // doc-source: zc_stats.enobufs
     /// `ENOBUFS` from error-queue zerocopy sends (optmem or locked-pages limit) and
     /// `ENOMEM` from io_uring ones (`RLIMIT_MEMLOCK`, for a thread without `CAP_IPC_LOCK`),
     /// each answered by a retry and then a copy; never returned to the caller.
+    // doc-end
     pub enobufs: u64,
+    // doc-source: zc_stats.window_full
     /// Sends that fell back to a copy because the id window was full (twice the sender's
     /// limit of requests held in flight: 8192 ids by default).
+    // doc-end
     pub window_full: u64,
+    // doc-source: zc_stats.syscalls_send
     /// Syscalls made to send (sendmsg, io_uring_enter for a send).
+    // doc-end
     pub syscalls_send: u64,
+    // doc-source: zc_stats.syscalls_reap
     /// Syscalls made to collect completions (error-queue reads, waits).
+    // doc-end
     pub syscalls_reap: u64,
+    // doc-source: zc_stats.errqueue_other
     /// Error-queue entries that were not zerocopy notifications (timestamps, ICMP): read and
     /// dropped.
+    // doc-end
     pub errqueue_other: u64,
+    // doc-source: zc_stats.unexpected_ids
     /// Notified ids that matched no send in flight: ignored.
+    // doc-end
     pub unexpected_ids: u64,
+    // doc-source: zc_stats.zerocopy_off
     /// 1 once [`ZcOptions::adaptive`] stopped asking for zerocopy.
+    // doc-end
     pub zerocopy_off: u64,
 }
 
@@ -339,20 +392,28 @@ impl Ring {
 ///
 /// The sender holds the socket as `F`: a [`BorrowedFd`], an [`OwnedFd`](std::os::fd::OwnedFd),
 /// a `&TcpStream`, a `UdpSocket`, anything that implements [`AsFd`]; lowcopy closes it only by
-/// dropping `F`. Create one sender per socket, before any other `MSG_ZEROCOPY` send on it:
-/// the kernel's id counter cannot be read back. Not for concurrent use (methods take
-/// `&mut self`); distinct senders are independent. With [`ZcBackend::IoUring`] the sender
+/// dropping `F`.
+// doc-source: zc.one_per_socket
+/// Create one sender per socket, before any other `MSG_ZEROCOPY` send on it: the kernel's id
+/// counter cannot be read back.
+// doc-end
+/// Not for concurrent use (methods take `&mut self`); distinct senders are independent. With [`ZcBackend::IoUring`] the sender
 /// belongs to the first thread that sends on it, waits on it or asks for its
 /// [`completion_fd`](ZeroCopySender::completion_fd): it joins that thread's ring (see the
 /// module documentation), and calls from other threads fail with `EEXIST`. Any thread may
 /// create it, ask for its `inflight`, `stats` and `backend`, reap it before it joined a ring,
 /// and drop it.
 ///
-/// The buffers of a send must stay unmodified until its [`Completion`] is reaped: the kernel
-/// may read them until then (a zerocopy send pins the pages and transmits from them, also when
-/// TCP retransmits), so a change reaches the wire. This is not a memory-safety matter (the
-/// pages stay pinned however the memory is freed or reused), which is why the safe calls
-/// take borrowed slices; it is the caller's correctness rule.
+// doc-source: zc.buffers
+/// The buffers of a send must stay unmodified until its completion is reaped: the kernel may
+/// read them until then (a zerocopy send pins the pages and transmits from them, also when TCP
+/// retransmits), so a change reaches the wire. A completion means "the buffer may be reused",
+/// not "the data was delivered": TCP notifies only after the peer acknowledged, so never block
+/// a send on completions.
+// doc-end
+/// This is not a memory-safety matter (the pages stay pinned however the memory is freed or
+/// reused), which is why the safe calls take borrowed slices; it is the caller's correctness
+/// rule.
 ///
 /// ```
 /// use std::io::{IoSlice, Read};
@@ -415,15 +476,19 @@ impl<F: AsFd> AsFd for ZeroCopySender<F> {
 
 /// Closes the calling thread's io_uring ring (see the module documentation) now rather than
 /// when the thread exits, if no sender is joined to it: returns `true` when it was closed,
-/// `false` when the thread had none. The thread's next io_uring sender makes a new one.
-/// Senders dropped with sends in flight do not count: the kernel finishes those on its own
-/// (pages stay pinned until then). Closing a ring makes the kernel run task work on this
-/// thread (io_uring/io_uring.c `io_ring_exit_work`), so its next blocking syscall may return
-/// `EINTR` once.
+/// `false` when the thread had none.
+// doc-source: close_thread_ring.kernel
+/// The thread's next io_uring sender makes a new ring. Senders released with sends in flight
+/// do not count: the kernel finishes those on its own (pages stay pinned until then). Closing
+/// a ring makes the kernel run task work on this thread (io_uring/io_uring.c
+/// `io_ring_exit_work`), so its next blocking syscall may return `EINTR` once.
+// doc-end
 ///
 /// # Errors
-/// `EBUSY` while a sender is joined to the ring (one that sent, waited or gave its
-/// `completion_fd` on this thread and is not yet dropped).
+// doc-source: close_thread_ring.errors
+/// `EBUSY` while a sender is joined to the ring (one that sent, waited or gave its completion
+/// descriptor on this thread and is not yet released).
+// doc-end
 pub fn close_thread_ring() -> io::Result<bool> {
     uring::close_thread_ring()
 }
@@ -485,19 +550,24 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// Creates a sender on the socket `fd` set up as `opts` says.
     ///
     /// Allocates the tables for [`ZcOptions::reserve`] requests (32 bytes each plus a quarter,
-    /// and 8 more each for the error queue; see the module documentation); nothing else. An
-    /// io_uring sender (explicit, or picked by AUTO) makes sure the calling thread has its ring
-    /// (made on the thread's first sender, kept until the thread exits) but joins a ring only at
-    /// its first use. The error-queue backend sets `SO_ZEROCOPY` on the socket (left set
-    /// afterwards; it only matters to `MSG_ZEROCOPY` sends).
+    /// and 8 more each for the error queue; see the module documentation); nothing else.
+    // doc-source: zc_new.kernel
+    /// An io_uring sender (explicit, or picked by AUTO) makes sure the calling thread has its
+    /// ring (made on the thread's first sender, kept until the thread exits) but joins a ring
+    /// only at its first use. The error-queue backend sets `SO_ZEROCOPY` on the socket (left
+    /// set afterwards; it only matters to `MSG_ZEROCOPY` sends).
+    // doc-end
     ///
     /// # Errors
     /// `EINVAL` (options out of range: see [`ZcOptions::reserve`] and
-    /// [`ZcOptions::max_pending`]), `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (an explicit zerocopy
-    /// backend on a socket that has none: AF_UNIX, MPTCP, raw, packet; or io_uring without
-    /// SEND_ZC), io_uring setup errors for an explicit [`ZcBackend::IoUring`] when the calling
-    /// thread has no ring yet (`EPERM` when `kernel.io_uring_disabled`, `ENOSYS`, `ENOMEM`,
-    /// `EMFILE`), `ENOMEM` for the tables. `fd` is dropped on error.
+    /// [`ZcOptions::max_pending`]), `ENOMEM` for the tables, and:
+    // doc-source: zc_new.errors
+    /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (an explicit zerocopy backend on a socket that has
+    /// none: AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup errors
+    /// for an explicit io_uring backend when the calling thread has no ring yet (`EPERM` when
+    /// `kernel.io_uring_disabled` forbids it, `ENOSYS`, `ENOMEM`, `EMFILE`).
+    // doc-end
+    /// `fd` is dropped on error.
     pub fn with_options(fd: F, opts: ZcOptions) -> io::Result<Self> {
         opts.check()?;
         let b = fd.as_fd();
@@ -597,7 +667,10 @@ impl<F: AsFd> ZeroCopySender<F> {
         }
     }
 
-    /// Sends whose completion has not arrived yet.
+    // doc-source: zc_inflight
+    /// Sends that accepted bytes and whose completion has not arrived yet (ready but unreaped
+    /// completions are not counted; failed sends never are).
+    // doc-end
     pub fn inflight(&self) -> usize {
         self.tracker.inflight()
     }
@@ -609,6 +682,7 @@ impl<F: AsFd> ZeroCopySender<F> {
         s
     }
 
+    // doc-source: zc_pollfd.kernel
     /// The descriptor to watch (poll, epoll) for completions: the socket for the error queue
     /// (`EPOLLERR` is always reported), for io_uring an eventfd of the thread's ring
     /// (`EPOLLIN`). Copy completions are ready when the send returns; for the copy backend
@@ -626,12 +700,13 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// epoll does not report.) Any call on one of the thread's senders that enters or drains
     /// the ring (send, reap, wait) takes every notification in and keeps the others' for them,
     /// where the eventfd no longer shows them. So an event loop reaps every sender of the
-    /// thread that has sends in flight ([`ZeroCopySender::inflight`]) after a wakeup and
+    /// thread that has sends in flight after a wakeup and
     /// before it sleeps again, not only the one it was woken for. The descriptor stays open
     /// while any sender joined to the ring exists; lowcopy closes it, never the caller. If the
     /// calling thread cannot have a ring (its setup fails: `EMFILE`, `ENOMEM`), this is the
     /// socket, and the sender never uses a ring: an AUTO sender falls back to the error queue,
     /// an io_uring one fails every send with that error.
+    // doc-end
     pub fn completion_fd(&self) -> BorrowedFd<'_> {
         match &self.engine {
             Engine::IoUring(r) => match r.join() {
@@ -642,36 +717,44 @@ impl<F: AsFd> ZeroCopySender<F> {
         }
     }
 
-    /// Sends `bufs`; returns bytes accepted. Exactly one completion carrying `user_data`
-    /// follows every send that returned > 0; none follows a failed or zero-byte send. The
-    /// buffers must stay unmodified until that completion is reaped (see the type's
+    /// Sends `bufs`; returns bytes accepted.
+    // doc-source: zc_send.completion
+    /// Exactly one completion carrying `user_data` follows every send that returned > 0; none
+    /// follows a failed or zero-byte send.
+    // doc-end
+    /// The buffers must stay unmodified until that completion is reaped (see the type's
     /// documentation): take them from memory that the caller does not reuse before then.
     ///
-    /// `flags`: [`Flags::DONTWAIT`], [`Flags::MORE`]. `MSG_NOSIGNAL` is always added: a closed
-    /// connection is `EPIPE`, never `SIGPIPE`. As `send(2)`: a blocking send on a stream socket
-    /// accepts everything unless a signal or `SO_SNDTIMEO` stops it part way (then the part
-    /// sent is returned: send the rest), a non-blocking one accepts what fits, a datagram is one
-    /// send (a zero-length datagram too: it returns 0 and gets no completion). Never waits for a
-    /// completion. The io_uring backend cancels its request on a signal (returning what went,
-    /// or `EINTR`) and does not honour `SO_SNDTIMEO`; after an `EAGAIN` it asks
-    /// `poll(POLLOUT)` before queueing the next request (a failed SEND_ZC still posts a
-    /// notification, which the kernel may hold until the peer acks earlier data), so retrying
-    /// a full socket costs a poll and no request slot. `ENOBUFS` from a zerocopy send (optmem
-    /// or locked-pages limit), and on io_uring `ENOMEM` (the pages of its sends in flight are
-    /// charged to `RLIMIT_MEMLOCK` when the thread that made the ring lacks `CAP_IPC_LOCK`),
-    /// is never returned: completions are collected and the send is retried once, then made
-    /// by copy (its completion flagged [`COPIED`] | [`FALLBACK`]).
+    /// `flags`: [`Flags::DONTWAIT`], [`Flags::MORE`].
+    // doc-source: zc_send.kernel
+    /// `MSG_NOSIGNAL` is always added: a closed connection is `EPIPE`, never `SIGPIPE`. As
+    /// `send(2)`: a blocking send on a stream socket accepts everything unless a signal or
+    /// `SO_SNDTIMEO` stops it part way (then the part sent is returned: send the rest), a
+    /// non-blocking one accepts what fits, a datagram is one send (a zero-length datagram too:
+    /// it returns 0 and gets no completion). Never waits for a completion. The io_uring backend
+    /// cancels its request on a signal (returning what went, or `EINTR`) and does not honour
+    /// `SO_SNDTIMEO`; after an `EAGAIN` it asks `poll(POLLOUT)` before queueing the next
+    /// request (a failed SEND_ZC still posts a notification, which the kernel may hold until
+    /// the peer acks earlier data), so retrying a full socket costs a poll and no request slot.
+    /// `ENOBUFS` from a zerocopy send (optmem or locked-pages limit), and on io_uring `ENOMEM`
+    /// (the pages of its sends in flight are charged to `RLIMIT_MEMLOCK` when the thread that
+    /// made the ring lacks `CAP_IPC_LOCK`), is never returned: completions are collected and
+    /// the send is retried once, then made by copy (its completion flagged copied and
+    /// fallback).
+    // doc-end
     ///
     /// # Errors
-    /// `EBUSY` ([`ZcOptions::max_pending`] requests unreaped: reap first), `ENOMEM` (the
-    /// tables could not grow past the reserve), `EEXIST` (io_uring backend called from a
-    /// thread other than the one the sender belongs to), `EIO` (the thread's io_uring ring was
-    /// retired after it failed to take a request: every sender on it gets `EIO`; new senders
-    /// get a new ring), the ring's setup errors at an io_uring sender's first send on a thread
-    /// without a ring (`EMFILE`, `ENOMEM`; an AUTO sender falls back to the error queue
-    /// instead), `EMSGSIZE` (more than [`IOV_MAX`](crate::IOV_MAX)
-    /// iovecs, or a datagram too large), and the socket's own send errors (`EAGAIN`, `EINTR`,
-    /// `EPIPE`, `ECONNRESET`, `EDESTADDRREQ`, ...).
+    // doc-source: zc_send.errors
+    /// `EBUSY` (as many requests held as the sender's limit, 4096 by default: reap first),
+    /// `ENOMEM` (the tables could not grow past the reserve), `EEXIST` (io_uring backend called
+    /// from a thread other than the one the sender belongs to), `EIO` (the thread's io_uring
+    /// ring was retired after it failed to take a request: every sender on it gets `EIO`; new
+    /// senders get a new ring), the ring's setup errors at an io_uring sender's first send on a
+    /// thread without a ring (`EMFILE`, `ENOMEM`; an AUTO sender falls back to the error queue
+    /// instead), `EMSGSIZE` (more than `IOV_MAX` iovecs, or a datagram too large), and the
+    /// socket's own send errors (`EAGAIN`, `EINTR`, `EPIPE`, `ECONNRESET`, `EDESTADDRREQ`,
+    /// ...).
+    // doc-end
     pub fn send(
         &mut self,
         bufs: &[IoSlice<'_>],
@@ -690,9 +773,12 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// `cmsghdr`s as `sendmsg(2)` takes them, for example `UDP_SEGMENT`; empty for none).
     ///
     /// # Errors
-    /// As [`ZeroCopySender::send`], plus the kernel's answers to the address and control
-    /// data: `EAFNOSUPPORT` (an address of the other family), `EINVAL` (malformed control
-    /// messages), `EISCONN` (an address on a connected TCP socket), ...
+    /// As [`ZeroCopySender::send`], plus:
+    // doc-source: zc_send_msg.errors
+    /// the kernel's answers to the address and control data: `EAFNOSUPPORT` (an address of the
+    /// other family), `EINVAL` (an address of the wrong length, malformed control messages),
+    /// `EISCONN` (an address on a connected TCP socket), ...
+    // doc-end
     pub fn send_msg(
         &mut self,
         bufs: &[IoSlice<'_>],
@@ -1195,15 +1281,20 @@ impl<F: AsFd> ZeroCopySender<F> {
     }
 
     /// Moves ready completions into `out` without blocking; returns how many (the oldest
-    /// first; 0 when none). Collects what the kernel has reported first when `out` has room
-    /// for more than is ready: one error-queue read while sends are in flight; no syscall for
-    /// io_uring (unless the kernel deferred notifications or the completion queue overflowed)
-    /// and copy. On io_uring this also takes in the other senders' notifications that have
-    /// arrived on the thread's ring, keeping them for those senders.
+    /// first; 0 when none).
+    // doc-source: zc_reap.kernel
+    /// Never blocks. Collects what the kernel has reported first: one error-queue read while
+    /// sends are in flight; no syscall for io_uring (unless the kernel deferred notifications
+    /// or the completion queue overflowed) and copy. On io_uring this also takes in the other
+    /// senders' notifications that have arrived on the thread's ring, keeping them for those
+    /// senders.
+    // doc-end
     ///
     /// # Errors
+    // doc-source: zc_reap.errors
     /// Error-queue read errors; `EEXIST` on io_uring from a thread other than the one the
     /// sender belongs to (once it joined a ring); `EIO` when its ring was retired.
+    // doc-end
     pub fn reap(&mut self, out: &mut [Completion]) -> io::Result<usize> {
         self.check_thread()?;
         if self.tracker.ready() < out.len() && self.tracker.inflight() > 0 {
@@ -1221,17 +1312,21 @@ impl<F: AsFd> ZeroCopySender<F> {
     }
 
     /// Sends like [`ZeroCopySender::send`], then moves completions that are ready into
-    /// `out` in the same call: the "user argument" of the MSG_ZEROCOPY_UARG proposal. Reads
-    /// the error queue at most once per [`REAP_EVERY`] sends (or when the tracking table
-    /// runs low), so completions may come back up to 32 sends late ([`ZeroCopySender::reap`]
-    /// gets them sooner); io_uring completions cost no syscall (they are posted by the sends'
-    /// own `io_uring_enter`). Returns (bytes accepted, completions written).
+    /// `out` in the same call: the "user argument" of the MSG_ZEROCOPY_UARG proposal.
+    // doc-source: zc_send_reap.kernel
+    /// The error-queue backend reads the queue at most once per 32 sends (sooner when the
+    /// tracking table runs low), so completions may come back up to 32 sends late (a reap gets
+    /// them sooner); io_uring completions cost no syscall (they are posted by the sends' own
+    /// `io_uring_enter`).
+    // doc-end
+    /// Returns (bytes accepted, completions written).
     ///
     /// # Errors
-    /// As [`ZeroCopySender::send`], and then nothing is written to `out`. Once the send went
-    /// out its bytes are reported whatever happens next: a failure to collect completions
-    /// after it is left to the next [`ZeroCopySender::reap`] or [`ZeroCopySender::wait`],
-    /// which meet it again.
+    // doc-source: zc_send_reap.errors
+    /// As a send, and then no completion is handed out. Once the send went out its bytes are
+    /// reported whatever happens next: a failure to collect completions after it is left to the
+    /// next reap or wait, which meet it again.
+    // doc-end
     pub fn send_reap(
         &mut self,
         bufs: &[IoSlice<'_>],
@@ -1280,17 +1375,21 @@ impl<F: AsFd> ZeroCopySender<F> {
     }
 
     /// Waits until a completion is ready, at most `timeout` (`None`: no limit;
-    /// `Some(Duration::ZERO)`: just check). Returns the number ready to reap; `Ok(0)` at once
-    /// when nothing is in flight (it never waits for a notification that cannot come).
+    /// `Some(Duration::ZERO)`: just check).
+    // doc-source: zc_wait.kernel
+    /// Returns the number ready to reap; 0 at once when nothing is in flight (it never waits
+    /// for a notification that cannot come).
+    // doc-end
     ///
     /// # Errors
+    // doc-source: zc_wait.errors
     /// `ETIMEDOUT` when sends are in flight and none completed in time (TCP notifies only once
     /// the peer acknowledged, so a peer that stops reading delays completions without bound);
     /// `EINTR` on a signal (the wait is a poll or `io_uring_enter`, which the kernel never
     /// restarts); `EEXIST` (io_uring backend from a thread other than the one the sender
-    /// belongs to); `EIO` (its ring was retired); a
-    /// pending socket error (`ECONNRESET`, ...) when the socket reports one instead of a
-    /// completion; error-queue read errors.
+    /// belongs to); `EIO` (its ring was retired); a pending socket error (`ECONNRESET`, ...)
+    /// when the socket reports one instead of a completion; error-queue read errors.
+    // doc-end
     pub fn wait(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let deadline = match (timeout, deadline) {
@@ -1352,14 +1451,16 @@ impl<F: AsFd> ZeroCopySender<F> {
 }
 
 impl<F: AsFd> Drop for ZeroCopySender<F> {
-    /// Collects what already completed and forgets the rest, then drops `F`: the kernel keeps
-    /// the pages of sends in flight pinned (freeing their memory is safe), but the caller is
-    /// no longer told when they are sent; keep such buffers unmodified until the socket is
-    /// closed if the bytes on the wire matter. An io_uring sender leaves its thread's ring
-    /// open (the ring outlives its senders); the notifications still to come for it are
-    /// counted off there and delivered to nobody. Dropped on another thread than its own, it
-    /// collects nothing and its ring's thread does that counting the next time it uses the
-    /// ring. A ring is closed when its thread exits and no sender joined to it is left (then
+    // doc-source: zc_drop.kernel
+    /// Collects, without blocking, what already completed and forgets the rest: the kernel
+    /// keeps the pages of sends in flight pinned (freeing their memory is safe), but the caller
+    /// is no longer told when they are sent; keep such buffers unmodified until the socket is
+    /// closed if the bytes on the wire matter. An io_uring sender leaves its thread's ring open
+    /// (the ring outlives its senders); the notifications still to come for it are counted off
+    /// there and delivered to nobody. Released on another thread than its own, it collects
+    /// nothing and its ring's thread does that counting the next time it uses the ring.
+    // doc-end
+    /// Then drops `F`. A ring is closed when its thread exits and no sender joined to it is left (then
     /// the kernel runs task work on the closing thread, io_uring/io_uring.c
     /// `io_ring_exit_work`, so that thread's next blocking syscall may return `EINTR` once).
     fn drop(&mut self) {

@@ -29,21 +29,29 @@ use std::io;
 pub struct Completion {
     /// The caller's own value given with the send.
     pub user_data: u64,
+    // doc-source: completion.result
     /// Bytes the send accepted: always > 0. Every backend learns a send's outcome before the
-    /// send call returns, so a failed send reports its error there and gets no completion;
-    /// a completion never carries an error.
+    /// send call returns, so a failed send reports its error there and gets no completion; a
+    /// completion never carries an error.
+    // doc-end
     pub result: i64,
     /// [`COPIED`] and [`FALLBACK`] bits (C: `LOWCOPY_ZC_COPIED`, `LOWCOPY_ZC_FALLBACK`).
     pub flags: u32,
 }
 
-/// Completion flag: the data was copied, not pinned: by the kernel (a deferred copy: loopback,
-/// veth, devices without scatter-gather; `SO_EE_CODE_ZEROCOPY_COPIED` or
-/// `IORING_NOTIF_USAGE_ZC_COPIED`), or by a plain send.
+/// Completion flag:
+// doc-source: completion.copied
+/// the data was copied, not pinned: by the kernel (a deferred copy: loopback, veth, devices
+/// without scatter-gather; `SO_EE_CODE_ZEROCOPY_COPIED` or `IORING_NOTIF_USAGE_ZC_COPIED`), or
+/// by a plain send.
+// doc-end
 pub const COPIED: u32 = 1;
-/// Completion flag: some or all of the request went out as a plain copied send because
-/// zerocopy was not possible (`ENOBUFS`, io_uring `ENOMEM`, adaptive mode, full id window).
-/// The copy backend sets only [`COPIED`]: copying is what it was asked to do.
+/// Completion flag:
+// doc-source: completion.fallback
+/// some or all of the request went out as a plain copied send because zerocopy was not
+/// possible (`ENOBUFS`, io_uring `ENOMEM`, adaptive mode, full id window). The copy backend
+/// sets only the copied flag: copying is what it was asked to do.
+// doc-end
 pub const FALLBACK: u32 = 2;
 
 /// Index of a request slot.

@@ -15,39 +15,73 @@ class PeekMode(enum.IntEnum):
     """Which peek mechanism a :class:`~lowcopy.Peeker` uses."""
 
     AUTO = 0
-    """``SO_PEEK_OFF`` where the socket family has it, else ``DISCARD`` (probed once per
-    family and cached). Small cursors (at most 4 KiB) the kernel's offset is not already at
-    are peeked with a discard prefix, which saves a ``setsockopt``."""
+    # doc-copy: peek_mode.auto
+    """``SO_PEEK_OFF`` where this socket family has it, else ``PeekMode.DISCARD``. The answer is
+    probed once per (family, protocol) and cached for the process. With ``SO_PEEK_OFF``, a cursor
+    of at most 4096 bytes that the kernel's offset is not already at is peeked with a discard
+    prefix instead, which saves a ``setsockopt`` for a copy of at most 4 KiB (counted in
+    ``PeekStats.bytes_skipped_copied``)."""
     OFFSET = 1
-    """The kernel's ``SO_PEEK_OFF``: TCP/IPv4 since Linux 6.9, TCP/IPv6 since 6.12,
-    AF_UNIX stream since 3.4, never MPTCP (``EOPNOTSUPP`` there)."""
+    # doc-copy: peek_mode.offset
+    """The kernel's ``SO_PEEK_OFF``: TCP over IPv4 since Linux 6.9, over IPv6 since 6.12, AF_UNIX
+    stream since 3.4; never MPTCP (``EOPNOTSUPP`` on sockets without it). Peeks cost the same at
+    any offset."""
     DISCARD = 2
-    """``MSG_PEEK`` into a scratch prefix of ``offset`` bytes: works everywhere, but the
-    kernel copies those bytes again on every peek (``PeekStats.bytes_skipped_copied``)."""
+    # doc-copy: peek_mode.discard
+    """``MSG_PEEK`` with a leading scratch prefix that swallows the ``offset`` bytes before the
+    cursor. Works on every stream socket, but the kernel copies the prefix again on every peek
+    (counted in ``PeekStats.bytes_skipped_copied``)."""
 
 
 class ZcBackend(enum.IntEnum):
-    """Which mechanism a :class:`~lowcopy.ZeroCopySender` sends with."""
+    """Which mechanism a :class:`~lowcopy.ZeroCopySender` sends with.
+
+    ``ERRQUEUE`` never on a socket an event loop's transport polls (``lowcopy.asyncio``): its
+    notifications keep ``EPOLLERR`` up for every poller of the socket.
+    """
 
     AUTO = 0
-    """io_uring where ``SEND_ZC`` works on the socket, else the error queue where
-    ``SO_ZEROCOPY`` works, else copy."""
+    # doc-copy: zc_backend.auto
+    """Io_uring ``SEND_ZC`` where it works on this socket, else ``MSG_ZEROCOPY`` with the error
+    queue where ``SO_ZEROCOPY`` works, else plain copies. Sockets with no zerocopy at all
+    (AF_UNIX, MPTCP) get the copy backend. With io_uring the sender belongs to the first thread
+    that sends: a daemon that hands a connection to another thread mid-stream should choose the
+    error queue."""
     ERRQUEUE = 1
-    """``SO_ZEROCOPY`` + ``MSG_ZEROCOPY``; completions read from ``MSG_ERRQUEUE``
-    (Linux 4.14 TCP, 5.0 UDP). Never on a socket an event loop's transport polls."""
+    # doc-copy: zc_backend.errqueue
+    """``SO_ZEROCOPY`` + ``MSG_ZEROCOPY`` (TCP since Linux 4.14, UDP since 5.0); completions read
+    from ``MSG_ERRQUEUE`` and mapped from the kernel's 32-bit id ranges back to user_data. The
+    sender owns the socket's error queue: other entries on it (ICMP errors with ``IP_RECVERR``,
+    ``SO_TIMESTAMPING`` reports) are read, counted in ``errqueue_other`` and dropped, and reading
+    an ICMP entry also clears the ``SO_ERROR`` it set (net/core/skbuff.c
+    ``sock_dequeue_err_skb``). An application that needs those entries should use io_uring, whose
+    notifications do not go through the error queue."""
     IO_URING = 2
-    """io_uring ``SEND_ZC`` / ``SENDMSG_ZC`` (Linux 6.0 / 6.1). The first thread that sends
-    owns the ring (``EEXIST`` from any other)."""
+    # doc-copy: zc_backend.iouring
+    """Io_uring ``IORING_OP_SEND_ZC`` (Linux 6.0) / ``SENDMSG_ZC`` (6.1); user_data comes back in
+    the notification CQE. One ring per thread serves every sender used on that thread (8192
+    completion entries, made with the thread's first sender, kept until the thread exits): a
+    sender owns no descriptor. The ring is set up with ``IORING_SETUP_DEFER_TASKRUN`` (6.1) so
+    that notifications never interrupt the thread's other syscalls with ``EINTR``; they are
+    posted during the next send (no syscall of their own). Its price, ``SINGLE_ISSUER``: a sender
+    belongs to the first thread that sends on it, waits on it or asks for its completion
+    descriptor (it joins that thread's ring), and calls from any other thread fail with
+    ``EEXIST``."""
     COPY = 3
-    """Plain copying ``sendmsg``; each completion is ready when the send returns."""
+    # doc-copy: zc_backend.copy
+    """Plain copying ``sendmsg``; the completion is ready when the send returns."""
 
 
 class ZcFlag(enum.IntFlag):
     """Flags of a :class:`~lowcopy.Completion`."""
 
     COPIED = 1
-    """The data was copied, not pinned: by the kernel (a deferred copy on loopback, veth,
-    devices without scatter-gather) or by a plain send."""
+    # doc-copy: completion.copied
+    """The data was copied, not pinned: by the kernel (a deferred copy: loopback, veth, devices
+    without scatter-gather; ``SO_EE_CODE_ZEROCOPY_COPIED`` or ``IORING_NOTIF_USAGE_ZC_COPIED``),
+    or by a plain send."""
     FALLBACK = 2
+    # doc-copy: completion.fallback
     """Some or all of the request went out as a plain copied send because zerocopy was not
-    possible (``ENOBUFS``, adaptive mode, full id window)."""
+    possible (``ENOBUFS``, io_uring ``ENOMEM``, adaptive mode, full id window). The copy backend
+    sets only the copied flag: copying is what it was asked to do."""
