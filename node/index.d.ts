@@ -399,8 +399,10 @@ export declare class ZeroCopySender {
    * `SO_SNDTIMEO`; after an `EAGAIN` it asks `poll(POLLOUT)` before queueing the next request (a
    * failed SEND_ZC still posts a notification, which the kernel may hold until the peer acks
    * earlier data), so retrying a full socket costs a poll and no request slot. `ENOBUFS` from a
-   * zerocopy send (optmem or locked-pages limit) is never returned: completions are collected
-   * and the send is retried, then made by copy.
+   * zerocopy send (optmem or locked-pages limit), and on io_uring `ENOMEM` (the pages of its
+   * sends in flight are charged to `RLIMIT_MEMLOCK` when the thread that made the ring lacks
+   * `CAP_IPC_LOCK`), is never returned: completions are collected and the send is retried once,
+   * then made by copy (its completion flagged copied and fallback).
    *
    * Errors: `EINVAL` (flags);
    * `EBUSY` (as many requests held as the sender's limit, 4096 by default: reap first), `ENOMEM`
@@ -842,8 +844,8 @@ export interface ZcCompletion {
   /**
    * True when
    * some or all of the request went out as a plain copied send because zerocopy was not possible
-   * (`ENOBUFS`, adaptive mode, full id window). The copy backend sets only the copied flag:
-   * copying is what it was asked to do.
+   * (`ENOBUFS`, io_uring `ENOMEM`, adaptive mode, full id window). The copy backend sets only
+   * the copied flag: copying is what it was asked to do.
    */
   fallback: boolean
 }
@@ -965,8 +967,9 @@ export interface ZcStats {
   /** Of those, completions with the `COPIED` flag. */
   completionsCopied: number
   /**
-   * `ENOBUFS` from zerocopy sends (optmem or locked-pages limit), each answered by a retry and
-   * then a copy; never returned to the caller.
+   * `ENOBUFS` from error-queue zerocopy sends (optmem or locked-pages limit) and `ENOMEM` from
+   * io_uring ones (`RLIMIT_MEMLOCK`, for a thread without `CAP_IPC_LOCK`), each answered by a
+   * retry and then a copy; never returned to the caller.
    */
   enobufs: number
   /**
