@@ -22,7 +22,7 @@ pub fn errno(code: c_int) -> io::Error {
     io::Error::from_raw_os_error(code)
 }
 
-fn cvt(ret: c_int) -> io::Result<c_int> {
+pub(crate) fn cvt(ret: c_int) -> io::Result<c_int> {
     if ret < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -30,7 +30,7 @@ fn cvt(ret: c_int) -> io::Result<c_int> {
     }
 }
 
-fn cvt_size(ret: isize) -> io::Result<usize> {
+pub(crate) fn cvt_size(ret: isize) -> io::Result<usize> {
     if ret < 0 {
         Err(io::Error::last_os_error())
     } else {

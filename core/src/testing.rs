@@ -16,25 +16,7 @@ use std::time::{Duration, Instant};
 
 use libc::c_int;
 
-fn cvt(ret: c_int) -> io::Result<c_int> {
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
-}
-
-fn cvt_size(ret: isize) -> io::Result<usize> {
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret as usize)
-    }
-}
-
-fn errno(code: c_int) -> io::Error {
-    io::Error::from_raw_os_error(code)
-}
+use crate::sys::{cvt, cvt_size, errno};
 
 /// A connected pair: `sock` is the socket under test, `peer` the other end.
 #[derive(Debug)]
