@@ -20,7 +20,7 @@ use std::sync::Mutex;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyString, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyList, PyMemoryView, PyString, PyTuple};
 
 use crate::completion;
 use crate::util::{
@@ -234,6 +234,100 @@ impl Sender {
                 return Ok(got);
             }
         }
+    }
+
+    /// `send_many`'s work: pins every buffer (a wrong one fails the call before anything is
+    /// sent), sends them one by one in order, each with its own entry, stopping at the first
+    /// error or short send, and collects the completions ready as `send_reap` does. Returns
+    /// (sends made, bytes accepted, completions); an error only when the first send failed.
+    fn send_many<'py>(
+        &mut self,
+        py: Python<'py>,
+        bufs: &Bound<'py, PyTuple>,
+        uds: Option<&Bound<'py, PyTuple>>,
+        flags: lowcopy::Flags,
+    ) -> PyResult<(usize, usize, Bound<'py, PyList>)> {
+        let n = bufs.len();
+        let mut pins = Vec::with_capacity(n);
+        for b in bufs.iter() {
+            match ReadBuf::get(&b, &mut self.spare) {
+                Ok(p) => pins.push(p),
+                Err(e) => {
+                    pins.into_iter()
+                        .for_each(|p| p.release(py, &mut self.spare));
+                    return Err(e);
+                }
+            }
+        }
+        let iovs: Vec<libc::iovec> = pins.iter().map(|p| p.iovec(py)).collect();
+        let mut tokens = Vec::with_capacity(n);
+        for (i, p) in pins.into_iter().enumerate() {
+            let user_data = match uds {
+                // A tuple as long as `bufs` (checked by the caller): never out of range.
+                Some(u) => u.get_item(i).map_or_else(|_| py.None(), Bound::unbind),
+                None => py.None(),
+            };
+            tokens.push(self.slab.insert(Entry {
+                user_data,
+                pins: Pins::One(p),
+            }));
+        }
+        // Room for every completion this call can collect: those of earlier sends and one
+        // per send of the batch (a full `out` would stop the collecting).
+        if self.out.len() < n + REAP_BATCH {
+            self.out.resize(n + REAP_BATCH, CoreCompletion::default());
+        }
+        let (mut sent, mut bytes, mut got) = (0usize, 0usize, 0usize);
+        let r = {
+            let iov = PinnedIov(&iovs);
+            let toks = &tokens[..];
+            let zc = &mut self.zc;
+            let out = &mut self.out[..];
+            let mut run = || -> io::Result<()> {
+                while sent < toks.len() {
+                    let one = &iov.get()[sent..sent + 1];
+                    // SAFETY: the iovec describes a buffer pinned in the slab entry
+                    // `toks[sent]` until its completion is reaped (or the sender retired).
+                    let r = unsafe { zc.send_reap_raw(one, flags, toks[sent], &mut out[got..]) };
+                    match r {
+                        Ok((b, k)) => {
+                            got += k;
+                            if b == 0 && one[0].iov_len > 0 {
+                                return Ok(()); // nothing accepted: no completion follows
+                            }
+                            sent += 1;
+                            bytes += b;
+                            if b < one[0].iov_len {
+                                // A short stream send: what follows would skip the rest.
+                                return Ok(());
+                            }
+                        }
+                        Err(e) if sent == 0 => return Err(e),
+                        // As sendmmsg(2): progress is reported, the error dropped (a lasting
+                        // one recurs at the next call).
+                        Err(_) => return Ok(()),
+                    }
+                }
+                Ok(())
+            };
+            // Non-blocking sends return at once: the GIL stays held.
+            if flags.dontwait() {
+                run().py()
+            } else {
+                blocking(py, &mut run)
+            }
+        };
+        // Entries of buffers not sent, and of zero-byte sends: no completion comes for them.
+        for (i, &t) in tokens.iter().enumerate() {
+            if i >= sent || iovs[i].iov_len == 0 {
+                if let Some(e) = self.slab.remove(t) {
+                    e.pins.release(py, &mut self.spare);
+                }
+            }
+        }
+        r?;
+        let list = self.completion_list(py, got)?;
+        Ok((sent, bytes, list))
     }
 
     /// Reaps what is ready and releases its pins, discarding the completions (closing).
@@ -526,6 +620,27 @@ impl ZeroCopySender {
     }
 }
 
+/// `obj` as a tuple: itself, a list's copy, or an iterable's items; `TypeError` for what
+/// is not iterable.
+fn tuple_of<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Bound<'py, PyTuple>> {
+    if let Ok(t) = obj.cast::<PyTuple>() {
+        return Ok(t.clone());
+    }
+    if let Ok(l) = obj.cast::<PyList>() {
+        return Ok(l.to_tuple());
+    }
+    let it = obj.try_iter().map_err(|_| {
+        let name = obj
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default();
+        PyTypeError::new_err(format!("{what} must be iterable, not '{name}'"))
+    })?;
+    let items = it.collect::<PyResult<Vec<_>>>()?;
+    PyTuple::new(obj.py(), items)
+}
+
 /// `(n, list)` as a new tuple.
 fn pair<'py>(py: Python<'py>, n: usize, list: Bound<'py, PyList>) -> PyResult<Bound<'py, PyTuple>> {
     let n = n.into_pyobject(py)?;
@@ -755,6 +870,82 @@ impl ZeroCopySender {
                 None => PyList::empty(py),
             };
             Ok(pair(py, n, got)?.unbind())
+        })
+    }
+
+    /// Sends each buffer of `buffers` as a send of its own (one datagram on UDP, one `send` on
+    /// TCP), in order, in one call: what `sendmmsg(2)` is to `sendmsg(2)`, to spare a sender
+    /// loop one Python call per datagram. Returns `(sent, nbytes, completions)`: how many of
+    /// the buffers were sent (the first `sent`), the bytes they accepted, and the completions
+    /// ready now (of these sends or earlier ones) as `send_reap` gives them.
+    ///
+    /// `buffers`: any iterable of C-contiguous bytes-like objects (a single bytes-like object
+    /// is `TypeError`); `user_datas`: None (every completion carries None) or an iterable of
+    /// objects as long as `buffers` (else `ValueError`), `user_datas[i]` handed back unchanged
+    /// in buffer i's completion. Every buffer is checked and pinned before the first send (a
+    /// buffer that is not bytes-like is `TypeError`, a non-contiguous one `BufferError`, and
+    /// nothing is sent).
+    ///
+    /// Each of the first `sent` buffers that accepted bytes gets exactly one completion; an
+    /// empty buffer (a zero-length datagram) gets none, as with `send`. Each stays alive and
+    /// un-resizable (`BufferError`) until its own completion is reaped; buffers not sent are
+    /// released before the call returns.
+    ///
+    /// Partial progress, as `sendmmsg(2)`: the sends stop at the first one that fails, or
+    /// that accepts fewer bytes than its buffer (a stream socket that filled up, or a signal
+    /// part way: send the rest of `buffers[sent - 1]` from byte `nbytes - sum(len(b) for b in
+    /// buffers[:sent - 1])` first). An error is raised only when the first send fails (then
+    /// nothing was sent and no completion is handed out); after at least one send went, the
+    /// call returns the progress and the error is dropped: a lasting one (`EAGAIN` on a full
+    /// non-blocking socket, `EPIPE`, `EBUSY`) is met again by the next call.
+    ///
+    /// Flags as `send`, applied to every send. The GIL is released for the whole batch
+    /// unless `MSG_DONTWAIT` is given (a socket with a timeout is non-blocking, but the GIL
+    /// is still released, as by `send`). A signal during the first send runs the Python
+    /// handlers and, if they do not raise, the send goes on; during a later one the call
+    /// returns its progress and the handlers run right after.
+    ///
+    /// Errors (`OSError`, from the first send): as `send`.
+    #[pyo3(signature = (buffers, user_datas = None, flags = 0))]
+    fn send_many(
+        &self,
+        py: Python<'_>,
+        buffers: &Bound<'_, PyAny>,
+        user_datas: Option<&Bound<'_, PyAny>>,
+        flags: i32,
+    ) -> PyResult<Py<PyTuple>> {
+        guard(|| {
+            let flags = send_flags(flags)?;
+            if buffers.is_instance_of::<PyBytes>()
+                || buffers.is_instance_of::<PyByteArray>()
+                || buffers.is_instance_of::<PyMemoryView>()
+                || buffers.is_instance_of::<PyString>()
+            {
+                return Err(PyTypeError::new_err(format!(
+                    "buffers must be an iterable of bytes-like objects (one per send), not '{}'",
+                    buffers.get_type().name()?
+                )));
+            }
+            // Tuples, taken before the sender is locked (iterating may run Python code);
+            // immutable, so no buffer can vanish from under the sends.
+            let bufs = tuple_of(buffers, "buffers")?;
+            let uds = user_datas
+                .filter(|u| !u.is_none())
+                .map(|u| tuple_of(u, "user_datas"))
+                .transpose()?;
+            if let Some(u) = &uds {
+                if u.len() != bufs.len() {
+                    return Err(PyValueError::new_err(format!(
+                        "user_datas has {} items for {} buffers",
+                        u.len(),
+                        bufs.len()
+                    )));
+                }
+            }
+            let (sent, bytes, got) = self
+                .h
+                .with(|s| s.send_many(py, &bufs, uds.as_ref(), flags))?;
+            Ok((sent, bytes, got).into_pyobject(py)?.unbind())
         })
     }
 
