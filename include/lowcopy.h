@@ -1510,16 +1510,18 @@ int lowcopy_zc_new_opts(int fd,
  * `flags`: `MSG_DONTWAIT`, `MSG_MORE`, `MSG_NOSIGNAL`.
  * `MSG_NOSIGNAL` is always added: a closed connection is `-EPIPE`, never `SIGPIPE`. As `send(2)`:
  * a blocking send on a stream socket accepts everything unless a signal or `SO_SNDTIMEO` stops it
- * part way (then the part sent is returned: send the rest), a non-blocking one accepts what fits,
- * a datagram is one send (a zero-length datagram too: it returns 0 and gets no completion). Never
- * waits for a completion. The io_uring backend cancels its request on a signal (returning what
- * went, or `-EINTR`) and does not honour `SO_SNDTIMEO`; after an `-EAGAIN` it asks `poll(POLLOUT)`
- * before queueing the next request (a failed SEND_ZC still posts a notification, which the kernel
- * may hold until the peer acks earlier data), so retrying a full socket costs a poll and no
- * request slot. `-ENOBUFS` from a zerocopy send (optmem or locked-pages limit), and on io_uring
- * `-ENOMEM` (the pages of its sends in flight are charged to `RLIMIT_MEMLOCK` when the thread that
- * made the ring lacks `CAP_IPC_LOCK`), is never returned: completions are collected and the send
- * is retried once, then made by copy (its completion flagged copied and fallback).
+ * part way (then the part sent is returned: send the rest), a non-blocking one (`MSG_DONTWAIT`, or
+ * a socket with `O_NONBLOCK`) accepts what fits, a datagram is one send (a zero-length datagram
+ * too: it returns 0 and gets no completion). Never waits for a completion. The io_uring backend
+ * cancels its request on a signal (returning what went, or `-EINTR`) and does not honour
+ * `SO_SNDTIMEO`; io_uring ignores `O_NONBLOCK`, so it reads the flag (one `fcntl`) where a send
+ * without `MSG_DONTWAIT` would sleep; after an `-EAGAIN` it asks `poll(POLLOUT)` before queueing
+ * the next request (a failed SEND_ZC still posts a notification, which the kernel may hold until
+ * the peer acks earlier data), so retrying a full socket costs a poll and no request slot.
+ * `-ENOBUFS` from a zerocopy send (optmem or locked-pages limit), and on io_uring `-ENOMEM` (the
+ * pages of its sends in flight are charged to `RLIMIT_MEMLOCK` when the thread that made the ring
+ * lacks `CAP_IPC_LOCK`), is never returned: completions are collected and the send is retried
+ * once, then made by copy (its completion flagged copied and fallback).
  *
  * Errors: `-EINVAL` (`z` or `buf` NULL, flags, `len` above `SSIZE_MAX`),
  * `-EBUSY` (as many requests held as the sender's limit, 4096 by default: reap first), `-ENOMEM`
@@ -1531,7 +1533,7 @@ int lowcopy_zc_new_opts(int fd,
  * `IOV_MAX` iovecs, or a datagram too large), and the socket's own send errors (`-EAGAIN`,
  * `-EINTR`, `-EPIPE`, `-ECONNRESET`, `-EDESTADDRREQ`, ...).
  *
- * Syscalls: sendmsg, io_uring_enter, recvmmsg, read, getsockopt, setsockopt, poll,
+ * Syscalls: sendmsg, io_uring_enter, recvmmsg, read, fcntl, getsockopt, setsockopt, poll,
  * epoll_create1, epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap,
  * munmap, mremap, mprotect, madvise, getrandom, futex. setsockopt: an AUTO sender falling
  * back to the error queue; io_uring_setup and io_uring_register: the first io_uring use on a
@@ -1552,7 +1554,7 @@ ssize_t lowcopy_zc_send(struct lowcopy_zc *z,
  * `lowcopy_zc_send` from `iovcnt` iovecs (1 to 1024). Errors as `lowcopy_zc_send`, plus
  * `-EINVAL` for NULL `iov` or `iovcnt <= 0` and `-EMSGSIZE` for `iovcnt > 1024`.
  *
- * Syscalls: sendmsg, io_uring_enter, recvmmsg, read, getsockopt, setsockopt, poll,
+ * Syscalls: sendmsg, io_uring_enter, recvmmsg, read, fcntl, getsockopt, setsockopt, poll,
  * epoll_create1, epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap,
  * munmap, mremap, mprotect, madvise, getrandom, futex. setsockopt: an AUTO sender falling
  * back to the error queue; io_uring_setup and io_uring_register: the first io_uring use on a
@@ -1579,7 +1581,7 @@ ssize_t lowcopy_zc_sendv(struct lowcopy_zc *z,
  * family), `-EINVAL` (an address of the wrong length, malformed control messages), `-EISCONN` (an
  * address on a connected TCP socket), ...
  *
- * Syscalls: sendmsg, io_uring_enter, recvmmsg, read, getsockopt, setsockopt, poll,
+ * Syscalls: sendmsg, io_uring_enter, recvmmsg, read, fcntl, getsockopt, setsockopt, poll,
  * epoll_create1, epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap,
  * munmap, mremap, mprotect, madvise, getrandom, futex. setsockopt: an AUTO sender falling
  * back to the error queue; io_uring_setup and io_uring_register: the first io_uring use on a
@@ -1613,7 +1615,7 @@ ssize_t lowcopy_zc_sendmsg(struct lowcopy_zc *z,
  * wait, which meet it again.
  * (`*n_out` then counts what was ready.)
  *
- * Syscalls: sendmsg, io_uring_enter, recvmmsg, read, getsockopt, setsockopt, poll,
+ * Syscalls: sendmsg, io_uring_enter, recvmmsg, read, fcntl, getsockopt, setsockopt, poll,
  * epoll_create1, epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap,
  * munmap, mremap, mprotect, madvise, getrandom, futex. setsockopt: an AUTO sender falling
  * back to the error queue; io_uring_setup and io_uring_register: the first io_uring use on a

@@ -751,14 +751,16 @@ impl ZeroCopySender {
     /// `MSG_NOSIGNAL` is always added: a closed connection is `EPIPE`, never `SIGPIPE`. As
     /// `send(2)`: a blocking send on a stream socket accepts everything unless a signal or
     /// `SO_SNDTIMEO` stops it part way (then the part sent is returned: send the rest), a
-    /// non-blocking one accepts what fits, a datagram is one send (a zero-length datagram too: it
-    /// returns 0 and gets no completion). Never waits for a completion. The io_uring backend
-    /// cancels its request on a signal (returning what went, or `EINTR`) and does not honour
-    /// `SO_SNDTIMEO`; after an `EAGAIN` it asks `poll(POLLOUT)` before queueing the next request (a
-    /// failed SEND_ZC still posts a notification, which the kernel may hold until the peer acks
-    /// earlier data), so retrying a full socket costs a poll and no request slot. `ENOBUFS` from a
-    /// zerocopy send (optmem or locked-pages limit), and on io_uring `ENOMEM` (the pages of its
-    /// sends in flight are charged to `RLIMIT_MEMLOCK` when the thread that made the ring lacks
+    /// non-blocking one (`MSG_DONTWAIT`, or a socket with `O_NONBLOCK`) accepts what fits, a
+    /// datagram is one send (a zero-length datagram too: it returns 0 and gets no completion).
+    /// Never waits for a completion. The io_uring backend cancels its request on a signal
+    /// (returning what went, or `EINTR`) and does not honour `SO_SNDTIMEO`; io_uring ignores
+    /// `O_NONBLOCK`, so it reads the flag (one `fcntl`) where a send without `MSG_DONTWAIT` would
+    /// sleep; after an `EAGAIN` it asks `poll(POLLOUT)` before queueing the next request (a failed
+    /// SEND_ZC still posts a notification, which the kernel may hold until the peer acks earlier
+    /// data), so retrying a full socket costs a poll and no request slot. `ENOBUFS` from a zerocopy
+    /// send (optmem or locked-pages limit), and on io_uring `ENOMEM` (the pages of its sends in
+    /// flight are charged to `RLIMIT_MEMLOCK` when the thread that made the ring lacks
     /// `CAP_IPC_LOCK`), is never returned: completions are collected and the send is retried once,
     /// then made by copy (its completion flagged copied and fallback).
     // doc-end

@@ -479,10 +479,6 @@ def test_send_many_reports_partial_progress_on_a_full_socket(
         stalled: Pair, backend: lowcopy.ZcBackend, how: str) -> None:
     assert stalled.peer is not None
     flags = socket.MSG_DONTWAIT if how == "MSG_DONTWAIT" else 0
-    if flags == 0 and backend == lowcopy.ZcBackend.IO_URING:
-        # Found here, outside send_many: an io_uring `send` without MSG_DONTWAIT on a socket
-        # Python made non-blocking waits for room (io_uring ignores O_NONBLOCK): a core issue.
-        pytest.skip("io_uring send on a settimeout(0) socket blocks (send as well)")
     if flags == 0:
         stalled.sock.settimeout(0)  # the sender's duplicate shares O_NONBLOCK
     size = 1 << 20

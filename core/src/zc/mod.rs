@@ -730,10 +730,12 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// `MSG_NOSIGNAL` is always added: a closed connection is `EPIPE`, never `SIGPIPE`. As
     /// `send(2)`: a blocking send on a stream socket accepts everything unless a signal or
     /// `SO_SNDTIMEO` stops it part way (then the part sent is returned: send the rest), a
-    /// non-blocking one accepts what fits, a datagram is one send (a zero-length datagram too:
-    /// it returns 0 and gets no completion). Never waits for a completion. The io_uring backend
-    /// cancels its request on a signal (returning what went, or `EINTR`) and does not honour
-    /// `SO_SNDTIMEO`; after an `EAGAIN` it asks `poll(POLLOUT)` before queueing the next
+    /// non-blocking one (`MSG_DONTWAIT`, or a socket with `O_NONBLOCK`) accepts what fits, a
+    /// datagram is one send (a zero-length datagram too: it returns 0 and gets no completion).
+    /// Never waits for a completion. The io_uring backend cancels its request on a signal
+    /// (returning what went, or `EINTR`) and does not honour `SO_SNDTIMEO`; io_uring ignores
+    /// `O_NONBLOCK`, so it reads the flag (one `fcntl`) where a send without `MSG_DONTWAIT`
+    /// would sleep; after an `EAGAIN` it asks `poll(POLLOUT)` before queueing the next
     /// request (a failed SEND_ZC still posts a notification, which the kernel may hold until
     /// the peer acks earlier data), so retrying a full socket costs a poll and no request slot.
     /// `ENOBUFS` from a zerocopy send (optmem or locked-pages limit), and on io_uring `ENOMEM`
@@ -1051,7 +1053,9 @@ impl<F: AsFd> ZeroCopySender<F> {
             // chain it to the notification of unacknowledged data (io_link_skb), holding a
             // slot until the peer acks. So after an EAGAIN, ask poll before the next request:
             // a caller retrying a full socket gets EAGAIN from poll, not a held slot.
-            let ms = if blocking { -1 } else { 0 };
+            // The socket's O_NONBLOCK is read only here, where a blocking call would sleep:
+            // io_uring itself ignores it (only MSG_DONTWAIT in the request counts).
+            let ms = if blocking && !self.fd_nonblocking()? { -1 } else { 0 };
             let waiter = &mut self.waiter;
             if waiter.wait(
                 self.fd.as_fd(),
@@ -1085,6 +1089,11 @@ impl<F: AsFd> ZeroCopySender<F> {
                     if !blocking || !self.stream || sent >= total || n == 0 {
                         return Ok(sent);
                     }
+                    // Part went: the socket is full. A blocking call waits below for room, on
+                    // an O_NONBLOCK socket it returns what went (as send(2)).
+                    if self.fd_nonblocking().unwrap_or(true) {
+                        return Ok(sent);
+                    }
                     advance(iov, &mut first, n);
                 }
                 // The locked-pages limit: a ring made by a thread without CAP_IPC_LOCK charges
@@ -1109,8 +1118,10 @@ impl<F: AsFd> ZeroCopySender<F> {
                 }
                 Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
                     self.uring_full = true;
-                    if !blocking {
-                        return Err(e); // (a non-blocking call returns after its first request)
+                    // (a non-blocking call returns after its first request; a blocking one on
+                    // an O_NONBLOCK socket, as send(2) does, with what went or EAGAIN)
+                    if !blocking || self.fd_nonblocking().unwrap_or(true) {
+                        return if sent > 0 { Ok(sent) } else { Err(e) };
                     }
                 }
                 // After partial progress the error is the next call's, as with send(2).
@@ -1130,6 +1141,13 @@ impl<F: AsFd> ZeroCopySender<F> {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// The socket's `O_NONBLOCK` (one `fcntl`, counted as a send syscall): read only where a
+    /// blocking io_uring send would sleep, since io_uring does not look at it.
+    fn fd_nonblocking(&mut self) -> io::Result<bool> {
+        self.stats.syscalls_send += 1;
+        sys::is_nonblocking(self.fd.as_fd())
     }
 
     /// The io_uring backend's copy fallback: one plain `sendmsg` of `msg` for `slot`, whose
