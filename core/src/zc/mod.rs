@@ -1055,7 +1055,11 @@ impl<F: AsFd> ZeroCopySender<F> {
             // a caller retrying a full socket gets EAGAIN from poll, not a held slot.
             // The socket's O_NONBLOCK is read only here, where a blocking call would sleep:
             // io_uring itself ignores it (only MSG_DONTWAIT in the request counts).
-            let ms = if blocking && !self.fd_nonblocking()? { -1 } else { 0 };
+            let ms = if blocking && !self.fd_nonblocking()? {
+                -1
+            } else {
+                0
+            };
             let waiter = &mut self.waiter;
             if waiter.wait(
                 self.fd.as_fd(),
