@@ -1444,8 +1444,10 @@ void lowcopy_zcrx_free(struct lowcopy_zcrx *r);
  * (made on the thread's first sender, kept until the thread exits) but joins a ring only at its
  * first use. The error-queue backend sets `SO_ZEROCOPY` on the socket (left set afterwards; it
  * only matters to `MSG_ZEROCOPY` sends).
- * Create one sender per socket, before any other `MSG_ZEROCOPY` send on it: the kernel's id
- * counter cannot be read back.
+ * Create one sender per socket, before any other `MSG_ZEROCOPY` send on it, and keep it for the
+ * socket's life: the kernel's id counter cannot be read back, so on the error queue a second
+ * sender on the same socket (after the first was closed, or in a forked child) never matches its
+ * completions (they count as unexpected ids) and its sends stay in flight.
  * The fd stays the caller's and must stay open until `lowcopy_zc_free`.
  *
  * Errors: `-EINVAL` (`out` NULL, unknown backend or flags),
@@ -1579,7 +1581,8 @@ ssize_t lowcopy_zc_sendv(struct lowcopy_zc *z,
  * kernel's address errors:
  * the kernel's answers to the address and control data: `-EAFNOSUPPORT` (an address of the other
  * family), `-EINVAL` (an address of the wrong length, malformed control messages), `-EISCONN` (an
- * address on a connected TCP socket), ...
+ * address on a connected AF_UNIX stream socket), ... A connected TCP socket ignores the address
+ * (the send goes to its peer).
  *
  * Syscalls: sendmsg, io_uring_enter, recvmmsg, read, fcntl, getsockopt, setsockopt, poll,
  * epoll_create1, epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap,

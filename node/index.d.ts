@@ -347,8 +347,10 @@ export declare class ZeroCopyReceiver {
  * retransmits), so a change reaches the wire. A completion means "the buffer may be reused", not
  * "the data was delivered": TCP notifies only after the peer acknowledged, so never block a send
  * on completions.
- * Create one sender per socket, before any other `MSG_ZEROCOPY` send on it: the kernel's id
- * counter cannot be read back.
+ * Create one sender per socket, before any other `MSG_ZEROCOPY` send on it, and keep it for the
+ * socket's life: the kernel's id counter cannot be read back, so on the error queue a second
+ * sender on the same socket (after the first was closed, or in a forked child) never matches its
+ * completions (they count as unexpected ids) and its sends stay in flight.
  * Sends and reaps run on the JS thread
  * (the io_uring backend belongs to the first thread that sends); `waitAsync` only waits on
  * the pool thread.
@@ -393,14 +395,16 @@ export declare class ZeroCopySender {
    * `MSG_NOSIGNAL` is always added: a closed connection is `EPIPE`, never `SIGPIPE`. As
    * `send(2)`: a blocking send on a stream socket accepts everything unless a signal or
    * `SO_SNDTIMEO` stops it part way (then the part sent is returned: send the rest), a
-   * non-blocking one accepts what fits, a datagram is one send (a zero-length datagram too: it
-   * returns 0 and gets no completion). Never waits for a completion. The io_uring backend
-   * cancels its request on a signal (returning what went, or `EINTR`) and does not honour
-   * `SO_SNDTIMEO`; after an `EAGAIN` it asks `poll(POLLOUT)` before queueing the next request (a
-   * failed SEND_ZC still posts a notification, which the kernel may hold until the peer acks
-   * earlier data), so retrying a full socket costs a poll and no request slot. `ENOBUFS` from a
-   * zerocopy send (optmem or locked-pages limit), and on io_uring `ENOMEM` (the pages of its
-   * sends in flight are charged to `RLIMIT_MEMLOCK` when the thread that made the ring lacks
+   * non-blocking one (`MSG_DONTWAIT`, or a socket with `O_NONBLOCK`) accepts what fits, a
+   * datagram is one send (a zero-length datagram too: it returns 0 and gets no completion).
+   * Never waits for a completion. The io_uring backend cancels its request on a signal
+   * (returning what went, or `EINTR`) and does not honour `SO_SNDTIMEO`; io_uring ignores
+   * `O_NONBLOCK`, so it reads the flag (one `fcntl`) where a send without `MSG_DONTWAIT` would
+   * sleep; after an `EAGAIN` it asks `poll(POLLOUT)` before queueing the next request (a failed
+   * SEND_ZC still posts a notification, which the kernel may hold until the peer acks earlier
+   * data), so retrying a full socket costs a poll and no request slot. `ENOBUFS` from a zerocopy
+   * send (optmem or locked-pages limit), and on io_uring `ENOMEM` (the pages of its sends in
+   * flight are charged to `RLIMIT_MEMLOCK` when the thread that made the ring lacks
    * `CAP_IPC_LOCK`), is never returned: completions are collected and the send is retried once,
    * then made by copy (its completion flagged copied and fallback).
    *
@@ -427,7 +431,8 @@ export declare class ZeroCopySender {
    * `dgram`'s `send(msg, port, address)`. Errors as `send`, and
    * the kernel's answers to the address and control data: `EAFNOSUPPORT` (an address of the
    * other family), `EINVAL` (an address of the wrong length, malformed control messages),
-   * `EISCONN` (an address on a connected TCP socket), ...
+   * `EISCONN` (an address on a connected AF_UNIX stream socket), ... A connected TCP socket
+   * ignores the address (the send goes to its peer).
    */
   sendTo(data: ArrayBufferView | ArrayBufferView[], port: number, address: string, userData?: unknown, options?: ZcSendOptions): number
   /**

@@ -21,8 +21,22 @@ function transferIsStoppable() {
   }
 }
 
+// A resizable ArrayBuffer can shrink (resize(0)) while the kernel still reads its pages: the
+// freed tail would go on the wire as whatever the memory holds next. A zerocopy send refuses it
+// (the copy backend copies in the call and never asks).
+function refuseResizable(ab) {
+  if (ab.resizable === true) {
+    const e = new TypeError('a resizable ArrayBuffer can shrink while the kernel reads it: send a fixed-length buffer with a zerocopy sender (or use the copy backend)')
+    e.code = 'ERR_INVALID_ARG_TYPE'
+    throw e
+  }
+}
+
 const transferGuard = transferIsStoppable()
-  ? (ab) => markAsUntransferable(ab)
+  ? (ab) => {
+      refuseResizable(ab)
+      markAsUntransferable(ab)
+    }
   : () => {
       const e = new TypeError('this Node can detach any ArrayBuffer (ArrayBuffer.prototype.transfer) while the kernel reads it: use the copy backend for zerocopy senders')
       e.code = 'ERR_INVALID_STATE'

@@ -119,6 +119,37 @@ test('a transfer cannot detach a buffer with a zerocopy send in flight: it copie
   }
 })
 
+test('a resizable ArrayBuffer is refused by zerocopy sends (it could shrink under the kernel), copied by the copy backend', () => {
+  const p = testing.pair('tcp4')
+  const rab = new ArrayBuffer(1 << 16, { maxByteLength: 1 << 20 })
+  new Uint8Array(rab).fill(0x42)
+  for (const backend of ['errqueue', 'io_uring']) {
+    const z = new lc.ZeroCopySender(p.sock, { backend })
+    try {
+      assert.throws(() => z.send(new Uint8Array(rab), 1, { dontWait: true }),
+        (e) => e instanceof TypeError && e.code === 'ERR_INVALID_ARG_TYPE', backend)
+      assert.equal(z.inflight, 0, `${backend}: nothing sent`)
+    } finally {
+      z.close()
+    }
+  }
+  const c = new lc.ZeroCopySender(p.sock, { backend: 'copy' })
+  try {
+    assert.equal(c.send(new Uint8Array(rab), 2, { dontWait: true }), 1 << 16)
+    rab.resize(0) // the bytes went in the call
+    let got = 0
+    while (got < 1 << 16) {
+      const b = testing.read(p.peer, (1 << 16) - got)
+      assert.ok(b.length > 0 && b.every((x) => x === 0x42), 'the caller\'s bytes')
+      got += b.length
+    }
+  } finally {
+    c.close()
+    testing.close(p.sock)
+    testing.close(p.peer)
+  }
+})
+
 test('the transfer guard runs once per ArrayBuffer (its mark lasts), again under a new guard; a second send is still guarded', () => {
   const { markAsUntransferable } = require('node:worker_threads')
   const native = require('../index.js')

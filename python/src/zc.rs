@@ -516,8 +516,10 @@ impl<'a> PinnedIov<'a> {
 ///
 /// Works on its own duplicate of the socket's descriptor.
 // doc-copy: zc.one_per_socket
-/// Create one sender per socket, before any other `MSG_ZEROCOPY` send on it: the kernel's id
-/// counter cannot be read back.
+/// Create one sender per socket, before any other `MSG_ZEROCOPY` send on it, and keep it for the
+/// socket's life: the kernel's id counter cannot be read back, so on the error queue a second
+/// sender on the same socket (after the first was closed, or in a forked child) never matches its
+/// completions (they count as unexpected ids) and its sends stay in flight.
 // doc-end
 /// Not for use by two threads at once (`RuntimeError`); the io_uring backend belongs to the
 /// first thread that sends (`EEXIST` elsewhere).
@@ -802,7 +804,8 @@ impl ZeroCopySender {
     // doc-copy: zc_send_msg.errors
     /// the kernel's answers to the address and control data: `EAFNOSUPPORT` (an address of the
     /// other family), `EINVAL` (an address of the wrong length, malformed control messages),
-    /// `EISCONN` (an address on a connected TCP socket), ...
+    /// `EISCONN` (an address on a connected AF_UNIX stream socket), ... A connected TCP socket
+    /// ignores the address (the send goes to its peer).
     // doc-end
     #[pyo3(signature = (buffers, user_data = None, flags = 0, address = None))]
     fn sendmsg(

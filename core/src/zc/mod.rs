@@ -394,8 +394,10 @@ impl Ring {
 /// a `&TcpStream`, a `UdpSocket`, anything that implements [`AsFd`]; lowcopy closes it only by
 /// dropping `F`.
 // doc-source: zc.one_per_socket
-/// Create one sender per socket, before any other `MSG_ZEROCOPY` send on it: the kernel's id
-/// counter cannot be read back.
+/// Create one sender per socket, before any other `MSG_ZEROCOPY` send on it, and keep it for
+/// the socket's life: the kernel's id counter cannot be read back, so on the error queue a
+/// second sender on the same socket (after the first was closed, or in a forked child) never
+/// matches its completions (they count as unexpected ids) and its sends stay in flight.
 // doc-end
 /// Not for concurrent use (methods take `&mut self`); distinct senders are independent. With [`ZcBackend::IoUring`] the sender
 /// belongs to the first thread that sends on it, waits on it or asks for its
@@ -779,7 +781,8 @@ impl<F: AsFd> ZeroCopySender<F> {
     // doc-source: zc_send_msg.errors
     /// the kernel's answers to the address and control data: `EAFNOSUPPORT` (an address of the
     /// other family), `EINVAL` (an address of the wrong length, malformed control messages),
-    /// `EISCONN` (an address on a connected TCP socket), ...
+    /// `EISCONN` (an address on a connected AF_UNIX stream socket), ... A connected TCP
+    /// socket ignores the address (the send goes to its peer).
     // doc-end
     pub fn send_msg(
         &mut self,

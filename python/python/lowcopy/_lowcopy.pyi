@@ -270,7 +270,10 @@ class Completion:
 
 @final
 class ZeroCopySender:
-    """Zerocopy sends over one socket; each buffer stays pinned until its completion."""
+    """Zerocopy sends over one socket; each buffer stays pinned until its completion.
+
+    One sender per socket, kept for the socket's life: on the error queue a second sender on the
+    same socket never matches its completions (the kernel's id counter cannot be read back)."""
 
     def __new__(
         cls, sock: FileDescriptorLike, backend: ZcBackend | int = 0, *, adaptive: bool = False
