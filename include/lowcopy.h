@@ -232,24 +232,6 @@
 #define LOWCOPY_ZC_RING_CQ_ENTRIES 8192
 
 /**
- * Per-call flags of peeks, consumes, zerocopy sends and zero-copy receives.
- *
- * The default, [`Flags::NONE`], behaves as the same call without flags does in C: it blocks
- * unless the descriptor is non-blocking (`O_NONBLOCK`). Combine flags with `|`.
- *
- * ```
- * use lowcopy::Flags;
- *
- * let f = Flags::DONTWAIT | Flags::MORE;
- * assert!(f.contains(Flags::DONTWAIT));
- * assert_eq!(f.to_raw(), libc::MSG_DONTWAIT | libc::MSG_MORE);
- * assert_eq!(Flags::from_raw(libc::MSG_DONTWAIT).unwrap(), Flags::DONTWAIT);
- * assert_eq!(Flags::from_raw(libc::MSG_PEEK).unwrap_err().raw_os_error(), Some(libc::EINVAL));
- * ```
- */
-typedef struct Flags Flags;
-
-/**
  * A peek cursor over one stream socket (opaque). Created by `lowcopy_peeker_new` (heap) or
  * `lowcopy_peeker_init` (caller memory), released by `lowcopy_peeker_free` or
  * `lowcopy_peeker_release`.
