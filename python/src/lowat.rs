@@ -174,8 +174,7 @@ fn time(deadline: Option<std::time::Instant>, asked: Option<f64>) -> Option<Dura
 }
 
 /// `recv_atleast` into a writable buffer: `nbytes` of it (0: all of it); returns the bytes
-/// written. Results and errors as `recv_atleast`. With `stats`, the call's counters are
-/// added to that `RecvCounters`.
+/// written. Results and errors as `recv_atleast`.
 #[pyfunction]
 #[pyo3(signature = (sock, buffer, min, timeout = None, nbytes = 0))]
 fn recv_atleast_into(
@@ -186,30 +185,7 @@ fn recv_atleast_into(
     timeout: Option<f64>,
     nbytes: i64,
 ) -> PyResult<usize> {
-    guard(|| {
-        let min = count(min, "min")?;
-        let deadline = deadline_of(timeout_of(timeout)?);
-        let fd = dup_of(sock)?;
-        let b = WriteBuf::get(buffer, nbytes)?;
-        let (ptr, len): (SendPtr, usize) = (b.ptr, b.len);
-        let mut stats = lowcopy::RecvStats::default();
-        let r = blocking(py, || {
-            // SAFETY: the export keeps `len` writable bytes at `ptr` alive and un-resizable
-            // until it is released below.
-            unsafe {
-                lowcopy::lowat::recv_atleast_raw(
-                    fd.as_fd(),
-                    ptr.get(),
-                    len,
-                    min,
-                    time(deadline, timeout),
-                    &mut stats,
-                )
-            }
-        });
-        b.release(py);
-        r
-    })
+    guard(|| Ok(recv_into_counted(py, sock, buffer, min, timeout, nbytes)?.0))
 }
 
 /// `recv_atleast_into`, also returning the call's counters: `(bytes written, RecvStats)`
@@ -226,29 +202,43 @@ fn recv_atleast_stats(
     nbytes: i64,
 ) -> PyResult<(usize, RecvStats)> {
     guard(|| {
-        let min = count(min, "min")?;
-        let deadline = deadline_of(timeout_of(timeout)?);
-        let fd = dup_of(sock)?;
-        let b = WriteBuf::get(buffer, nbytes)?;
-        let (ptr, len): (SendPtr, usize) = (b.ptr, b.len);
-        let mut stats = lowcopy::RecvStats::default();
-        let r = blocking(py, || {
-            // SAFETY: the export keeps `len` writable bytes at `ptr` alive and un-resizable
-            // until it is released below.
-            unsafe {
-                lowcopy::lowat::recv_atleast_raw(
-                    fd.as_fd(),
-                    ptr.get(),
-                    len,
-                    min,
-                    time(deadline, timeout),
-                    &mut stats,
-                )
-            }
-        });
-        b.release(py);
-        Ok((r?, stats.into()))
+        let (n, stats) = recv_into_counted(py, sock, buffer, min, timeout, nbytes)?;
+        Ok((n, stats.into()))
     })
+}
+
+/// The stateless receive into a caller's buffer, with the GIL released while it waits; the
+/// buffer's export is released on this thread before returning.
+fn recv_into_counted(
+    py: Python<'_>,
+    sock: &Bound<'_, PyAny>,
+    buffer: &Bound<'_, PyAny>,
+    min: &Bound<'_, PyAny>,
+    timeout: Option<f64>,
+    nbytes: i64,
+) -> PyResult<(usize, lowcopy::RecvStats)> {
+    let min = count(min, "min")?;
+    let deadline = deadline_of(timeout_of(timeout)?);
+    let fd = dup_of(sock)?;
+    let b = WriteBuf::get(buffer, nbytes)?;
+    let (ptr, len): (SendPtr, usize) = (b.ptr, b.len);
+    let mut stats = lowcopy::RecvStats::default();
+    let r = blocking(py, || {
+        // SAFETY: the export keeps `len` writable bytes at `ptr` alive and un-resizable
+        // until it is released below.
+        unsafe {
+            lowcopy::lowat::recv_atleast_raw(
+                fd.as_fd(),
+                ptr.get(),
+                len,
+                min,
+                time(deadline, timeout),
+                &mut stats,
+            )
+        }
+    });
+    b.release(py);
+    Ok((r?, stats))
 }
 
 /// A receiver of `min`-byte chunks on one socket: `recv_atleast` that learns the socket
