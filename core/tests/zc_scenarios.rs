@@ -543,7 +543,7 @@ impl<'a> Run<'a> {
             let mut z = ZeroCopySender::with_options(f.sock.try_clone().unwrap(), opts)
                 .unwrap_or_else(|e| panic!("{ctx}: crowd sender {i}: {e}"));
             let ud = 3_000_000 + i as u64;
-            let n = z.send((&buf).to_vec(), Flags::NONE, ud);
+            let n = z.send(buf.to_vec(), Flags::NONE, ud);
             assert_eq!(n.unwrap(), len, "{ctx}: crowd send {i}");
             crowd.push((z, f, ud));
         }
@@ -573,7 +573,7 @@ impl<'a> Run<'a> {
         // would show as a completion or an unexpected id.
         std::thread::sleep(Duration::from_millis(20));
         for (i, (z, _f, ud)) in crowd.iter_mut().enumerate() {
-            let n = z.send((&buf).to_vec(), Flags::NONE, *ud + 100_000);
+            let n = z.send(buf.to_vec(), Flags::NONE, *ud + 100_000);
             assert_eq!(n.unwrap(), len, "{ctx}: crowd {i}'s second send");
         }
         for (i, (z, _f, ud)) in crowd.iter_mut().enumerate() {
