@@ -913,7 +913,9 @@ pub unsafe extern "C" fn lowcopy_zc_free(z: *mut lowcopy_zc) -> c_int {
 /// Returns the number of sends abandoned (as `lowcopy_zc_free`), or `-EINVAL` for a NULL `z`
 /// or a bad `size` (the sender is released all the same when `z` is not NULL).
 ///
-/// Syscalls: as lowcopy_zc_free.
+/// Syscalls: io_uring_enter, recvmmsg, read, getsockopt, poll, epoll_create1, epoll_ctl,
+/// epoll_wait, connect, clock_nanosleep, close, clock_gettime, munmap, brk, madvise, futex, mmap,
+/// mremap, mprotect, getrandom.
 ///
 /// # Safety
 /// `z` must be NULL or a sender from `lowcopy_zc_new` not yet freed; `out` NULL or writable
