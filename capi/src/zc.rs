@@ -179,9 +179,10 @@ const _: () = {
 ///
 /// Errors: `-EINVAL` (`out` NULL, unknown backend or flags),
 // doc-copy: zc_new.errors
-/// `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (an explicit zerocopy backend on a socket that has none:
-/// AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup errors for an explicit
-/// io_uring backend when the calling thread has no ring yet (`-EPERM` when
+/// `-EBADF`, `-ENOTSOCK`, `-ENOTCONN` (a listening socket: one `getsockopt(SO_ACCEPTCONN)` tells,
+/// on stream and seqpacket sockets), `-EOPNOTSUPP` (an explicit zerocopy backend on a socket that
+/// has none: AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup errors for
+/// an explicit io_uring backend when the calling thread has no ring yet (`-EPERM` when
 /// `kernel.io_uring_disabled` forbids it, `-ENOSYS`, `-ENOMEM`, `-EMFILE`).
 // doc-end
 ///

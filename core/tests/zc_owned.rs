@@ -346,3 +346,18 @@ fn slices_of_a_shared_buffer() -> io::Result<()> {
     );
     Ok(())
 }
+
+/// A listening socket carries no data: refused at creation, on every backend.
+#[test]
+fn a_listening_socket_is_refused() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    for backend in [
+        ZcBackend::Auto,
+        ZcBackend::ErrQueue,
+        ZcBackend::IoUring,
+        ZcBackend::Copy,
+    ] {
+        let e = ZeroCopySender::with_options(&l, ZcOptions::new().backend(backend)).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOTCONN), "{backend:?}");
+    }
+}

@@ -668,10 +668,11 @@ impl ZeroCopySender {
     ///
     /// Errors: `ValueError` for a backend that is not a `ZcBackend`; `OSError`:
     // doc-copy: zc_new.errors
-    /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (an explicit zerocopy backend on a socket that has none:
-    /// AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup errors for an
-    /// explicit io_uring backend when the calling thread has no ring yet (`EPERM` when
-    /// `kernel.io_uring_disabled` forbids it, `ENOSYS`, `ENOMEM`, `EMFILE`).
+    /// `EBADF`, `ENOTSOCK`, `ENOTCONN` (a listening socket: one `getsockopt(SO_ACCEPTCONN)` tells,
+    /// on stream and seqpacket sockets), `EOPNOTSUPP` (an explicit zerocopy backend on a socket
+    /// that has none: AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup
+    /// errors for an explicit io_uring backend when the calling thread has no ring yet (`EPERM`
+    /// when `kernel.io_uring_disabled` forbids it, `ENOSYS`, `ENOMEM`, `EMFILE`).
     // doc-end
     #[new]
     #[pyo3(signature = (sock, backend = 0, *, adaptive = false))]

@@ -584,6 +584,12 @@ fn zerocopy_capable(fd: BorrowedFd<'_>) -> io::Result<(bool, bool)> {
     let domain = getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_DOMAIN)?;
     let ty = getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TYPE)?;
     let stream = ty == libc::SOCK_STREAM;
+    // A listening socket carries no data: refused here rather than at every send.
+    if (stream || ty == libc::SOCK_SEQPACKET)
+        && getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_ACCEPTCONN)? != 0
+    {
+        return Err(errno(libc::ENOTCONN));
+    }
     if domain != libc::AF_INET && domain != libc::AF_INET6 {
         return Ok((false, stream));
     }
@@ -647,8 +653,10 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// `EINVAL` (options out of range: see [`ZcOptions::reserve`] and
     /// [`ZcOptions::max_pending`]), `ENOMEM` for the tables, and:
     // doc-source: zc_new.errors
-    /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (an explicit zerocopy backend on a socket that has
-    /// none: AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup errors
+    /// `EBADF`, `ENOTSOCK`, `ENOTCONN` (a listening socket: one `getsockopt(SO_ACCEPTCONN)`
+    /// tells, on stream and seqpacket sockets), `EOPNOTSUPP` (an explicit zerocopy backend on a
+    /// socket that has none: AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring
+    /// setup errors
     /// for an explicit io_uring backend when the calling thread has no ring yet (`EPERM` when
     /// `kernel.io_uring_disabled` forbids it, `ENOSYS`, `ENOMEM`, `EMFILE`).
     // doc-end
