@@ -248,11 +248,12 @@ pub struct ZcStats {
 /// Each buffer sent is kept alive (and its ArrayBuffer made untransferable) until its
 /// completion is reaped by `reap`, `sendReap`, `wait` or `waitAsync`.
 // doc-copy: zc.buffers
-/// The buffers of a send must stay unmodified until its completion is reaped: the kernel may read
-/// them until then (a zerocopy send pins the pages and transmits from them, also when TCP
-/// retransmits), so a change reaches the wire. A completion means "the buffer may be reused", not
-/// "the data was delivered": TCP notifies only after the peer acknowledged, so never block a send
-/// on completions.
+/// The memory of a send must stay allocated and unmodified until its completion is reaped: the
+/// kernel may read it until then (a zerocopy send pins the pages and transmits from them, also when
+/// TCP retransmits), so whatever the program writes there goes on the wire, and memory freed and
+/// reused carries other data (heap contents, pointers) to the peer. A completion means "the buffer
+/// may be reused", not "the data was delivered": TCP notifies only after the peer acknowledged, so
+/// never block a send on completions.
 // doc-end
 // doc-copy: zc.one_per_socket
 /// Create one sender per socket, before any other `MSG_ZEROCOPY` send on it, and keep it for the
@@ -505,7 +506,9 @@ impl Inner {
         let slot = self.take_slot();
         let iov: Vec<IoSlice> = views.iter().map(|v| IoSlice::new(v.bytes())).collect();
         let core = self.core.as_mut().expect("checked above");
-        let r = core.send_msg(&iov, addr.as_ref(), &[], flags, slot as u64);
+        // SAFETY: the views' buffers are kept in the slab (below) until the completion is
+        // reaped, or by the close policy's abandoned sends for ever.
+        let r = unsafe { core.send_msg_borrowed(&iov, addr.as_ref(), &[], flags, slot as u64) };
         match r {
             Ok(n) if n > 0 => {
                 let mut slab = self.slab(env)?;
@@ -604,10 +607,11 @@ impl ZeroCopySender {
     /// Errors: `TypeError` for a bad option, and for `'errqueue'` on a `net.Socket`; `EMFILE`
     /// (no descriptor for the duplicate);
     // doc-copy: zc_new.errors
-    /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (an explicit zerocopy backend on a socket that has none:
-    /// AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup errors for an
-    /// explicit io_uring backend when the calling thread has no ring yet (`EPERM` when
-    /// `kernel.io_uring_disabled` forbids it, `ENOSYS`, `ENOMEM`, `EMFILE`).
+    /// `EBADF`, `ENOTSOCK`, `ENOTCONN` (a listening socket: one `getsockopt(SO_ACCEPTCONN)` tells,
+    /// on stream and seqpacket sockets), `EOPNOTSUPP` (an explicit zerocopy backend on a socket
+    /// that has none: AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup
+    /// errors for an explicit io_uring backend when the calling thread has no ring yet (`EPERM`
+    /// when `kernel.io_uring_disabled` forbids it, `ENOSYS`, `ENOMEM`, `EMFILE`).
     // doc-end
     #[napi(
         constructor,
@@ -890,11 +894,10 @@ impl ZeroCopySender {
         let slot = this.take_slot();
         let iov: Vec<IoSlice> = views.iter().map(|v| IoSlice::new(v.bytes())).collect();
         let mut out = std::mem::take(&mut this.out);
-        let r = this
-            .core
-            .as_mut()
-            .expect("checked")
-            .send_reap(&iov, flags, slot as u64, &mut out);
+        let core = this.core.as_mut().expect("checked");
+        // SAFETY: the views' buffers are kept in the slab (below) until the completion is
+        // reaped, or by the close policy's abandoned sends for ever.
+        let r = unsafe { core.send_reap_borrowed(&iov, flags, slot as u64, &mut out) };
         this.out = out;
         let (n, k) = match r {
             Ok(v) => v,
