@@ -152,7 +152,7 @@ struct dir {
     char *cbuf;              /* copy mode: pending bytes are cbuf[chead, ctail) */
     size_t chead, ctail;
     size_t ctouched;         /* copy mode: most of cbuf ever filled, i.e. its resident part;
-                              * kept across reuse of a warm pair (pair_new) */
+                              * kept across reuse of a warm pair (pool_get) */
     uint64_t written;        /* bytes written to dst */
     uint64_t consumed;       /* peek modes: acknowledged bytes dropped from src */
     bool src_eof;            /* nothing more will come from src */
