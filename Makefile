@@ -61,12 +61,17 @@ header: docs
 
 EXAMPLES := $(patsubst examples/c/%.c,$(BUILD)/bin/%,$(wildcard examples/c/*.c))
 
-# Beside the examples, the relay's connections-per-second client (scripts/relay_cps.sh).
-RELAY_TOOLS := $(BUILD)/bin/relay_cps
+# Beside the examples, the relay's connections-per-second client (scripts/relay_cps.sh) and
+# its many-concurrent-connections test (tests/relay/burst.sh).
+RELAY_TOOLS := $(BUILD)/bin/relay_cps $(BUILD)/bin/relay_burst
 
 examples: lib $(EXAMPLES) $(RELAY_TOOLS)
 
 $(BUILD)/bin/relay_cps: tests/relay/cps.c
+	mkdir -p $(BUILD)/bin
+	$(CC) $(STRICT) $< -o $@ -lpthread
+
+$(BUILD)/bin/relay_burst: tests/relay/burst.c
 	mkdir -p $(BUILD)/bin
 	$(CC) $(STRICT) $< -o $@ -lpthread
 
