@@ -47,7 +47,7 @@ is_root() { [ "$(id -u)" -eq 0 ]; }
 
 install_smoke() ( # a subshell: its EXIT trap cleans up whatever happens
 	set -e
-	VERSION=$(sed -n 's/^VERSION *:= *//p' Makefile)
+	VERSION=$(make -s version)
 	d=$(mktemp -d)
 	trap 'rm -rf "$d"' EXIT
 	make -s install DESTDIR="$d" PREFIX=/usr/local >/dev/null || return 1
