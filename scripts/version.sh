@@ -3,8 +3,8 @@
 # crates inherit it, maturin gives it to the Python package, the Makefile reads it).
 #   scripts/version.sh            prints it
 #   scripts/version.sh --check    fails when any other place that spells it differs: the npm
-#                                 packages (node/package.json, its exact optionalDependencies
-#                                 pin, node/npm/*/package.json, package-lock.json), napi's
+#                                 packages (node/package.json, node/npm/*/package.json,
+#                                 package-lock.json), napi's
 #                                 generated loader (node/index.js), the header's
 #                                 LOWCOPY_VERSION_* (include/lowcopy.h) and debian/changelog
 #   scripts/version.sh --set X    writes X into Cargo.toml and every file above that is not
@@ -36,8 +36,8 @@ if not plats:
 for p in plats:
     d = json.load(open(p))
     want(f"{p} version", d.get("version"))
-    want(f"node/package.json optionalDependencies[{d['name']}]",
-         pkg.get("optionalDependencies", {}).get(d["name"]))
+    # The main package's exact pin on it is written at pack time (node/scripts/pack.js);
+    # scripts/dist_test.sh checks it in the packed tarball.
 lock = json.load(open("node/package-lock.json"))
 want("node/package-lock.json version", lock.get("version"))
 want("node/package-lock.json packages[''].version", lock["packages"][""].get("version"))
@@ -67,20 +67,12 @@ def edit(path, f):
     with open(path, "w") as out:
         json.dump(d, out, indent=2)
         out.write("\n")
-names = []
 for p in glob.glob("node/npm/*/package.json"):
     edit(p, lambda d: d.update(version=v))
-    names.append(json.load(open(p))["name"])
-def main(d):
-    d["version"] = v
-    for n in names:
-        d.setdefault("optionalDependencies", {})[n] = v
-edit("node/package.json", main)
+edit("node/package.json", lambda d: d.update(version=v))
 def lock(d):
     d["version"] = v
     d["packages"][""]["version"] = v
-    for n in names:
-        d["packages"][""].setdefault("optionalDependencies", {})[n] = v
 edit("node/package-lock.json", lock)
 PY
 	if ! head -1 debian/changelog | grep -q "($new-"; then
