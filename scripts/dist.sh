@@ -58,20 +58,20 @@ else
 	echo "dist: needs a git checkout (the file list is git's)" >&2
 	exit 2
 fi
-tar --null -T "$WORK/files" --no-recursion --transform "s|^|liblowcopy-$V/|" \
-	--sort=name --owner=0 --group=0 --numeric-owner --mtime="@$SOURCE_DATE_EPOCH" \
-	--format=gnu -cf - | gzip -n9 > "$DIST/liblowcopy-$V.tar.gz"
+tar --no-recursion --transform "s|^|liblowcopy-$V/|" --sort=name --owner=0 --group=0 \
+	--numeric-owner --mtime="@$SOURCE_DATE_EPOCH" --format=gnu --null -T "$WORK/files" \
+	-cf - | gzip -n9 > "$DIST/liblowcopy-$V.tar.gz"
 step "liblowcopy-$V.tar.gz ($((SECONDS - t0)) s)"
 
 # 2. Python: the sdist, then the wheel from the unpacked sdist (so the sdist is known to
 # build it). Its target dir is the repository's: the dependencies are built once.
 t0=$SECONDS
-(cd python && maturin sdist -q -o "$DIST" >/dev/null)
+(cd python && maturin sdist -o "$DIST" >/dev/null)
 sdist=$DIST/lowcopy-$V.tar.gz
 rm -rf "$WORK/sdist" && mkdir -p "$WORK/sdist"
 tar -xzf "$sdist" -C "$WORK/sdist"
 (cd "$WORK/sdist/lowcopy-$V" &&
-	CARGO_TARGET_DIR=$ROOT/target maturin build -q --release --strip --zig \
+	CARGO_TARGET_DIR=$ROOT/target maturin build --release --strip --zig \
 		--compatibility "manylinux_${GLIBC/./_}" -o "$DIST" 2>&1 | grep -v '^ *Compiling' || true)
 wheel=$DIST/lowcopy-$V-cp311-abi3-manylinux_${GLIBC/./_}_x86_64.whl
 test -f "$wheel" || { echo "dist: no $wheel" >&2; exit 1; }
