@@ -161,6 +161,8 @@ suite "ABI: exported symbols and version nodes as capi/abi/lowcopy.symbols lists
 	scripts/abi_check.sh build/lib/liblowcopy.so.0
 suite "man pages: one per exported function, mandoc -Tlint clean" make -s man-check
 suite "version: Cargo.toml's everywhere" scripts/version.sh --check
+suite "rust: cargo package -p lowcopy (the crate as crates.io gets it, built alone)" \
+	cargo package -q -p lowcopy --allow-dirty
 suite "make dist (wheel, sdist, npm tarballs, source tarball, .debs)" make -s dist
 suite "dist: install each artifact without a Rust toolchain" scripts/dist_test.sh
 # The Python package: a fresh venv, pip install ./python (the abi3 wheel, built from source),
