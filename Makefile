@@ -313,4 +313,4 @@ install: lib man
 
 clean:
 	$(CARGO) clean
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) dist
