@@ -119,9 +119,10 @@ pub use zcrx::{Chunk, ZcrxStats, ZeroCopyReceiver};
 /// `IOV_MAX`: the most iovecs one call takes.
 pub const IOV_MAX: usize = sys::IOV_MAX;
 
-/// The Rust code blocks of the repository's README, compiled and run as doctests.
+/// The Rust code blocks of the repository's README (core/README.md links to it, and the
+/// packaged crate carries it), compiled and run as doctests.
 #[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
+#[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
 #[cfg(test)]
