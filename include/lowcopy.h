@@ -56,7 +56,7 @@
 /**
  * Minor version: new functions, new symbol versions, or struct fields appended.
  */
-#define LOWCOPY_VERSION_MINOR 3
+#define LOWCOPY_VERSION_MINOR 4
 
 /**
  * Patch version.
@@ -1458,9 +1458,10 @@ void lowcopy_zcrx_free(struct lowcopy_zcrx *r);
  * The fd stays the caller's and must stay open until `lowcopy_zc_free`.
  *
  * Errors: `-EINVAL` (`out` NULL, unknown backend or flags),
- * `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (an explicit zerocopy backend on a socket that has none:
- * AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup errors for an explicit
- * io_uring backend when the calling thread has no ring yet (`-EPERM` when
+ * `-EBADF`, `-ENOTSOCK`, `-ENOTCONN` (a listening socket: one `getsockopt(SO_ACCEPTCONN)` tells,
+ * on stream and seqpacket sockets), `-EOPNOTSUPP` (an explicit zerocopy backend on a socket that
+ * has none: AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup errors for
+ * an explicit io_uring backend when the calling thread has no ring yet (`-EPERM` when
  * `kernel.io_uring_disabled` forbids it, `-ENOSYS`, `-ENOMEM`, `-EMFILE`).
  *
  * Syscalls: getsockopt, setsockopt, io_uring_setup, io_uring_register, mmap, munmap, close, brk,
