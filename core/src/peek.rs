@@ -127,6 +127,11 @@ pub struct PeekStats {
     /// `SO_RCVLOWAT` changes made by the armed low-water mark.
     // doc-end
     pub rcvlowat_updates: u64,
+    // doc-source: peek_stats.fds_closed
+    /// Descriptors that came with bytes the peeker's consume dropped (AF_UNIX `SCM_RIGHTS`,
+    /// and the pidfd `SO_PASSPIDFD` attaches), received close-on-exec and closed at once.
+    // doc-end
+    pub fds_closed: u64,
 }
 
 /// What a stream socket is, as the code that created it knows: lets [`Peeker::with_kind`]
@@ -245,24 +250,28 @@ struct SockInfo {
 /// Index: tcp4, tcp6, mptcp4, mptcp6, unix.
 static PEEK_OFF_CACHE: [AtomicU8; 5] = [const { AtomicU8::new(0) }; 5];
 
-/// The socket's kind, from 2 `getsockopt` (AF_UNIX) or 3; `calls` counts them, failed ones
-/// included.
-fn classify(fd: BorrowedFd<'_>, calls: &mut u64) -> io::Result<SockInfo> {
+/// The socket's kind, from 2 or 3 `getsockopt` (SO_DOMAIN, then SO_TYPE on AF_UNIX or
+/// SO_PROTOCOL on IPv4/IPv6, then TCP's `TCP_INFO` state; with `refuse_listening`,
+/// `SO_ACCEPTCONN` on AF_UNIX and MPTCP): `calls` counts them, failed ones included.
+///
+/// `refuse_listening` (a peeker's constructor): a listening socket fails with the errno its
+/// own `recv` gives (`ENOTCONN` on TCP and MPTCP, `EINVAL` on AF_UNIX). The stateless calls
+/// leave that to their `recv`.
+fn classify(fd: BorrowedFd<'_>, calls: &mut u64, refuse_listening: bool) -> io::Result<SockInfo> {
     // SO_DOMAIN first: it is what turns a closed fd into EBADF and a file into ENOTSOCK.
     *calls += 1;
     let domain = sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_DOMAIN)?;
-    *calls += 1;
-    let ty = sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TYPE)?;
-    if ty != libc::SOCK_STREAM {
-        // Datagram peeks have per-datagram semantics that an offset cursor does not model.
-        return Err(errno(libc::EOPNOTSUPP));
-    }
+    // Datagram peeks have per-datagram semantics that an offset cursor does not model.
     let family = match domain {
         libc::AF_UNIX => {
-            return Ok(SockInfo {
-                transport: Transport::Unix,
-                family: 4,
-            })
+            *calls += 1;
+            if sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TYPE)? != libc::SOCK_STREAM {
+                return Err(errno(libc::EOPNOTSUPP));
+            }
+            if refuse_listening {
+                refuse_listener(fd, calls, libc::EINVAL)?;
+            }
+            return Ok(StreamKind::Unix.info());
         }
         libc::AF_INET => 0,
         libc::AF_INET6 => 1,
@@ -270,15 +279,78 @@ fn classify(fd: BorrowedFd<'_>, calls: &mut u64) -> io::Result<SockInfo> {
     };
     *calls += 1;
     match sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL)? {
-        libc::IPPROTO_TCP => Ok(SockInfo {
-            transport: Transport::Tcp,
-            family,
-        }),
-        libc::IPPROTO_MPTCP => Ok(SockInfo {
-            transport: Transport::Tcp,
-            family: family + 2,
-        }),
+        libc::IPPROTO_TCP => {
+            // TCP_INFO answers only on a TCP socket (not on a raw one of protocol 6), and says
+            // whether it listens: the one call proves both.
+            *calls += 1;
+            let state = sys::tcp_state(fd).map_err(|_| errno(libc::EOPNOTSUPP))?;
+            if refuse_listening && state == sys::TCP_LISTEN {
+                return Err(errno(libc::ENOTCONN));
+            }
+            Ok(SockInfo {
+                transport: Transport::Tcp,
+                family,
+            })
+        }
+        // MPTCP sockets are stream sockets only.
+        libc::IPPROTO_MPTCP => {
+            if refuse_listening {
+                refuse_listener(fd, calls, libc::ENOTCONN)?;
+            }
+            Ok(SockInfo {
+                transport: Transport::Tcp,
+                family: family + 2,
+            })
+        }
         _ => Err(errno(libc::EOPNOTSUPP)),
+    }
+}
+
+/// `SO_ACCEPTCONN`: `Err(code)` for a listening socket.
+fn refuse_listener(fd: BorrowedFd<'_>, calls: &mut u64, code: c_int) -> io::Result<()> {
+    *calls += 1;
+    match sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_ACCEPTCONN)? {
+        0 => Ok(()),
+        _ => Err(errno(code)),
+    }
+}
+
+/// The check of a stated kind ([`Peeker::with_kind`]): that the socket is a stream the
+/// peeker's reads cannot lose bytes of, and not a listening one. TCP: one `getsockopt`
+/// (`TCP_INFO`'s state, which only TCP and MPTCP sockets answer); MPTCP: `SO_PROTOCOL` (TCP
+/// or MPTCP) and `SO_ACCEPTCONN`; AF_UNIX: `SO_TYPE` (a stream) and `SO_ACCEPTCONN`.
+/// `EPROTOTYPE` for a socket that is not what was stated; a listening one fails as in
+/// [`classify`]. `EBADF` and `ENOTSOCK` come through.
+fn check_stated(fd: BorrowedFd<'_>, kind: StreamKind, calls: &mut u64) -> io::Result<()> {
+    let wrong = || errno(libc::EPROTOTYPE);
+    let pass = |e: io::Error| match e.raw_os_error() {
+        Some(libc::EBADF | libc::ENOTSOCK) => e,
+        _ => wrong(),
+    };
+    match kind {
+        StreamKind::Tcp4 | StreamKind::Tcp6 => {
+            *calls += 1;
+            match sys::tcp_state(fd).map_err(pass)? {
+                sys::TCP_LISTEN => Err(errno(libc::ENOTCONN)),
+                _ => Ok(()),
+            }
+        }
+        StreamKind::Mptcp4 | StreamKind::Mptcp6 => {
+            *calls += 1;
+            // An MPTCP listener may hand out plain TCP sockets (a peer without MPTCP).
+            match sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL)? {
+                libc::IPPROTO_TCP | libc::IPPROTO_MPTCP => {}
+                _ => return Err(wrong()),
+            }
+            refuse_listener(fd, calls, libc::ENOTCONN)
+        }
+        StreamKind::Unix => {
+            *calls += 1;
+            if sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TYPE)? != libc::SOCK_STREAM {
+                return Err(wrong());
+            }
+            refuse_listener(fd, calls, libc::EINVAL)
+        }
     }
 }
 
@@ -300,7 +372,7 @@ fn is_eopnotsupp(e: &io::Error) -> bool {
 // doc-end
 pub fn peek_supported(fd: impl AsFd) -> io::Result<bool> {
     let fd = fd.as_fd();
-    let info = classify(fd, &mut 0)?;
+    let info = classify(fd, &mut 0, false)?;
     let cur = match sys::getsockopt_int(fd, libc::SOL_SOCKET, SO_PEEK_OFF) {
         Ok(v) => v,
         Err(e) if is_eopnotsupp(&e) => return Ok(false),
@@ -366,7 +438,7 @@ pub fn peek_at(
     flags: Flags,
 ) -> io::Result<usize> {
     let fd = fd.as_fd();
-    let info = classify(fd, &mut 0)?;
+    let info = classify(fd, &mut 0, false)?;
     let mode = if offset == 0 {
         // A prefix of nothing: a plain MSG_PEEK, no SO_PEEK_OFF round trip.
         Mechanism::Discard
@@ -399,10 +471,14 @@ pub fn peek_at(
 pub fn consume(fd: impl AsFd, n: usize, flags: Flags) -> io::Result<usize> {
     let flags = peek_flags(flags)?;
     let fd = fd.as_fd();
-    let info = classify(fd, &mut 0)?;
-    let mut syscalls = 0;
-    let mut copied = 0;
-    consume_raw(fd, info.transport, n, flags, &mut syscalls, &mut copied)
+    let info = classify(fd, &mut 0, false)?;
+    let (mut syscalls, mut copied, mut fds_closed) = (0, 0, 0);
+    let counts = ConsumeCounts {
+        syscalls: &mut syscalls,
+        copied: &mut copied,
+        fds_closed: &mut fds_closed,
+    };
+    consume_raw(fd, info.transport, n, flags, counts)
 }
 
 /// The `recv` flags of a peek or consume: `MSG_DONTWAIT` or nothing.
@@ -428,22 +504,33 @@ fn check_peek_args(iov: &[iovec], flags: Flags) -> io::Result<c_int> {
     Ok(flags)
 }
 
+/// Counters a consume adds to: syscalls made, bytes copied only to be dropped (AF_UNIX), and
+/// descriptors that came with the dropped bytes and were closed (AF_UNIX).
+struct ConsumeCounts<'a> {
+    syscalls: &'a mut u64,
+    copied: &'a mut u64,
+    fds_closed: &'a mut u64,
+}
+
 fn consume_raw(
     fd: BorrowedFd<'_>,
     transport: Transport,
     n: usize,
     flags: c_int,
-    syscalls: &mut u64,
-    copied: &mut u64,
+    counts: ConsumeCounts<'_>,
 ) -> io::Result<usize> {
     if n == 0 {
         return Ok(0);
     }
     // TCP and MPTCP: MSG_TRUNC drops without copying. AF_UNIX: MSG_TRUNC on a stream socket
-    // still copies (and faults on NULL), so read into the scratch buffer. Only the first read
-    // may block; after it, take what is queued. The kernel ends every read at an urgent mark:
-    // a short read that stopped there (SIOCATMARK) is read on, non-blocking, for the bytes
-    // after the mark are n's too; any other short read means nothing more is queued.
+    // still copies (and faults on NULL), so read into the scratch buffer, with a control
+    // buffer: the descriptors that came with the bytes are received and closed at once
+    // (sys::recvmsg_closing_fds), never left open nor kept. Only the first read may block;
+    // after it, take what is queued. The kernel ends a read early in two places, and a short
+    // read that stopped at one is read on, non-blocking, for the bytes after it are n's too:
+    // at an urgent mark (SIOCATMARK), and on AF_UNIX after a message that carried control
+    // data (descriptors; credentials of another writer with SO_PASSCRED: net/unix/af_unix.c
+    // `unix_stream_read_generic`). Any other short read means nothing more is queued.
     let mut done = 0;
     while done < n {
         let f = if done == 0 {
@@ -451,27 +538,32 @@ fn consume_raw(
         } else {
             flags | libc::MSG_DONTWAIT
         };
-        *syscalls += 1;
+        *counts.syscalls += 1;
         let asked = if transport == Transport::Tcp {
             n - done
         } else {
             (n - done).min(SCRATCH_LEN)
         };
         let r = if transport == Transport::Tcp {
-            sys::recv_trunc(fd, asked, f)
+            sys::recv_trunc(fd, asked, f).map(|len| sys::FdRead {
+                len,
+                ..Default::default()
+            })
         } else {
             // SAFETY: the iovec covers the shared scratch buffer, valid for writes.
-            unsafe { sys::recvmsg_iov(fd, &[sys::scratch_iov(asked)], f) }
+            unsafe { sys::recvmsg_closing_fds(fd, &[sys::scratch_iov(asked)], f) }
         };
         match r {
-            Ok(0) => break,
-            Ok(k) => {
+            Ok(got) if got.len == 0 => break,
+            Ok(got) => {
+                let k = got.len;
                 done += k;
+                *counts.fds_closed += got.fds_closed;
                 if transport == Transport::Unix {
-                    *copied += k as u64;
+                    *counts.copied += k as u64;
                 }
-                if k < asked {
-                    *syscalls += 1;
+                if k < asked && !got.control {
+                    *counts.syscalls += 1;
                     if !sys::at_mark(fd) {
                         break;
                     }
@@ -648,7 +740,7 @@ impl<F: AsFd> Peeker<F> {
     /// `fd` is dropped on error.
     pub fn new(fd: F, mode: PeekMode) -> io::Result<Self> {
         let mut calls = 0;
-        let info = classify(fd.as_fd(), &mut calls)?;
+        let info = classify(fd.as_fd(), &mut calls, true)?;
         let mut p = Self::build(fd, info, mode)?;
         p.stats.syscalls += calls;
         Ok(p)
@@ -668,7 +760,11 @@ impl<F: AsFd> Peeker<F> {
     /// As [`Peeker::new`], less the classification's (`EBADF` and `ENOTSOCK` come from the
     /// first `setsockopt`/`getsockopt` instead). `fd` is dropped on error.
     pub fn with_kind(fd: F, mode: PeekMode, kind: StreamKind) -> io::Result<Self> {
-        Self::build(fd, kind.info(), mode)
+        let mut calls = 0;
+        check_stated(fd.as_fd(), kind, &mut calls)?;
+        let mut p = Self::build(fd, kind.info(), mode)?;
+        p.stats.syscalls += calls;
+        Ok(p)
     }
 
     fn build(fd: F, info: SockInfo, mode: PeekMode) -> io::Result<Self> {
@@ -1308,13 +1404,17 @@ impl<F: AsFd> Peeker<F> {
     /// mark armed, its `setsockopt` errors (the bytes were dropped and the cursor moved).
     // doc-end
     pub fn consume(&mut self, n: usize) -> io::Result<usize> {
+        let counts = ConsumeCounts {
+            syscalls: &mut self.stats.syscalls,
+            copied: &mut self.stats.bytes_skipped_copied,
+            fds_closed: &mut self.stats.fds_closed,
+        };
         let d = consume_raw(
             self.fd.as_fd(),
             self.transport,
             n,
             libc::MSG_DONTWAIT,
-            &mut self.stats.syscalls,
-            &mut self.stats.bytes_skipped_copied,
+            counts,
         )?;
         self.stats.bytes_consumed += d as u64;
         self.head_pos = self.head_pos.wrapping_add(d as u64);
