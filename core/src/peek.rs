@@ -40,6 +40,29 @@
 //!
 //! The stateless [`peek_at`] and [`consume`] see the stream as the socket's `SO_OOBINLINE`
 //! says: set it on sockets that may receive urgent data.
+//!
+//! # Descriptors (AF_UNIX)
+//!
+//! A peer on an AF_UNIX stream socket may pass descriptors (`SCM_RIGHTS`) with the bytes it
+//! sends:
+// doc-source: peeker.descriptors
+//! a peeker never hands them over. Its peeks pass no control buffer, so the descriptors stay
+//! queued with their bytes; its consume receives those that came with the bytes it drops
+//! (close-on-exec) and closes them at once, counted in [`PeekStats::fds_closed`]: none is
+//! left open, none is kept. The kernel hands over a message's descriptors with its first byte
+//! read, so a consume that ends inside a message takes all of them. It ends every read and
+//! every peek after a message that carried descriptors (net/unix/af_unix.c
+//! `unix_stream_read_generic`): a peek that reaches one returns short, as a read does, and the
+//! next continues after it, so peeks deliver byte for byte what reads deliver; a consume reads
+//! on until it has dropped `n` bytes. A discard peek whose prefix reaches such a message peeks
+//! once with `SO_PEEK_OFF` at the cursor, as past an urgent mark (AF_UNIX has it since 3.4).
+//! The consume's control buffer holds the most descriptors one message carries (253,
+//! `SCM_MAX_FD`), so the kernel never closes any for lack of room (`MSG_CTRUNC`). A caller
+//! that wants the descriptors reads those bytes itself, with `recvmsg` and a control buffer,
+//! and reports them with [`Peeker::note_consumed`].
+// doc-end
+//!
+//! The stateless [`consume`] does the same, without counting.
 
 use std::fmt;
 use std::io::{self, IoSliceMut};
@@ -99,9 +122,10 @@ impl TryFrom<u32> for PeekMode {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PeekStats {
     // doc-source: peek_stats.syscalls
-    /// Syscalls the peeker made, failed ones included, its constructor's too: 1 or 2 after
-    /// [`Peeker::with_kind`]; after [`Peeker::new`] 2 more on AF_UNIX and 3 more on TCP and
-    /// MPTCP, the `getsockopt` that learn what the socket is.
+    /// Syscalls the peeker made, failed ones included, its constructor's too: 2 or 3 setting
+    /// the socket up (`SO_PEEK_OFF`, `SO_OOBINLINE`), and before them the 3 `getsockopt` of
+    /// [`Peeker::new`] that learn what the socket is, or the 1 (TCP) or 2 (MPTCP, AF_UNIX) of
+    /// [`Peeker::with_kind`] that check the kind stated.
     // doc-end
     pub syscalls: u64,
     // doc-source: peek_stats.peeks
@@ -135,7 +159,7 @@ pub struct PeekStats {
 }
 
 /// What a stream socket is, as the code that created it knows: lets [`Peeker::with_kind`]
-/// skip the 2-3 `getsockopt` that [`Peeker::new`] makes to learn it.
+/// check it with 1 or 2 `getsockopt` instead of the 3 that [`Peeker::new`] makes to learn it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StreamKind {
     /// `socket(AF_INET, SOCK_STREAM, IPPROTO_TCP)` (or protocol 0).
@@ -457,8 +481,9 @@ pub fn peek_at(
 ///
 // doc-source: consume.kernel
 /// TCP and MPTCP use `recv(NULL, n, MSG_TRUNC)`, which copies nothing; AF_UNIX stream has no
-/// such path and reads them into a scratch buffer. The kernel lowers `SO_PEEK_OFF` by the bytes
-/// dropped. Returns 0 for `n` 0 or at end of stream.
+/// such path and reads them into a scratch buffer, on past messages that carry descriptors,
+/// and closes the descriptors that came with the bytes dropped. The kernel lowers `SO_PEEK_OFF` by the bytes dropped. Returns 0 for `n` 0 or at end of
+/// stream.
 // doc-end
 ///
 /// # Errors
@@ -722,10 +747,12 @@ impl<F: AsFd> Peeker<F> {
     /// docs, "Urgent data").
     ///
     // doc-source: peeker_new.cost
-    /// Cost: 2-3 `getsockopt` to learn the socket's family, type and protocol (none when the
-    /// caller states the socket's kind), then one `setsockopt` ([`PeekMode::Offset`],
-    /// [`PeekMode::Auto`]) or one `getsockopt` ([`PeekMode::Discard`]; a `setsockopt` more if
-    /// `SO_PEEK_OFF` was on), and the `setsockopt` of `SO_OOBINLINE`.
+    /// Cost: 3 `getsockopt` to learn what the socket is and that it does not listen
+    /// (`SO_DOMAIN`, then on TCP `SO_PROTOCOL` and `TCP_INFO`, on MPTCP `SO_PROTOCOL` and
+    /// `SO_ACCEPTCONN`, on AF_UNIX `SO_TYPE` and `SO_ACCEPTCONN`; 1 or 2 to check the kind when
+    /// the caller states it), then one `setsockopt` ([`PeekMode::Offset`], [`PeekMode::Auto`])
+    /// or one `getsockopt` ([`PeekMode::Discard`]; a `setsockopt` more if `SO_PEEK_OFF` was on),
+    /// and the `setsockopt` of `SO_OOBINLINE`.
     // doc-end
     /// All of them are counted in [`PeekStats::syscalls`]. Allocates nothing: the peeker is a
     /// plain value (about 150 bytes) wherever the caller puts it; the discard mechanism's 64
@@ -734,8 +761,10 @@ impl<F: AsFd> Peeker<F> {
     /// # Errors
     // doc-source: peeker_new.errors
     /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or
-    /// [`PeekMode::Offset`] on a socket without `SO_PEEK_OFF`), and `setsockopt`/`getsockopt`
-    /// errors.
+    /// [`PeekMode::Offset`] on a socket without `SO_PEEK_OFF`), `ENOTCONN` (a listening TCP or
+    /// MPTCP socket) and `EINVAL` (a listening AF_UNIX socket): a listening socket is no
+    /// connection, refused with the errno its `recv` gives; `EPROTOTYPE` (a stated kind that is
+    /// not the socket's); `setsockopt`/`getsockopt` errors.
     // doc-end
     /// `fd` is dropped on error.
     pub fn new(fd: F, mode: PeekMode) -> io::Result<Self> {
@@ -746,19 +775,29 @@ impl<F: AsFd> Peeker<F> {
         Ok(p)
     }
 
-    /// [`Peeker::new`] for a socket whose kind the caller states: no classification syscall,
-    /// so a peeker costs one `setsockopt` (`Offset`, `Auto`) or one `getsockopt` (`Discard`),
-    /// and the `setsockopt` of `SO_OOBINLINE` (module docs, "Urgent data").
+    /// [`Peeker::new`] for a socket whose kind the caller states: a check of one `getsockopt`
+    /// (TCP) or two (MPTCP, AF_UNIX) instead of the classification's three, then one
+    /// `setsockopt` (`Offset`, `Auto`) or one `getsockopt` (`Discard`), and the `setsockopt` of
+    /// `SO_OOBINLINE` (module docs, "Urgent data").
     ///
     // doc-source: peeker_kind.wrong
-    /// Stating the kind wrong is never unsafe: calls then fail as the real socket answers (a
-    /// datagram socket answers a peek as a datagram socket would; an AF_UNIX socket stated as
-    /// TCP fails [`Peeker::consume`] with `EFAULT`).
+    /// Stating the kind wrong loses nothing: the kind is checked before any byte is read, and a
+    /// socket that is not of it fails with `EPROTOTYPE` (a datagram socket, whose consume would
+    /// drop a whole datagram; an AF_UNIX stream stated as TCP or MPTCP). The check costs one
+    /// syscall per peeker on TCP, `getsockopt(TCP_INFO)` (only TCP and MPTCP sockets answer
+    /// it, with their state), and two on MPTCP (`SO_PROTOCOL` is TCP or MPTCP: an MPTCP
+    /// listener hands out TCP sockets to peers without MPTCP) and AF_UNIX (`SO_TYPE` is a
+    /// stream): each also tells a listening socket, refused as by [`Peeker::new`]. It does not
+    /// tell IPv4 from IPv6 or TCP from MPTCP, nor a TCP socket stated as AF_UNIX: stated wrong
+    /// among those, a peeker peeks and consumes right, but may cost more (a TCP consume
+    /// copies, as on AF_UNIX) or fail where the real socket does (`EOPNOTSUPP` for
+    /// [`PeekMode::Offset`] on MPTCP), and [`PeekMode::Auto`] may note the answer of
+    /// `SO_PEEK_OFF` for the family stated, not the socket's.
     // doc-end
     ///
     /// # Errors
-    /// As [`Peeker::new`], less the classification's (`EBADF` and `ENOTSOCK` come from the
-    /// first `setsockopt`/`getsockopt` instead). `fd` is dropped on error.
+    /// As [`Peeker::new`] (`EBADF` and `ENOTSOCK` from the check), and `EPROTOTYPE` (see
+    /// above). `fd` is dropped on error.
     pub fn with_kind(fd: F, mode: PeekMode, kind: StreamKind) -> io::Result<Self> {
         let mut calls = 0;
         check_stated(fd.as_fd(), kind, &mut calls)?;
@@ -1395,7 +1434,9 @@ impl<F: AsFd> Peeker<F> {
     /// Drops up to `n` acknowledged bytes from the head of the receive queue and moves the
     /// cursor back by the bytes dropped (never below 0). Never blocks. Returns bytes dropped:
     /// fewer than `n` when fewer are queued, 0 for `n` 0 or at end of stream. TCP and MPTCP
-    /// drop them without copying (`MSG_TRUNC`); AF_UNIX reads them into a scratch buffer.
+    /// drop them without copying (`MSG_TRUNC`); AF_UNIX reads them into a scratch buffer, on
+    /// past messages that carry descriptors, and closes the descriptors that came with them
+    /// ([`PeekStats::fds_closed`]).
     // doc-end
     ///
     /// # Errors
@@ -1766,7 +1807,7 @@ mod tests {
         );
     }
 
-    /// A stated kind makes no classification syscall; peek_at costs one recv when the
+    /// A stated kind costs one check, no classification; peek_at costs one recv when the
     /// kernel's offset is there, a setsockopt more when it is not; the result says where the
     /// bytes came from, in the stream too after a consume.
     #[test]
@@ -1776,8 +1817,8 @@ mod tests {
         let mut p = Peeker::with_kind(&server, PeekMode::Offset, StreamKind::Tcp4).unwrap();
         assert_eq!(
             p.stats().syscalls,
-            2,
-            "only SO_PEEK_OFF = 0 and SO_OOBINLINE"
+            3,
+            "only TCP_INFO (the kind's check), SO_PEEK_OFF = 0 and SO_OOBINLINE"
         );
         let mut buf = [0u8; 4];
         let dw = Flags::DONTWAIT;
