@@ -188,8 +188,9 @@ pub fn peek_into(
 /// Drops up to `n` bytes from the head of `fd`'s receive queue; returns the bytes dropped.
 // doc-copy: consume.kernel
 /// TCP and MPTCP use `recv(NULL, n, MSG_TRUNC)`, which copies nothing; AF_UNIX stream has no such
-/// path and reads them into a scratch buffer. The kernel lowers `SO_PEEK_OFF` by the bytes dropped.
-/// Returns 0 for `n` 0 or at end of stream.
+/// path and reads them into a scratch buffer, on past messages that carry descriptors, and closes
+/// the descriptors that came with the bytes dropped. The kernel lowers `SO_PEEK_OFF` by the bytes
+/// dropped. Returns 0 for `n` 0 or at end of stream.
 // doc-end
 ///
 /// Errors:
@@ -259,9 +260,10 @@ fn mode_name(m: PeekMode) -> &'static str {
 #[napi(object)]
 pub struct PeekStats {
     // doc-copy: peek_stats.syscalls
-    /// Syscalls the peeker made, failed ones included, its constructor's too: 1 or 2 after `new
-    /// Peeker` with a `kind`; after `new Peeker` without a `kind` 2 more on AF_UNIX and 3 more on
-    /// TCP and MPTCP, the `getsockopt` that learn what the socket is.
+    /// Syscalls the peeker made, failed ones included, its constructor's too: 2 or 3 setting the
+    /// socket up (`SO_PEEK_OFF`, `SO_OOBINLINE`), and before them the 3 `getsockopt` of `new
+    /// Peeker` without a `kind` that learn what the socket is, or the 1 (TCP) or 2 (MPTCP, AF_UNIX)
+    /// of `new Peeker` with a `kind` that check the kind stated.
     // doc-end
     pub syscalls: f64,
     // doc-copy: peek_stats.peeks
@@ -286,6 +288,11 @@ pub struct PeekStats {
     /// `SO_RCVLOWAT` changes made by the armed low-water mark.
     // doc-end
     pub rcvlowat_updates: f64,
+    // doc-copy: peek_stats.fds_closed
+    /// Descriptors that came with bytes the peeker's consume dropped (AF_UNIX `SCM_RIGHTS`, and the
+    /// pidfd `SO_PASSPIDFD` attaches), received close-on-exec and closed at once.
+    // doc-end
+    pub fds_closed: f64,
 }
 
 /// Options of `new Peeker`.
@@ -298,9 +305,10 @@ pub struct PeekerOptions {
     pub mode: Option<String>,
     /// What the socket is, as the code that made it knows: `'tcp4'`, `'tcp6'` (TCP over
     /// IPv4/IPv6; every `net.Socket` of a TCP server), `'mptcp4'`, `'mptcp6'` or `'unix'` (a
-    /// stream socket). The peeker then asks the socket nothing (no `getsockopt` for its family,
-    /// type and protocol): one syscall in all. Stating it wrong is never unsafe: calls then
-    /// fail as the real socket answers. Default: ask the socket.
+    /// stream socket). The peeker then checks it (one `getsockopt` on TCP, two on MPTCP and
+    /// AF_UNIX) instead of learning it (three); a socket that is not of the kind stated is
+    /// refused with `EPROTOTYPE` before any byte is read (see `new Peeker`). Default: ask the
+    /// socket.
     #[napi(ts_type = "'tcp4' | 'tcp6' | 'mptcp4' | 'mptcp6' | 'unix'")]
     pub kind: Option<String>,
 }
@@ -438,10 +446,11 @@ impl Peeker {
     /// `'discard'` makes sure it is disabled (-1).
     // doc-end
     // doc-copy: peeker_new.cost
-    /// Cost: 2-3 `getsockopt` to learn the socket's family, type and protocol (none when the caller
-    /// states the socket's kind), then one `setsockopt` (`'offset'`, `'auto'`) or one `getsockopt`
-    /// (`'discard'`; a `setsockopt` more if `SO_PEEK_OFF` was on), and the `setsockopt` of
-    /// `SO_OOBINLINE`.
+    /// Cost: 3 `getsockopt` to learn what the socket is and that it does not listen (`SO_DOMAIN`,
+    /// then on TCP `SO_PROTOCOL` and `TCP_INFO`, on MPTCP `SO_PROTOCOL` and `SO_ACCEPTCONN`, on
+    /// AF_UNIX `SO_TYPE` and `SO_ACCEPTCONN`; 1 or 2 to check the kind when the caller states it),
+    /// then one `setsockopt` (`'offset'`, `'auto'`) or one `getsockopt` (`'discard'`; a
+    /// `setsockopt` more if `SO_PEEK_OFF` was on), and the `setsockopt` of `SO_OOBINLINE`.
     // doc-end
     ///
     /// Urgent data (a TCP urgent byte, `MSG_OOB`, or an AF_UNIX out-of-band byte):
@@ -461,17 +470,46 @@ impl Peeker {
     /// mark are consumed (poll still reports the socket readable meanwhile).
     // doc-end
     ///
+    /// Descriptors (an AF_UNIX peer's `SCM_RIGHTS`):
+    // doc-copy: peeker.descriptors
+    /// a peeker never hands them over. Its peeks pass no control buffer, so the descriptors stay
+    /// queued with their bytes; its consume receives those that came with the bytes it drops
+    /// (close-on-exec) and closes them at once, counted in `PeekStats.fdsClosed`: none is left
+    /// open, none is kept. The kernel hands over a message's descriptors with its first byte read,
+    /// so a consume that ends inside a message takes all of them. It ends every read and every peek
+    /// after a message that carried descriptors (net/unix/af_unix.c `unix_stream_read_generic`): a
+    /// peek that reaches one returns short, as a read does, and the next continues after it, so
+    /// peeks deliver byte for byte what reads deliver; a consume reads on until it has dropped `n`
+    /// bytes. A discard peek whose prefix reaches such a message peeks once with `SO_PEEK_OFF` at
+    /// the cursor, as past an urgent mark (AF_UNIX has it since 3.4). The consume's control buffer
+    /// holds the most descriptors one message carries (253, `SCM_MAX_FD`), so the kernel never
+    /// closes any for lack of room (`MSG_CTRUNC`). A caller that wants the descriptors reads those
+    /// bytes itself, with `recvmsg` and a control buffer, and reports them with
+    /// `Peeker.noteConsumed`.
+    // doc-end
+    ///
     // doc-copy: peeker_kind.wrong
-    /// Stating the kind wrong is never unsafe: calls then fail as the real socket answers (a
-    /// datagram socket answers a peek as a datagram socket would; an AF_UNIX socket stated as TCP
-    /// fails `Peeker.consume` with `EFAULT`).
+    /// Stating the kind wrong loses nothing: the kind is checked before any byte is read, and a
+    /// socket that is not of it fails with `EPROTOTYPE` (a datagram socket, whose consume would
+    /// drop a whole datagram; an AF_UNIX stream stated as TCP or MPTCP). The check costs one
+    /// syscall per peeker on TCP, `getsockopt(TCP_INFO)` (only TCP and MPTCP sockets answer it,
+    /// with their state), and two on MPTCP (`SO_PROTOCOL` is TCP or MPTCP: an MPTCP listener hands
+    /// out TCP sockets to peers without MPTCP) and AF_UNIX (`SO_TYPE` is a stream): each also tells
+    /// a listening socket, refused as by `new Peeker` without a `kind`. It does not tell IPv4 from
+    /// IPv6 or TCP from MPTCP, nor a TCP socket stated as AF_UNIX: stated wrong among those, a
+    /// peeker peeks and consumes right, but may cost more (a TCP consume copies, as on AF_UNIX) or
+    /// fail where the real socket does (`EOPNOTSUPP` for `'offset'` on MPTCP), and `'auto'` may
+    /// note the answer of `SO_PEEK_OFF` for the family stated, not the socket's.
     // doc-end
     ///
     /// Errors: `EMFILE` (no descriptor for the duplicate); `TypeError` for a bad `mode` or
     /// `kind`;
     // doc-copy: peeker_new.errors
     /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or `'offset'`
-    /// on a socket without `SO_PEEK_OFF`), and `setsockopt`/`getsockopt` errors.
+    /// on a socket without `SO_PEEK_OFF`), `ENOTCONN` (a listening TCP or MPTCP socket) and
+    /// `EINVAL` (a listening AF_UNIX socket): a listening socket is no connection, refused with the
+    /// errno its `recv` gives; `EPROTOTYPE` (a stated kind that is not the socket's);
+    /// `setsockopt`/`getsockopt` errors.
     // doc-end
     #[napi(
         constructor,
@@ -770,7 +808,8 @@ impl Peeker {
     /// Drops up to `n` acknowledged bytes from the head of the receive queue and moves the cursor
     /// back by the bytes dropped (never below 0). Never blocks. Returns bytes dropped: fewer than
     /// `n` when fewer are queued, 0 for `n` 0 or at end of stream. TCP and MPTCP drop them without
-    /// copying (`MSG_TRUNC`); AF_UNIX reads them into a scratch buffer.
+    /// copying (`MSG_TRUNC`); AF_UNIX reads them into a scratch buffer, on past messages that carry
+    /// descriptors, and closes the descriptors that came with them (`PeekStats.fdsClosed`).
     // doc-end
     ///
     /// Errors:
@@ -847,6 +886,7 @@ impl Peeker {
                 bytes_skipped_copied: s.bytes_skipped_copied as f64,
                 bytes_consumed: s.bytes_consumed as f64,
                 rcvlowat_updates: s.rcvlowat_updates as f64,
+                fds_closed: s.fds_closed as f64,
             })
         })
     }
