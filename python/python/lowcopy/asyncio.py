@@ -37,9 +37,13 @@ import select
 import socket
 from collections import deque
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Self
 
-from typing_extensions import Buffer, Self
+if TYPE_CHECKING:
+    # Only for annotations (strings here: `from __future__ import annotations`): Python 3.11
+    # has no collections.abc.Buffer (3.12), and the package declares no dependency on
+    # typing_extensions. mypy reads it from the stubs it ships.
+    from typing_extensions import Buffer
 
 from ._lowcopy import Completion, Peeker, Receiver, ZeroCopySender
 from ._types import PeekMode, ZcBackend
