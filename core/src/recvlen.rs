@@ -85,34 +85,16 @@ mod tests {
     fn what_is_queued_always_fits() {
         // AF_UNIX: the queue is bounded by the sender's SO_SNDBUF, not the receiver's
         // SO_RCVBUF; a small receive buffer must not cut what is already queued.
-        let mut sv = [0; 2];
-        // SAFETY: socketpair writes two fds into the live array.
-        assert_eq!(
-            unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) },
-            0
-        );
-        // SAFETY: fresh fds owned by nobody else.
-        let (a, b) = unsafe {
-            use std::os::fd::FromRawFd;
-            (
-                std::os::fd::OwnedFd::from_raw_fd(sv[0]),
-                std::os::fd::OwnedFd::from_raw_fd(sv[1]),
-            )
-        };
+        use std::io::Write;
+        let (mut a, b) = std::os::unix::net::UnixStream::pair().unwrap();
         sys::setsockopt_int(a.as_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20).unwrap();
         sys::setsockopt_int(b.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, 4096).unwrap();
+        a.set_nonblocking(true).unwrap();
         let chunk = vec![7u8; 1 << 20];
         let mut sent = 0;
-        // Fill without blocking: as much as the sender's buffer takes.
-        // SAFETY: fcntl on a live fd.
-        unsafe { libc::fcntl(a.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
-        loop {
-            // SAFETY: `chunk` is a live buffer of its length.
-            let n = unsafe { libc::write(a.as_raw_fd(), chunk.as_ptr().cast(), chunk.len()) };
-            if n <= 0 {
-                break;
-            }
-            sent += n as usize;
+        // As much as the sender's buffer takes.
+        while let Ok(n) = a.write(&chunk) {
+            sent += n;
         }
         let queued = sys::inq(b.as_fd()).unwrap();
         assert_eq!(queued, sent);

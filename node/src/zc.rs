@@ -618,30 +618,35 @@ impl ZeroCopySender {
         let libuv = is_libuv_handle(&fd)?;
         let mut opts = ZcOptions::new();
         if let Some(o) = args::options_object(&env, options.as_ref())? {
-            opts = opts.backend(match args::string_opt(&env, &o, "backend")?.as_deref() {
-                None | Some("auto") => ZcBackend::Auto,
-                Some("errqueue") if libuv => {
-                    return Err(value_error(
-                        &env,
-                        "The 'errqueue' backend is refused on a net.Socket: libuv polls it \
+            args::string_opt(&env, &o, "backend")?; // a TypeError for a non-string
+            opts =
+                opts.backend(
+                    match o
+                        .get_named_property::<Option<String>>("backend")?
+                        .as_deref()
+                    {
+                        None | Some("auto") => ZcBackend::Auto,
+                        Some("errqueue") if libuv => return Err(value_error(
+                            &env,
+                            "The 'errqueue' backend is refused on a net.Socket: libuv polls it \
                          level-triggered and every unreaped notification would wake Node's event \
                          loop (use 'io_uring', 'copy' or 'auto')"
-                            .into(),
-                    ))
-                }
-                Some("errqueue") => ZcBackend::ErrQueue,
-                Some("io_uring") => ZcBackend::IoUring,
-                Some("copy") => ZcBackend::Copy,
-                Some(b) => {
-                    return Err(value_error(
-                        &env,
-                        format!(
+                                .into(),
+                        )),
+                        Some("errqueue") => ZcBackend::ErrQueue,
+                        Some("io_uring") => ZcBackend::IoUring,
+                        Some("copy") => ZcBackend::Copy,
+                        Some(b) => {
+                            return Err(value_error(
+                                &env,
+                                format!(
                             "The property 'options.backend' must be one of: 'auto', 'io_uring', \
                              'errqueue', 'copy'. Received '{b}'"
                         ),
-                    ))
-                }
-            });
+                            ))
+                        }
+                    },
+                );
             opts = opts.adaptive(args::bool_opt(&env, options.as_ref(), "adaptive")?);
         }
         let dup = args::dup_fd(&env, &fd, "ZeroCopySender")?;
