@@ -408,6 +408,18 @@ impl Receiver {
         self.close()
     }
 
+    /// The length of the buffer `recv_atleast(nbytes, min)` allocates (what the socket can
+    /// hold, at least `min` within `nbytes`; `OverflowError` above 2147483647), for
+    /// `lowcopy.asyncio`, whose receive fills a buffer of its own. Internal.
+    fn _buffer_len(&self, nbytes: &Bound<'_, PyAny>, min: &Bound<'_, PyAny>) -> PyResult<usize> {
+        guard(|| {
+            let (nbytes, min) = (result_size(nbytes, "nbytes")?, count(min, "min")?);
+            self.h.with(|r| {
+                Ok(lowcopy::recv_buffer_len(r.get_ref().as_fd(), nbytes).max(min.min(nbytes)))
+            })
+        })
+    }
+
     fn __repr__(&self) -> String {
         match self.h.with(|r| Ok(r.get_ref().as_raw_fd())) {
             Ok(fd) => format!("<lowcopy.Receiver fd={fd}>"),

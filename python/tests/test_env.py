@@ -4,6 +4,7 @@ result from a caller's size (`peek_at(sock, 0, 10**9)`) sized by what the socket
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import lowcopy
+import lowcopy.asyncio
 from fixtures import Pair, tcp_pair, wait_queued
 
 SOURCE_TREE = Path(__file__).resolve().parent.parent / "python"
@@ -121,12 +123,22 @@ RSS_CHECK = textwrap.dedent(
         got = lowcopy.recv_atleast(s, 10**9, 1, timeout=5)
     elif call == "Receiver.recv_atleast":
         got = lowcopy.Receiver(s).recv_atleast(10**9, 1, timeout=5)
+    elif call == "AsyncReceiver.recv_atleast":
+        import asyncio
+        import lowcopy.asyncio as la
+
+        async def main():
+            async with la.AsyncReceiver(s) as r:
+                return await r.recv_atleast(10**9, 1)
+        got = asyncio.run(main())
     print(json.dumps({"got": got.decode(), "grew": peak() - before}))
     """
 )
 
 
-@pytest.mark.parametrize("call", ["peek_at", "Peeker.peek", "recv_atleast", "Receiver.recv_atleast"])
+@pytest.mark.parametrize(
+    "call", ["peek_at", "Peeker.peek", "recv_atleast", "Receiver.recv_atleast", "AsyncReceiver.recv_atleast"]
+)
 def test_a_huge_size_returns_what_is_queued_without_allocating_it(call: str) -> None:
     r = subprocess.run(
         [sys.executable, "-I", "-c", RSS_CHECK, call], capture_output=True, text=True, timeout=60
@@ -152,6 +164,13 @@ def test_a_size_above_int_max_is_a_clear_overflow_error(tcp: Pair) -> None:
         p.peek(2**40)
     with lowcopy.Receiver(tcp.sock) as r, pytest.raises(OverflowError, match=too_big):
         r.recv_atleast(2**40, 1, 0)
+
+    async def receive() -> bytes:
+        async with lowcopy.asyncio.AsyncReceiver(tcp.sock) as r:
+            return await r.recv_atleast(2**40, 1)
+
+    with pytest.raises(OverflowError, match=too_big):
+        asyncio.run(receive())
     # Nothing was consumed; INT_MAX itself is a size like any other: what is queued.
     assert lowcopy.peek_at(tcp.sock, 0, 2**31 - 1) == b"hello world"
     with lowcopy.Peeker(tcp.sock) as p:

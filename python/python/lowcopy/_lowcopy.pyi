@@ -196,6 +196,8 @@ class Receiver:
     def __new__(cls, sock: FileDescriptorLike) -> Self: ...
     def recv_atleast(self, nbytes: int, min: int, timeout: float | None = None) -> bytes:
         """As the module's recv_atleast, on this receiver's socket."""
+    def _buffer_len(self, nbytes: int, min: int) -> int:
+        """The buffer recv_atleast(nbytes, min) allocates (for lowcopy.asyncio). Internal."""
     def recv_atleast_into(
         self, buffer: Buffer, min: int, timeout: float | None = None, nbytes: int = 0
     ) -> int: ...

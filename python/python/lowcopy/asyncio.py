@@ -310,7 +310,9 @@ class AsyncReceiver:
         end of stream (``b""`` when nothing came) or before an error (left for the next
         call). Errors as :func:`lowcopy.recv_atleast`, less ``TimeoutError`` (the loop
         waits; use ``asyncio.timeout``)."""
-        buf = bytearray(nbytes)
+        # Sized as Receiver.recv_atleast's buffer: by what the socket can hold (so 10**9 does
+        # not zero-fill 1 GB), OverflowError above INT_MAX.
+        buf = bytearray(self.receiver._buffer_len(nbytes, min))
         n = await self.recv_atleast_into(buf, min)
         del buf[n:]
         return bytes(buf)
