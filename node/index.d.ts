@@ -103,7 +103,8 @@ export declare class Peeker {
   /**
    * Peeks up to `length` bytes at the cursor into a new `Buffer`; the cursor advances by
    * its length. Empty at end of stream (the bytes before the cursor stay queued). Results
-   * and errors as `peekInto`.
+   * and errors as `peekInto`. The `Buffer` is sized as `peekAt`'s, by what the socket can
+   * hold (a `RangeError` above 2147483647).
    */
   peek(length: number, options?: PeekOptions): Buffer
   /**
@@ -161,7 +162,7 @@ export declare class Peeker {
    * wait sleeps in an edge-triggered epoll, so bytes before the cursor or error-queue
    * entries do not make it spin. While it is pending, the other calls on this peeker throw
    * `EBUSY`. It occupies one pool thread (4 by default, shared with fs and dns): give it a
-   * timeout.
+   * timeout. The `Buffer` is sized as `peekAt`'s, by what the socket can hold.
    * Peeked bytes stay in the receive buffer: when they fill it (small segments cost far more
    * kernel memory than their payload) the peer's window is closed and a blocking peek waits
    * until something is consumed, so a caller that may block there sets `SO_RCVTIMEO` or consumes
@@ -271,7 +272,10 @@ export declare class Receiver {
    * `EBUSY` while a `recvAtLeastAsync` runs; `EBADF` once closed.
    */
   recvAtLeast(buf: ArrayBufferView, min: number, options?: RecvOptions): number
-  /** `recvAtLeast` on libuv's thread pool into a new `Buffer` of at most `length` bytes. */
+  /**
+   * `recvAtLeast` on libuv's thread pool into a new `Buffer` of at most `length` bytes,
+   * sized as the module's `recvAtLeastAsync`'s (what the socket can hold, at least `min`).
+   */
   recvAtLeastAsync(length: number, min: number, options?: RecvOptions): Promise<Buffer>
   /** The counters so far (`new`'s syscalls included). */
   stats(): RecvStatsOut
@@ -589,6 +593,17 @@ export interface PeekAsyncOptions {
  * Peeks up to `length` bytes lying `offset` bytes after the head of `fd`'s receive queue,
  * without consuming them; returns them as a new `Buffer` (empty at end of stream).
  *
+ * `length` above 2147483647 (`INT_MAX`, the most one receive returns) is a `RangeError`.
+ * A call that allocates its result sizes it by what the socket can hold rather than by the size
+ * asked for alone: up to 256 KiB the size asked for; above that, at least 256 KiB and otherwise
+ * the larger of the bytes queued now (`SIOCINQ`) and the socket's receive buffer (`SO_RCVBUF` as
+ * the kernel reports it), never more than asked. Everything queued at the call fits; bytes that
+ * arrive while the call waits fit too on TCP (its window keeps the queue within about
+ * `SO_RCVBUF`), and on AF_UNIX streams (bounded by the sender's `SO_SNDBUF`) may be more, left
+ * queued for the next call: the result is then shorter than the size asked for, as any receive may
+ * be. Cost: a `getsockopt` and an `ioctl` when the size asked for is above 256 KiB, none
+ * otherwise.
+ *
  * A blocking call waits for one byte beyond `offset`. Stateless: uses `SO_PEEK_OFF` where the
  * socket has it (set, peek, set back to -1), else the discard prefix.
  *
@@ -609,7 +624,8 @@ export declare function peekAt(fd: number | import('node:net').Socket | { fd: nu
  * `peekAt` that waits off the JS thread until a byte lies beyond `offset` (as
  * `Peeker.peekAsync`, on a private duplicate of `fd`): resolves with the bytes (empty at end
  * of stream), rejects with `ETIMEDOUT` after `timeoutMs`. The protocol sniffer's call: peek a
- * new connection's first bytes before Node reads them (`pauseOnConnect`).
+ * new connection's first bytes before Node reads them (`pauseOnConnect`). The `Buffer` is sized
+ * as `peekAt`'s, by what the socket can hold.
  */
 export declare function peekAtAsync(fd: number | import('node:net').Socket | { fd: number }, offset: number, length: number, options?: PeekAsyncOptions): Promise<Buffer>
 
@@ -788,6 +804,18 @@ export declare function recvAtLeast(fd: number | import('node:net').Socket | { f
  * `recvAtLeast` on libuv's thread pool, into a new `Buffer` of at most `length` bytes: the
  * event loop runs meanwhile. Works on a private duplicate of `fd`. It occupies a pool thread
  * (4 by default, shared with fs and dns) until it returns: give it a `timeoutMs`.
+ *
+ * The `Buffer` holds at least `min` bytes (within `length`);
+ * `length` above 2147483647 (`INT_MAX`, the most one receive returns) is a `RangeError`.
+ * A call that allocates its result sizes it by what the socket can hold rather than by the size
+ * asked for alone: up to 256 KiB the size asked for; above that, at least 256 KiB and otherwise
+ * the larger of the bytes queued now (`SIOCINQ`) and the socket's receive buffer (`SO_RCVBUF` as
+ * the kernel reports it), never more than asked. Everything queued at the call fits; bytes that
+ * arrive while the call waits fit too on TCP (its window keeps the queue within about
+ * `SO_RCVBUF`), and on AF_UNIX streams (bounded by the sender's `SO_SNDBUF`) may be more, left
+ * queued for the next call: the result is then shorter than the size asked for, as any receive may
+ * be. Cost: a `getsockopt` and an `ioctl` when the size asked for is above 256 KiB, none
+ * otherwise.
  */
 export declare function recvAtLeastAsync(fd: number | import('node:net').Socket | { fd: number }, length: number, min: number, options?: RecvOptions): Promise<Buffer>
 

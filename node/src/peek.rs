@@ -117,6 +117,19 @@ impl View<'_> {
 /// Peeks up to `length` bytes lying `offset` bytes after the head of `fd`'s receive queue,
 /// without consuming them; returns them as a new `Buffer` (empty at end of stream).
 ///
+/// `length` above 2147483647 (`INT_MAX`, the most one receive returns) is a `RangeError`.
+// doc-copy: recv_buffer_len.kernel
+/// A call that allocates its result sizes it by what the socket can hold rather than by the size
+/// asked for alone: up to 256 KiB the size asked for; above that, at least 256 KiB and otherwise
+/// the larger of the bytes queued now (`SIOCINQ`) and the socket's receive buffer (`SO_RCVBUF` as
+/// the kernel reports it), never more than asked. Everything queued at the call fits; bytes that
+/// arrive while the call waits fit too on TCP (its window keeps the queue within about
+/// `SO_RCVBUF`), and on AF_UNIX streams (bounded by the sender's `SO_SNDBUF`) may be more, left
+/// queued for the next call: the result is then shorter than the size asked for, as any receive may
+/// be. Cost: a `getsockopt` and an `ioctl` when the size asked for is above 256 KiB, none
+/// otherwise.
+// doc-end
+///
 // doc-copy: peek_at.kernel
 /// A blocking call waits for one byte beyond `offset`. Stateless: uses `SO_PEEK_OFF` where the
 /// socket has it (set, peek, set back to -1), else the discard prefix.
@@ -150,8 +163,9 @@ pub fn peek_at(
     let offset = size(&env, &offset, "offset")?;
     let len = alloc_len(&env, &length, "length")?;
     let flags = flags(&env, options.as_ref(), "peekAt")?;
-    let mut buf = alloc(&env, len, "peekAt")?;
+    let mut buf = Vec::new();
     let n = with_fd(&env, &fd, "peekAt", |fd| {
+        buf = alloc(&env, lowcopy::recv_buffer_len(fd, len), "peekAt")?;
         lowcopy::peek_at(fd, offset, &mut [IoSliceMut::new(&mut buf)], flags)
             .or_throw(&env, "peekAt")
     })?;
@@ -369,25 +383,23 @@ impl From<lowcopy::PeekResult> for PeekResult {
 /// The `kind` option of `new Peeker`: `None` when absent (ask the socket).
 fn kind_opt(env: &Env, o: &Object) -> Result<Option<lowcopy::StreamKind>> {
     use lowcopy::StreamKind as K;
-    Ok(Some(
-        match o.get_named_property::<Option<String>>("kind")?.as_deref() {
-            None => return Ok(None),
-            Some("tcp4") => K::Tcp4,
-            Some("tcp6") => K::Tcp6,
-            Some("mptcp4") => K::Mptcp4,
-            Some("mptcp6") => K::Mptcp6,
-            Some("unix") => K::Unix,
-            Some(k) => {
-                return Err(value_error(
-                    env,
-                    format!(
-                        "The property 'options.kind' must be one of: 'tcp4', 'tcp6', 'mptcp4', \
+    Ok(Some(match args::string_opt(env, o, "kind")?.as_deref() {
+        None => return Ok(None),
+        Some("tcp4") => K::Tcp4,
+        Some("tcp6") => K::Tcp6,
+        Some("mptcp4") => K::Mptcp4,
+        Some("mptcp6") => K::Mptcp6,
+        Some("unix") => K::Unix,
+        Some(k) => {
+            return Err(value_error(
+                env,
+                format!(
+                    "The property 'options.kind' must be one of: 'tcp4', 'tcp6', 'mptcp4', \
                          'mptcp6', 'unix'. Received '{k}'"
-                    ),
-                ))
-            }
-        },
-    ))
+                ),
+            ))
+        }
+    }))
 }
 
 /// Options of `peekAsync`.
@@ -524,7 +536,7 @@ impl Peeker {
         };
         let mode = match opts {
             None => PeekMode::Auto,
-            Some(o) => match o.get_named_property::<Option<String>>("mode")?.as_deref() {
+            Some(o) => match args::string_opt(&env, &o, "mode")?.as_deref() {
                 None | Some("auto") => PeekMode::Auto,
                 Some("offset") => PeekMode::Offset,
                 Some("discard") => PeekMode::Discard,
@@ -593,13 +605,15 @@ impl Peeker {
 
     /// Peeks up to `length` bytes at the cursor into a new `Buffer`; the cursor advances by
     /// its length. Empty at end of stream (the bytes before the cursor stay queued). Results
-    /// and errors as `peekInto`.
+    /// and errors as `peekInto`. The `Buffer` is sized as `peekAt`'s, by what the socket can
+    /// hold (a `RangeError` above 2147483647).
     #[napi(catch_unwind, ts_args_type = "length: number, options?: PeekOptions")]
     pub fn peek(&self, env: Env, length: Unknown, options: Option<Unknown>) -> Result<Buffer> {
         let len = alloc_len(&env, &length, "length")?;
         let f = flags(&env, options.as_ref(), "peek")?;
-        let mut buf = alloc(&env, len, "peek")?;
+        let mut buf = Vec::new();
         let n = self.with(&env, "peek", |p| {
+            buf = alloc(&env, lowcopy::recv_buffer_len(p.as_fd(), len), "peek")?;
             p.peek(&mut [IoSliceMut::new(&mut buf)], f)
                 .or_throw(&env, "peek")
         })?;
@@ -653,7 +667,8 @@ impl Peeker {
         catch_unwind,
         ts_args_type = "buffers: ArrayBufferView[], options?: PeekOptions"
     )]
-    pub fn peekv(&self, env: Env, buffers: Vec<Unknown>, options: Option<Unknown>) -> Result<u32> {
+    pub fn peekv(&self, env: Env, buffers: Unknown, options: Option<Unknown>) -> Result<u32> {
+        let buffers = args::array(&env, &buffers, "buffers")?;
         let mut views: Vec<View> = Vec::with_capacity(buffers.len());
         for (i, b) in buffers.iter().enumerate() {
             views.push(bytes_arg(&env, b, &format!("buffers[{i}]"))?);
@@ -725,10 +740,11 @@ impl Peeker {
         &self,
         env: Env,
         offset: Unknown,
-        buffers: Vec<Unknown>,
+        buffers: Unknown,
         options: Option<Unknown>,
     ) -> Result<PeekResult> {
         let off = size(&env, &offset, "offset")?;
+        let buffers = args::array(&env, &buffers, "buffers")?;
         let mut views: Vec<View> = Vec::with_capacity(buffers.len());
         for (i, b) in buffers.iter().enumerate() {
             views.push(bytes_arg(&env, b, &format!("buffers[{i}]"))?);
@@ -750,7 +766,7 @@ impl Peeker {
     /// wait sleeps in an edge-triggered epoll, so bytes before the cursor or error-queue
     /// entries do not make it spin. While it is pending, the other calls on this peeker throw
     /// `EBUSY`. It occupies one pool thread (4 by default, shared with fs and dns): give it a
-    /// timeout.
+    /// timeout. The `Buffer` is sized as `peekAt`'s, by what the socket can hold.
     // doc-copy: peek.window
     /// Peeked bytes stay in the receive buffer: when they fill it (small segments cost far more
     /// kernel memory than their payload) the peer's window is closed and a blocking peek waits
@@ -867,8 +883,9 @@ impl Peeker {
     /// `EOPNOTSUPP` on AF_UNIX (its poll ignores `SO_RCVLOWAT`, net/unix/af_unix.c), and
     /// `getsockopt`/`setsockopt` errors.
     // doc-end
-    #[napi(catch_unwind)]
-    pub fn set_lowat_armed(&self, env: Env, on: bool) -> Result<()> {
+    #[napi(catch_unwind, ts_args_type = "on: boolean")]
+    pub fn set_lowat_armed(&self, env: Env, on: Unknown) -> Result<()> {
+        let on = args::boolean(&env, &on, "on")?;
         self.with(&env, "setLowatArmed", |p| {
             p.set_lowat_armed(on).or_throw(&env, "setLowatArmed")
         })
@@ -1219,13 +1236,22 @@ pub struct PeekTask {
 impl PeekTask {
     fn run(&mut self) -> std::result::Result<Vec<u8>, Fail> {
         let deadline = self.deadline;
+        // Sized by what the socket can hold (`recv_buffer_len`), not by `length` alone.
+        let alloc = |fd: std::os::fd::BorrowedFd<'_>| -> std::result::Result<Vec<u8>, Fail> {
+            let len = lowcopy::recv_buffer_len(fd, self.len);
+            let mut buf = Vec::new();
+            buf.try_reserve_exact(len)
+                .map_err(|_| Fail::Errno(libc::ENOMEM))?;
+            buf.resize(len, 0);
+            Ok(buf)
+        };
         let mut buf = Vec::new();
-        buf.try_reserve_exact(self.len)
-            .map_err(|_| Fail::Errno(libc::ENOMEM))?;
-        buf.resize(self.len, 0);
         let n = match &self.src {
             Src::Peeker(sh, cancel) => {
                 let mut g = lock(&sh.peeker);
+                if let Some(p) = g.as_ref() {
+                    buf = alloc(p.as_fd())?;
+                }
                 let r = loop {
                     if sh.close_requested.load(Ordering::Acquire) {
                         break Err(Fail::Aborted);
@@ -1256,22 +1282,25 @@ impl PeekTask {
                     .retain(|w| !Arc::ptr_eq(w, cancel));
                 r?
             }
-            Src::At { fd, offset, cancel } => loop {
-                match lowcopy::peek_at(
-                    fd,
-                    *offset,
-                    &mut [IoSliceMut::new(&mut buf)],
-                    Flags::DONTWAIT,
-                ) {
-                    Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {}
-                    r => break r?,
+            Src::At { fd, offset, cancel } => {
+                buf = alloc(fd.as_fd())?;
+                loop {
+                    match lowcopy::peek_at(
+                        fd,
+                        *offset,
+                        &mut [IoSliceMut::new(&mut buf)],
+                        Flags::DONTWAIT,
+                    ) {
+                        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {}
+                        r => break r?,
+                    }
+                    match lowcopy::wait_beyond(fd, *offset, Some(cancel), left(deadline))? {
+                        Wakeup::TimedOut => return Err(Fail::Errno(libc::ETIMEDOUT)),
+                        Wakeup::Aborted => return Err(Fail::Aborted),
+                        _ => {}
+                    }
                 }
-                match lowcopy::wait_beyond(fd, *offset, Some(cancel), left(deadline))? {
-                    Wakeup::TimedOut => return Err(Fail::Errno(libc::ETIMEDOUT)),
-                    Wakeup::Aborted => return Err(Fail::Aborted),
-                    _ => {}
-                }
-            },
+            }
         };
         buf.truncate(n);
         Ok(buf)
@@ -1298,7 +1327,8 @@ impl Task for PeekTask {
 /// `peekAt` that waits off the JS thread until a byte lies beyond `offset` (as
 /// `Peeker.peekAsync`, on a private duplicate of `fd`): resolves with the bytes (empty at end
 /// of stream), rejects with `ETIMEDOUT` after `timeoutMs`. The protocol sniffer's call: peek a
-/// new connection's first bytes before Node reads them (`pauseOnConnect`).
+/// new connection's first bytes before Node reads them (`pauseOnConnect`). The `Buffer` is sized
+/// as `peekAt`'s, by what the socket can hold.
 #[napi(
     catch_unwind,
     ts_args_type = "fd: number | import('node:net').Socket | { fd: number }, offset: number, length: number, options?: PeekAsyncOptions",

@@ -1,19 +1,32 @@
 //! Offset peek: `peek_at`, `peek_into`, `consume`, `peek_supported` and the `Peeker` cursor.
 
 use std::io::IoSliceMut;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::util::{
-    blocking, count, dup_of, flags_of, guard, peek_mode, read_bytes, record, Handle, IoResultExt,
-    WriteBuf,
+    blocking, count, dup_of, flags_of, guard, peek_mode, read_bytes, record, result_size, Handle,
+    IoResultExt, WriteBuf,
 };
 
 /// Peeks up to `nbytes` bytes lying `offset` bytes after the head of the socket's receive
 /// queue, without consuming anything; returns them (at least one byte).
+///
+/// `OverflowError` for `nbytes` above 2147483647 (`INT_MAX`, the most one receive returns).
+// doc-copy: recv_buffer_len.kernel
+/// A call that allocates its result sizes it by what the socket can hold rather than by the size
+/// asked for alone: up to 256 KiB the size asked for; above that, at least 256 KiB and otherwise
+/// the larger of the bytes queued now (`SIOCINQ`) and the socket's receive buffer (`SO_RCVBUF` as
+/// the kernel reports it), never more than asked. Everything queued at the call fits; bytes that
+/// arrive while the call waits fit too on TCP (its window keeps the queue within about
+/// `SO_RCVBUF`), and on AF_UNIX streams (bounded by the sender's `SO_SNDBUF`) may be more, left
+/// queued for the next call: the result is then shorter than the size asked for, as any receive may
+/// be. Cost: a `getsockopt` and an `ioctl` when the size asked for is above 256 KiB, none
+/// otherwise.
+// doc-end
 ///
 /// `b""` when the peer shut down and nothing lies beyond `offset`; `BlockingIOError`
 /// (`EAGAIN`) when nothing lies beyond `offset` yet and `flags` has `MSG_DONTWAIT` or the
@@ -48,10 +61,11 @@ fn peek_at(
     flags: i32,
 ) -> PyResult<Py<PyBytes>> {
     guard(|| {
-        let (offset, nbytes) = (count(offset, "offset")?, count(nbytes, "nbytes")?);
+        let (offset, nbytes) = (count(offset, "offset")?, result_size(nbytes, "nbytes")?);
         let flags = flags_of(flags)?;
         let fd = dup_of(sock)?;
-        read_bytes(py, nbytes, true, |p, n| {
+        let len = lowcopy::recv_buffer_len(&fd, nbytes);
+        read_bytes(py, len, true, |p, n| {
             // SAFETY: `read_bytes` hands out `n` zero-filled bytes it owns for this call.
             let buf = unsafe { std::slice::from_raw_parts_mut(p.get(), n) };
             lowcopy::peek_at(&fd, offset, &mut [IoSliceMut::new(buf)], flags)
@@ -436,7 +450,8 @@ impl Peeker {
     }
 
     /// Peeks up to `nbytes` bytes at the cursor and returns them (at least one); the cursor
-    /// advances by their number.
+    /// advances by their number. The buffer is sized as `peek_at`'s, by what the socket can
+    /// hold (`OverflowError` above 2147483647).
     ///
     /// `b""` at end of stream after the cursor (the peer shut down; bytes before the
     /// cursor stay queued). `BlockingIOError` (`EAGAIN`) when nothing lies beyond the
@@ -464,7 +479,10 @@ impl Peeker {
     #[pyo3(signature = (nbytes, flags = 0))]
     fn peek(&self, py: Python<'_>, nbytes: &Bound<'_, PyAny>, flags: i32) -> PyResult<Py<PyBytes>> {
         guard(|| {
-            let nbytes = count(nbytes, "nbytes")?;
+            let nbytes = result_size(nbytes, "nbytes")?;
+            let nbytes = self
+                .h
+                .with(|p| Ok(lowcopy::recv_buffer_len(p.as_fd(), nbytes)))?;
             let mut v: Vec<u8> = Vec::new();
             v.try_reserve_exact(nbytes.max(1))
                 .map_err(|_| pyo3::exceptions::PyMemoryError::new_err(()))?;
