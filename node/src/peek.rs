@@ -267,6 +267,7 @@ fn mode_name(m: PeekMode) -> &'static str {
         PeekMode::Auto => "auto",
         PeekMode::Offset => "offset",
         PeekMode::Discard => "discard",
+        PeekMode::OffsetOrDiscard => "offset_or_discard",
     }
 }
 
@@ -454,15 +455,19 @@ impl Peeker {
     /// queue); `options.kind` states what the socket is, sparing the 2-3 `getsockopt` that ask
     /// it.
     // doc-copy: peeker_new.kernel
-    /// `'offset'` (and `'auto'` when it picks `SO_PEEK_OFF`) sets the socket's `SO_PEEK_OFF` to 0;
-    /// `'discard'` makes sure it is disabled (-1).
+    /// `'offset'` (and `'auto'` or `'offset_or_discard'` when they pick `SO_PEEK_OFF`) sets the
+    /// socket's `SO_PEEK_OFF` to 0; the discard mechanism makes sure it is disabled (-1) and, on
+    /// TCP and MPTCP, sets `TCP_INQ` (one `setsockopt`), whose hint lets an empty peek cost one
+    /// `recvmsg`; a caller's own `recvmsg` with a control buffer then also receives a `TCP_CM_INQ`
+    /// message. Dropping the peeker turns it off.
     // doc-end
     // doc-copy: peeker_new.cost
     /// Cost: 3 `getsockopt` to learn what the socket is and that it does not listen (`SO_DOMAIN`,
     /// then on TCP `SO_PROTOCOL` and `TCP_INFO`, on MPTCP `SO_PROTOCOL` and `SO_ACCEPTCONN`, on
     /// AF_UNIX `SO_TYPE` and `SO_ACCEPTCONN`; 1 or 2 to check the kind when the caller states it),
-    /// then one `setsockopt` (`'offset'`, `'auto'`) or one `getsockopt` (`'discard'`; a
-    /// `setsockopt` more if `SO_PEEK_OFF` was on), and the `setsockopt` of `SO_OOBINLINE`.
+    /// then one `setsockopt` (`SO_PEEK_OFF`), or for the discard mechanism one `getsockopt` (a
+    /// `setsockopt` more if `SO_PEEK_OFF` was on) and on TCP and MPTCP the `setsockopt` of
+    /// `TCP_INQ`, and the `setsockopt` of `SO_OOBINLINE`.
     // doc-end
     ///
     /// Urgent data (a TCP urgent byte, `MSG_OOB`, or an AF_UNIX out-of-band byte):
@@ -540,12 +545,13 @@ impl Peeker {
                 None | Some("auto") => PeekMode::Auto,
                 Some("offset") => PeekMode::Offset,
                 Some("discard") => PeekMode::Discard,
+                Some("offset_or_discard") => PeekMode::OffsetOrDiscard,
                 Some(m) => {
                     return Err(value_error(
                         &env,
                         format!(
                             "The property 'options.mode' must be one of: 'auto', 'offset', \
-                             'discard'. Received '{m}'"
+                             'discard', 'offset_or_discard'. Received '{m}'"
                         ),
                     ))
                 }
@@ -910,8 +916,8 @@ impl Peeker {
 
     /// Closes the peeker's duplicate; queued bytes stay queued for the next reader.
     // doc-copy: peeker_drop.kernel
-    /// Restores `SO_RCVLOWAT` if the mark was armed and leaves `SO_PEEK_OFF` disabled (-1) if this
-    /// peeker used it.
+    /// Restores `SO_RCVLOWAT` if the mark was armed, leaves `SO_PEEK_OFF` disabled (-1) if this
+    /// peeker used it, and `TCP_INQ` off (0) if it set it (the discard mechanism on TCP).
     // doc-end
     /// `{ restore: false }` for a socket closed next: nothing is restored. A pending `peekAsync`
     /// rejects with an `AbortError` (and the socket is restored when it ends). Calling it again

@@ -346,8 +346,11 @@ impl Peeker {
     ///
     /// The cursor starts at 0, the head of the receive queue.
     // doc-copy: peeker_new.kernel
-    /// `PeekMode.OFFSET` (and `PeekMode.AUTO` when it picks `SO_PEEK_OFF`) sets the socket's
-    /// `SO_PEEK_OFF` to 0; `PeekMode.DISCARD` makes sure it is disabled (-1).
+    /// `PeekMode.OFFSET` (and `PeekMode.AUTO` or `PeekMode.OFFSET_OR_DISCARD` when they pick
+    /// `SO_PEEK_OFF`) sets the socket's `SO_PEEK_OFF` to 0; the discard mechanism makes sure it is
+    /// disabled (-1) and, on TCP and MPTCP, sets `TCP_INQ` (one `setsockopt`), whose hint lets an
+    /// empty peek cost one `recvmsg`; a caller's own `recvmsg` with a control buffer then also
+    /// receives a `TCP_CM_INQ` message. Dropping the peeker turns it off.
     // doc-end
     ///
     /// `family` and `proto` state what the socket is, as `socket.socket(family, SOCK_STREAM,
@@ -410,9 +413,9 @@ impl Peeker {
     /// Cost: 3 `getsockopt` to learn what the socket is and that it does not listen (`SO_DOMAIN`,
     /// then on TCP `SO_PROTOCOL` and `TCP_INFO`, on MPTCP `SO_PROTOCOL` and `SO_ACCEPTCONN`, on
     /// AF_UNIX `SO_TYPE` and `SO_ACCEPTCONN`; 1 or 2 to check the kind when the caller states it),
-    /// then one `setsockopt` (`PeekMode.OFFSET`, `PeekMode.AUTO`) or one `getsockopt`
-    /// (`PeekMode.DISCARD`; a `setsockopt` more if `SO_PEEK_OFF` was on), and the `setsockopt` of
-    /// `SO_OOBINLINE`.
+    /// then one `setsockopt` (`SO_PEEK_OFF`), or for the discard mechanism one `getsockopt` (a
+    /// `setsockopt` more if `SO_PEEK_OFF` was on) and on TCP and MPTCP the `setsockopt` of
+    /// `TCP_INQ`, and the `setsockopt` of `SO_OOBINLINE`.
     // doc-end
     ///
     /// Errors: `ValueError` for a mode that is not a `PeekMode`, or a `family`/`proto` pair
@@ -738,8 +741,8 @@ impl Peeker {
 
     /// Closes the duplicate descriptor.
     // doc-copy: peeker_drop.kernel
-    /// Restores `SO_RCVLOWAT` if the mark was armed and leaves `SO_PEEK_OFF` disabled (-1) if this
-    /// peeker used it.
+    /// Restores `SO_RCVLOWAT` if the mark was armed, leaves `SO_PEEK_OFF` disabled (-1) if this
+    /// peeker used it, and `TCP_INQ` off (0) if it set it (the discard mechanism on TCP).
     // doc-end
     /// `restore=False` for a socket you close next: the options stay as the peeker left them (no
     /// syscall but the `close` of the duplicate). Idempotent; later calls other than `close` raise `ValueError`.

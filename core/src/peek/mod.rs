@@ -189,6 +189,11 @@ pub struct Peeker<F: AsFd> {
     head_pos: u64,
     /// `SO_PEEK_OFF` writes made so far (for [`PeekResult::flags`]).
     moves: u64,
+    /// `TCP_INQ` set by this peeker (discard mechanism on TCP and MPTCP): each discard peek's
+    /// `recvmsg` brings the kernel's count of queued bytes, a received FIN counted as one more.
+    inq_hint: bool,
+    /// A peek found the end of the stream or a reset: the hint no longer settles an empty peek.
+    ended: bool,
 }
 
 impl<F: AsFd> fmt::Debug for Peeker<F> {
@@ -214,8 +219,11 @@ impl<F: AsFd> Peeker<F> {
     /// receive queue).
     ///
     // doc-source: peeker_new.kernel
-    /// [`PeekMode::Offset`] (and [`PeekMode::Auto`] when it picks `SO_PEEK_OFF`) sets the
-    /// socket's `SO_PEEK_OFF` to 0; [`PeekMode::Discard`] makes sure it is disabled (-1).
+    /// [`PeekMode::Offset`] (and [`PeekMode::Auto`] or [`PeekMode::OffsetOrDiscard`] when they
+    /// pick `SO_PEEK_OFF`) sets the socket's `SO_PEEK_OFF` to 0; the discard mechanism makes
+    /// sure it is disabled (-1) and, on TCP and MPTCP, sets `TCP_INQ` (one `setsockopt`), whose
+    /// hint lets an empty peek cost one `recvmsg`; a caller's own `recvmsg` with a control
+    /// buffer then also receives a `TCP_CM_INQ` message. Dropping the peeker turns it off.
     // doc-end
     /// Sets `SO_OOBINLINE` and leaves it set: urgent bytes are stream bytes to a peeker (module
     /// docs, "Urgent data").
@@ -224,9 +232,9 @@ impl<F: AsFd> Peeker<F> {
     /// Cost: 3 `getsockopt` to learn what the socket is and that it does not listen
     /// (`SO_DOMAIN`, then on TCP `SO_PROTOCOL` and `TCP_INFO`, on MPTCP `SO_PROTOCOL` and
     /// `SO_ACCEPTCONN`, on AF_UNIX `SO_TYPE` and `SO_ACCEPTCONN`; 1 or 2 to check the kind when
-    /// the caller states it), then one `setsockopt` ([`PeekMode::Offset`], [`PeekMode::Auto`])
-    /// or one `getsockopt` ([`PeekMode::Discard`]; a `setsockopt` more if `SO_PEEK_OFF` was on),
-    /// and the `setsockopt` of `SO_OOBINLINE`.
+    /// the caller states it), then one `setsockopt` (`SO_PEEK_OFF`), or for the discard
+    /// mechanism one `getsockopt` (a `setsockopt` more if `SO_PEEK_OFF` was on) and on TCP and
+    /// MPTCP the `setsockopt` of `TCP_INQ`, and the `setsockopt` of `SO_OOBINLINE`.
     // doc-end
     /// All of them are counted in [`PeekStats::syscalls`]. Allocates nothing: the peeker is a
     /// plain value (about 150 bytes) wherever the caller puts it; the discard mechanism's 64
@@ -292,7 +300,7 @@ impl<F: AsFd> Peeker<F> {
                 let m = Mechanism::Discard;
                 (m, setup(b, info, m, 0, true, &mut stats)?)
             }
-            PeekMode::Auto => {
+            PeekMode::Auto | PeekMode::OffsetOrDiscard => {
                 let m = Mechanism::resolve_auto(info);
                 match setup(b, info, m, 0, true, &mut stats) {
                     Err(e) if is_eopnotsupp(&e) => {
@@ -303,6 +311,14 @@ impl<F: AsFd> Peeker<F> {
                 }
             }
         };
+        // The discard mechanism on TCP and MPTCP: TCP_INQ's hint with every peek tells an empty
+        // peek from the end of the stream without asking again (PeekStats::syscalls). A kernel
+        // without it (before 4.18) costs the checks it saves, nothing more.
+        let mut inq_hint = false;
+        if mech == Mechanism::Discard && info.transport == Transport::Tcp {
+            stats.syscalls += 1;
+            inq_hint = sys::setsockopt_int(b, libc::IPPROTO_TCP, sys::TCP_INQ, 1).is_ok();
+        }
         // Urgent bytes stay in the stream (module docs: "Urgent data"). MPTCP refuses the
         // option: it has no urgent data. Last: on error the socket is as it was before
         // (SO_PEEK_OFF is only ever restored to -1, as here).
@@ -310,6 +326,7 @@ impl<F: AsFd> Peeker<F> {
         match sys::setsockopt_int(b, libc::SOL_SOCKET, libc::SO_OOBINLINE, 1) {
             Err(e) if !is_eopnotsupp(&e) => {
                 let mut p = Self::assemble(fd, info, mech, 0, kernel_off, false, stats);
+                p.inq_hint = inq_hint;
                 p.restore();
                 return Err(e);
             }
@@ -317,7 +334,9 @@ impl<F: AsFd> Peeker<F> {
         }
         // AUTO may peek small cursors with a discard prefix (only when it chose SO_PEEK_OFF).
         let auto = mode == PeekMode::Auto;
-        Ok(Self::assemble(fd, info, mech, 0, kernel_off, auto, stats))
+        let mut p = Self::assemble(fd, info, mech, 0, kernel_off, auto, stats);
+        p.inq_hint = inq_hint;
+        Ok(p)
     }
 
     fn assemble(
@@ -340,6 +359,8 @@ impl<F: AsFd> Peeker<F> {
             stats,
             head_pos: 0,
             moves: 0,
+            inq_hint: false,
+            ended: false,
         }
     }
 
@@ -384,6 +405,8 @@ fn _fields_are_copy(p: &Peeker<BorrowedFd<'_>>) {
         stats,
         head_pos,
         moves,
+        inq_hint,
+        ended,
     } = p;
     copy(transport);
     copy(mech);
@@ -394,6 +417,8 @@ fn _fields_are_copy(p: &Peeker<BorrowedFd<'_>>) {
     copy(stats);
     copy(head_pos);
     copy(moves);
+    copy(inq_hint);
+    copy(ended);
 }
 
 impl<'fd> Peeker<BorrowedFd<'fd>> {
@@ -719,13 +744,17 @@ impl<F: AsFd> Peeker<F> {
             let _ = self.set_peek_off(-1);
             self.kernel_off = KernelOff::Disabled;
         }
+        if std::mem::take(&mut self.inq_hint) {
+            self.stats.syscalls += 1;
+            let _ = sys::setsockopt_int(self.fd.as_fd(), libc::IPPROTO_TCP, sys::TCP_INQ, 0);
+        }
     }
 }
 
 impl<F: AsFd> Drop for Peeker<F> {
     // doc-source: peeker_drop.kernel
-    /// Restores `SO_RCVLOWAT` if the mark was armed and leaves `SO_PEEK_OFF` disabled (-1) if
-    /// this peeker used it.
+    /// Restores `SO_RCVLOWAT` if the mark was armed, leaves `SO_PEEK_OFF` disabled (-1) if
+    /// this peeker used it, and `TCP_INQ` off (0) if it set it (the discard mechanism on TCP).
     // doc-end
     /// Then drops `F`. Errors are ignored: there is nobody to report them to.
     fn drop(&mut self) {

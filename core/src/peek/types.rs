@@ -26,6 +26,13 @@ pub enum PeekMode {
     /// peek (counted in [`PeekStats::bytes_skipped_copied`]).
     // doc-end
     Discard = 2,
+    // doc-source: peek_mode.offset_or_discard
+    /// `SO_PEEK_OFF` where this socket family has it, else [`PeekMode::Discard`], as
+    /// [`PeekMode::Auto`] picks (probed once per family and cached), but with no small-offset
+    /// shortcut: every peek goes through the mechanism picked, so the only `SO_PEEK_OFF` write
+    /// is the one that moves the kernel's offset to a cursor it is not at (a rewind, a skip).
+    // doc-end
+    OffsetOrDiscard = 3,
 }
 
 impl TryFrom<u32> for PeekMode {
@@ -36,6 +43,7 @@ impl TryFrom<u32> for PeekMode {
             0 => Ok(Self::Auto),
             1 => Ok(Self::Offset),
             2 => Ok(Self::Discard),
+            3 => Ok(Self::OffsetOrDiscard),
             _ => Err(errno(libc::EINVAL)),
         }
     }
