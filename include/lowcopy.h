@@ -101,6 +101,15 @@
 #define LOWCOPY_PEEK_DISCARD 2
 
 /**
+ * Peek mechanism:
+ * `SO_PEEK_OFF` where this socket family has it, else `LOWCOPY_PEEK_DISCARD`, as
+ * `LOWCOPY_PEEK_AUTO` picks (probed once per family and cached), but with no small-offset
+ * shortcut: every peek goes through the mechanism picked, so the only `SO_PEEK_OFF` write is the
+ * one that moves the kernel's offset to a cursor it is not at (a rewind, a skip).
+ */
+#define LOWCOPY_PEEK_OFFSET_OR_DISCARD 3
+
+/**
  * `lowcopy_peek_result.flags`: the kernel's `SO_PEEK_OFF` was written before the peek (it
  * was not at the offset asked for): the call made a `setsockopt` besides the peek.
  */
@@ -754,14 +763,17 @@ ssize_t lowcopy_consume(int fd, size_t n, int flags);
  * Creates a peek cursor over the stream socket `fd`, at offset 0, and writes it to `*out`.
  *
  * `mode`: `LOWCOPY_PEEK_AUTO`, `LOWCOPY_PEEK_OFFSET` or `LOWCOPY_PEEK_DISCARD`.
- * `LOWCOPY_PEEK_OFFSET` (and `LOWCOPY_PEEK_AUTO` when it picks `SO_PEEK_OFF`) sets the socket's
- * `SO_PEEK_OFF` to 0; `LOWCOPY_PEEK_DISCARD` makes sure it is disabled (-1).
+ * `LOWCOPY_PEEK_OFFSET` (and `LOWCOPY_PEEK_AUTO` or `LOWCOPY_PEEK_OFFSET_OR_DISCARD` when they
+ * pick `SO_PEEK_OFF`) sets the socket's `SO_PEEK_OFF` to 0; the discard mechanism makes sure it is
+ * disabled (-1) and, on TCP and MPTCP, sets `TCP_INQ` (one `setsockopt`), whose hint lets an empty
+ * peek cost one `recvmsg`; a caller's own `recvmsg` with a control buffer then also receives a
+ * `TCP_CM_INQ` message. Dropping the peeker turns it off.
  * Cost: 3 `getsockopt` to learn what the socket is and that it does not listen (`SO_DOMAIN`, then
  * on TCP `SO_PROTOCOL` and `TCP_INFO`, on MPTCP `SO_PROTOCOL` and `SO_ACCEPTCONN`, on AF_UNIX
  * `SO_TYPE` and `SO_ACCEPTCONN`; 1 or 2 to check the kind when the caller states it), then one
- * `setsockopt` (`LOWCOPY_PEEK_OFFSET`, `LOWCOPY_PEEK_AUTO`) or one `getsockopt`
- * (`LOWCOPY_PEEK_DISCARD`; a `setsockopt` more if `SO_PEEK_OFF` was on), and the `setsockopt` of
- * `SO_OOBINLINE`.
+ * `setsockopt` (`SO_PEEK_OFF`), or for the discard mechanism one `getsockopt` (a `setsockopt` more
+ * if `SO_PEEK_OFF` was on) and on TCP and MPTCP the `setsockopt` of `TCP_INQ`, and the
+ * `setsockopt` of `SO_OOBINLINE`.
  *
  * Urgent data (a TCP urgent byte, `MSG_OOB`, or an AF_UNIX out-of-band byte):
  * making a peeker sets `SO_OOBINLINE` on the socket and leaves it set. Every urgent byte is then
@@ -979,8 +991,8 @@ int lowcopy_peeker_stats(const struct lowcopy_peeker *p,
 
 /**
  * Releases a peeker.
- * Restores `SO_RCVLOWAT` if the mark was armed and leaves `SO_PEEK_OFF` disabled (-1) if this
- * peeker used it.
+ * Restores `SO_RCVLOWAT` if the mark was armed, leaves `SO_PEEK_OFF` disabled (-1) if this peeker
+ * used it, and `TCP_INQ` off (0) if it set it (the discard mechanism on TCP).
  * Does not close the fd; call it before closing the fd. NULL is a no-op. A peeker made by `lowcopy_peeker_init` is released in place: its memory stays the
  * caller's (it may be reused for another `lowcopy_peeker_init`).
  *

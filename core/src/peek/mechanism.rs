@@ -195,6 +195,7 @@ impl<F: AsFd> Peeker<F> {
         let mut ended_before_peek = false;
         // Where the last peek ended while more bytes were queued (an urgent mark, or arrivals).
         let mut cut_at = None;
+        let mut hint_used = false;
         loop {
             self.stats.syscalls += 1;
             let (n, hint) = if self.inq_hint {
@@ -213,7 +214,8 @@ impl<F: AsFd> Peeker<F> {
                 // Only a blocking recv returns 0 on an empty queue: end of stream.
                 return Ok(0);
             }
-            if hint == Some(n) && !ended_before_peek && !self.ended {
+            // Once only: after a wait the slow path below settles what the wait ended on.
+            if hint == Some(n) && !std::mem::replace(&mut hint_used, true) && !self.ended {
                 // TCP_INQ's hint counts every byte queued, a FIN as one more and an urgent
                 // byte a peek skips: equal to the bytes peeked, nothing lies beyond them, the
                 // peer has not ended, no urgent mark cut the peek. (A reset or a connection
