@@ -324,8 +324,9 @@ typedef struct lowcopy_caps {
  */
 typedef struct lowcopy_peek_stats {
   /**
-   * Syscalls the peeker made, failed ones included, its constructor's too: 2 or 3 setting
-   * the socket up (`SO_PEEK_OFF`, `SO_OOBINLINE`), and before them the 3 `getsockopt` of
+   * Syscalls the peeker made, failed ones included, its constructor's too: 2 to 4 setting
+   * the socket up (`SO_PEEK_OFF`; `TCP_INQ` for the discard mechanism on TCP and MPTCP;
+   * `SO_OOBINLINE`), and before them the 3 `getsockopt` of
    * [`Peeker::new`] that learn what the socket is, or the 1 (TCP) or 2 (MPTCP, AF_UNIX) of
    * [`Peeker::with_kind`] that check the kind stated.
    */
@@ -720,9 +721,9 @@ int lowcopy_peek_supported(int fd);
  * Errors: `-EINVAL` (`buf` NULL, `len` 0 or above `SSIZE_MAX`, flags other than
  * `MSG_DONTWAIT`),
  * `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `-EOVERFLOW`
- * (`offset` beyond what the mechanism can represent: `INT_MAX` for `SO_PEEK_OFF`, 64 KiB per iovec
- * left below 1024 for the discard prefix; never truncated), `-ECONNRESET` and other `recvmsg`
- * errors.
+ * (`offset` beyond what the mechanism can represent: `INT_MAX` for `SO_PEEK_OFF`, 1023 x 64 KiB
+ * for the discard prefix, whose peek into more iovecs than fit beside it is split into several
+ * `recvmsg`; never truncated), `-ECONNRESET` and other `recvmsg` errors.
  *
  * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
  *
@@ -1021,9 +1022,10 @@ size_t lowcopy_peeker_size(void);
  * `domain` and `protocol` state what the socket is, as given to `socket(2)`: `AF_INET` or
  * `AF_INET6` with `IPPROTO_TCP` (or 0) or `IPPROTO_MPTCP`, or `AF_UNIX` with 0. The peeker
  * then checks the kind (one `getsockopt` on TCP, two on MPTCP and AF_UNIX, below) instead of
- * learning it (three): OFFSET and AUTO then cost two `setsockopt`s (`SO_PEEK_OFF` and
- * `SO_OOBINLINE`), DISCARD a `getsockopt` and the `SO_OOBINLINE` `setsockopt` (and a
- * `setsockopt` more if `SO_PEEK_OFF` was on). `AF_UNSPEC` (0) with 0 asks the socket instead
+ * learning it (three): `SO_PEEK_OFF` then costs two `setsockopt`s (`SO_PEEK_OFF` and
+ * `SO_OOBINLINE`), the discard mechanism a `getsockopt`, on TCP and MPTCP the `TCP_INQ`
+ * `setsockopt` and the `SO_OOBINLINE` `setsockopt` (and a `setsockopt` more if `SO_PEEK_OFF`
+ * was on). `AF_UNSPEC` (0) with 0 asks the socket instead
  * (3 `getsockopt`, as `lowcopy_peeker_new`).
  * Stating the kind wrong loses nothing: the kind is checked before any byte is read, and a socket
  * that is not of it fails with `-EPROTOTYPE` (a datagram socket, whose consume would drop a whole
@@ -1094,14 +1096,22 @@ int lowcopy_peeker_release(struct lowcopy_peeker *p, uint32_t flags);
  *
  * Cost with `SO_PEEK_OFF` (`LOWCOPY_PEEK_OFFSET`, and `LOWCOPY_PEEK_AUTO` when it picked it): one
  * `recv`/`recvmsg` when the kernel's offset is already at `offset` (after a peek that ended there,
- * or a consume that moved both back), a `setsockopt` and the `recv` when it must be moved; never a
- * classification. `LOWCOPY_PEEK_AUTO` peeks an `offset` of at most 4096 bytes that the kernel's
- * offset is not at with a discard prefix instead (one `recvmsg`, a `setsockopt` more the first
- * time it must switch `SO_PEEK_OFF` off). `LOWCOPY_PEEK_DISCARD`: one `recvmsg` per peek that
- * finds bytes. Beyond those: with the low-water mark armed, a blocking call lowers it first (a
- * `setsockopt`) and one that finds nothing sets it to `offset` + 1 (a `setsockopt`); the discard
- * mechanism, finding nothing past `offset`, asks `poll` whether the peer ended and `fcntl` whether
- * the fd blocks, and waits as a peek at the cursor does.
+ * or a consume that moved both back), a `setsockopt` and the `recv` when it must be moved (so a
+ * rewind writes `SO_PEEK_OFF` once); never a classification. `LOWCOPY_PEEK_AUTO` peeks an `offset`
+ * at most 4096 bytes ahead of the kernel's offset from there, with a discard prefix over the bytes
+ * between (one `recvmsg`, no `setsockopt`); `LOWCOPY_PEEK_OFFSET_OR_DISCARD` never does. The
+ * discard mechanism: one `recvmsg` per peek that finds bytes, and on TCP and MPTCP one per peek
+ * that finds nothing past `offset` with `MSG_DONTWAIT` (`TCP_INQ`'s hint says no more is queued
+ * and the peer has not ended); more iovecs than fit beside the prefix below `IOV_MAX` split the
+ * peek into several `recvmsg`, each into as many as fit, until one comes back short. Beyond those:
+ * with the low-water mark armed, a blocking call lowers it first (a `setsockopt`) and one that
+ * finds nothing sets it to `offset` + 1 (a `setsockopt`); the discard mechanism, finding nothing
+ * past `offset` where the hint does not settle it (AF_UNIX, an urgent mark, bytes arriving
+ * meanwhile, a blocking call), asks `ioctl(FIONREAD)` about a mark, `poll` whether the peer ended
+ * and `fcntl` whether the fd blocks, and waits as a peek at the cursor does. A reset (or a
+ * connection error) that leaves bytes queued before `offset` is not seen by that one `recvmsg`: a
+ * non-blocking peek there returns `-EAGAIN` (`poll` reports `POLLHUP`/`POLLERR`) until a blocking
+ * peek or a consume reports it.
  * A moved offset sets `LOWCOPY_PEEK_MOVED` in `res->flags`, a discard prefix
  * `LOWCOPY_PEEK_PREFIXED`.
  *
@@ -1112,8 +1122,8 @@ int lowcopy_peeker_release(struct lowcopy_peeker *p, uint32_t flags);
  *
  * Errors: `-EINVAL` also for `res_size` out of range with a non-NULL `res`;
  * As a peek at the cursor (the cursor is then at `offset`); `-EOVERFLOW` (`offset` beyond what the
- * mechanism can represent: `INT_MAX` with `SO_PEEK_OFF`, 1023 x 64 KiB with the discard prefix;
- * the cursor is then unchanged).
+ * mechanism can represent: `INT_MAX` with `SO_PEEK_OFF`, 1023 x 64 KiB with the discard prefix,
+ * for any number of iovecs up to `IOV_MAX`; the cursor is then unchanged).
  *
  * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
  *

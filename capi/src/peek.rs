@@ -164,9 +164,9 @@ pub extern "C" fn lowcopy_peek_supported(fd: c_int) -> c_int {
 /// `MSG_DONTWAIT`),
 // doc-copy: peek_at.errors
 /// `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `-EOVERFLOW`
-/// (`offset` beyond what the mechanism can represent: `INT_MAX` for `SO_PEEK_OFF`, 64 KiB per iovec
-/// left below 1024 for the discard prefix; never truncated), `-ECONNRESET` and other `recvmsg`
-/// errors.
+/// (`offset` beyond what the mechanism can represent: `INT_MAX` for `SO_PEEK_OFF`, 1023 x 64 KiB
+/// for the discard prefix, whose peek into more iovecs than fit beside it is split into several
+/// `recvmsg`; never truncated), `-ECONNRESET` and other `recvmsg` errors.
 // doc-end
 ///
 /// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
@@ -622,9 +622,10 @@ crate::versions::default_version!("lowcopy_peeker_size", "LOWCOPY_0.3");
 /// `domain` and `protocol` state what the socket is, as given to `socket(2)`: `AF_INET` or
 /// `AF_INET6` with `IPPROTO_TCP` (or 0) or `IPPROTO_MPTCP`, or `AF_UNIX` with 0. The peeker
 /// then checks the kind (one `getsockopt` on TCP, two on MPTCP and AF_UNIX, below) instead of
-/// learning it (three): OFFSET and AUTO then cost two `setsockopt`s (`SO_PEEK_OFF` and
-/// `SO_OOBINLINE`), DISCARD a `getsockopt` and the `SO_OOBINLINE` `setsockopt` (and a
-/// `setsockopt` more if `SO_PEEK_OFF` was on). `AF_UNSPEC` (0) with 0 asks the socket instead
+/// learning it (three): `SO_PEEK_OFF` then costs two `setsockopt`s (`SO_PEEK_OFF` and
+/// `SO_OOBINLINE`), the discard mechanism a `getsockopt`, on TCP and MPTCP the `TCP_INQ`
+/// `setsockopt` and the `SO_OOBINLINE` `setsockopt` (and a `setsockopt` more if `SO_PEEK_OFF`
+/// was on). `AF_UNSPEC` (0) with 0 asks the socket instead
 /// (3 `getsockopt`, as `lowcopy_peeker_new`).
 // doc-copy: peeker_kind.wrong
 /// Stating the kind wrong loses nothing: the kind is checked before any byte is read, and a socket
@@ -784,14 +785,22 @@ unsafe fn release(p: *mut lowcopy_peeker, closing: bool) -> c_int {
 // doc-copy: peek_at_cursor.cost
 /// Cost with `SO_PEEK_OFF` (`LOWCOPY_PEEK_OFFSET`, and `LOWCOPY_PEEK_AUTO` when it picked it): one
 /// `recv`/`recvmsg` when the kernel's offset is already at `offset` (after a peek that ended there,
-/// or a consume that moved both back), a `setsockopt` and the `recv` when it must be moved; never a
-/// classification. `LOWCOPY_PEEK_AUTO` peeks an `offset` of at most 4096 bytes that the kernel's
-/// offset is not at with a discard prefix instead (one `recvmsg`, a `setsockopt` more the first
-/// time it must switch `SO_PEEK_OFF` off). `LOWCOPY_PEEK_DISCARD`: one `recvmsg` per peek that
-/// finds bytes. Beyond those: with the low-water mark armed, a blocking call lowers it first (a
-/// `setsockopt`) and one that finds nothing sets it to `offset` + 1 (a `setsockopt`); the discard
-/// mechanism, finding nothing past `offset`, asks `poll` whether the peer ended and `fcntl` whether
-/// the fd blocks, and waits as a peek at the cursor does.
+/// or a consume that moved both back), a `setsockopt` and the `recv` when it must be moved (so a
+/// rewind writes `SO_PEEK_OFF` once); never a classification. `LOWCOPY_PEEK_AUTO` peeks an `offset`
+/// at most 4096 bytes ahead of the kernel's offset from there, with a discard prefix over the bytes
+/// between (one `recvmsg`, no `setsockopt`); `LOWCOPY_PEEK_OFFSET_OR_DISCARD` never does. The
+/// discard mechanism: one `recvmsg` per peek that finds bytes, and on TCP and MPTCP one per peek
+/// that finds nothing past `offset` with `MSG_DONTWAIT` (`TCP_INQ`'s hint says no more is queued
+/// and the peer has not ended); more iovecs than fit beside the prefix below `IOV_MAX` split the
+/// peek into several `recvmsg`, each into as many as fit, until one comes back short. Beyond those:
+/// with the low-water mark armed, a blocking call lowers it first (a `setsockopt`) and one that
+/// finds nothing sets it to `offset` + 1 (a `setsockopt`); the discard mechanism, finding nothing
+/// past `offset` where the hint does not settle it (AF_UNIX, an urgent mark, bytes arriving
+/// meanwhile, a blocking call), asks `ioctl(FIONREAD)` about a mark, `poll` whether the peer ended
+/// and `fcntl` whether the fd blocks, and waits as a peek at the cursor does. A reset (or a
+/// connection error) that leaves bytes queued before `offset` is not seen by that one `recvmsg`: a
+/// non-blocking peek there returns `-EAGAIN` (`poll` reports `POLLHUP`/`POLLERR`) until a blocking
+/// peek or a consume reports it.
 // doc-end
 /// A moved offset sets `LOWCOPY_PEEK_MOVED` in `res->flags`, a discard prefix
 /// `LOWCOPY_PEEK_PREFIXED`.
@@ -804,8 +813,8 @@ unsafe fn release(p: *mut lowcopy_peeker, closing: bool) -> c_int {
 /// Errors: `-EINVAL` also for `res_size` out of range with a non-NULL `res`;
 // doc-copy: peek_at_cursor.errors
 /// As a peek at the cursor (the cursor is then at `offset`); `-EOVERFLOW` (`offset` beyond what the
-/// mechanism can represent: `INT_MAX` with `SO_PEEK_OFF`, 1023 x 64 KiB with the discard prefix;
-/// the cursor is then unchanged).
+/// mechanism can represent: `INT_MAX` with `SO_PEEK_OFF`, 1023 x 64 KiB with the discard prefix,
+/// for any number of iovecs up to `IOV_MAX`; the cursor is then unchanged).
 // doc-end
 ///
 /// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.

@@ -153,7 +153,9 @@ pub unsafe fn recvmsg_inq(
         let h = unsafe { &*c };
         // SAFETY: CMSG_LEN is arithmetic on its argument.
         let want = unsafe { libc::CMSG_LEN(size_of::<c_int>() as u32) } as usize;
-        if h.cmsg_level == libc::IPPROTO_TCP && h.cmsg_type == TCP_INQ && h.cmsg_len as usize >= want
+        if h.cmsg_level == libc::IPPROTO_TCP
+            && h.cmsg_type == TCP_INQ
+            && h.cmsg_len as usize >= want
         {
             // SAFETY: the data of this cmsg holds one int (checked above), maybe unaligned.
             let v = unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<c_int>()) };

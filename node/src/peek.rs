@@ -145,9 +145,9 @@ impl View<'_> {
 /// Errors: `EAGAIN` when nothing lies beyond `offset` and the call may not wait;
 // doc-copy: peek_at.errors
 /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `EOVERFLOW`
-/// (`offset` beyond what the mechanism can represent: `INT_MAX` for `SO_PEEK_OFF`, 64 KiB per iovec
-/// left below 1024 for the discard prefix; never truncated), `ECONNRESET` and other `recvmsg`
-/// errors.
+/// (`offset` beyond what the mechanism can represent: `INT_MAX` for `SO_PEEK_OFF`, 1023 x 64 KiB
+/// for the discard prefix, whose peek into more iovecs than fit beside it is split into several
+/// `recvmsg`; never truncated), `ECONNRESET` and other `recvmsg` errors.
 // doc-end
 #[napi(
     catch_unwind,
@@ -275,10 +275,11 @@ fn mode_name(m: PeekMode) -> &'static str {
 #[napi(object)]
 pub struct PeekStats {
     // doc-copy: peek_stats.syscalls
-    /// Syscalls the peeker made, failed ones included, its constructor's too: 2 or 3 setting the
-    /// socket up (`SO_PEEK_OFF`, `SO_OOBINLINE`), and before them the 3 `getsockopt` of `new
-    /// Peeker` without a `kind` that learn what the socket is, or the 1 (TCP) or 2 (MPTCP, AF_UNIX)
-    /// of `new Peeker` with a `kind` that check the kind stated.
+    /// Syscalls the peeker made, failed ones included, its constructor's too: 2 to 4 setting the
+    /// socket up (`SO_PEEK_OFF`; `TCP_INQ` for the discard mechanism on TCP and MPTCP;
+    /// `SO_OOBINLINE`), and before them the 3 `getsockopt` of `new Peeker` without a `kind` that
+    /// learn what the socket is, or the 1 (TCP) or 2 (MPTCP, AF_UNIX) of `new Peeker` with a `kind`
+    /// that check the kind stated.
     // doc-end
     pub syscalls: f64,
     // doc-copy: peek_stats.peeks
@@ -698,21 +699,29 @@ impl Peeker {
     // doc-copy: peek_at_cursor.cost
     /// Cost with `SO_PEEK_OFF` (`'offset'`, and `'auto'` when it picked it): one `recv`/`recvmsg`
     /// when the kernel's offset is already at `offset` (after a peek that ended there, or a consume
-    /// that moved both back), a `setsockopt` and the `recv` when it must be moved; never a
-    /// classification. `'auto'` peeks an `offset` of at most 4096 bytes that the kernel's offset is
-    /// not at with a discard prefix instead (one `recvmsg`, a `setsockopt` more the first time it
-    /// must switch `SO_PEEK_OFF` off). `'discard'`: one `recvmsg` per peek that finds bytes. Beyond
-    /// those: with the low-water mark armed, a blocking call lowers it first (a `setsockopt`) and
-    /// one that finds nothing sets it to `offset` + 1 (a `setsockopt`); the discard mechanism,
-    /// finding nothing past `offset`, asks `poll` whether the peer ended and `fcntl` whether the fd
-    /// blocks, and waits as a peek at the cursor does.
+    /// that moved both back), a `setsockopt` and the `recv` when it must be moved (so a rewind
+    /// writes `SO_PEEK_OFF` once); never a classification. `'auto'` peeks an `offset` at most 4096
+    /// bytes ahead of the kernel's offset from there, with a discard prefix over the bytes between
+    /// (one `recvmsg`, no `setsockopt`); `'offset_or_discard'` never does. The discard mechanism:
+    /// one `recvmsg` per peek that finds bytes, and on TCP and MPTCP one per peek that finds
+    /// nothing past `offset` with `dontWait` (`TCP_INQ`'s hint says no more is queued and the peer
+    /// has not ended); more iovecs than fit beside the prefix below `IOV_MAX` split the peek into
+    /// several `recvmsg`, each into as many as fit, until one comes back short. Beyond those: with
+    /// the low-water mark armed, a blocking call lowers it first (a `setsockopt`) and one that
+    /// finds nothing sets it to `offset` + 1 (a `setsockopt`); the discard mechanism, finding
+    /// nothing past `offset` where the hint does not settle it (AF_UNIX, an urgent mark, bytes
+    /// arriving meanwhile, a blocking call), asks `ioctl(FIONREAD)` about a mark, `poll` whether
+    /// the peer ended and `fcntl` whether the fd blocks, and waits as a peek at the cursor does. A
+    /// reset (or a connection error) that leaves bytes queued before `offset` is not seen by that
+    /// one `recvmsg`: a non-blocking peek there returns `EAGAIN` (`poll` reports
+    /// `POLLHUP`/`POLLERR`) until a blocking peek or a consume reports it.
     // doc-end
     ///
     /// Errors:
     // doc-copy: peek_at_cursor.errors
     /// As a peek at the cursor (the cursor is then at `offset`); `EOVERFLOW` (`offset` beyond what
     /// the mechanism can represent: `INT_MAX` with `SO_PEEK_OFF`, 1023 x 64 KiB with the discard
-    /// prefix; the cursor is then unchanged).
+    /// prefix, for any number of iovecs up to `IOV_MAX`; the cursor is then unchanged).
     // doc-end
     #[napi(
         catch_unwind,

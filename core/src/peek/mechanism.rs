@@ -133,9 +133,15 @@ impl<F: AsFd> Peeker<F> {
                 break;
             }
             let (chunk, more) = rest.split_at(room.min(rest.len()));
-            let cap = chunk.iter().fold(0usize, |a, v| a.saturating_add(v.iov_len));
+            let cap = chunk
+                .iter()
+                .fold(0usize, |a, v| a.saturating_add(v.iov_len));
             self.cursor = at;
-            let f = if first { flags } else { flags | libc::MSG_DONTWAIT };
+            let f = if first {
+                flags
+            } else {
+                flags | libc::MSG_DONTWAIT
+            };
             // SAFETY: forwarded caller guarantee on `iov`, of which `chunk` is a part.
             let r = unsafe { self.peek_discard(chunk, f) };
             self.cursor = base;
@@ -203,7 +209,10 @@ impl<F: AsFd> Peeker<F> {
                 unsafe { sys::recvmsg_inq(self.fd.as_fd(), iov, flags | libc::MSG_PEEK) }?
             } else {
                 // SAFETY: as above.
-                (unsafe { recv_iov(self.fd.as_fd(), iov, flags | libc::MSG_PEEK) }?, None)
+                (
+                    unsafe { recv_iov(self.fd.as_fd(), iov, flags | libc::MSG_PEEK) }?,
+                    None,
+                )
             };
             if n > skip {
                 self.stats.bytes_skipped_copied += skip as u64;

@@ -259,8 +259,9 @@ impl<F: AsFd> Peeker<F> {
 
     /// [`Peeker::new`] for a socket whose kind the caller states: a check of one `getsockopt`
     /// (TCP) or two (MPTCP, AF_UNIX) instead of the classification's three, then one
-    /// `setsockopt` (`Offset`, `Auto`) or one `getsockopt` (`Discard`), and the `setsockopt` of
-    /// `SO_OOBINLINE` (module docs, "Urgent data").
+    /// `setsockopt` (`SO_PEEK_OFF`) or for the discard mechanism one `getsockopt` and on TCP
+    /// and MPTCP the `setsockopt` of `TCP_INQ`, and the `setsockopt` of `SO_OOBINLINE` (module
+    /// docs, "Urgent data").
     ///
     // doc-source: peeker_kind.wrong
     /// Stating the kind wrong loses nothing: the kind is checked before any byte is read, and a
@@ -575,21 +576,30 @@ impl<F: AsFd> Peeker<F> {
     /// Cost with `SO_PEEK_OFF` ([`PeekMode::Offset`], and [`PeekMode::Auto`] when it picked
     /// it): one `recv`/`recvmsg` when the kernel's offset is already at `offset` (after a peek
     /// that ended there, or a consume that moved both back), a `setsockopt` and the `recv` when
-    /// it must be moved; never a classification. [`PeekMode::Auto`] peeks an `offset` of at
-    /// most [`AUTO_DISCARD_MAX`] bytes that the kernel's offset is not at with a discard prefix
-    /// instead (one `recvmsg`, a `setsockopt` more the first time it must switch `SO_PEEK_OFF`
-    /// off). [`PeekMode::Discard`]: one `recvmsg` per peek that finds bytes. Beyond those: with
-    /// the low-water mark armed, a blocking call lowers it first (a `setsockopt`) and one that
-    /// finds nothing sets it to `offset` + 1 (a `setsockopt`); the discard mechanism, finding
-    /// nothing past `offset`, asks `poll` whether the peer ended and `fcntl` whether the fd
-    /// blocks, and waits as a peek at the cursor does.
+    /// it must be moved (so a rewind writes `SO_PEEK_OFF` once); never a classification.
+    /// [`PeekMode::Auto`] peeks an `offset` at most [`AUTO_DISCARD_MAX`] bytes ahead of the
+    /// kernel's offset from there, with a discard prefix over the bytes between (one `recvmsg`,
+    /// no `setsockopt`); [`PeekMode::OffsetOrDiscard`] never does. The discard mechanism: one
+    /// `recvmsg` per peek that finds bytes, and on TCP and MPTCP one per peek that finds
+    /// nothing past `offset` with [`Flags::DONTWAIT`] (`TCP_INQ`'s hint says no more is queued
+    /// and the peer has not ended); more iovecs than fit beside the prefix below `IOV_MAX`
+    /// split the peek into several `recvmsg`, each into as many as fit, until one comes back
+    /// short. Beyond those: with the low-water mark armed, a blocking call lowers it first (a
+    /// `setsockopt`) and one that finds nothing sets it to `offset` + 1 (a `setsockopt`); the
+    /// discard mechanism, finding nothing past `offset` where the hint does not settle it
+    /// (AF_UNIX, an urgent mark, bytes arriving meanwhile, a blocking call), asks `ioctl(FIONREAD)`
+    /// about a mark, `poll` whether the peer ended and `fcntl` whether the fd blocks, and waits
+    /// as a peek at the cursor does. A reset (or a connection error) that leaves bytes queued
+    /// before `offset` is not seen by that one `recvmsg`: a non-blocking peek there returns
+    /// `EAGAIN` (`poll` reports `POLLHUP`/`POLLERR`) until a blocking peek or a consume reports
+    /// it.
     // doc-end
     ///
     /// # Errors
     // doc-source: peek_at_cursor.errors
     /// As a peek at the cursor (the cursor is then at `offset`); `EOVERFLOW` (`offset` beyond
     /// what the mechanism can represent: `INT_MAX` with `SO_PEEK_OFF`, 1023 x 64 KiB with the
-    /// discard prefix; the cursor is then unchanged).
+    /// discard prefix, for any number of iovecs up to `IOV_MAX`; the cursor is then unchanged).
     // doc-end
     pub fn peek_at(
         &mut self,

@@ -407,7 +407,9 @@ fn an_empty_discard_peek_is_one_recvmsg_and_the_next_finds_what_came() {
         assert_eq!(&buf[..4], b"tail");
         if reset {
             // Blocking: the reset is reported (a non-blocking peek answers EAGAIN from the hint).
-            let e = p.peek(&mut [IoSliceMut::new(&mut buf)], Flags::NONE).unwrap_err();
+            let e = p
+                .peek(&mut [IoSliceMut::new(&mut buf)], Flags::NONE)
+                .unwrap_err();
             assert_eq!(e.raw_os_error(), Some(libc::ECONNRESET));
         }
         assert_eq!(p.peek(&mut [IoSliceMut::new(&mut buf)], dw).unwrap(), 0);

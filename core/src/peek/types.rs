@@ -56,8 +56,9 @@ impl TryFrom<u32> for PeekMode {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PeekStats {
     // doc-source: peek_stats.syscalls
-    /// Syscalls the peeker made, failed ones included, its constructor's too: 2 or 3 setting
-    /// the socket up (`SO_PEEK_OFF`, `SO_OOBINLINE`), and before them the 3 `getsockopt` of
+    /// Syscalls the peeker made, failed ones included, its constructor's too: 2 to 4 setting
+    /// the socket up (`SO_PEEK_OFF`; `TCP_INQ` for the discard mechanism on TCP and MPTCP;
+    /// `SO_OOBINLINE`), and before them the 3 `getsockopt` of
     /// [`Peeker::new`] that learn what the socket is, or the 1 (TCP) or 2 (MPTCP, AF_UNIX) of
     /// [`Peeker::with_kind`] that check the kind stated.
     // doc-end
