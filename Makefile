@@ -4,7 +4,8 @@
 #   make fuzz      the fuzzers, FUZZ_SECONDS (60) each, on nightly (fuzz/README.md)
 #   make header    the adapters' doc copies from core (make docs), then include/lowcopy.h
 #   make install   PREFIX=/usr/local DESTDIR= : stripped .so and .a (the .so's debug info in
-#                  LIBDIR/.debug), lowcopy.h, lowcopy_syscalls.h, lowcopy.pc, the man pages
+#                  LIBDIR/.debug), lowcopy.h, lowcopy_syscalls.h, lowcopy.pc and
+#                  lowcopy-static.pc (the archive, libc alone), the man pages
 #                  (MANDIR: lowcopy(7) and one section-3 page per function)
 #   make man       the man pages in build/man, generated from include/lowcopy.h
 #   make dist      every release artifact in dist/ (scripts/dist.sh): the Python wheel and
@@ -54,6 +55,12 @@ define write_pc
 	  'Libs: -L$${libdir} -llowcopy' \
 	  'Libs.private: $(STATIC_PRIVATE)' \
 	  'Cflags: -I$${includedir}' > $(4)
+	printf '%s\n' 'prefix=$(1)' 'libdir=$(2)' 'includedir=$(3)' '' \
+	  'Name: lowcopy-static' \
+	  'Description: lowcopy linked from its archive: a program that depends on libc alone' \
+	  'Version: $(VERSION)' \
+	  'Libs: -L$${libdir} -l:liblowcopy.a -static-libgcc $(STATIC_PRIVATE)' \
+	  'Cflags: -I$${includedir}' > $(dir $(4))lowcopy-static.pc
 endef
 
 # The adapters' copies of core's behavioural doc text (`// doc-copy:` blocks in capi/src,
