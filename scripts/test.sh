@@ -140,6 +140,8 @@ for r in tests/c/*scenarios.c; do
 	suite "C behaviour table ${table:-peek}.json, each call under its documented seccomp allowlist" \
 		"build/bin/seccomp_$r" "tests/scenarios/${table:-peek}.json"
 done
+suite "each way of using the peek API under a filter of exactly its per-use list" \
+	build/bin/seccomp_uses
 # The zerocopy runner also runs the scale table (issue 13: sender options, many senders on one
 # thread's io_uring ring), whose ops only the Rust and C APIs have.
 suite "C behaviour table zc_scale.json, ASan" build/bin/c_zc_scenarios tests/scenarios/zc_scale.json

@@ -3,6 +3,19 @@
 
 use super::*;
 
+/// `TCP_INQ` as a peeker set it (discard mechanism on TCP and MPTCP).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum InqHint {
+    /// Not set (another mechanism, AF_UNIX, a kernel without it).
+    Off,
+    /// Set: each discard peek's `recvmsg` brings the kernel's count of queued bytes, a
+    /// received FIN counted as one more.
+    On,
+    /// Set, but a peek found the end of the stream or a reset, which the hint does not show:
+    /// it no longer settles an empty peek.
+    Ended,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Mechanism {
     Offset,
@@ -69,14 +82,14 @@ impl<F: AsFd> Peeker<F> {
             Mechanism::Discard => unsafe { self.peek_discard(iov, flags) },
         };
         match r {
-            Ok(0) => self.ended = true,
+            Ok(0) => self.note_ended(),
             Ok(n) => {
                 self.cursor += n;
                 self.stats.peeks += 1;
                 self.stats.bytes_peeked += n as u64;
             }
             Err(ref e) if matches!(e.raw_os_error(), Some(libc::ECONNRESET | libc::EPIPE)) => {
-                self.ended = true;
+                self.note_ended();
             }
             Err(_) => {}
         }
@@ -204,7 +217,7 @@ impl<F: AsFd> Peeker<F> {
         let mut hint_used = false;
         loop {
             self.stats.syscalls += 1;
-            let (n, hint) = if self.inq_hint {
+            let (n, hint) = if self.inq_hint != InqHint::Off {
                 // SAFETY: scratch iovecs are always writable; the rest is the caller's guarantee.
                 unsafe { sys::recvmsg_inq(self.fd.as_fd(), iov, flags | libc::MSG_PEEK) }?
             } else {
@@ -224,7 +237,10 @@ impl<F: AsFd> Peeker<F> {
                 return Ok(0);
             }
             // Once only: after a wait the slow path below settles what the wait ended on.
-            if hint == Some(n) && !std::mem::replace(&mut hint_used, true) && !self.ended {
+            if hint == Some(n)
+                && !std::mem::replace(&mut hint_used, true)
+                && self.inq_hint == InqHint::On
+            {
                 // TCP_INQ's hint counts every byte queued, a FIN as one more and an urgent
                 // byte a peek skips: equal to the bytes peeked, nothing lies beyond them, the
                 // peer has not ended, no urgent mark cut the peek. (A reset or a connection
@@ -257,6 +273,12 @@ impl<F: AsFd> Peeker<F> {
                 return Err(errno(libc::EAGAIN));
             }
             self.wait_beyond(skip)?;
+        }
+    }
+
+    fn note_ended(&mut self) {
+        if self.inq_hint == InqHint::On {
+            self.inq_hint = InqHint::Ended;
         }
     }
 

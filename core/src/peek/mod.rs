@@ -87,7 +87,7 @@ mod types;
 
 use classify::{check_stated, classify, is_eopnotsupp, SockInfo, Transport};
 use lowat::Lowat;
-use mechanism::{KernelOff, Mechanism};
+use mechanism::{InqHint, KernelOff, Mechanism};
 use stateless::{check_peek_args, consume_raw, discard_iov, ConsumeCounts};
 pub use stateless::{consume, peek_at, peek_supported};
 pub use types::{PeekMode, PeekResult, PeekStats, StreamKind};
@@ -189,11 +189,8 @@ pub struct Peeker<F: AsFd> {
     head_pos: u64,
     /// `SO_PEEK_OFF` writes made so far (for [`PeekResult::flags`]).
     moves: u64,
-    /// `TCP_INQ` set by this peeker (discard mechanism on TCP and MPTCP): each discard peek's
-    /// `recvmsg` brings the kernel's count of queued bytes, a received FIN counted as one more.
-    inq_hint: bool,
-    /// A peek found the end of the stream or a reset: the hint no longer settles an empty peek.
-    ended: bool,
+    /// `TCP_INQ` as this peeker set it.
+    inq_hint: InqHint,
 }
 
 impl<F: AsFd> fmt::Debug for Peeker<F> {
@@ -315,10 +312,12 @@ impl<F: AsFd> Peeker<F> {
         // The discard mechanism on TCP and MPTCP: TCP_INQ's hint with every peek tells an empty
         // peek from the end of the stream without asking again (PeekStats::syscalls). A kernel
         // without it (before 4.18) costs the checks it saves, nothing more.
-        let mut inq_hint = false;
+        let mut inq_hint = InqHint::Off;
         if mech == Mechanism::Discard && info.transport == Transport::Tcp {
             stats.syscalls += 1;
-            inq_hint = sys::setsockopt_int(b, libc::IPPROTO_TCP, sys::TCP_INQ, 1).is_ok();
+            if sys::setsockopt_int(b, libc::IPPROTO_TCP, sys::TCP_INQ, 1).is_ok() {
+                inq_hint = InqHint::On;
+            }
         }
         // Urgent bytes stay in the stream (module docs: "Urgent data"). MPTCP refuses the
         // option: it has no urgent data. Last: on error the socket is as it was before
@@ -360,8 +359,7 @@ impl<F: AsFd> Peeker<F> {
             stats,
             head_pos: 0,
             moves: 0,
-            inq_hint: false,
-            ended: false,
+            inq_hint: InqHint::Off,
         }
     }
 
@@ -407,7 +405,6 @@ fn _fields_are_copy(p: &Peeker<BorrowedFd<'_>>) {
         head_pos,
         moves,
         inq_hint,
-        ended,
     } = p;
     copy(transport);
     copy(mech);
@@ -419,7 +416,6 @@ fn _fields_are_copy(p: &Peeker<BorrowedFd<'_>>) {
     copy(head_pos);
     copy(moves);
     copy(inq_hint);
-    copy(ended);
 }
 
 impl<'fd> Peeker<BorrowedFd<'fd>> {
@@ -754,7 +750,7 @@ impl<F: AsFd> Peeker<F> {
             let _ = self.set_peek_off(-1);
             self.kernel_off = KernelOff::Disabled;
         }
-        if std::mem::take(&mut self.inq_hint) {
+        if std::mem::replace(&mut self.inq_hint, InqHint::Off) != InqHint::Off {
             self.stats.syscalls += 1;
             let _ = sys::setsockopt_int(self.fd.as_fd(), libc::IPPROTO_TCP, sys::TCP_INQ, 0);
         }

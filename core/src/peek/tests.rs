@@ -40,7 +40,7 @@ fn race_the_end(
     // The checks after a peek that TCP_INQ's hint does not settle (AF_UNIX, a kernel without
     // TCP_INQ, the hint above the bytes peeked): with the hint, an empty peek ends at its
     // recvmsg and there is no window to race.
-    p.inq_hint = false;
+    p.inq_hint = InqHint::Off;
     let mut buf = [0u8; 64];
     let dontwait = Flags::DONTWAIT;
     assert_eq!(
@@ -373,7 +373,7 @@ fn an_empty_discard_peek_is_one_recvmsg_and_the_next_finds_what_came() {
         let (mut client, server) = tcp_pair();
         client.write_all(b"head").unwrap();
         let mut p = Peeker::new(&server, PeekMode::Discard).unwrap();
-        assert!(p.inq_hint);
+        assert_eq!(p.inq_hint, InqHint::On);
         let mut buf = [0u8; 64];
         let dw = Flags::DONTWAIT;
         assert_eq!(p.peek(&mut [IoSliceMut::new(&mut buf)], dw).unwrap(), 4);
