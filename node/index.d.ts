@@ -126,14 +126,13 @@ export declare class Peeker {
   /** `peekAtInto` scattering into `buffers` in order (as `peekv`; at most `IOV_MAX` = 1024). */
   peekvAt(offset: number, buffers: ArrayBufferView[], options?: PeekOptions): PeekResult
   /**
-   * `peek` that waits off the JS thread (on libuv's thread pool) until a byte beyond the
+   * `peek` that waits off the JS thread (on a thread of its own) until a byte beyond the
    * cursor arrives, the stream ends (resolves with an empty `Buffer`), `timeoutMs` passes
    * (rejects `ETIMEDOUT`) or `close()` is called (rejects with an `AbortError`). Works on
    * non-blocking sockets (every `net.Socket`): it never relies on a blocking `recv`. The
    * wait sleeps in an edge-triggered epoll, so bytes before the cursor or error-queue
    * entries do not make it spin. While it is pending, the other calls on this peeker throw
-   * `EBUSY`. It occupies one pool thread (4 by default, shared with fs and dns): give it a
-   * timeout.
+   * `EBUSY`. A worker's `terminate()` (or exit) ends it.
    * Peeked bytes stay in the receive buffer: when they fill it (small segments cost far more
    * kernel memory than their payload) the peer's window is closed and a blocking peek waits
    * until something is consumed, so a caller that may block there sets `SO_RCVTIMEO` or consumes
@@ -242,7 +241,10 @@ export declare class Receiver {
    * `EBUSY` while a `recvAtLeastAsync` runs; `EBADF` once closed.
    */
   recvAtLeast(buf: ArrayBufferView, min: number, options?: RecvOptions): number
-  /** `recvAtLeast` on libuv's thread pool into a new `Buffer` of at most `length` bytes. */
+  /**
+   * `recvAtLeast` off the JS thread (as the module's `recvAtLeastAsync`) into a new
+   * `Buffer` of at most `length` bytes.
+   */
   recvAtLeastAsync(length: number, min: number, options?: RecvOptions): Promise<Buffer>
   /** The counters so far (`new`'s syscalls included). */
   stats(): RecvStatsOut
@@ -353,7 +355,7 @@ export declare class ZeroCopyReceiver {
  * completions (they count as unexpected ids) and its sends stay in flight.
  * Sends and reaps run on the JS thread
  * (the io_uring backend belongs to the first thread that sends); `waitAsync` only waits on
- * the pool thread.
+ * a thread of its own.
  */
 export declare class ZeroCopySender {
   /**
@@ -474,20 +476,26 @@ export declare class ZeroCopySender {
    */
   wait(timeoutMs?: number): Array<ZcCompletion>
   /**
-   * `wait` whose sleep runs on libuv's thread pool (it polls the completion descriptor: the
-   * io_uring ring or the socket), then reaps on the JS thread, so the io_uring backend stays
-   * with its thread. Resolves with the completions (empty when nothing is in flight);
-   * rejects `ETIMEDOUT`, or with an `AbortError` when `close()` is called meanwhile.
+   * `wait` whose sleep runs off the JS thread (on a thread of its own: it polls the
+   * completion descriptor, the io_uring ring or the socket), then reaps on the JS thread, so
+   * the io_uring backend stays with its thread. Resolves with the completions (empty when
+   * nothing is in flight); rejects `ETIMEDOUT`, or with an `AbortError` when `close()` is
+   * called meanwhile. A worker's `terminate()` (or exit) ends it.
    */
   waitAsync(timeoutMs?: number): Promise<ZcCompletion[]>
-  /** The counters so far. */
+  /** The counters so far; after `close()`, as closing left them (with its `close*` counters). */
   stats(): ZcStats
   /**
-   * Closes the sender: reaps what already completed (dropping those completions), closes
-   * its duplicate, and returns the sends still in flight. Their buffers are then kept for
-   * the life of the process (the kernel still holds their pages and TCP may resend from
-   * them; never reused memory on the wire). A pending `waitAsync` rejects with an
-   * `AbortError`. Calling it again returns 0.
+   * Closes the sender under the core's close policy (`ZeroCopySender::close_with`): waits
+   * for the sends in flight up to the close timeout (1 s), releasing each buffer as its
+   * completion comes (those completions are dropped: `userData` is not handed back); if
+   * some are still in flight on a stream socket, resets the connection (the kernel then
+   * releases their pages: the peer sees a reset, never wrong bytes) and waits a short while
+   * for the completions that follow. Returns the sends still in flight after that
+   * ("abandoned"): their buffers are kept for the life of the process. `stats()` then
+   * reports `closeCompleted`, `closeResets` and `closeAbandoned`. A pending `waitAsync`
+   * rejects with an `AbortError`. Calling it again returns 0. It blocks the JS thread for
+   * as long as closing waits (at most about twice the close timeout).
    */
   close(): number
 }
@@ -748,9 +756,10 @@ export declare function probe(): Caps
 export declare function recvAtLeast(fd: number | import('node:net').Socket | { fd: number }, buf: ArrayBufferView, min: number, options?: RecvOptions): number
 
 /**
- * `recvAtLeast` on libuv's thread pool, into a new `Buffer` of at most `length` bytes: the
- * event loop runs meanwhile. Works on a private duplicate of `fd`. It occupies a pool thread
- * (4 by default, shared with fs and dns) until it returns: give it a `timeoutMs`.
+ * `recvAtLeast` off the JS thread (on a thread of its own), into a new `Buffer` of at most
+ * `length` bytes: the event loop runs meanwhile. Works on a private duplicate of `fd`. The
+ * core's receive cannot be aborted: a worker's `terminate()` (or exit) does not wait for it,
+ * but its thread and duplicate last until it returns, so give it a `timeoutMs`.
  */
 export declare function recvAtLeastAsync(fd: number | import('node:net').Socket | { fd: number }, length: number, min: number, options?: RecvOptions): Promise<Buffer>
 
@@ -995,6 +1004,21 @@ export interface ZcStats {
   unexpectedIds: number
   /** 1 once the `adaptive` option stopped asking for zerocopy. */
   zerocopyOff: number
+  /**
+   * Completions that arrived while `close()` (or the environment's teardown) waited for the
+   * sends in flight.
+   */
+  closeCompleted: number
+  /**
+   * 1 when closing reset the connection because sends were still in flight after the close
+   * timeout (the kernel then released their pages; the peer saw a reset).
+   */
+  closeResets: number
+  /**
+   * Sends still in flight when closing gave up: their buffers are kept for the life of the
+   * process.
+   */
+  closeAbandoned: number
 }
 
 export declare namespace testing {

@@ -18,7 +18,9 @@ use std::cell::RefCell;
 use std::io::IoSlice;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Duration;
 
 use lowcopy::zc::{Completion, COPIED, FALLBACK};
 use lowcopy::{AbortHandle, Flags, Interest, Waiter, Wakeup, ZcBackend, ZcOptions};
@@ -239,6 +241,15 @@ pub struct ZcStats {
     /// 1 once the `adaptive` option stopped asking for zerocopy.
     // doc-end
     pub zerocopy_off: f64,
+    /// Completions that arrived while `close()` (or the environment's teardown) waited for the
+    /// sends in flight.
+    pub close_completed: f64,
+    /// 1 when closing reset the connection because sends were still in flight after the close
+    /// timeout (the kernel then released their pages; the peer saw a reset).
+    pub close_resets: f64,
+    /// Sends still in flight when closing gave up: their buffers are kept for the life of the
+    /// process.
+    pub close_abandoned: f64,
 }
 
 /// Zerocopy sends over one socket (the core's `lowcopy::ZeroCopySender`, over a private
@@ -262,12 +273,13 @@ pub struct ZcStats {
 // doc-end
 /// Sends and reaps run on the JS thread
 /// (the io_uring backend belongs to the first thread that sends); `waitAsync` only waits on
-/// the pool thread.
+/// a thread of its own.
 #[napi(custom_finalize)]
 pub struct ZeroCopySender {
     /// Every method takes `&self` (a pending `waitAsync` must not block `close()`): the state
-    /// is borrowed for the length of one call, on the JS thread.
-    inner: RefCell<Inner>,
+    /// is borrowed for the length of one call, on the JS thread. Shared (weakly) with the
+    /// environment's registry, whose cleanup hook closes the sender before the heap goes.
+    inner: Rc<RefCell<Inner>>,
 }
 
 /// The state of a `ZeroCopySender`.
@@ -283,17 +295,23 @@ pub struct Inner {
     waiters: Vec<Arc<AbortHandle>>,
     backend: ZcBackend,
     fd: i32,
-    /// Buffers kept forever because `close()` came with sends in flight.
-    leaked: usize,
+    /// The bound on each phase of closing with sends in flight (the core's close timeout).
+    close_timeout: Duration,
+    /// The counters as closing left them (`stats()` after `close()`).
+    last: Option<Counters>,
     out: Vec<Completion>,
 }
 
 impl ObjectFinalize for ZeroCopySender {
     fn finalize(self, env: Env) -> Result<()> {
-        let mut this = self.inner.into_inner();
-        // Collected by the GC without close(): close now. With sends in flight the slab (and
-        // their buffers) is kept for the process's life: the kernel may still read them.
-        this.shut(&env);
+        // Collected by the GC without close(): close now, as close() does (nothing left to do
+        // when the environment's teardown closed it already).
+        if let Ok(st) = crate::teardown::state(&env) {
+            st.remove_sender(&self.inner);
+        }
+        let mut this = self.inner.borrow_mut();
+        let t = this.close_timeout;
+        this.shut(Some(&env), t);
         Ok(())
     }
 }
@@ -521,40 +539,100 @@ impl Inner {
         }
     }
 
-    /// Closes: collects what completed (releasing those buffers), keeps the buffers of sends
-    /// still in flight for the life of the process, drops the core sender and its duplicate.
-    /// Returns the sends still in flight.
-    fn shut(&mut self, env: &Env) -> usize {
+    /// The bound on each phase of closing (the environment's teardown shares one deadline
+    /// among its senders, bounded by each one's own).
+    pub(crate) fn close_timeout(&self) -> Duration {
+        self.close_timeout
+    }
+
+    /// The environment is going away (its cleanup hook): close under the core's policy within
+    /// `timeout`, before V8 frees the heap that holds the buffers. No N-API call can run now
+    /// (the environment no longer calls into JS), so the slab is left to the environment's
+    /// teardown, which frees it with the heap once the kernel is done with it.
+    pub(crate) fn close_at_teardown(&mut self, timeout: Duration) {
+        self.shut(None, timeout);
+    }
+
+    /// Closes under the core's close policy (`close_with`): aborts pending `waitAsync`s, waits
+    /// up to `timeout` for the sends in flight (releasing each buffer as its completion comes;
+    /// with `env` only: without one the environment is being torn down), and keeps the buffers
+    /// of the sends the core abandoned for the life of the process (the kernel may still read
+    /// them). Returns the sends abandoned.
+    fn shut(&mut self, env: Option<&Env>, timeout: Duration) -> usize {
         for w in self.waiters.drain(..) {
             w.abort();
         }
-        let Some(mut core) = self.core.take() else {
+        let Some(core) = self.core.take() else {
             return 0;
         };
+        let mut slots = Vec::new();
+        let last = close_with(core, timeout, |c| slots.push(c.user_data as u32));
+        if let Some(env) = env {
+            for slot in slots {
+                let _ = self.release(env, slot);
+            }
+        }
+        let abandoned = last.close_abandoned as usize;
+        self.last = Some(last);
+        if let Some(slab) = self.slab.take() {
+            match env {
+                Some(env) if self.held == 0 => {
+                    let _ = slab.unref(env);
+                }
+                // Abandoned sends: the kernel may still read these pages (and TCP may resend
+                // from them), so the memory must never be reused: leak the slab and what it
+                // holds. At teardown the environment deletes its references itself.
+                _ => std::mem::forget(slab),
+            }
+        }
+        abandoned
+    }
+}
+
+/// The counters of a sender, with those of its close.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Counters {
+    base: lowcopy::ZcStats,
+    close_completed: u64,
+    close_resets: u64,
+    close_abandoned: u64,
+}
+
+// SHIM: core's close policy (`ZeroCopySender::close_with`, `ZcStats::close_*`,
+// `zc::DEFAULT_CLOSE_TIMEOUT`) lands on branch `owned`; until then this stands in for it with
+// its signature's behaviour minus the reset (it waits up to `timeout`, then abandons). Deleted
+// at the merge: `close_with` below becomes the core's call.
+const DEFAULT_CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
+
+fn close_with(
+    mut core: Core,
+    timeout: Duration,
+    mut on_completion: impl FnMut(Completion),
+) -> Counters {
+    let deadline = std::time::Instant::now() + timeout;
+    let mut out = vec![Completion::default(); 256];
+    let mut done = 0u64;
+    loop {
         let _ = core.collect();
-        let mut out = std::mem::take(&mut self.out);
         while let Ok(n) = core.reap(&mut out) {
             for c in &out[..n] {
-                let _ = self.release(env, c.user_data as u32);
+                on_completion(*c);
+                done += 1;
             }
             if n < out.len() {
                 break;
             }
         }
-        self.out = out;
-        let left = core.inflight();
-        drop(core);
-        if let Some(slab) = self.slab.take() {
-            if self.held == 0 {
-                let _ = slab.unref(env);
-            } else {
-                // The kernel may still read these pages (and TCP may resend from them): the
-                // memory must never be reused. Leak the slab and what it holds.
-                self.leaked += self.held;
-                std::mem::forget(slab);
-            }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if core.inflight() == 0 || left.is_zero() || core.wait(Some(left)).is_err() {
+            break;
         }
-        left
+    }
+    Counters {
+        base: core.stats(),
+        close_completed: done,
+        close_resets: 0,
+        close_abandoned: core.inflight() as u64,
     }
 }
 
@@ -671,20 +749,22 @@ impl ZeroCopySender {
             ));
         }
         let arr = Object::from_raw(env.raw(), arr);
-        Ok(ZeroCopySender {
-            inner: RefCell::new(Inner {
-                backend: core.backend(),
-                core: Some(core),
-                slab: Some(arr.create_ref::<false>()?),
-                free: Vec::new(),
-                next: 0,
-                held: 0,
-                waiters: Vec::new(),
-                fd: raw,
-                leaked: 0,
-                out: vec![Completion::default(); 256],
-            }),
-        })
+        let st = crate::teardown::state(&env)?;
+        let inner = Rc::new(RefCell::new(Inner {
+            backend: core.backend(),
+            core: Some(core),
+            slab: Some(arr.create_ref::<false>()?),
+            free: Vec::new(),
+            next: 0,
+            held: 0,
+            waiters: Vec::new(),
+            fd: raw,
+            close_timeout: DEFAULT_CLOSE_TIMEOUT,
+            last: None,
+            out: vec![Completion::default(); 256],
+        }));
+        st.add_sender(&inner);
+        Ok(ZeroCopySender { inner })
     }
 
     /// The backend in use: `'io_uring'`, `'errqueue'` or `'copy'` (never `'auto'`).
@@ -958,55 +1038,62 @@ impl ZeroCopySender {
         this.reap_all(&env, "wait")
     }
 
-    /// `wait` whose sleep runs on libuv's thread pool (it polls the completion descriptor: the
-    /// io_uring ring or the socket), then reaps on the JS thread, so the io_uring backend stays
-    /// with its thread. Resolves with the completions (empty when nothing is in flight);
-    /// rejects `ETIMEDOUT`, or with an `AbortError` when `close()` is called meanwhile.
+    /// `wait` whose sleep runs off the JS thread (on a thread of its own: it polls the
+    /// completion descriptor, the io_uring ring or the socket), then reaps on the JS thread, so
+    /// the io_uring backend stays with its thread. Resolves with the completions (empty when
+    /// nothing is in flight); rejects `ETIMEDOUT`, or with an `AbortError` when `close()` is
+    /// called meanwhile. A worker's `terminate()` (or exit) ends it.
     #[napi(
         catch_unwind,
         ts_args_type = "timeoutMs?: number",
         ts_return_type = "Promise<ZcCompletion[]>"
     )]
-    pub fn wait_async(
-        &self,
-        env: Env,
-        timeout_ms: Option<Unknown>,
-    ) -> Result<AsyncTask<ZcWaitTask>> {
+    pub fn wait_async<'e>(&self, env: &'e Env, timeout_ms: Option<Unknown>) -> Result<Object<'e>> {
         let mut this = self.inner.borrow_mut();
-        let t = args::timeout_ms(&env, timeout_ms.as_ref())?;
-        let core = this.core(&env, "waitAsync")?;
+        let t = args::timeout_ms(env, timeout_ms.as_ref())?;
+        let core = this.core(env, "waitAsync")?;
         let inflight = core.inflight();
         let pollfd = core
             .completion_fd()
             .try_clone_to_owned()
-            .or_throw(&env, "waitAsync")?;
-        let cancel = Arc::new(AbortHandle::new().or_throw(&env, "waitAsync")?);
+            .or_throw(env, "waitAsync")?;
+        let cancel = Arc::new(AbortHandle::new().or_throw(env, "waitAsync")?);
         this.waiters.retain(|w| Arc::strong_count(w) > 1);
         this.waiters.push(cancel.clone());
         let ring = this.backend == ZcBackend::IoUring;
-        Ok(AsyncTask::new(ZcWaitTask {
-            this: self as *const ZeroCopySender,
-            pollfd,
-            cancel,
-            deadline: crate::peek::deadline(t),
-            nothing: inflight == 0 || this.backend == ZcBackend::Copy,
-            interest: if ring {
-                Interest::Readable
-            } else {
-                Interest::Errors
+        let abort = cancel.clone();
+        crate::teardown::spawn(
+            env,
+            "waitAsync",
+            Some(&abort),
+            ZcWaitTask {
+                this: self as *const ZeroCopySender,
+                pollfd,
+                cancel,
+                deadline: crate::peek::deadline(t),
+                nothing: inflight == 0 || this.backend == ZcBackend::Copy,
+                interest: if ring {
+                    Interest::Readable
+                } else {
+                    Interest::Errors
+                },
             },
-        }))
+        )
     }
 
-    /// The counters so far.
+    /// The counters so far; after `close()`, as closing left them (with its `close*` counters).
     #[napi(catch_unwind)]
     pub fn stats(&self, env: Env) -> Result<ZcStats> {
         let this = self.inner.borrow();
-        let s = this
-            .core
-            .as_ref()
-            .ok_or_else(|| sys_error(&env, libc::EBADF, "stats"))?
-            .stats();
+        let c = match (&this.core, this.last) {
+            (Some(core), _) => Counters {
+                base: core.stats(),
+                ..Counters::default()
+            },
+            (None, Some(last)) => last,
+            (None, None) => return Err(sys_error(&env, libc::EBADF, "stats")),
+        };
+        let s = c.base;
         Ok(ZcStats {
             sends: s.sends as f64,
             bytes: s.bytes as f64,
@@ -1021,22 +1108,34 @@ impl ZeroCopySender {
             errqueue_other: s.errqueue_other as f64,
             unexpected_ids: s.unexpected_ids as f64,
             zerocopy_off: s.zerocopy_off as f64,
+            close_completed: c.close_completed as f64,
+            close_resets: c.close_resets as f64,
+            close_abandoned: c.close_abandoned as f64,
         })
     }
 
-    /// Closes the sender: reaps what already completed (dropping those completions), closes
-    /// its duplicate, and returns the sends still in flight. Their buffers are then kept for
-    /// the life of the process (the kernel still holds their pages and TCP may resend from
-    /// them; never reused memory on the wire). A pending `waitAsync` rejects with an
-    /// `AbortError`. Calling it again returns 0.
+    /// Closes the sender under the core's close policy (`ZeroCopySender::close_with`): waits
+    /// for the sends in flight up to the close timeout (1 s), releasing each buffer as its
+    /// completion comes (those completions are dropped: `userData` is not handed back); if
+    /// some are still in flight on a stream socket, resets the connection (the kernel then
+    /// releases their pages: the peer sees a reset, never wrong bytes) and waits a short while
+    /// for the completions that follow. Returns the sends still in flight after that
+    /// ("abandoned"): their buffers are kept for the life of the process. `stats()` then
+    /// reports `closeCompleted`, `closeResets` and `closeAbandoned`. A pending `waitAsync`
+    /// rejects with an `AbortError`. Calling it again returns 0. It blocks the JS thread for
+    /// as long as closing waits (at most about twice the close timeout).
     #[napi(catch_unwind)]
     pub fn close(&self, env: Env) -> u32 {
+        if let Ok(st) = crate::teardown::state(&env) {
+            st.remove_sender(&self.inner);
+        }
         let mut this = self.inner.borrow_mut();
-        this.shut(&env) as u32
+        let t = this.close_timeout;
+        this.shut(Some(&env), t) as u32
     }
 }
 
-/// `waitAsync`: polls on the pool thread, reaps in `resolve` on the JS thread.
+/// `waitAsync`: polls on its own thread, reaps in `resolve` on the JS thread.
 pub struct ZcWaitTask {
     /// The sender, used only in `resolve` (JS thread), where the JS object is alive: the
     /// promise's task keeps no reference, so `resolve` checks `closed` through `cancel`.
@@ -1051,7 +1150,7 @@ pub struct ZcWaitTask {
 }
 
 // SAFETY: `this` is dereferenced only in `resolve`, on the JS thread that owns the object; the
-// pool thread touches only the owned descriptors.
+// waiting thread touches only the owned descriptors.
 unsafe impl Send for ZcWaitTask {}
 
 impl Task for ZcWaitTask {

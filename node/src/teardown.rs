@@ -1,0 +1,205 @@
+//! What lowcopy holds in one Node environment (the main thread's, or a worker's), and how it
+//! lets go of it when the environment ends: a worker's `terminate()`, `process.exit()` in a
+//! worker, a worker or the main thread whose event loop ran out of work.
+//!
+//! # When Node tears an environment down
+//!
+//! `FreeEnvironment` (node/src/env.cc `Environment::RunCleanup`) first closes the environment's
+//! handles and then spins its event loop until every queued thread-pool request is done
+//! (`CleanupHandles`, which waits while `request_waiting_ != 0`); only then does it run the
+//! cleanup hooks, newest first. `napi_add_env_cleanup_hook` and `napi_add_async_cleanup_hook`
+//! both go into that one hook queue, so neither runs before that wait: a `napi_async_work`
+//! (napi-rs `AsyncTask`) sleeping in a wait without a timeout holds `terminate()` back for ever,
+//! and no hook of ours ever runs to abort it (tried on Node 20: a worker with a pending
+//! `peekAtAsync` whose hooks print nothing and whose `terminate()` never resolves; the same
+//! worker without the pending call prints both hooks' lines). After the hooks, the `napi_env`
+//! goes (its finalizers run: references, wrapped objects) and then the isolate is disposed,
+//! which frees the environment's heap and every `ArrayBuffer` in it.
+//!
+//! So lowcopy's waits (`peekAsync`, `peekAtAsync`, `recvAtLeastAsync`, `waitAsync`) do not run
+//! as thread-pool requests: each runs on a thread of its own ([`spawn`]) and settles its promise
+//! through a `JsDeferred` (a thread-safe function, which keeps the event loop alive as a pending
+//! request did, and which Node does not wait for at teardown). The environment's sync cleanup
+//! hook ([`teardown`], registered with the environment's [`EnvState`], the first time lowcopy
+//! is used in it) then runs before any of the environment's memory is freed, and:
+//!
+//! 1. aborts every pending wait of the environment at once (their `AbortHandle`s): their
+//!    threads end, and their promises are dropped with the environment;
+//! 2. closes every live `ZeroCopySender` of the environment with the core's close policy
+//!    (`ZeroCopySender::close_with`: wait for the sends in flight, reset a stream whose
+//!    completions do not come), all under one deadline, so that N stuck senders cost about one
+//!    close timeout, not N; after that the kernel no longer reads any page of the heap that is
+//!    about to be freed (except sends the core reports abandoned, counted in its stats).
+//!
+//! The registry lives in the environment's instance data (`napi_set_instance_data`); it is
+//! touched only on the environment's JS thread (calls, promise settlements, the hook).
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::{Rc, Weak};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lowcopy::AbortHandle;
+use napi::bindgen_prelude::*;
+use napi::{Env, JsDeferred};
+
+use crate::zc::Inner as SenderInner;
+
+/// One environment's live senders and pending waits.
+#[derive(Default)]
+pub(crate) struct EnvState {
+    /// Pending async waits, by the address of their handle.
+    pending: RefCell<HashMap<usize, std::sync::Weak<AbortHandle>>>,
+    /// Live `ZeroCopySender`s, by the address of their state.
+    senders: RefCell<HashMap<usize, Weak<RefCell<SenderInner>>>>,
+    /// The cleanup hook ran: the environment is going away.
+    gone: Cell<bool>,
+}
+
+/// The environment's state, made (with its cleanup hook) on first use.
+pub(crate) fn state(env: &Env) -> Result<Rc<EnvState>> {
+    if let Some(st) = env.get_instance_data::<Rc<EnvState>>()? {
+        return Ok(st.clone());
+    }
+    let st = Rc::new(EnvState::default());
+    env.set_instance_data(st.clone(), (), |_| {})?;
+    // The hook is registered before any of this environment's promises (each `JsDeferred`
+    // registers a hook of its own when it is made), so it runs after theirs: by then their
+    // thread-safe functions are released and a wait that ends now drops its result.
+    env.add_env_cleanup_hook(st.clone(), teardown)?;
+    Ok(st)
+}
+
+impl EnvState {
+    /// Registers a pending wait: the hook aborts it.
+    pub(crate) fn add_wait(&self, h: &Arc<AbortHandle>) {
+        self.pending
+            .borrow_mut()
+            .insert(Arc::as_ptr(h) as usize, Arc::downgrade(h));
+    }
+
+    fn remove_wait(&self, key: usize) {
+        self.pending.borrow_mut().remove(&key);
+    }
+
+    /// Registers a live sender: the hook closes it.
+    pub(crate) fn add_sender(&self, s: &Rc<RefCell<SenderInner>>) {
+        self.senders
+            .borrow_mut()
+            .insert(Rc::as_ptr(s) as usize, Rc::downgrade(s));
+    }
+
+    /// A sender closed or finalized.
+    pub(crate) fn remove_sender(&self, s: &Rc<RefCell<SenderInner>>) {
+        self.senders.borrow_mut().remove(&(Rc::as_ptr(s) as usize));
+    }
+
+    /// Whether the environment is being torn down.
+    pub(crate) fn gone(&self) -> bool {
+        self.gone.get()
+    }
+}
+
+/// The environment's cleanup hook: see the module documentation.
+fn teardown(st: Rc<EnvState>) {
+    st.gone.set(true);
+    let pending: Vec<_> = st.pending.borrow_mut().drain().collect();
+    for (_, w) in pending {
+        if let Some(h) = w.upgrade() {
+            h.abort();
+        }
+    }
+    let senders: Vec<_> = st
+        .senders
+        .borrow_mut()
+        .drain()
+        .filter_map(|(_, w)| w.upgrade())
+        .collect();
+    // One deadline for all: each sender gets the time left of it, bounded by its own timeout.
+    let budget = senders
+        .iter()
+        .map(|s| s.borrow().close_timeout())
+        .max()
+        .unwrap_or(Duration::ZERO);
+    let deadline = Instant::now() + budget;
+    for s in senders {
+        let left = deadline.saturating_duration_since(Instant::now());
+        s.borrow_mut().close_at_teardown(left);
+    }
+}
+
+type Resolver<V> = Box<dyn FnOnce(Env) -> Result<V>>;
+
+/// A promise to settle: rejected when dropped unsettled (its thread could not be made), so that
+/// its thread-safe function, which keeps the event loop alive, is always released.
+struct Settle<V: ToNapiValue>(Option<JsDeferred<V, Resolver<V>>>, &'static str);
+
+impl<V: ToNapiValue> Drop for Settle<V> {
+    fn drop(&mut self) {
+        if let Some(d) = self.0.take() {
+            d.reject(Error::new(
+                Status::GenericFailure,
+                format!("{}: no thread could be started for the wait", self.1),
+            ));
+        }
+    }
+}
+
+/// A task run on a thread of its own; settles the promise returned.
+///
+/// `abort`, when given, is registered with the environment for the task's life, so that the
+/// cleanup hook ends the wait.
+pub(crate) fn spawn<'e, T>(
+    env: &'e Env,
+    what: &'static str,
+    abort: Option<&Arc<AbortHandle>>,
+    mut task: T,
+) -> Result<Object<'e>>
+where
+    T: Task + Send + 'static,
+    T::Output: Send + 'static,
+{
+    let st = state(env)?;
+    if st.gone() {
+        return Err(crate::error::sys_error(env, libc::ECANCELED, what));
+    }
+    let (deferred, promise) = env.create_deferred::<T::JsValue, Resolver<T::JsValue>>()?;
+    let key = abort.map(|h| {
+        st.add_wait(h);
+        Arc::as_ptr(h) as usize
+    });
+    let mut settle = Settle(Some(deferred), what);
+    let run = move || {
+        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task.compute()));
+        let Some(deferred) = settle.0.take() else {
+            return;
+        };
+        deferred.resolve(Box::new(move |env: Env| {
+            if let (Some(k), Ok(Some(st))) = (key, env.get_instance_data::<Rc<EnvState>>()) {
+                st.remove_wait(k);
+            }
+            match out {
+                Ok(Ok(out)) => task.resolve(env, out),
+                Ok(Err(e)) => Err(e),
+                Err(_) => Err(Error::new(
+                    Status::GenericFailure,
+                    format!("panic in {what}"),
+                )),
+            }
+        }));
+    };
+    // The waits need little stack: the core's calls, and buffers on the heap. When no thread
+    // can be made, the closure is dropped unrun and `Settle` rejects the promise.
+    if std::thread::Builder::new()
+        .name(format!("lowcopy {what}"))
+        .stack_size(256 << 10)
+        .spawn(run)
+        .is_err()
+    {
+        if let Some(k) = key {
+            st.remove_wait(k);
+        }
+    }
+    Ok(promise)
+}
