@@ -233,6 +233,18 @@ pub fn epoll_wait_one(ep: BorrowedFd<'_>, timeout_ms: c_int) -> io::Result<u32> 
     Ok(if n == 0 { 0 } else { ev.events })
 }
 
+/// `connect(fd, AF_UNSPEC)`: dissolves the socket's association. On TCP the kernel resets
+/// the connection (`tcp_disconnect`: a RST to the peer, the send and retransmit queues
+/// purged, which releases the pages zerocopy sends left in them); the descriptor stays open.
+pub fn disconnect(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: all-zero is a valid sockaddr; only the family is read for AF_UNSPEC.
+    let mut sa: libc::sockaddr = unsafe { std::mem::zeroed() };
+    sa.sa_family = libc::AF_UNSPEC as libc::sa_family_t;
+    // SAFETY: `sa` is a live sockaddr of the length given.
+    cvt(unsafe { libc::connect(fd.as_raw_fd(), &sa, size_of::<libc::sockaddr>() as socklen_t) })?;
+    Ok(())
+}
+
 /// True when the fd has `O_NONBLOCK`.
 pub fn is_nonblocking(fd: BorrowedFd<'_>) -> io::Result<bool> {
     // SAFETY: F_GETFL takes no pointer argument.

@@ -4,7 +4,7 @@
 mod common;
 
 use std::collections::HashSet;
-use std::io::{IoSlice, Read};
+use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
@@ -56,7 +56,7 @@ fn transfer(
     let (mut completions, mut sent) = (Vec::new(), Vec::new());
     for (i, b) in bufs.iter().enumerate() {
         let (n, k) = zc
-            .send_reap(&[IoSlice::new(b)], Flags::NONE, i as u64, &mut out)
+            .send_reap((b).to_vec(), Flags::NONE, i as u64, &mut out)
             .unwrap();
         assert_eq!(n, len, "blocking send {i} was short");
         sent.push((i as u64, n));
@@ -251,7 +251,7 @@ fn icmp_errors_on_the_error_queue_are_not_completions() {
     let buf = vec![7u8; 512];
     let mut ok = HashSet::new();
     for i in 0..20u64 {
-        let r = zc.send_msg(&[IoSlice::new(&buf)], Some(&dst), &[], Flags::NONE, i);
+        let r = zc.send_msg(buf.clone(), Some(&dst), &[], Flags::NONE, i);
         match r {
             Ok(n) => {
                 assert_eq!(n, 512);
@@ -319,7 +319,7 @@ fn free_with_sends_in_flight_is_safe() {
                 .unwrap();
         let mut sent = 0;
         for (i, b) in bufs.iter().enumerate() {
-            match zc.send(&[IoSlice::new(b)], Flags::DONTWAIT, i as u64) {
+            match zc.send((b).to_vec(), Flags::DONTWAIT, i as u64) {
                 Ok(n) => sent += n,
                 Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => break,
                 Err(e) => panic!("{e}"),
@@ -352,7 +352,7 @@ fn io_uring_ring_belongs_to_the_first_sending_thread() {
         s.spawn(|| {
             let mut sent = 0;
             loop {
-                match zc.send(&[IoSlice::new(&buf)], Flags::DONTWAIT, sent) {
+                match zc.send((&buf).to_vec(), Flags::DONTWAIT, sent) {
                     Ok(_) => sent += 1,
                     Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return sent,
                     Err(e) => panic!("owner's send: {e}"),
@@ -369,7 +369,7 @@ fn io_uring_ring_belongs_to_the_first_sending_thread() {
     );
     let before = zc.stats();
     let e = zc
-        .send(&[IoSlice::new(&buf)], Flags::NONE, 1000)
+        .send((&buf).to_vec(), Flags::NONE, 1000)
         .unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EEXIST));
     // Reading the ring is the owner's too: reap, send_reap and wait (any timeout) refuse.
@@ -381,7 +381,7 @@ fn io_uring_ring_belongs_to_the_first_sending_thread() {
         refused(zc.wait(Some(Duration::from_millis(50)))),
         Some(libc::EEXIST)
     );
-    let r = zc.send_reap(&[IoSlice::new(&buf)], Flags::NONE, 1001, &mut out);
+    let r = zc.send_reap((&buf).to_vec(), Flags::NONE, 1001, &mut out);
     assert_eq!(r.unwrap_err().raw_os_error(), Some(libc::EEXIST));
     // The refused calls left nothing behind: no SQE was queued.
     let after = zc.stats();
@@ -402,10 +402,10 @@ fn a_zero_length_datagram_takes_a_kernel_id_but_gets_no_completion() {
         let mut zc =
             ZeroCopySender::with_options(s.as_fd(), ZcOptions::new().backend(backend)).unwrap();
         let (a, b) = ([1u8; 10], [2u8; 20]);
-        assert_eq!(zc.send(&[IoSlice::new(&[])], Flags::NONE, 1).unwrap(), 0);
-        assert_eq!(zc.send(&[IoSlice::new(&a)], Flags::NONE, 2).unwrap(), 10);
-        assert_eq!(zc.send(&[IoSlice::new(&[])], Flags::NONE, 3).unwrap(), 0);
-        assert_eq!(zc.send(&[IoSlice::new(&b)], Flags::NONE, 4).unwrap(), 20);
+        assert_eq!(zc.send((&[]).to_vec(), Flags::NONE, 1).unwrap(), 0);
+        assert_eq!(zc.send((&a).to_vec(), Flags::NONE, 2).unwrap(), 10);
+        assert_eq!(zc.send((&[]).to_vec(), Flags::NONE, 3).unwrap(), 0);
+        assert_eq!(zc.send((&b).to_vec(), Flags::NONE, 4).unwrap(), 20);
         let mut out = [Completion::default(); 8];
         let mut got = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(3);
@@ -433,7 +433,7 @@ fn a_signal_interrupts_a_blocking_send_and_a_wait() {
         let k = signal_me_after(300);
         // The peer never reads: only the signal can end this send. (For Copy, the previous
         // iteration's ring teardown may end it first with one EINTR: documented.)
-        let r = zc.send(&[IoSlice::new(&big)], Flags::NONE, 1);
+        let r = zc.send((&big).to_vec(), Flags::NONE, 1);
         k.stop();
         if backend == ZcBackend::IoUring
             && r.as_ref().err().and_then(|e| e.raw_os_error()) == Some(libc::ENOMEM)

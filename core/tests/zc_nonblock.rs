@@ -3,7 +3,6 @@
 //! request counts), so the io_uring backend reads it where it would otherwise sleep: before
 //! that, a send without `DONTWAIT` on a non-blocking socket (Python's `settimeout(0)`, any
 //! event loop's socket) slept until the peer read.
-use std::io::IoSlice;
 use std::net::{TcpListener, TcpStream};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -23,7 +22,7 @@ fn fill(backend: ZcBackend) -> Option<(u64, i32)> {
     let mut z = ZeroCopySender::with_options(&c, ZcOptions::new().backend(backend)).ok()?;
     let mut sends = 0u64;
     loop {
-        match z.send(&[IoSlice::new(buf)], Flags::NONE, sends) {
+        match z.send((buf).to_vec(), Flags::NONE, sends) {
             Ok(_) => {
                 sends += 1;
                 assert!(sends < 100_000, "{backend:?}: the socket never filled");

@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::io::{IoSlice, Read};
+use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
@@ -73,7 +73,7 @@ fn senders_of_a_thread_share_one_ring_and_no_descriptor() {
     let buf = pattern(0, 5000);
     for (i, z) in zs.iter_mut().enumerate() {
         for k in 0..3u64 {
-            let n = z.send(&[IoSlice::new(&buf)], Flags::NONE, (i as u64) << 8 | k);
+            let n = z.send((&buf).to_vec(), Flags::NONE, (i as u64) << 8 | k);
             assert_eq!(n.unwrap(), 5000);
         }
     }
@@ -113,13 +113,13 @@ fn the_ring_outlives_its_senders_until_closed() {
         Some(libc::EBUSY)
     );
     drop(b); // never joined: does not hold the ring
-    assert_eq!(a.send(&[IoSlice::new(b"x")], Flags::NONE, 1).unwrap(), 1);
+    assert_eq!(a.send((b"x").to_vec(), Flags::NONE, 1).unwrap(), 1);
     assert_eq!(collect(&mut a), [(1, 1)]);
     drop(a);
     assert!(zc::close_thread_ring().unwrap());
     let mut c = uring(q.sock.try_clone().unwrap());
     assert!(c.completion_fd().as_raw_fd() >= 0);
-    assert_eq!(c.send(&[IoSlice::new(b"y")], Flags::NONE, 2).unwrap(), 1);
+    assert_eq!(c.send((b"y").to_vec(), Flags::NONE, 2).unwrap(), 1);
     assert_eq!(collect(&mut c), [(2, 1)]);
     let _ = fd;
 }
@@ -134,7 +134,7 @@ fn a_dropped_sender_s_notifications_reach_nobody() {
     let big = vec![3u8; 65536];
     let mut sent = 0usize;
     for i in 0..200u64 {
-        match a.send(&[IoSlice::new(&big)], Flags::DONTWAIT, i) {
+        match a.send((&big).to_vec(), Flags::DONTWAIT, i) {
             Ok(n) => sent += n,
             Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => break,
             Err(e) => panic!("{e}"),
@@ -152,7 +152,7 @@ fn a_dropped_sender_s_notifications_reach_nobody() {
         .collect();
     for (i, z) in zs.iter_mut().enumerate() {
         assert_eq!(
-            z.send(&[IoSlice::new(b"abc")], Flags::NONE, i as u64)
+            z.send((b"abc").to_vec(), Flags::NONE, i as u64)
                 .unwrap(),
             3
         );
@@ -166,7 +166,7 @@ fn a_dropped_sender_s_notifications_reach_nobody() {
         for (i, z) in zs.iter_mut().enumerate() {
             let ud = round * 100 + i as u64;
             if round == 1 {
-                assert_eq!(z.send(&[IoSlice::new(b"d")], Flags::NONE, ud).unwrap(), 1);
+                assert_eq!(z.send((b"d").to_vec(), Flags::NONE, ud).unwrap(), 1);
             }
             let want = [(ud, if round == 0 { 3 } else { 1 })];
             assert_eq!(collect(z), want, "sender {i} round {round}");
@@ -190,7 +190,7 @@ fn a_sender_belongs_to_the_thread_that_first_uses_it() {
         s.spawn(move || {
             let mut t = theirs;
             let ring = t.completion_fd().as_raw_fd();
-            assert_eq!(t.send(&[IoSlice::new(b"hi")], Flags::NONE, 7).unwrap(), 2);
+            assert_eq!(t.send((b"hi").to_vec(), Flags::NONE, 7).unwrap(), 2);
             (t, ring)
         })
         .join()
@@ -199,7 +199,7 @@ fn a_sender_belongs_to_the_thread_that_first_uses_it() {
     assert_ne!(their_ring, my_ring, "one ring per thread");
     let mut out = [Completion::default(); 4];
     let e = theirs
-        .send(&[IoSlice::new(b"no")], Flags::NONE, 8)
+        .send((b"no").to_vec(), Flags::NONE, 8)
         .unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EEXIST));
     assert_eq!(
@@ -214,7 +214,7 @@ fn a_sender_belongs_to_the_thread_that_first_uses_it() {
     // Our own sender on this thread is unaffected, and dropping theirs here is fine.
     drop(theirs);
     assert_eq!(
-        mine.send(&[IoSlice::new(b"ok")], Flags::NONE, 9).unwrap(),
+        mine.send((b"ok").to_vec(), Flags::NONE, 9).unwrap(),
         2
     );
     assert_eq!(collect(&mut mine), [(9, 2)]);
@@ -224,14 +224,14 @@ fn a_sender_belongs_to_the_thread_that_first_uses_it() {
     let mut other = uring(r.sock.try_clone().unwrap());
     let big = vec![1u8; 65536];
     while other
-        .send(&[IoSlice::new(&big)], Flags::DONTWAIT, 1)
+        .send((&big).to_vec(), Flags::DONTWAIT, 1)
         .is_ok()
     {}
     assert!(other.inflight() > 0);
     std::thread::spawn(move || drop(other)).join().unwrap();
     drop(r);
     assert_eq!(
-        mine.send(&[IoSlice::new(b"ok")], Flags::NONE, 10).unwrap(),
+        mine.send((b"ok").to_vec(), Flags::NONE, 10).unwrap(),
         2
     );
     assert_eq!(collect(&mut mine), [(10, 2)]);
@@ -253,14 +253,14 @@ fn every_backend_holds_requests_up_to_max_pending_from_any_reserve() {
                 .max_pending(200);
             let mut z = ZeroCopySender::with_options(p.sock.as_fd(), opts).unwrap();
             for i in 0..200u64 {
-                assert_eq!(z.send(&[IoSlice::new(b"z")], Flags::NONE, i).unwrap(), 1);
+                assert_eq!(z.send((b"z").to_vec(), Flags::NONE, i).unwrap(), 1);
             }
-            let e = z.send(&[IoSlice::new(b"z")], Flags::NONE, 999).unwrap_err();
+            let e = z.send((b"z").to_vec(), Flags::NONE, 999).unwrap_err();
             assert_eq!(e.raw_os_error(), Some(libc::EBUSY), "{backend:?} {reserve}");
             let mut got: Vec<u64> = collect(&mut z).iter().map(|c| c.0).collect();
             got.sort();
             assert_eq!(got, (0..200).collect::<Vec<_>>(), "{backend:?} {reserve}");
-            assert_eq!(z.send(&[IoSlice::new(b"z")], Flags::NONE, 1000).unwrap(), 1);
+            assert_eq!(z.send((b"z").to_vec(), Flags::NONE, 1000).unwrap(), 1);
             assert_eq!(collect(&mut z), [(1000, 1)]);
         }
     }
@@ -290,7 +290,7 @@ fn the_completion_fd_wakes_an_event_loop() {
     // b fills its socket (the peer reads nothing), so its last sends wait for the peer.
     let big = vec![4u8; 65536];
     let mut sent = 0;
-    while let Ok(n) = b.send(&[IoSlice::new(&big)], Flags::DONTWAIT, sent as u64) {
+    while let Ok(n) = b.send((&big).to_vec(), Flags::DONTWAIT, sent as u64) {
         sent += n;
     }
     std::thread::sleep(Duration::from_millis(100));

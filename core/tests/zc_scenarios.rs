@@ -203,9 +203,20 @@ impl<'a> Run<'a> {
             fds.dest.expect("sendto needs unconnected UDP")
         });
         let zc = self.zc.as_mut().expect("no sender");
-        let r = match dest {
-            Some(d) => zc.send_msg(&iov, Some(&d), &[], flags, ud),
-            None => zc.send(&iov, flags, ud),
+        // The owned forms (each send owns a copy of its bytes until its completion), and the
+        // borrowed one where no owned form fits (several buffers to an address).
+        let pieces = || iov.iter().map(|v| v.to_vec()).collect::<Vec<_>>();
+        let r = match (dest, iov.len()) {
+            (Some(d), 1) => zc
+                .send_msg(iov[0].to_vec(), Some(&d), &[], flags, ud)
+                .map_err(io::Error::from),
+            // SAFETY: `self.bufs` keeps every buffer of the scenario until its end, after the
+            // sender is closed.
+            (Some(d), _) => unsafe { zc.send_msg_borrowed(&iov, Some(&d), &[], flags, ud) },
+            (None, 1) => zc.send(iov[0].to_vec(), flags, ud).map_err(io::Error::from),
+            (None, _) => zc
+                .send_vectored(pieces(), flags, ud)
+                .map_err(io::Error::from),
         };
         if let Ok(n) = r {
             if n > 0 {
@@ -532,7 +543,7 @@ impl<'a> Run<'a> {
             let mut z = ZeroCopySender::with_options(f.sock.try_clone().unwrap(), opts)
                 .unwrap_or_else(|e| panic!("{ctx}: crowd sender {i}: {e}"));
             let ud = 3_000_000 + i as u64;
-            let n = z.send(&[IoSlice::new(&buf)], Flags::NONE, ud);
+            let n = z.send((&buf).to_vec(), Flags::NONE, ud);
             assert_eq!(n.unwrap(), len, "{ctx}: crowd send {i}");
             crowd.push((z, f, ud));
         }
@@ -562,7 +573,7 @@ impl<'a> Run<'a> {
         // would show as a completion or an unexpected id.
         std::thread::sleep(Duration::from_millis(20));
         for (i, (z, _f, ud)) in crowd.iter_mut().enumerate() {
-            let n = z.send(&[IoSlice::new(&buf)], Flags::NONE, *ud + 100_000);
+            let n = z.send((&buf).to_vec(), Flags::NONE, *ud + 100_000);
             assert_eq!(n.unwrap(), len, "{ctx}: crowd {i}'s second send");
         }
         for (i, (z, _f, ud)) in crowd.iter_mut().enumerate() {

@@ -523,7 +523,9 @@ impl Inner {
         let slot = self.take_slot();
         let iov: Vec<IoSlice> = views.iter().map(|v| IoSlice::new(v.bytes())).collect();
         let core = self.core.as_mut().expect("checked above");
-        let r = core.send_msg(&iov, addr.as_ref(), &[], flags, slot as u64);
+        // SAFETY: the views' buffers are kept in the slab (below) until the completion is
+        // reaped, or by the close policy's abandoned sends for ever.
+        let r = unsafe { core.send_msg_borrowed(&iov, addr.as_ref(), &[], flags, slot as u64) };
         match r {
             Ok(n) if n > 0 => {
                 let mut slab = self.slab(env)?;
@@ -970,11 +972,10 @@ impl ZeroCopySender {
         let slot = this.take_slot();
         let iov: Vec<IoSlice> = views.iter().map(|v| IoSlice::new(v.bytes())).collect();
         let mut out = std::mem::take(&mut this.out);
-        let r = this
-            .core
-            .as_mut()
-            .expect("checked")
-            .send_reap(&iov, flags, slot as u64, &mut out);
+        let core = this.core.as_mut().expect("checked");
+        // SAFETY: the views' buffers are kept in the slab (below) until the completion is
+        // reaped, or by the close policy's abandoned sends for ever.
+        let r = unsafe { core.send_reap_borrowed(&iov, flags, slot as u64, &mut out) };
         this.out = out;
         let (n, k) = match r {
             Ok(v) => v,

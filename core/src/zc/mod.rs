@@ -65,6 +65,7 @@
 //! counted off and dropped, never delivered to a later sender (the route is reused only after
 //! the last one came, with a new generation number).
 
+mod buf;
 mod tracker;
 mod uring;
 
@@ -81,6 +82,7 @@ use libc::{c_int, iovec, msghdr};
 use crate::sys::{self, errno, getsockopt_int, poll_one, setsockopt_int, IOV_MAX};
 use crate::wait::Waiter;
 use crate::Flags;
+pub use buf::{Owned, SendError, Slice, ZcBuf};
 pub use tracker::{Completion, COPIED, FALLBACK};
 use tracker::{SlotId, Tracker};
 pub use uring::{RING_CQ_ENTRIES, RING_SQ_ENTRIES};
@@ -185,6 +187,10 @@ pub struct ZcOptions {
     /// reaped. 1 to [`PENDING_LIMIT`]; [`MAX_PENDING`] by default. Also bounds the error-queue
     /// backend's window of zerocopy ids in flight (twice this, rounded up to a power of two).
     pub max_pending: usize,
+    /// How long closing the sender waits for the completions of sends in flight before it
+    /// resets a stream connection (see [`ZeroCopySender::close`]); [`DEFAULT_CLOSE_TIMEOUT`]
+    /// by default.
+    pub close_timeout: Duration,
 }
 
 impl Default for ZcOptions {
@@ -202,7 +208,14 @@ impl ZcOptions {
             adaptive: false,
             reserve: DEFAULT_RESERVE,
             max_pending: MAX_PENDING,
+            close_timeout: DEFAULT_CLOSE_TIMEOUT,
         }
+    }
+
+    /// These options with [`ZcOptions::close_timeout`] set to `timeout`.
+    pub const fn close_timeout(mut self, timeout: Duration) -> Self {
+        self.close_timeout = timeout;
+        self
     }
 
     /// These options with [`ZcOptions::reserve`] set to `requests`.
@@ -267,6 +280,11 @@ pub const MAX_PENDING: usize = 4096;
 /// The default [`ZcOptions::reserve`]: requests a sender keeps room for when idle (a typical
 /// connection's sends in flight): 640 bytes of tables, 768 with the error queue.
 pub const DEFAULT_RESERVE: usize = 16;
+/// The default [`ZcOptions::close_timeout`].
+pub const DEFAULT_CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long closing waits, after it reset a connection, for the completions that follow (the
+/// kernel frees the purged queues at once; a device may still hold some packets briefly).
+pub const RESET_WAIT: Duration = Duration::from_secs(1);
 /// The largest [`ZcOptions::max_pending`].
 pub const PENDING_LIMIT: usize = 1 << 20;
 /// Zerocopy ids (error-queue backend) that may be in flight at once at the default
@@ -347,6 +365,20 @@ pub struct ZcStats {
     /// 1 once [`ZcOptions::adaptive`] stopped asking for zerocopy.
     // doc-end
     pub zerocopy_off: u64,
+    // doc-source: zc_stats.close_completed
+    /// Completions that closing the sender took in (ready ones and those that arrived while it
+    /// waited); see the close policy.
+    // doc-end
+    pub close_completed: u64,
+    // doc-source: zc_stats.close_resets
+    /// 1 when closing reset the connection because completions did not come in time.
+    // doc-end
+    pub close_resets: u64,
+    // doc-source: zc_stats.close_abandoned
+    /// Sends still in flight when closing gave up waiting: their memory stays in use by the
+    /// kernel (an owned buffer is leaked, never freed; a borrowed one must stay valid for ever).
+    // doc-end
+    pub close_abandoned: u64,
 }
 
 enum Engine {
@@ -429,7 +461,7 @@ impl Ring {
 ///
 /// let mut zc = ZeroCopySender::with_options(&client, ZcOptions::new().backend(ZcBackend::Auto))?;
 /// let payload = vec![7u8; 64 * 1024];
-/// assert_eq!(zc.send(&[IoSlice::new(&payload)], Flags::NONE, 42)?, payload.len());
+/// assert_eq!(zc.send((&payload).to_vec(), Flags::NONE, 42)?, payload.len());
 ///
 /// let mut got = vec![0u8; payload.len()];
 /// server.read_exact(&mut got)?; // loopback acknowledges what the peer receives
@@ -444,8 +476,12 @@ impl Ring {
 /// drop(payload); // only now may the buffer change
 /// # Ok::<(), std::io::Error>(())
 /// ```
-pub struct ZeroCopySender<F: AsFd> {
+pub struct ZeroCopySender<F: AsFd, B: ZcBuf = Vec<u8>> {
     fd: F,
+    /// The buffers of owned sends, by request slot, until their completion is reaped.
+    held: Vec<Option<Owned<B>>>,
+    /// The close policy's bound on each of its waits.
+    close_timeout: Duration,
     stream: bool,
     engine: Engine,
     tracker: Tracker,
@@ -456,9 +492,11 @@ pub struct ZeroCopySender<F: AsFd> {
     /// io_uring: waits for socket space that a non-empty error queue does not end.
     waiter: Waiter,
     stats: ZcStats,
+    /// The close policy ran (close, into_inner): drop does not run it again.
+    settled: bool,
 }
 
-impl<F: AsFd> fmt::Debug for ZeroCopySender<F> {
+impl<F: AsFd, B: ZcBuf> fmt::Debug for ZeroCopySender<F, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ZeroCopySender")
             .field("fd", &self.fd.as_fd())
@@ -468,7 +506,7 @@ impl<F: AsFd> fmt::Debug for ZeroCopySender<F> {
     }
 }
 
-impl<F: AsFd> AsFd for ZeroCopySender<F> {
+impl<F: AsFd, B: ZcBuf> AsFd for ZeroCopySender<F, B> {
     /// The socket the sender sends on (see [`ZeroCopySender::completion_fd`] for the one to
     /// watch for completions).
     fn as_fd(&self) -> BorrowedFd<'_> {
@@ -571,6 +609,18 @@ impl<F: AsFd> ZeroCopySender<F> {
     // doc-end
     /// `fd` is dropped on error.
     pub fn with_options(fd: F, opts: ZcOptions) -> io::Result<Self> {
+        Self::for_buffers(fd, opts)
+    }
+}
+
+impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
+    /// [`ZeroCopySender::with_options`] for a sender whose owned sends take buffers of type
+    /// `B` (`new` and `with_options` make senders of `Vec<u8>`): for example
+    /// `ZeroCopySender::<_, Arc<[u8]>>::for_buffers(&sock, opts)`.
+    ///
+    /// # Errors
+    /// As [`ZeroCopySender::with_options`].
+    pub fn for_buffers(fd: F, opts: ZcOptions) -> io::Result<Self> {
         opts.check()?;
         let b = fd.as_fd();
         let (capable, stream) = zerocopy_capable(b)?;
@@ -599,6 +649,8 @@ impl<F: AsFd> ZeroCopySender<F> {
         }
         Ok(ZeroCopySender {
             fd,
+            held: Vec::new(),
+            close_timeout: opts.close_timeout,
             stream,
             engine,
             tracker,
@@ -610,6 +662,7 @@ impl<F: AsFd> ZeroCopySender<F> {
             uring_full: false,
             waiter: Waiter::default(),
             stats: ZcStats::default(),
+            settled: false,
         })
     }
 
@@ -618,17 +671,23 @@ impl<F: AsFd> ZeroCopySender<F> {
         &self.fd
     }
 
-    /// Collects the completions already reported, as dropping the sender does, and returns
-    /// the socket. Completions not collected are lost, as with drop: check
-    /// [`ZeroCopySender::inflight`] first if they matter. The socket keeps the kernel's
+    /// Returns the socket after the first part of the close policy (see
+    /// [`ZeroCopySender::close`]): it waits up to the close timeout for the sends in flight
+    /// (their completions and buffers are dropped), but never resets the connection, which is
+    /// the caller's again; sends still in flight then are abandoned (counted nowhere: reap and
+    /// check [`ZeroCopySender::inflight`] first if they matter). The socket keeps the kernel's
     /// zerocopy id counter where this sender left it, which a new error-queue sender cannot
     /// read back: do not make another error-queue sender on it.
     pub fn into_inner(self) -> F {
         let mut me = ManuallyDrop::new(self);
+        let t = me.close_timeout;
+        me.settle(t, false, &mut |_, _| {});
         me.leave();
         // Every field by name: a new one must be handled below.
         let ZeroCopySender {
             fd: _,
+            held: _,
+            close_timeout: _,
             stream: _,
             engine: _,
             tracker: _,
@@ -637,14 +696,127 @@ impl<F: AsFd> ZeroCopySender<F> {
             uring_full: _,
             waiter: _,
             stats: _,
+            settled: _,
         } = &*me;
         // SAFETY: `me` is never used or dropped again: `fd` is moved out once, and each field
         // that owns something is dropped in place once (the others are `Copy`).
         unsafe {
+            std::ptr::drop_in_place(&mut me.held);
             std::ptr::drop_in_place(&mut me.engine);
             std::ptr::drop_in_place(&mut me.tracker);
             std::ptr::drop_in_place(&mut me.waiter);
             std::ptr::read(&me.fd)
+        }
+    }
+
+    /// Closes the sender by the close policy, with its own close timeout, and returns its
+    /// counters (`close_completed`, `close_resets`, `close_abandoned` say what the policy did).
+    /// Completions still to be reaped are dropped with their buffers. Dropping the sender does
+    /// the same. The socket itself is closed only by dropping `F`, after all of this.
+    // doc-source: zc_close.policy
+    /// Closing never lets the kernel read memory the program has given up. The sender first
+    /// waits for the completions of its sends in flight, up to its close timeout (1 s by
+    /// default). If some are still missing (TCP notifies only once the peer acknowledged: a
+    /// peer that stopped reading holds them) and the socket is a stream, it resets the
+    /// connection (`connect` with `AF_UNSPEC`: the kernel sends a RST and purges its send
+    /// queues, releasing their pages; the peer sees a reset, never wrong bytes) and waits up to
+    /// 1 s more for the completions that follow. A datagram socket is not reset: its sends
+    /// complete once the device has sent them. Sends still in flight after that are abandoned:
+    /// the memory of each stays in use by the kernel for ever (an owned buffer is leaked, never
+    /// freed). The counters say what happened: `close_completed`, `close_resets`,
+    /// `close_abandoned`. An io_uring sender closed on another thread than the one whose ring
+    /// it joined cannot wait: it resets a stream at once and abandons what is still in flight.
+    /// Closing waits in `poll` or `io_uring_enter`; a signal does not cut it short.
+    // doc-end
+    pub fn close(self) -> ZcStats {
+        let t = self.close_timeout;
+        self.close_with(t, |_, _| {})
+    }
+
+    /// [`ZeroCopySender::close`] with a close timeout of `timeout`, handing every completion
+    /// it takes in (ready ones, and those that arrive while it waits) to `f` with what its send
+    /// owned, so that a caller releases each buffer as its completion comes.
+    pub fn close_with(
+        mut self,
+        timeout: Duration,
+        mut f: impl FnMut(Completion, Option<Owned<B>>),
+    ) -> ZcStats {
+        self.settle(timeout, true, &mut f);
+        self.stats()
+    }
+
+    /// The close policy (see [`ZeroCopySender::close`]); runs once.
+    fn settle(
+        &mut self,
+        timeout: Duration,
+        reset: bool,
+        f: &mut dyn FnMut(Completion, Option<Owned<B>>),
+    ) {
+        if self.settled {
+            return;
+        }
+        self.settled = true;
+        let mut taken = 0;
+        if self.tracker.inflight() > 0 {
+            let here = self.check_thread().is_ok();
+            if here {
+                taken += self.wait_out(timeout, f);
+            }
+            if self.tracker.inflight() > 0 && reset && self.stream {
+                self.stats.syscalls_reap += 1;
+                if sys::disconnect(self.fd.as_fd()).is_ok() {
+                    self.stats.close_resets += 1;
+                    if here {
+                        taken += self.wait_out(RESET_WAIT, f);
+                    }
+                }
+            }
+        }
+        taken += self.pop_with(usize::MAX, f) as u64;
+        self.stats.close_completed += taken;
+        self.stats.close_abandoned += self.tracker.inflight() as u64;
+        // What is left is in flight: the kernel may read it for ever.
+        for owned in self.held.drain(..).flatten() {
+            std::mem::forget(owned);
+        }
+    }
+
+    /// Waits up to `timeout` until nothing is in flight, handing completions to `f`; returns
+    /// how many. Signals and socket errors do not end it (a peer's reset makes the kernel
+    /// purge the queues: their notifications follow).
+    fn wait_out(
+        &mut self,
+        timeout: Duration,
+        f: &mut dyn FnMut(Completion, Option<Owned<B>>),
+    ) -> u64 {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut n = 0;
+        loop {
+            n += self.pop_with(usize::MAX, f) as u64;
+            if self.tracker.inflight() == 0 {
+                return n;
+            }
+            let left = match deadline {
+                None => None,
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(l) if !l.is_zero() => Some(l),
+                    _ => return n,
+                },
+            };
+            match self.wait(left) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ETIMEDOUT) => {}
+                // A pending socket error or a hang-up that carries no notification: look again
+                // shortly rather than spin on it.
+                Err(_) => {
+                    let nap = left.map_or(Duration::from_millis(10), |l| {
+                        l.min(Duration::from_millis(10))
+                    });
+                    std::thread::sleep(nap);
+                    let _ = self.collect();
+                }
+            }
         }
     }
 
@@ -719,13 +891,17 @@ impl<F: AsFd> ZeroCopySender<F> {
         }
     }
 
-    /// Sends `bufs`; returns bytes accepted.
+    /// Sends `buf`, which the sender keeps until the send's completion is reaped; returns
+    /// bytes accepted.
     // doc-source: zc_send.completion
     /// Exactly one completion carrying `user_data` follows every send that returned > 0; none
     /// follows a failed or zero-byte send.
     // doc-end
-    /// The buffers must stay unmodified until that completion is reaped (see the type's
-    /// documentation): take them from memory that the caller does not reuse before then.
+    /// The buffer comes back with that completion ([`ZeroCopySender::reap_with`]; `reap` and
+    /// `send_reap` drop it), or inside the [`SendError`] of a send that failed. A zero-byte
+    /// send accepted nothing and is dropped at once. A stream send that went part way (a
+    /// non-blocking socket, a signal) holds the whole buffer until its completion: send the
+    /// rest from a buffer that shares it ([`Slice`] of an `Arc<[u8]>`, for example).
     ///
     /// `flags`: [`Flags::DONTWAIT`], [`Flags::MORE`].
     // doc-source: zc_send.kernel
@@ -759,22 +935,42 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// socket's own send errors (`EAGAIN`, `EINTR`, `EPIPE`, `ECONNRESET`, `EDESTADDRREQ`,
     /// ...).
     // doc-end
-    pub fn send(
+    pub fn send(&mut self, buf: B, flags: Flags, user_data: u64) -> Result<usize, SendError<B>> {
+        self.send_owned(buf, None, &[], flags, user_data)
+    }
+
+    /// [`ZeroCopySender::send`] of several buffers as one send (one `sendmsg` iovec each, one
+    /// completion for all); they come back together, in order, as [`Owned::Many`].
+    ///
+    /// # Errors
+    /// As [`ZeroCopySender::send`]; `EMSGSIZE` for more than [`IOV_MAX`](crate::IOV_MAX)
+    /// buffers.
+    pub fn send_vectored(
         &mut self,
-        bufs: &[IoSlice<'_>],
+        bufs: Vec<B>,
         flags: Flags,
         user_data: u64,
-    ) -> io::Result<usize> {
-        // SAFETY: IoSlice is ABI-compatible with struct iovec (std documents it for Unix);
-        // the kernel only reads the buffers.
-        let iov = unsafe { std::slice::from_raw_parts(bufs.as_ptr().cast::<iovec>(), bufs.len()) };
-        // SAFETY: the iovecs describe the caller's readable buffers, borrowed for the call.
-        unsafe { self.send_raw(iov, flags, user_data) }
+    ) -> Result<usize, SendError<Vec<B>>> {
+        if bufs.len() > IOV_MAX {
+            return Err(SendError::new(errno(libc::EMSGSIZE), bufs));
+        }
+        let iov: Vec<iovec> = bufs.iter().map(|b| iovec_of(b.as_bytes())).collect();
+        let null = std::ptr::null();
+        // SAFETY: the iovecs point into `bufs`, whose bytes ZcBuf keeps in place and unchanged
+        // while they live; `hold` keeps them until the completion is reaped.
+        match unsafe { self.send_parts(&iov, null, 0, null, 0, flags, user_data) } {
+            Ok((n, slot)) => {
+                self.hold(slot, n, Owned::Many(bufs));
+                Ok(n)
+            }
+            Err(e) => Err(SendError::new(e, bufs)),
+        }
     }
 
     /// [`ZeroCopySender::send`] to a destination address (`addr`, for unconnected datagram
     /// sockets; `None`: the connected peer) with control messages (`control`: the bytes of
-    /// `cmsghdr`s as `sendmsg(2)` takes them, for example `UDP_SEGMENT`; empty for none).
+    /// `cmsghdr`s as `sendmsg(2)` takes them, for example `UDP_SEGMENT`; empty for none; read
+    /// during the call only).
     ///
     /// # Errors
     /// As [`ZeroCopySender::send`], plus:
@@ -785,6 +981,95 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// socket ignores the address (the send goes to its peer).
     // doc-end
     pub fn send_msg(
+        &mut self,
+        buf: B,
+        addr: Option<&SocketAddr>,
+        control: &[u8],
+        flags: Flags,
+        user_data: u64,
+    ) -> Result<usize, SendError<B>> {
+        self.send_owned(buf, addr, control, flags, user_data)
+    }
+
+    fn send_owned(
+        &mut self,
+        buf: B,
+        addr: Option<&SocketAddr>,
+        control: &[u8],
+        flags: Flags,
+        user_data: u64,
+    ) -> Result<usize, SendError<B>> {
+        let iov = [iovec_of(buf.as_bytes())];
+        let name = addr.map(RawAddr::from);
+        let (np, nl) = name.as_ref().map_or((std::ptr::null(), 0), |n| (n.as_ptr(), n.len()));
+        let cp = if control.is_empty() {
+            std::ptr::null()
+        } else {
+            control.as_ptr().cast()
+        };
+        // SAFETY: the iovec points into `buf`, whose bytes ZcBuf keeps in place and unchanged
+        // while it lives, and `hold` keeps it until the completion is reaped; `name` and
+        // `control` are alive for the call.
+        match unsafe { self.send_parts(&iov, np, nl, cp, control.len(), flags, user_data) } {
+            Ok((n, slot)) => {
+                self.hold(slot, n, Owned::One(buf));
+                Ok(n)
+            }
+            Err(e) => Err(SendError::new(e, buf)),
+        }
+    }
+
+    /// Keeps what a send that accepted `n` bytes owns until its completion is popped (nothing
+    /// follows a zero-byte send: dropped now).
+    #[inline]
+    fn hold(&mut self, slot: SlotId, n: usize, owned: Owned<B>) {
+        if n == 0 {
+            return;
+        }
+        let i = slot as usize;
+        if self.held.len() <= i {
+            self.held.resize_with((i + 1).next_power_of_two().max(8), || None);
+        }
+        self.held[i] = Some(owned);
+    }
+
+    /// [`ZeroCopySender::send`] of borrowed buffers (the form the C ABI and the bindings use,
+    /// with memory they pin themselves).
+    ///
+    /// # Errors
+    /// As [`ZeroCopySender::send`].
+    ///
+    /// # Safety
+    // doc-source: zc.borrowed_safety
+    /// The memory of `bufs` must stay allocated and unmodified from the call until this send's
+    /// completion is reaped (a zerocopy send pins the pages and the kernel transmits from them
+    /// until then, also when TCP retransmits: whatever the program writes there goes on the
+    /// wire, and memory freed and reused carries other data). If the sender is closed first,
+    /// until the close returns, or for ever for a send the close abandoned (counted in
+    /// `close_abandoned`).
+    // doc-end
+    pub unsafe fn send_borrowed(
+        &mut self,
+        bufs: &[IoSlice<'_>],
+        flags: Flags,
+        user_data: u64,
+    ) -> io::Result<usize> {
+        // SAFETY: IoSlice is ABI-compatible with struct iovec (std documents it for Unix);
+        // the kernel only reads the buffers.
+        let iov = unsafe { std::slice::from_raw_parts(bufs.as_ptr().cast::<iovec>(), bufs.len()) };
+        // SAFETY: the iovecs describe the caller's readable buffers; the caller keeps them
+        // until the completion.
+        unsafe { self.send_raw(iov, flags, user_data) }
+    }
+
+    /// [`ZeroCopySender::send_msg`] of borrowed buffers.
+    ///
+    /// # Errors
+    /// As [`ZeroCopySender::send_msg`].
+    ///
+    /// # Safety
+    /// As [`ZeroCopySender::send_borrowed`].
+    pub unsafe fn send_msg_borrowed(
         &mut self,
         bufs: &[IoSlice<'_>],
         addr: Option<&SocketAddr>,
@@ -806,8 +1091,8 @@ impl<F: AsFd> ZeroCopySender<F> {
         msg.msg_iov = bufs.as_ptr().cast::<iovec>().cast_mut();
         msg.msg_iovlen = bufs.len() as _;
         // SAFETY: the msghdr points at `name`, `control` and `bufs` (IoSlice is
-        // ABI-compatible with struct iovec), all alive and readable for the call; lowcopy
-        // never writes through these pointers.
+        // ABI-compatible with struct iovec), all alive and readable for the call; the caller
+        // keeps the buffers until the completion; lowcopy never writes through these pointers.
         unsafe { self.send_msg_raw(&msg, flags, user_data) }
     }
 
@@ -818,7 +1103,8 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// As [`ZeroCopySender::send`].
     ///
     /// # Safety
-    /// Every iovec must describe memory valid for reads of its length during the call.
+    /// Every iovec must describe memory valid for reads of its length, kept as
+    /// [`ZeroCopySender::send_borrowed`] says.
     pub unsafe fn send_raw(
         &mut self,
         iov: &[iovec],
@@ -827,7 +1113,7 @@ impl<F: AsFd> ZeroCopySender<F> {
     ) -> io::Result<usize> {
         let null = std::ptr::null();
         // SAFETY: forwarded caller guarantees; no name, no control data.
-        unsafe { self.send_parts(iov, null, 0, null, 0, flags, user_data) }
+        unsafe { self.send_parts(iov, null, 0, null, 0, flags, user_data) }.map(|(n, _)| n)
     }
 
     /// [`ZeroCopySender::send_msg`] from a `struct msghdr` (the C ABI's `sendmsg` entry
@@ -840,8 +1126,9 @@ impl<F: AsFd> ZeroCopySender<F> {
     ///
     /// # Safety
     /// `msg_name` (`msg_namelen` bytes), `msg_control` (`msg_controllen` bytes), `msg_iov`
-    /// (`msg_iovlen` iovecs) and the memory each iovec describes must be valid for reads
-    /// during the call, or null with a zero length.
+    /// (`msg_iovlen` iovecs) must be valid for reads during the call, or null with a zero
+    /// length; the memory each iovec describes is kept as
+    /// [`ZeroCopySender::send_borrowed`] says.
     pub unsafe fn send_msg_raw(
         &mut self,
         msg: &msghdr,
@@ -872,9 +1159,11 @@ impl<F: AsFd> ZeroCopySender<F> {
                 user_data,
             )
         }
+        .map(|(n, _)| n)
     }
 
-    /// The one send path: `iov` with an optional name and control data.
+    /// The one send path: `iov` with an optional name and control data; returns the bytes
+    /// accepted and the request's slot (free again at once if they were 0).
     ///
     /// # Safety
     /// The iovecs must describe memory valid for reads during the call; `name` (`namelen`
@@ -890,7 +1179,7 @@ impl<F: AsFd> ZeroCopySender<F> {
         controllen: usize,
         flags: Flags,
         user_data: u64,
-    ) -> io::Result<usize> {
+    ) -> io::Result<(usize, SlotId)> {
         // What sendmsg(2) answers (move_addr_to_kernel, ____sys_sendmsg); io_uring's
         // SENDMSG_ZC would take a NULL control buffer with a length and send anyway.
         if name.is_null() && namelen > 0 || control.is_null() && controllen > 0 {
@@ -918,11 +1207,12 @@ impl<F: AsFd> ZeroCopySender<F> {
             _ => unsafe { self.send_plain(slot, &mut msg, iov, flags) },
         };
         self.tracker.finish(slot);
-        if matches!(r, Ok(n) if n > 0) {
+        let n = r?;
+        if n > 0 {
             self.stats.sends += 1;
-            self.stats.bytes += *r.as_ref().unwrap() as u64;
+            self.stats.bytes += n as u64;
         }
-        r
+        Ok((n, slot))
     }
 
     fn begin(&mut self, user_data: u64) -> io::Result<SlotId> {
@@ -1328,12 +1618,69 @@ impl<F: AsFd> ZeroCopySender<F> {
         Ok(self.pop(out))
     }
 
+    /// [`ZeroCopySender::reap`] that hands each completion to `f` with what its send owned
+    /// (`None` for a borrowed or raw send), at most `max`; returns how many.
+    ///
+    /// ```
+    /// use std::io::Read;
+    /// use std::net::{TcpListener, TcpStream};
+    /// use std::time::Duration;
+    /// use lowcopy::zc::Owned;
+    /// use lowcopy::{Flags, ZeroCopySender};
+    ///
+    /// let listener = TcpListener::bind("127.0.0.1:0")?;
+    /// let client = TcpStream::connect(listener.local_addr()?)?;
+    /// let (mut server, _) = listener.accept()?;
+    /// let mut zc = ZeroCopySender::new(&client)?;
+    /// zc.send(vec![1u8; 4096], Flags::NONE, 1)?;
+    /// server.read_exact(&mut [0u8; 4096])?;
+    ///
+    /// let mut pool = Vec::new(); // buffers to use again
+    /// while pool.is_empty() {
+    ///     zc.wait(Some(Duration::from_secs(5)))?;
+    ///     zc.reap_with(usize::MAX, |c, owned| {
+    ///         assert_eq!((c.user_data, c.result), (1, 4096));
+    ///         if let Some(Owned::One(buf)) = owned {
+    ///             pool.push(buf);
+    ///         }
+    ///     })?;
+    /// }
+    /// assert_eq!(pool[0].len(), 4096);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`ZeroCopySender::reap`].
+    pub fn reap_with(
+        &mut self,
+        max: usize,
+        mut f: impl FnMut(Completion, Option<Owned<B>>),
+    ) -> io::Result<usize> {
+        self.check_thread()?;
+        if self.tracker.ready() < max && self.tracker.inflight() > 0 {
+            self.collect()?;
+        }
+        Ok(self.pop_with(max, &mut f))
+    }
+
     fn pop(&mut self, out: &mut [Completion]) -> usize {
-        let n = self.tracker.pop_ready(out);
-        self.stats.completions += n as u64;
-        self.stats.completions_copied +=
-            out[..n].iter().filter(|c| c.flags & COPIED != 0).count() as u64;
-        n
+        let mut it = out.iter_mut();
+        self.pop_with(it.len(), &mut |c, _| {
+            if let Some(o) = it.next() {
+                *o = c;
+            }
+        })
+    }
+
+    /// Pops up to `max` ready completions to `f`, each with what its send owned.
+    #[inline]
+    fn pop_with(&mut self, max: usize, f: &mut dyn FnMut(Completion, Option<Owned<B>>)) -> usize {
+        let (held, stats) = (&mut self.held, &mut self.stats);
+        self.tracker.pop_ready_with(max, |slot, c| {
+            stats.completions += 1;
+            stats.completions_copied += (c.flags & COPIED != 0) as u64;
+            f(c, held.get_mut(slot as usize).and_then(Option::take));
+        })
     }
 
     /// Sends like [`ZeroCopySender::send`], then moves completions that are ready into
@@ -1352,14 +1699,36 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// reported whatever happens next: a failure to collect completions after it is left to the
     /// next reap or wait, which meet it again.
     // doc-end
+    ///
+    /// The buffers of the completions handed out are dropped ([`ZeroCopySender::reap_with`]
+    /// gives them back).
     pub fn send_reap(
+        &mut self,
+        buf: B,
+        flags: Flags,
+        user_data: u64,
+        out: &mut [Completion],
+    ) -> Result<(usize, usize), SendError<B>> {
+        let n = self.send(buf, flags, user_data)?;
+        Ok((n, self.after_send_reap(out)))
+    }
+
+    /// [`ZeroCopySender::send_reap`] of borrowed buffers.
+    ///
+    /// # Errors
+    /// As [`ZeroCopySender::send_reap`].
+    ///
+    /// # Safety
+    /// As [`ZeroCopySender::send_borrowed`].
+    pub unsafe fn send_reap_borrowed(
         &mut self,
         bufs: &[IoSlice<'_>],
         flags: Flags,
         user_data: u64,
         out: &mut [Completion],
     ) -> io::Result<(usize, usize)> {
-        let n = self.send(bufs, flags, user_data)?;
+        // SAFETY: forwarded caller guarantees.
+        let n = unsafe { self.send_borrowed(bufs, flags, user_data) }?;
         Ok((n, self.after_send_reap(out)))
     }
 
@@ -1475,20 +1844,18 @@ impl<F: AsFd> ZeroCopySender<F> {
     }
 }
 
-impl<F: AsFd> Drop for ZeroCopySender<F> {
+impl<F: AsFd, B: ZcBuf> Drop for ZeroCopySender<F, B> {
+    /// Closes the sender by the close policy (see [`ZeroCopySender::close`]), then drops `F`.
     // doc-source: zc_drop.kernel
-    /// Collects, without blocking, what already completed and forgets the rest: the kernel
-    /// keeps the pages of sends in flight pinned (freeing their memory is safe), but the caller
-    /// is no longer told when they are sent; keep such buffers unmodified until the socket is
-    /// closed if the bytes on the wire matter. An io_uring sender leaves its thread's ring open
-    /// (the ring outlives its senders); the notifications still to come for it are counted off
-    /// there and delivered to nobody. Released on another thread than its own, it collects
-    /// nothing and its ring's thread does that counting the next time it uses the ring.
-    // doc-end
-    /// Then drops `F`. A ring is closed when its thread exits and no sender joined to it is left (then
+    /// An io_uring sender leaves its thread's ring open (the ring outlives its senders); the
+    /// notifications still to come for an abandoned send are counted off there and delivered to
+    /// nobody. A ring is closed when its thread exits and no sender joined to it is left (then
     /// the kernel runs task work on the closing thread, io_uring/io_uring.c
     /// `io_ring_exit_work`, so that thread's next blocking syscall may return `EINTR` once).
+    // doc-end
     fn drop(&mut self) {
+        let t = self.close_timeout;
+        self.settle(t, true, &mut |_, _| {});
         self.leave();
     }
 }
@@ -1580,6 +1947,14 @@ impl RawAddr {
     }
 }
 
+/// The iovec of a byte slice.
+fn iovec_of(b: &[u8]) -> iovec {
+    iovec {
+        iov_base: b.as_ptr().cast_mut().cast(),
+        iov_len: b.len(),
+    }
+}
+
 /// Drops `n` bytes from the front of `iov[*first..]` (partial progress of a stream send).
 fn advance(iov: &mut [iovec], first: &mut usize, mut n: usize) {
     while n > 0 && *first < iov.len() {
@@ -1655,9 +2030,8 @@ mod tests {
                 let opts = ZcOptions::new().backend(backend);
                 let mut zc = ZeroCopySender::with_options(&tx, opts).unwrap();
                 let to = rx.local_addr().unwrap();
-                let bufs = [IoSlice::new(&payload)];
                 let n = zc
-                    .send_msg(&bufs, Some(&to), &cmsg, Flags::NONE, 7)
+                    .send_msg(payload.clone(), Some(&to), &cmsg, Flags::NONE, 7)
                     .unwrap();
                 assert_eq!(n, 3000, "{backend:?} v6={v6}");
                 let mut got = Vec::new();
@@ -1673,7 +2047,7 @@ mod tests {
                 assert_eq!((c[0].user_data, c[0].result), (7, 3000));
                 // Without control data: one datagram.
                 let n = zc
-                    .send_msg(&bufs[..], Some(&to), &[], Flags::NONE, 8)
+                    .send_msg(payload.clone(), Some(&to), &[], Flags::NONE, 8)
                     .unwrap();
                 assert_eq!(n, 3000);
                 assert_eq!(rx.recv(&mut d).unwrap(), 3000);
@@ -1683,7 +2057,7 @@ mod tests {
                     (Ipv6Addr::LOCALHOST, to.port()).into()
                 };
                 if !v6 {
-                    let e = zc.send_msg(&bufs, Some(&other), &[], Flags::NONE, 9);
+                    let e = zc.send_msg(payload.clone(), Some(&other), &[], Flags::NONE, 9);
                     let e = e.unwrap_err().raw_os_error();
                     assert_eq!(e, Some(libc::EAFNOSUPPORT), "{backend:?}");
                 }
@@ -1741,11 +2115,11 @@ mod tests {
             assert_eq!(ring != raw, backend == ZcBackend::IoUring, "{backend:?}");
             let data = [5u8; 1000];
             assert_eq!(
-                zc.send(&[IoSlice::new(&data)], Flags::MORE, 1).unwrap(),
+                zc.send((&data).to_vec(), Flags::MORE, 1).unwrap(),
                 1000
             );
             assert_eq!(
-                zc.send(&[IoSlice::new(&data)], Flags::NONE, 2).unwrap(),
+                zc.send((&data).to_vec(), Flags::NONE, 2).unwrap(),
                 1000
             );
             let mut got = [0u8; 2000];
@@ -1766,7 +2140,7 @@ mod tests {
             let (mut s, _) = l.accept().unwrap();
             let mut zc = ZeroCopySender::with_options(&c, opts).unwrap();
             assert_eq!(
-                zc.send(&[IoSlice::new(&data)], Flags::DONTWAIT, 3).unwrap(),
+                zc.send((&data).to_vec(), Flags::DONTWAIT, 3).unwrap(),
                 1000
             );
             std::io::Read::read_exact(&mut s, &mut got[..1000]).unwrap();
@@ -1892,7 +2266,7 @@ mod tests {
             set_memlock(limit);
             let before = zc.stats().enobufs;
             assert_eq!(
-                zc.send(&[IoSlice::new(&[1; 4096])], Flags::NONE, 1000)
+                zc.send((&[1; 4096]).to_vec(), Flags::NONE, 1000)
                     .unwrap(),
                 4096
             );
@@ -1942,7 +2316,7 @@ mod tests {
         let mut send = |zc: &mut ZeroCopySender<&UdpSocket>, i: u64| {
             let data = vec![i as u8; size(i) as usize];
             assert_eq!(
-                zc.send(&[IoSlice::new(&data)], Flags::NONE, i).unwrap(),
+                zc.send((&data).to_vec(), Flags::NONE, i).unwrap(),
                 data.len()
             );
             assert_eq!(rx.recv(&mut got).unwrap(), data.len());
@@ -1998,7 +2372,7 @@ mod tests {
         let mut zc = ZeroCopySender::with_options(&c, opts).unwrap();
         let data: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
         assert_eq!(
-            zc.send(&[IoSlice::new(&data)], Flags::NONE, 7).unwrap(),
+            zc.send((&data).to_vec(), Flags::NONE, 7).unwrap(),
             1 << 20
         );
         assert_eq!(reader.join().unwrap(), data);
@@ -2066,7 +2440,7 @@ mod tests {
         let mut sent = Vec::new();
         for (i, zc) in zcs.iter_mut().enumerate() {
             let n = zc
-                .send(&[IoSlice::new(&data)], Flags::DONTWAIT, i as u64)
+                .send((&data).to_vec(), Flags::DONTWAIT, i as u64)
                 .unwrap();
             assert!(n > 0);
             sent.push(n);
@@ -2137,7 +2511,7 @@ mod tests {
             );
             let data = [9u8; 10];
             for i in 0..1000 {
-                assert_eq!(zc.send(&[IoSlice::new(&data)], Flags::NONE, i).unwrap(), 10);
+                assert_eq!(zc.send((&data).to_vec(), Flags::NONE, i).unwrap(), 10);
             }
             assert!(zc.tracker.heap_bytes() >= 1000 * 32, "{backend:?}: grown");
             let mut got = vec![0u8; 10_000];
@@ -2183,7 +2557,7 @@ mod tests {
         let mut d = [0u8; 100];
         for i in 0..10 * REAP_EVERY as u64 {
             let (n, k) = zc
-                .send_reap(&[IoSlice::new(&[1; 100])], Flags::NONE, i, &mut out)
+                .send_reap((&[1; 100]).to_vec(), Flags::NONE, i, &mut out)
                 .unwrap();
             assert_eq!(n, 100);
             assert_eq!(rx.recv(&mut d).unwrap(), 100);

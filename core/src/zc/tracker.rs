@@ -585,20 +585,37 @@ impl Tracker {
     }
 
     /// Moves up to `out.len()` ready completions into `out`, oldest first; returns how many.
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn pop_ready(&mut self, out: &mut [Completion]) -> usize {
-        let k = out.len().min(self.n_ready);
-        for c in out.iter_mut().take(k) {
+        let mut it = out.iter_mut();
+        self.pop_ready_with(it.len(), |_, c| {
+            if let Some(o) = it.next() {
+                *o = c;
+            }
+        })
+    }
+
+    /// Hands up to `max` ready completions to `f` with their slot, oldest first; returns how
+    /// many. The slot is free again when `f` sees it (the owner of a buffer kept per slot
+    /// takes it out there).
+    #[inline]
+    pub fn pop_ready_with(&mut self, max: usize, mut f: impl FnMut(SlotId, Completion)) -> usize {
+        let k = max.min(self.n_ready);
+        for _ in 0..k {
             let slot = self.ready_head;
             let s = self.slots[slot as usize];
             self.ready_head = s.next;
             self.n_ready -= 1;
-            *c = Completion {
-                user_data: s.user_data,
-                result: s.bytes as i64,
-                flags: s.flags as u32,
-            };
             self.live -= 1;
             self.release(slot);
+            f(
+                slot,
+                Completion {
+                    user_data: s.user_data,
+                    result: s.bytes as i64,
+                    flags: s.flags as u32,
+                },
+            );
         }
         if k > 0 {
             self.maybe_shrink();
