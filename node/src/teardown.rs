@@ -71,6 +71,15 @@ pub(crate) fn state(env: &Env) -> Result<Rc<EnvState>> {
     Ok(st)
 }
 
+/// The environment's state if lowcopy made one (never makes one: for finalizers and `close()`,
+/// which may run while the environment is being torn down).
+pub(crate) fn existing(env: &Env) -> Option<Rc<EnvState>> {
+    env.get_instance_data::<Rc<EnvState>>()
+        .ok()
+        .flatten()
+        .map(|st| st.clone())
+}
+
 impl EnvState {
     /// Registers a pending wait: the hook aborts it.
     pub(crate) fn add_wait(&self, h: &Arc<AbortHandle>) {

@@ -298,7 +298,7 @@ pub struct Inner {
     /// The bound on each phase of closing with sends in flight (the core's close timeout).
     close_timeout: Duration,
     /// The counters as closing left them (`stats()` after `close()`).
-    last: Option<Counters>,
+    last: Option<lowcopy::ZcStats>,
     out: Vec<Completion>,
 }
 
@@ -306,7 +306,7 @@ impl ObjectFinalize for ZeroCopySender {
     fn finalize(self, env: Env) -> Result<()> {
         // Collected by the GC without close(): close now, as close() does (nothing left to do
         // when the environment's teardown closed it already).
-        if let Ok(st) = crate::teardown::state(&env) {
+        if let Some(st) = crate::teardown::existing(&env) {
             st.remove_sender(&self.inner);
         }
         let mut this = self.inner.borrow_mut();
@@ -567,13 +567,12 @@ impl Inner {
         let Some(core) = self.core.take() else {
             return 0;
         };
-        let mut slots = Vec::new();
-        let last = close_with(core, timeout, |c| slots.push(c.user_data as u32));
-        if let Some(env) = env {
-            for slot in slots {
-                let _ = self.release(env, slot);
+        // The sends are borrowed (the slab holds their buffers): no `Owned` comes back.
+        let last = core.close_with(timeout, |c, _| {
+            if let Some(env) = env {
+                let _ = self.release(env, c.user_data as u32);
             }
-        }
+        });
         let abandoned = last.close_abandoned as usize;
         self.last = Some(last);
         if let Some(slab) = self.slab.take() {
@@ -588,53 +587,6 @@ impl Inner {
             }
         }
         abandoned
-    }
-}
-
-/// The counters of a sender, with those of its close.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Counters {
-    base: lowcopy::ZcStats,
-    close_completed: u64,
-    close_resets: u64,
-    close_abandoned: u64,
-}
-
-// SHIM: core's close policy (`ZeroCopySender::close_with`, `ZcStats::close_*`,
-// `zc::DEFAULT_CLOSE_TIMEOUT`) lands on branch `owned`; until then this stands in for it with
-// its signature's behaviour minus the reset (it waits up to `timeout`, then abandons). Deleted
-// at the merge: `close_with` below becomes the core's call.
-const DEFAULT_CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
-
-fn close_with(
-    mut core: Core,
-    timeout: Duration,
-    mut on_completion: impl FnMut(Completion),
-) -> Counters {
-    let deadline = std::time::Instant::now() + timeout;
-    let mut out = vec![Completion::default(); 256];
-    let mut done = 0u64;
-    loop {
-        let _ = core.collect();
-        while let Ok(n) = core.reap(&mut out) {
-            for c in &out[..n] {
-                on_completion(*c);
-                done += 1;
-            }
-            if n < out.len() {
-                break;
-            }
-        }
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        if core.inflight() == 0 || left.is_zero() || core.wait(Some(left)).is_err() {
-            break;
-        }
-    }
-    Counters {
-        base: core.stats(),
-        close_completed: done,
-        close_resets: 0,
-        close_abandoned: core.inflight() as u64,
     }
 }
 
@@ -761,7 +713,7 @@ impl ZeroCopySender {
             held: 0,
             waiters: Vec::new(),
             fd: raw,
-            close_timeout: DEFAULT_CLOSE_TIMEOUT,
+            close_timeout: lowcopy::zc::DEFAULT_CLOSE_TIMEOUT,
             last: None,
             out: vec![Completion::default(); 256],
         }));
@@ -1086,15 +1038,11 @@ impl ZeroCopySender {
     #[napi(catch_unwind)]
     pub fn stats(&self, env: Env) -> Result<ZcStats> {
         let this = self.inner.borrow();
-        let c = match (&this.core, this.last) {
-            (Some(core), _) => Counters {
-                base: core.stats(),
-                ..Counters::default()
-            },
+        let s = match (&this.core, this.last) {
+            (Some(core), _) => core.stats(),
             (None, Some(last)) => last,
             (None, None) => return Err(sys_error(&env, libc::EBADF, "stats")),
         };
-        let s = c.base;
         Ok(ZcStats {
             sends: s.sends as f64,
             bytes: s.bytes as f64,
@@ -1109,9 +1057,9 @@ impl ZeroCopySender {
             errqueue_other: s.errqueue_other as f64,
             unexpected_ids: s.unexpected_ids as f64,
             zerocopy_off: s.zerocopy_off as f64,
-            close_completed: c.close_completed as f64,
-            close_resets: c.close_resets as f64,
-            close_abandoned: c.close_abandoned as f64,
+            close_completed: s.close_completed as f64,
+            close_resets: s.close_resets as f64,
+            close_abandoned: s.close_abandoned as f64,
         })
     }
 
@@ -1127,7 +1075,7 @@ impl ZeroCopySender {
     /// as long as closing waits (at most about twice the close timeout).
     #[napi(catch_unwind)]
     pub fn close(&self, env: Env) -> u32 {
-        if let Ok(st) = crate::teardown::state(&env) {
+        if let Some(st) = crate::teardown::existing(&env) {
             st.remove_sender(&self.inner);
         }
         let mut this = self.inner.borrow_mut();
