@@ -192,7 +192,7 @@ VALGRIND_TESTS := abi zc rx
 VALGRIND_BINS := $(foreach t,$(VALGRIND_TESTS),$(BUILD)/bin/vg_test_$(t))
 VALGRIND := valgrind --tool=memcheck --error-exitcode=99 --leak-check=full \
 	--errors-for-leak-kinds=definite --track-origins=yes --track-fds=no \
-	--suppressions=$(CURDIR)/tests/valgrind.supp --quiet
+	--suppressions=$(CURDIR)/tests/valgrind.supp --quiet --child-silent-after-fork=yes
 
 $(BUILD)/bin/vg_test_%: tests/c/test_%.c tests/c/check.h tests/c/common.h include/lowcopy.h lib
 	mkdir -p $(BUILD)/bin

@@ -232,6 +232,11 @@
 #define LOWCOPY_ZC_RING_CQ_ENTRIES 8192
 
 /**
+ * The default close timeout, in milliseconds (`lowcopy_zc_options.close_timeout_ms`).
+ */
+#define LOWCOPY_ZC_CLOSE_TIMEOUT_MS 1000
+
+/**
  * A peek cursor over one stream socket (opaque). Created by `lowcopy_peeker_new` (heap) or
  * `lowcopy_peeker_init` (caller memory), released by `lowcopy_peeker_free` or
  * `lowcopy_peeker_release`.
@@ -514,6 +519,12 @@ typedef struct lowcopy_zc_options {
    * `LOWCOPY_ZC_PENDING_LIMIT`; default `LOWCOPY_ZC_MAX_PENDING`.
    */
   uint64_t max_pending;
+  /**
+   * Milliseconds `lowcopy_zc_free` and `lowcopy_zc_close` wait for the completions of sends
+   * in flight before they reset a stream connection (the close policy, at
+   * `lowcopy_zc_close`); 0: the default, `LOWCOPY_ZC_CLOSE_TIMEOUT_MS`. (Since 0.4.)
+   */
+  uint64_t close_timeout_ms;
 } lowcopy_zc_options;
 
 /**
@@ -601,6 +612,20 @@ typedef struct lowcopy_zc_send_stats {
    * 1 once [`ZcOptions::adaptive`] stopped asking for zerocopy.
    */
   uint64_t zerocopy_off;
+  /**
+   * Completions that closing the sender took in (ready ones and those that arrived while it
+   * waited); see the close policy.
+   */
+  uint64_t close_completed;
+  /**
+   * 1 when closing reset the connection because completions did not come in time.
+   */
+  uint64_t close_resets;
+  /**
+   * Sends still in flight when closing gave up waiting: their memory stays in use by the
+   * kernel (an owned buffer is leaked, never freed; a borrowed one must stay valid for ever).
+   */
+  uint64_t close_abandoned;
 } lowcopy_zc_send_stats;
 
 /**
@@ -1485,11 +1510,17 @@ int lowcopy_zc_new_opts(int fd,
  * Sends `len` bytes from `buf`; returns bytes accepted.
  * Exactly one completion carrying `user_data` follows every send that returned > 0; none follows a
  * failed or zero-byte send.
- * The buffers of a send must stay unmodified until its completion is reaped: the kernel may read
- * them until then (a zerocopy send pins the pages and transmits from them, also when TCP
- * retransmits), so a change reaches the wire. A completion means "the buffer may be reused", not
- * "the data was delivered": TCP notifies only after the peer acknowledged, so never block a send
- * on completions.
+ * The memory of a send must stay allocated and unmodified until its completion is reaped: the
+ * kernel may read it until then (a zerocopy send pins the pages and transmits from them, also when
+ * TCP retransmits), so whatever the program writes there goes on the wire, and memory freed and
+ * reused carries other data (heap contents, pointers) to the peer. A completion means "the buffer
+ * may be reused", not "the data was delivered": TCP notifies only after the peer acknowledged, so
+ * never block a send on completions.
+ * The memory of `bufs` must stay allocated and unmodified from the call until this send's
+ * completion is reaped (a zerocopy send pins the pages and the kernel transmits from them until
+ * then, also when TCP retransmits: whatever the program writes there goes on the wire, and memory
+ * freed and reused carries other data). If the sender is closed first, until the close returns, or
+ * for ever for a send the close abandoned (counted in `close_abandoned`).
  *
  * `flags`: `MSG_DONTWAIT`, `MSG_MORE`, `MSG_NOSIGNAL`.
  * `MSG_NOSIGNAL` is always added: a closed connection is `-EPIPE`, never `SIGPIPE`. As `send(2)`:
@@ -1761,27 +1792,68 @@ uint32_t lowcopy_zc_backend(const struct lowcopy_zc *z);
 int lowcopy_zc_stats(const struct lowcopy_zc *z, struct lowcopy_zc_send_stats *out, size_t size);
 
 /**
- * Releases a sender.
- * Collects, without blocking, what already completed and forgets the rest: the kernel keeps the
- * pages of sends in flight pinned (freeing their memory is safe), but the caller is no longer told
- * when they are sent; keep such buffers unmodified until the socket is closed if the bytes on the
- * wire matter. An io_uring sender leaves its thread's ring open (the ring outlives its senders);
- * the notifications still to come for it are counted off there and delivered to nobody. Released
- * on another thread than its own, it collects nothing and its ring's thread does that counting the
- * next time it uses the ring.
- * Returns the number of sends whose completion had not arrived. Completions ready but not
- * reaped are dropped. Does not close the fd. NULL: 0.
- * A sender on which a call panicked is released too and gives `-ENOTRECOVERABLE`: treat
- * every buffer it was given as in use by the kernel until the socket is closed.
+ * Closes and releases a sender, by the close policy (`lowcopy_zc_close` without its counters).
+ * Closing never lets the kernel read memory the program has given up. The sender first waits for
+ * the completions of its sends in flight, up to its close timeout (1 s by default). If some are
+ * still missing (TCP notifies only once the peer acknowledged: a peer that stopped reading holds
+ * them) and the socket is a stream, it resets the connection (`connect` with `AF_UNSPEC`: the
+ * kernel sends a RST and purges its send queues, releasing their pages; the peer sees a reset,
+ * never wrong bytes) and waits up to 1 s more for the completions that follow. A datagram socket
+ * is not reset: its sends complete once the device has sent them. Sends still in flight after that
+ * are abandoned: the memory of each stays in use by the kernel for ever (an owned buffer is
+ * leaked, never freed). The counters say what happened: `close_completed`, `close_resets`,
+ * `close_abandoned`. An io_uring sender closed on another thread than the one whose ring it joined
+ * cannot wait: it resets a stream at once and abandons what is still in flight. Closing waits in
+ * `poll` or `io_uring_enter`; a signal does not cut it short.
+ * An io_uring sender leaves its thread's ring open (the ring outlives its senders); the
+ * notifications still to come for an abandoned send are counted off there and delivered to nobody.
+ * A ring is closed when its thread exits and no sender joined to it is left (then the kernel runs
+ * task work on the closing thread, io_uring/io_uring.c `io_ring_exit_work`, so that thread's next
+ * blocking syscall may return `-EINTR` once).
+ * Returns the number of sends the close abandoned (0 unless completions did not come even
+ * after a reset, or the sender was released on another thread than its io_uring ring's): the
+ * memory of those must stay valid for ever. Completions ready but not reaped are dropped. Does
+ * not close the fd. NULL: 0. A sender on which a call panicked is released at once and gives
+ * `-ENOTRECOVERABLE`: treat every buffer it was given as in use by the kernel for ever.
  *
  * Syscalls: io_uring_enter, recvmmsg, read, getsockopt, poll, epoll_create1, epoll_ctl,
- * epoll_wait, close, clock_gettime, munmap, brk, madvise, futex, mmap, mremap, mprotect,
- * getrandom.
+ * epoll_wait, connect, clock_nanosleep, close, clock_gettime, munmap, brk, madvise, futex, mmap,
+ * mremap, mprotect, getrandom.
  *
  * # Safety
  * `z` must be NULL or a sender from `lowcopy_zc_new` not yet freed.
  */
 int lowcopy_zc_free(struct lowcopy_zc *z);
+
+/**
+ * Closes and releases a sender by the close policy, and writes its final counters to `*out`
+ * (`size` bytes, the growth rule; `out` may be NULL with `size` 0): `close_completed`,
+ * `close_resets` and `close_abandoned` say what the policy did.
+ * Closing never lets the kernel read memory the program has given up. The sender first waits for
+ * the completions of its sends in flight, up to its close timeout (1 s by default). If some are
+ * still missing (TCP notifies only once the peer acknowledged: a peer that stopped reading holds
+ * them) and the socket is a stream, it resets the connection (`connect` with `AF_UNSPEC`: the
+ * kernel sends a RST and purges its send queues, releasing their pages; the peer sees a reset,
+ * never wrong bytes) and waits up to 1 s more for the completions that follow. A datagram socket
+ * is not reset: its sends complete once the device has sent them. Sends still in flight after that
+ * are abandoned: the memory of each stays in use by the kernel for ever (an owned buffer is
+ * leaked, never freed). The counters say what happened: `close_completed`, `close_resets`,
+ * `close_abandoned`. An io_uring sender closed on another thread than the one whose ring it joined
+ * cannot wait: it resets a stream at once and abandons what is still in flight. Closing waits in
+ * `poll` or `io_uring_enter`; a signal does not cut it short.
+ *
+ * Returns the number of sends abandoned (as `lowcopy_zc_free`), or `-EINVAL` for a NULL `z`
+ * or a bad `size` (the sender is released all the same when `z` is not NULL).
+ *
+ * Syscalls: io_uring_enter, recvmmsg, read, getsockopt, poll, epoll_create1, epoll_ctl,
+ * epoll_wait, connect, clock_nanosleep, close, clock_gettime, munmap, brk, madvise, futex, mmap,
+ * mremap, mprotect, getrandom.
+ *
+ * # Safety
+ * `z` must be NULL or a sender from `lowcopy_zc_new` not yet freed; `out` NULL or writable
+ * for `size` bytes.
+ */
+int lowcopy_zc_close(struct lowcopy_zc *z, struct lowcopy_zc_send_stats *out, size_t size);
 
 #ifdef __cplusplus
 }  // extern "C"

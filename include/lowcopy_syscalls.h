@@ -78,13 +78,15 @@
 #define LOWCOPY_SYSCALLS_lowcopy_zc_ring_close(X) X(munmap) X(close) X(brk) X(madvise) X(futex)
 #define LOWCOPY_SYSCALLS_lowcopy_zc_backend(X)
 #define LOWCOPY_SYSCALLS_lowcopy_zc_stats(X)
-#define LOWCOPY_SYSCALLS_lowcopy_zc_free(X) X(io_uring_enter) X(recvmmsg) X(read) X(getsockopt) X(poll) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(close) X(clock_gettime) X(munmap) X(brk) X(madvise) X(futex) X(mmap) X(mremap) X(mprotect) X(getrandom)
+#define LOWCOPY_SYSCALLS_lowcopy_zc_free(X) X(io_uring_enter) X(recvmmsg) X(read) X(getsockopt) X(poll) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(connect) X(clock_nanosleep) X(close) X(clock_gettime) X(munmap) X(brk) X(madvise) X(futex) X(mmap) X(mremap) X(mprotect) X(getrandom)
+#define LOWCOPY_SYSCALLS_lowcopy_zc_close(X) X(io_uring_enter) X(recvmmsg) X(read) X(getsockopt) X(poll) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(connect) X(clock_nanosleep) X(close) X(clock_gettime) X(munmap) X(brk) X(madvise) X(futex) X(mmap) X(mremap) X(mprotect) X(getrandom)
 
 #define LOWCOPY_SYSCALLS_ALL(X) \
     X(accept) \
     X(bind) \
     X(brk) \
     X(clock_gettime) \
+    X(clock_nanosleep) \
     X(clone) \
     X(clone3) \
     X(close) \

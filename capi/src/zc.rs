@@ -109,7 +109,14 @@ pub struct lowcopy_zc_options {
     /// Requests held at once at most (past it, sends are `-EBUSY`): 1 to
     /// `LOWCOPY_ZC_PENDING_LIMIT`; default `LOWCOPY_ZC_MAX_PENDING`.
     pub max_pending: u64,
+    /// Milliseconds `lowcopy_zc_free` and `lowcopy_zc_close` wait for the completions of sends
+    /// in flight before they reset a stream connection (the close policy, at
+    /// `lowcopy_zc_close`); 0: the default, `LOWCOPY_ZC_CLOSE_TIMEOUT_MS`. (Since 0.4.)
+    pub close_timeout_ms: u64,
 }
+
+/// The default close timeout, in milliseconds (`lowcopy_zc_options.close_timeout_ms`).
+pub const LOWCOPY_ZC_CLOSE_TIMEOUT_MS: u64 = 1000;
 
 impl Default for lowcopy_zc_options {
     fn default() -> Self {
@@ -119,6 +126,7 @@ impl Default for lowcopy_zc_options {
             flags: 0,
             reserve: o.reserve as u64,
             max_pending: o.max_pending as u64,
+            close_timeout_ms: LOWCOPY_ZC_CLOSE_TIMEOUT_MS,
         }
     }
 }
@@ -142,6 +150,7 @@ const _: () = {
     assert!(LOWCOPY_ZC_PENDING_LIMIT as usize == zc::PENDING_LIMIT);
     assert!(LOWCOPY_ZC_RING_CQ_ENTRIES == zc::RING_CQ_ENTRIES);
     assert!(LOWCOPY_ZC_REAP_EVERY == zc::REAP_EVERY);
+    assert!(LOWCOPY_ZC_CLOSE_TIMEOUT_MS as u128 == zc::DEFAULT_CLOSE_TIMEOUT.as_millis());
     assert!(LOWCOPY_ZC_AUTO == ZcBackend::Auto as u32);
     assert!(LOWCOPY_ZC_ERRQUEUE == ZcBackend::ErrQueue as u32);
     assert!(LOWCOPY_ZC_IO_URING == ZcBackend::IoUring as u32);
@@ -170,9 +179,10 @@ const _: () = {
 ///
 /// Errors: `-EINVAL` (`out` NULL, unknown backend or flags),
 // doc-copy: zc_new.errors
-/// `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (an explicit zerocopy backend on a socket that has none:
-/// AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup errors for an explicit
-/// io_uring backend when the calling thread has no ring yet (`-EPERM` when
+/// `-EBADF`, `-ENOTSOCK`, `-ENOTCONN` (a listening socket: one `getsockopt(SO_ACCEPTCONN)` tells,
+/// on stream and seqpacket sockets), `-EOPNOTSUPP` (an explicit zerocopy backend on a socket that
+/// has none: AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup errors for
+/// an explicit io_uring backend when the calling thread has no ring yet (`-EPERM` when
 /// `kernel.io_uring_disabled` forbids it, `-ENOSYS`, `-ENOMEM`, `-EMFILE`).
 // doc-end
 ///
@@ -274,9 +284,14 @@ unsafe fn read_options(
     else {
         return Err(einval());
     };
+    let close_ms = match o.close_timeout_ms {
+        0 => LOWCOPY_ZC_CLOSE_TIMEOUT_MS,
+        ms => ms,
+    };
     Ok(ZcOptions::from_raw(o.backend, o.flags)?
         .reserve(reserve)
-        .max_pending(max_pending))
+        .max_pending(max_pending)
+        .close_timeout(Duration::from_millis(close_ms)))
 }
 crate::versions::default_version!("lowcopy_zc_new_opts", "LOWCOPY_0.3");
 
@@ -286,11 +301,19 @@ crate::versions::default_version!("lowcopy_zc_new_opts", "LOWCOPY_0.3");
 /// failed or zero-byte send.
 // doc-end
 // doc-copy: zc.buffers
-/// The buffers of a send must stay unmodified until its completion is reaped: the kernel may read
-/// them until then (a zerocopy send pins the pages and transmits from them, also when TCP
-/// retransmits), so a change reaches the wire. A completion means "the buffer may be reused", not
-/// "the data was delivered": TCP notifies only after the peer acknowledged, so never block a send
-/// on completions.
+/// The memory of a send must stay allocated and unmodified until its completion is reaped: the
+/// kernel may read it until then (a zerocopy send pins the pages and transmits from them, also when
+/// TCP retransmits), so whatever the program writes there goes on the wire, and memory freed and
+/// reused carries other data (heap contents, pointers) to the peer. A completion means "the buffer
+/// may be reused", not "the data was delivered": TCP notifies only after the peer acknowledged, so
+/// never block a send on completions.
+// doc-end
+// doc-copy: zc.borrowed_safety
+/// The memory of `bufs` must stay allocated and unmodified from the call until this send's
+/// completion is reaped (a zerocopy send pins the pages and the kernel transmits from them until
+/// then, also when TCP retransmits: whatever the program writes there goes on the wire, and memory
+/// freed and reused carries other data). If the sender is closed first, until the close returns, or
+/// for ever for a send the close abandoned (counted in `close_abandoned`).
 // doc-end
 ///
 /// `flags`: `MSG_DONTWAIT`, `MSG_MORE`, `MSG_NOSIGNAL`.
@@ -830,33 +853,102 @@ pub unsafe extern "C" fn lowcopy_zc_stats(
 }
 crate::versions::default_version!("lowcopy_zc_stats", "LOWCOPY_0.2");
 
-/// Releases a sender.
-// doc-copy: zc_drop.kernel
-/// Collects, without blocking, what already completed and forgets the rest: the kernel keeps the
-/// pages of sends in flight pinned (freeing their memory is safe), but the caller is no longer told
-/// when they are sent; keep such buffers unmodified until the socket is closed if the bytes on the
-/// wire matter. An io_uring sender leaves its thread's ring open (the ring outlives its senders);
-/// the notifications still to come for it are counted off there and delivered to nobody. Released
-/// on another thread than its own, it collects nothing and its ring's thread does that counting the
-/// next time it uses the ring.
+/// Closes and releases a sender, by the close policy (`lowcopy_zc_close` without its counters).
+// doc-copy: zc_close.policy
+/// Closing never lets the kernel read memory the program has given up. The sender first waits for
+/// the completions of its sends in flight, up to its close timeout (1 s by default). If some are
+/// still missing (TCP notifies only once the peer acknowledged: a peer that stopped reading holds
+/// them) and the socket is a stream, it resets the connection (`connect` with `AF_UNSPEC`: the
+/// kernel sends a RST and purges its send queues, releasing their pages; the peer sees a reset,
+/// never wrong bytes) and waits up to 1 s more for the completions that follow. A datagram socket
+/// is not reset: its sends complete once the device has sent them. Sends still in flight after that
+/// are abandoned: the memory of each stays in use by the kernel for ever (an owned buffer is
+/// leaked, never freed). The counters say what happened: `close_completed`, `close_resets`,
+/// `close_abandoned`. An io_uring sender closed on another thread than the one whose ring it joined
+/// cannot wait: it resets a stream at once and abandons what is still in flight. Closing waits in
+/// `poll` or `io_uring_enter`; a signal does not cut it short.
 // doc-end
-/// Returns the number of sends whose completion had not arrived. Completions ready but not
-/// reaped are dropped. Does not close the fd. NULL: 0.
-/// A sender on which a call panicked is released too and gives `-ENOTRECOVERABLE`: treat
-/// every buffer it was given as in use by the kernel until the socket is closed.
+// doc-copy: zc_drop.kernel
+/// An io_uring sender leaves its thread's ring open (the ring outlives its senders); the
+/// notifications still to come for an abandoned send are counted off there and delivered to nobody.
+/// A ring is closed when its thread exits and no sender joined to it is left (then the kernel runs
+/// task work on the closing thread, io_uring/io_uring.c `io_ring_exit_work`, so that thread's next
+/// blocking syscall may return `-EINTR` once).
+// doc-end
+/// Returns the number of sends the close abandoned (0 unless completions did not come even
+/// after a reset, or the sender was released on another thread than its io_uring ring's): the
+/// memory of those must stay valid for ever. Completions ready but not reaped are dropped. Does
+/// not close the fd. NULL: 0. A sender on which a call panicked is released at once and gives
+/// `-ENOTRECOVERABLE`: treat every buffer it was given as in use by the kernel for ever.
 ///
 /// Syscalls: io_uring_enter, recvmmsg, read, getsockopt, poll, epoll_create1, epoll_ctl,
-/// epoll_wait, close, clock_gettime, munmap, brk, madvise, futex, mmap, mremap, mprotect,
-/// getrandom.
+/// epoll_wait, connect, clock_nanosleep, close, clock_gettime, munmap, brk, madvise, futex, mmap,
+/// mremap, mprotect, getrandom.
 ///
 /// # Safety
 /// `z` must be NULL or a sender from `lowcopy_zc_new` not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_zc_free(z: *mut lowcopy_zc) -> c_int {
+    // SAFETY: NULL or a sender from lowcopy_zc_new not yet freed, per the caller.
+    unsafe { close_handle(z, std::ptr::null_mut(), 0, 0) }
+}
+
+/// Closes and releases a sender by the close policy, and writes its final counters to `*out`
+/// (`size` bytes, the growth rule; `out` may be NULL with `size` 0): `close_completed`,
+/// `close_resets` and `close_abandoned` say what the policy did.
+// doc-copy: zc_close.policy
+/// Closing never lets the kernel read memory the program has given up. The sender first waits for
+/// the completions of its sends in flight, up to its close timeout (1 s by default). If some are
+/// still missing (TCP notifies only once the peer acknowledged: a peer that stopped reading holds
+/// them) and the socket is a stream, it resets the connection (`connect` with `AF_UNSPEC`: the
+/// kernel sends a RST and purges its send queues, releasing their pages; the peer sees a reset,
+/// never wrong bytes) and waits up to 1 s more for the completions that follow. A datagram socket
+/// is not reset: its sends complete once the device has sent them. Sends still in flight after that
+/// are abandoned: the memory of each stays in use by the kernel for ever (an owned buffer is
+/// leaked, never freed). The counters say what happened: `close_completed`, `close_resets`,
+/// `close_abandoned`. An io_uring sender closed on another thread than the one whose ring it joined
+/// cannot wait: it resets a stream at once and abandons what is still in flight. Closing waits in
+/// `poll` or `io_uring_enter`; a signal does not cut it short.
+// doc-end
+///
+/// Returns the number of sends abandoned (as `lowcopy_zc_free`), or `-EINVAL` for a NULL `z`
+/// or a bad `size` (the sender is released all the same when `z` is not NULL).
+///
+/// Syscalls: io_uring_enter, recvmmsg, read, getsockopt, poll, epoll_create1, epoll_ctl,
+/// epoll_wait, connect, clock_nanosleep, close, clock_gettime, munmap, brk, madvise, futex, mmap,
+/// mremap, mprotect, getrandom.
+///
+/// # Safety
+/// `z` must be NULL or a sender from `lowcopy_zc_new` not yet freed; `out` NULL or writable
+/// for `size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn lowcopy_zc_close(
+    z: *mut lowcopy_zc,
+    out: *mut ZcStats,
+    size: size_t,
+) -> c_int {
+    // SAFETY: forwarded caller guarantees.
+    unsafe { close_handle(z, out, size, -EINVAL) }
+}
+
+/// `lowcopy_zc_close`'s work; `null`: the answer for a NULL `z`.
+///
+/// # Safety
+/// As `lowcopy_zc_close`.
+unsafe fn close_handle(z: *mut lowcopy_zc, out: *mut ZcStats, size: size_t, null: c_int) -> c_int {
     let before_drop = |z: &mut CSender| {
-        let _ = z.collect();
-        z.inflight().min(c_int::MAX as usize) as c_int
+        let st = z.close_in_place(z.close_timeout(), |_, _| {});
+        let abandoned = st.close_abandoned.min(c_int::MAX as u64) as c_int;
+        if out.is_null() && size == 0 {
+            return abandoned;
+        }
+        // SAFETY: `out` is NULL or writable for `size` bytes per the caller's contract.
+        match unsafe { out_sized(out, size, || st) } {
+            0 => abandoned,
+            e => e,
+        }
     };
     // SAFETY: NULL or a sender from lowcopy_zc_new not yet freed, per the caller.
-    unsafe { free_handle(z, 0, -ENOTRECOVERABLE, before_drop) }
+    unsafe { free_handle(z, null, -ENOTRECOVERABLE, before_drop) }
 }
+crate::versions::default_version!("lowcopy_zc_close", "LOWCOPY_0.4");

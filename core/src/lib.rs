@@ -71,7 +71,7 @@
 //!
 //! let mut buf = [0u8; 64];
 //! let n = peeker.peek(&mut [IoSliceMut::new(&mut buf)], Flags::NONE)?;
-//! assert_eq!(zc.send((&buf[..n]).to_vec(), Flags::NONE, 1)?, n);
+//! assert_eq!(zc.send(buf[..n].to_vec(), Flags::NONE, 1)?, n); // the sender owns the copy
 //!
 //! let mut got = vec![0u8; n];
 //! server.read_exact(&mut got)?;

@@ -241,7 +241,13 @@ pub fn disconnect(fd: BorrowedFd<'_>) -> io::Result<()> {
     let mut sa: libc::sockaddr = unsafe { std::mem::zeroed() };
     sa.sa_family = libc::AF_UNSPEC as libc::sa_family_t;
     // SAFETY: `sa` is a live sockaddr of the length given.
-    cvt(unsafe { libc::connect(fd.as_raw_fd(), &sa, size_of::<libc::sockaddr>() as socklen_t) })?;
+    cvt(unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            &sa,
+            size_of::<libc::sockaddr>() as socklen_t,
+        )
+    })?;
     Ok(())
 }
 

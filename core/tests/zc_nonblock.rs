@@ -22,7 +22,7 @@ fn fill(backend: ZcBackend) -> Option<(u64, i32)> {
     let mut z = ZeroCopySender::with_options(&c, ZcOptions::new().backend(backend)).ok()?;
     let mut sends = 0u64;
     loop {
-        match z.send((buf).to_vec(), Flags::NONE, sends) {
+        match z.send(buf.to_vec(), Flags::NONE, sends) {
             Ok(_) => {
                 sends += 1;
                 assert!(sends < 100_000, "{backend:?}: the socket never filled");

@@ -57,7 +57,12 @@ impl Drop for Poisoned {
 /// sender on the persist timer), so that sends wait in the sender's write queue.
 fn tight_pair() -> Pair {
     let p = pair("tcp4");
-    set_int(p.peer.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, 256 * 1024);
+    set_int(
+        p.peer.as_fd(),
+        libc::SOL_SOCKET,
+        libc::SO_RCVBUF,
+        256 * 1024,
+    );
     set_int(p.sock.as_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, 1 << 20);
     p
 }
@@ -131,7 +136,12 @@ fn owned_buffers_live_until_their_completion() {
         let mut back = 0;
         let deadline = Instant::now() + Duration::from_secs(20);
         while back < sends {
-            assert!(Instant::now() < deadline, "{backend:?}: completions missing: {back} of {sends}, inflight {}, {:?}", zc.inflight(), zc.stats());
+            assert!(
+                Instant::now() < deadline,
+                "{backend:?}: completions missing: {back} of {sends}, inflight {}, {:?}",
+                zc.inflight(),
+                zc.stats()
+            );
             let _ = zc.wait(Some(Duration::from_millis(200)));
             zc.reap_with(usize::MAX, |c, owned| {
                 assert!(c.result > 0 && c.result <= CHUNK as i64);
@@ -143,7 +153,11 @@ fn owned_buffers_live_until_their_completion() {
             })
             .unwrap();
         }
-        assert_eq!(drops.load(Ordering::SeqCst), sends, "{backend:?}: each dropped once");
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            sends,
+            "{backend:?}: each dropped once"
+        );
         drop(zc);
         nix_close(p.sock);
         let (got, reset) = reader.join().unwrap();
@@ -165,7 +179,8 @@ fn close_resets_a_stuck_connection_and_keeps_buffers_until_done() {
         let opts = ZcOptions::new()
             .backend(backend)
             .close_timeout(Duration::from_millis(300));
-        let mut zc: ZeroCopySender<_, Poisoned> = ZeroCopySender::for_buffers(&p.sock, opts).unwrap();
+        let mut zc: ZeroCopySender<_, Poisoned> =
+            ZeroCopySender::for_buffers(&p.sock, opts).unwrap();
         let (_, sends) = fill(&mut zc, &drops);
         let inflight = zc.inflight();
         assert!(inflight > 0, "{backend:?}");
@@ -177,8 +192,14 @@ fn close_resets_a_stuck_connection_and_keeps_buffers_until_done() {
             handed += 1;
         });
         let took = t0.elapsed();
-        assert!(took >= Duration::from_millis(250), "{backend:?}: waited {took:?}");
-        assert!(took < Duration::from_secs(5), "{backend:?}: close took {took:?}");
+        assert!(
+            took >= Duration::from_millis(250),
+            "{backend:?}: waited {took:?}"
+        );
+        assert!(
+            took < Duration::from_secs(5),
+            "{backend:?}: close took {took:?}"
+        );
         assert_eq!(st.close_resets, 1, "{backend:?}: {st:?}");
         assert_eq!(st.close_abandoned, 0, "{backend:?}: {st:?}");
         assert_eq!(st.close_completed as usize, handed, "{backend:?}");
@@ -198,11 +219,17 @@ fn drop_applies_the_close_policy() {
     let mut zc = sender(&p.sock, ZcBackend::ErrQueue);
     let (_, sends) = fill(&mut zc, &drops);
     assert!(zc.inflight() > 0);
-    assert!(drops.load(Ordering::SeqCst) < sends, "buffers in flight are held");
+    assert!(
+        drops.load(Ordering::SeqCst) < sends,
+        "buffers in flight are held"
+    );
     let t0 = Instant::now();
     drop(zc);
     let took = t0.elapsed();
-    assert!(took >= Duration::from_millis(900) && took < Duration::from_secs(5), "{took:?}");
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
     assert_eq!(drops.load(Ordering::SeqCst), sends);
     let (_, reset) = read_all_a(p.peer);
     assert!(reset);
@@ -224,7 +251,10 @@ fn close_of_an_idle_sender_is_immediate() {
     }
     let st = zc.close();
     assert!(t0.elapsed() < Duration::from_secs(5));
-    assert_eq!((st.close_resets, st.close_abandoned, st.close_completed), (0, 0, 1));
+    assert_eq!(
+        (st.close_resets, st.close_abandoned, st.close_completed),
+        (0, 0, 1)
+    );
     // The connection is intact.
     lowcopy::testing::send(p.sock.as_fd(), b"z", 0).unwrap();
 }
@@ -242,7 +272,11 @@ fn close_off_its_thread_abandons_and_leaks() {
     let st = std::thread::scope(|s| s.spawn(move || zc.close()).join().unwrap());
     assert_eq!(st.close_resets, 1, "{st:?}");
     assert_eq!(st.close_abandoned as usize, inflight, "{st:?}");
-    assert_eq!(drops.load(Ordering::SeqCst), sends - inflight, "abandoned buffers leaked");
+    assert_eq!(
+        drops.load(Ordering::SeqCst),
+        sends - inflight,
+        "abandoned buffers leaked"
+    );
     let (_, reset) = read_all_a(p.peer);
     assert!(reset);
 }
@@ -280,7 +314,10 @@ fn vectored_sends_and_failed_sends_give_buffers_back() -> io::Result<()> {
         zc.wait(Some(Duration::from_secs(5)))?;
         zc.reap_with(1, |_, o| back = o)?;
     }
-    assert_eq!(back.unwrap().into_vec(), vec![b"ab".to_vec(), b"cd".to_vec()]);
+    assert_eq!(
+        back.unwrap().into_vec(),
+        vec![b"ab".to_vec(), b"cd".to_vec()]
+    );
     // A send on a shut-down socket fails; the buffer is the caller's again.
     lowcopy::testing::shutdown_write(p.sock.as_fd())?;
     let e = zc.send(b"lost?".to_vec(), Flags::NONE, 6).unwrap_err();
@@ -302,6 +339,25 @@ fn slices_of_a_shared_buffer() -> io::Result<()> {
     std::fs::File::from(p.peer.try_clone()?).read_exact(&mut got)?;
     assert_eq!(&got, b"header:payload");
     drop(zc);
-    assert_eq!(Arc::strong_count(&block), 1, "the sender gave both slices up");
+    assert_eq!(
+        Arc::strong_count(&block),
+        1,
+        "the sender gave both slices up"
+    );
     Ok(())
+}
+
+/// A listening socket carries no data: refused at creation, on every backend.
+#[test]
+fn a_listening_socket_is_refused() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    for backend in [
+        ZcBackend::Auto,
+        ZcBackend::ErrQueue,
+        ZcBackend::IoUring,
+        ZcBackend::Copy,
+    ] {
+        let e = ZeroCopySender::with_options(&l, ZcOptions::new().backend(backend)).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOTCONN), "{backend:?}");
+    }
 }

@@ -14,8 +14,6 @@
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
@@ -24,8 +22,8 @@ use pyo3::types::{PyByteArray, PyBytes, PyList, PyMemoryView, PyString, PyTuple}
 
 use crate::completion;
 use crate::util::{
-    blocking, deadline_of, dup_of, flags_of, guard, is_eintr, left, record, timeout_of, zc_backend,
-    Handle, IoResultExt, ReadBuf, ViewSlot,
+    blocking, deadline_of, dup_of, flags_of, guard, left, record, timeout_of, zc_backend, Handle,
+    IoResultExt, ReadBuf, ViewSlot,
 };
 use lowcopy::zc::Completion as CoreCompletion;
 
@@ -88,6 +86,21 @@ record! {
         /// 1 once the `adaptive` option stopped asking for zerocopy.
         // doc-end
         zerocopy_off,
+        // doc-copy: zc_stats.close_completed
+        /// Completions that closing the sender took in (ready ones and those that arrived while it
+        /// waited); see the close policy.
+        // doc-end
+        close_completed,
+        // doc-copy: zc_stats.close_resets
+        /// 1 when closing reset the connection because completions did not come in time.
+        // doc-end
+        close_resets,
+        // doc-copy: zc_stats.close_abandoned
+        /// Sends still in flight when closing gave up waiting: their memory stays in use by the
+        /// kernel (an owned buffer is leaked, never freed; a borrowed one must stay valid for
+        /// ever).
+        // doc-end
+        close_abandoned,
     }
 }
 
@@ -142,17 +155,6 @@ impl Slab {
         }
         self.free.push(i as u32);
         slot.1.take()
-    }
-
-    fn release_all(&mut self, py: Python<'_>) {
-        let mut spare = Vec::new();
-        for (_, e) in self.slots.iter_mut() {
-            if let Some(e) = e.take() {
-                e.pins.release(py, &mut spare);
-            }
-        }
-        self.free.clear();
-        self.slots.clear();
     }
 }
 
@@ -329,69 +331,33 @@ impl Sender {
         let list = self.completion_list(py, got)?;
         Ok((sent, bytes, list))
     }
+}
 
-    /// Reaps what is ready and releases its pins, discarding the completions (closing).
-    fn settle(&mut self, py: Python<'_>) -> io::Result<()> {
-        loop {
-            let n = self.zc.reap(&mut self.out)?;
-            for i in 0..n {
-                if let Some(e) = self.slab.remove(self.out[i].user_data) {
-                    e.pins.release(py, &mut self.spare);
-                }
-            }
-            if n < self.out.len() {
-                return Ok(());
-            }
+/// Closes `s` by core's close policy (waiting up to `timeout`, None: the sender's own, with the
+/// GIL released), releasing the pins of the sends that completed. What is left in the slab
+/// then was abandoned: the kernel may read those buffers for ever, so their pins are never
+/// released (leaked on purpose).
+fn close_sender(
+    py: Python<'_>,
+    s: Sender,
+    timeout: Option<std::time::Duration>,
+) -> lowcopy::ZcStats {
+    let Sender {
+        zc,
+        mut slab,
+        mut spare,
+        ..
+    } = s;
+    let t = timeout.unwrap_or(zc.close_timeout());
+    let mut done = Vec::new();
+    let st = py.detach(|| zc.close_with(t, |c, _| done.push(c.user_data)));
+    for token in done {
+        if let Some(e) = slab.remove(token) {
+            e.pins.release(py, &mut spare);
         }
     }
-}
-
-/// Senders closed with sends in flight: kept (descriptor, ring, pinned buffers) until their
-/// last completion came. Never dropped at interpreter exit (a static), so memory the kernel
-/// may still read is never freed.
-static CLOSING: Mutex<Vec<Sender>> = Mutex::new(Vec::new());
-static ANY_CLOSING: AtomicBool = AtomicBool::new(false);
-
-/// Drains closing senders without blocking, on this (attached) thread; drops those with
-/// nothing left in flight. An io_uring sender owned by another thread stays (`EEXIST`).
-fn sweep(py: Python<'_>) {
-    if !ANY_CLOSING.load(Ordering::Acquire) {
-        return;
-    }
-    // Take the list out: releasing a buffer may run Python code that comes back here.
-    let list = std::mem::take(&mut *CLOSING.lock().unwrap_or_else(|p| p.into_inner()));
-    let mut keep = Vec::new();
-    for mut s in list {
-        let _ = s.settle(py);
-        if s.zc.inflight() > 0 {
-            keep.push(s);
-        } else {
-            s.slab.release_all(py);
-            drop(s);
-        }
-    }
-    let mut g = CLOSING.lock().unwrap_or_else(|p| p.into_inner());
-    g.extend(keep);
-    ANY_CLOSING.store(!g.is_empty(), Ordering::Release);
-}
-
-/// Closes `s`: settles what completed; with sends still in flight, keeps it in `CLOSING`.
-fn retire(py: Python<'_>, mut s: Sender) {
-    let _ = s.settle(py);
-    if s.zc.inflight() == 0 {
-        s.slab.release_all(py);
-        return;
-    }
-    let mut g = CLOSING.lock().unwrap_or_else(|p| p.into_inner());
-    g.push(s);
-    ANY_CLOSING.store(true, Ordering::Release);
-}
-
-/// Number of senders closed with sends still in flight (kept until their completions).
-#[pyfunction]
-fn _closing_senders(py: Python<'_>) -> usize {
-    sweep(py);
-    CLOSING.lock().unwrap_or_else(|p| p.into_inner()).len()
+    std::mem::forget(slab);
+    st
 }
 
 /// Send flags: `MSG_DONTWAIT`, `MSG_MORE`; `MSG_NOSIGNAL` is accepted and always applied (a
@@ -507,11 +473,12 @@ impl<'a> PinnedIov<'a> {
 /// its completion is reaped, and the completion hands back the send's `user_data` object.
 ///
 // doc-copy: zc.buffers
-/// The buffers of a send must stay unmodified until its completion is reaped: the kernel may read
-/// them until then (a zerocopy send pins the pages and transmits from them, also when TCP
-/// retransmits), so a change reaches the wire. A completion means "the buffer may be reused", not
-/// "the data was delivered": TCP notifies only after the peer acknowledged, so never block a send
-/// on completions.
+/// The memory of a send must stay allocated and unmodified until its completion is reaped: the
+/// kernel may read it until then (a zerocopy send pins the pages and transmits from them, also when
+/// TCP retransmits), so whatever the program writes there goes on the wire, and memory freed and
+/// reused carries other data (heap contents, pointers) to the peer. A completion means "the buffer
+/// may be reused", not "the data was delivered": TCP notifies only after the peer acknowledged, so
+/// never block a send on completions.
 // doc-end
 ///
 /// Works on its own duplicate of the socket's descriptor.
@@ -701,10 +668,11 @@ impl ZeroCopySender {
     ///
     /// Errors: `ValueError` for a backend that is not a `ZcBackend`; `OSError`:
     // doc-copy: zc_new.errors
-    /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (an explicit zerocopy backend on a socket that has none:
-    /// AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup errors for an
-    /// explicit io_uring backend when the calling thread has no ring yet (`EPERM` when
-    /// `kernel.io_uring_disabled` forbids it, `ENOSYS`, `ENOMEM`, `EMFILE`).
+    /// `EBADF`, `ENOTSOCK`, `ENOTCONN` (a listening socket: one `getsockopt(SO_ACCEPTCONN)` tells,
+    /// on stream and seqpacket sockets), `EOPNOTSUPP` (an explicit zerocopy backend on a socket
+    /// that has none: AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup
+    /// errors for an explicit io_uring backend when the calling thread has no ring yet (`EPERM`
+    /// when `kernel.io_uring_disabled` forbids it, `ENOSYS`, `ENOMEM`, `EMFILE`).
     // doc-end
     #[new]
     #[pyo3(signature = (sock, backend = 0, *, adaptive = false))]
@@ -715,7 +683,6 @@ impl ZeroCopySender {
         adaptive: bool,
     ) -> PyResult<Self> {
         guard(|| {
-            sweep(py);
             let b = lowcopy::ZcBackend::try_from(backend)
                 .map_err(|_| PyValueError::new_err(format!("unknown ZcBackend {backend}")))?;
             let opts = lowcopy::ZcOptions::new().backend(b).adaptive(adaptive);
@@ -971,7 +938,6 @@ impl ZeroCopySender {
     fn reap(&self, py: Python<'_>) -> PyResult<Py<PyList>> {
         guard(|| {
             let got = self.h.with(|s| s.reap_all(py))?;
-            sweep(py);
             Ok(PyList::new(py, got)?.unbind())
         })
     }
@@ -1000,7 +966,7 @@ impl ZeroCopySender {
         guard(|| {
             let deadline = deadline_of(timeout_of(timeout)?);
             let zero = timeout == Some(0.0);
-            let r = self.h.with(|s| {
+            self.h.with(|s| {
                 let zc = &mut s.zc;
                 blocking(py, || {
                     let t = if zero {
@@ -1010,9 +976,7 @@ impl ZeroCopySender {
                     };
                     zc.wait(t)
                 })
-            });
-            sweep(py);
-            r
+            })
         })
     }
 
@@ -1058,46 +1022,37 @@ impl ZeroCopySender {
         guard(|| self.h.with(|s| Ok(s.zc.completion_fd().as_raw_fd())))
     }
 
-    /// Closes the sender. Completions not reaped are discarded (their buffers released).
+    /// Closes the sender by the close policy and returns its final counters (`ZcStats`;
+    /// None when it was closed already). Completions not reaped are discarded, their buffers
+    /// released.
+    // doc-copy: zc_close.policy
+    /// Closing never lets the kernel read memory the program has given up. The sender first waits
+    /// for the completions of its sends in flight, up to its close timeout (1 s by default). If
+    /// some are still missing (TCP notifies only once the peer acknowledged: a peer that stopped
+    /// reading holds them) and the socket is a stream, it resets the connection (`connect` with
+    /// `AF_UNSPEC`: the kernel sends a RST and purges its send queues, releasing their pages; the
+    /// peer sees a reset, never wrong bytes) and waits up to 1 s more for the completions that
+    /// follow. A datagram socket is not reset: its sends complete once the device has sent them.
+    /// Sends still in flight after that are abandoned: the memory of each stays in use by the
+    /// kernel for ever (an owned buffer is leaked, never freed). The counters say what happened:
+    /// `close_completed`, `close_resets`, `close_abandoned`. An io_uring sender closed on another
+    /// thread than the one whose ring it joined cannot wait: it resets a stream at once and
+    /// abandons what is still in flight. Closing waits in `poll` or `io_uring_enter`; a signal does
+    /// not cut it short.
+    // doc-end
     ///
-    /// With `timeout` > 0 (seconds, None: no limit) it first waits for sends in flight.
-    /// Sends still in flight after that are never abandoned to freed memory: the sender
-    /// keeps their buffers (and its descriptor duplicate, and ring) until their completions
-    /// come, checked without blocking by later sender calls (`ZeroCopySender(...)`, `reap`,
-    /// `wait`, `close`) on any thread. A sender collected without `close()` does the same.
+    /// `timeout`: seconds to wait before a stuck stream is reset (None: the sender's default,
+    /// 1 s; 0: at once). The GIL is released while it waits. The buffers of abandoned sends stay
+    /// pinned for ever. A sender collected without `close()` does the same with the default.
     /// Idempotent; later calls other than `close` raise `ValueError`.
-    #[pyo3(signature = (timeout = 0.0))]
-    fn close(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+    #[pyo3(signature = (timeout = None))]
+    fn close(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<ZcStats>> {
         guard(|| {
-            let deadline = deadline_of(timeout_of(timeout)?);
-            let Some(mut s) = self.h.take()? else {
-                sweep(py);
-                return Ok(());
+            let t = timeout_of(timeout)?;
+            let Some(s) = self.h.take()? else {
+                return Ok(None);
             };
-            let mut r = Ok(());
-            while timeout != Some(0.0) && s.zc.inflight() > 0 {
-                if s.settle(py).is_err() {
-                    break;
-                }
-                let t = left(deadline);
-                if t == Some(std::time::Duration::ZERO) {
-                    break;
-                }
-                let zc = &mut s.zc;
-                match py.detach(|| zc.wait(t)) {
-                    Ok(_) => {}
-                    Err(e) if is_eintr(&e) => {
-                        if let Err(e) = py.check_signals() {
-                            r = Err(e);
-                            break;
-                        }
-                    }
-                    Err(_) => break,
-                }
-            }
-            retire(py, s);
-            sweep(py);
-            r
+            Ok(Some(close_sender(py, s, t).into()))
         })
     }
 
@@ -1113,7 +1068,7 @@ impl ZeroCopySender {
 
     #[pyo3(signature = (*_args))]
     fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> PyResult<()> {
-        self.close(py, Some(0.0))
+        self.close(py, None).map(drop)
     }
 
     fn __repr__(&self) -> String {
@@ -1131,10 +1086,10 @@ impl ZeroCopySender {
 }
 
 impl Drop for ZeroCopySender {
-    /// Collected without `close()`: as `close(0)` (sends in flight keep their buffers).
+    /// Collected without `close()`: as `close()`.
     fn drop(&mut self) {
         if let Some(s) = self.h.take_now() {
-            Python::attach(|py| retire(py, s));
+            Python::attach(|py| close_sender(py, s, None));
         }
     }
 }
@@ -1143,6 +1098,5 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ZcStats>()?;
     crate::completion::register(m)?;
     m.add_class::<ZeroCopySender>()?;
-    m.add_function(wrap_pyfunction!(_closing_senders, m)?)?;
     Ok(())
 }

@@ -709,13 +709,16 @@ class ZcRun:
             if "max" in step:
                 assert got <= step["max"], f"{ctx}: {step['field']} = {got}"
         elif op == "free":
+            # The close policy, as lowcopy_zc_free: expect_ret is the sends abandoned.
             z = self.z()
             self.got.extend(z.reap())
-            left = z.inflight
-            z.close()
+            st = z.close()
+            assert st is not None
             self.zc = None
             if "expect_ret" in step:
-                assert left == step["expect_ret"], f"{ctx}: left in flight {left}"
+                assert st.close_abandoned == step["expect_ret"], f"{ctx}: abandoned {st}"
+            if "expect_resets" in step:
+                assert st.close_resets == step["expect_resets"], f"{ctx}: resets {st}"
         else:
             raise AssertionError(f"{ctx}: unknown op {op}")
 

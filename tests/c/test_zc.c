@@ -51,6 +51,28 @@ static int read_all(int fd, size_t n, uint64_t pos)
 	return 1;
 }
 
+/* Reads the pattern stream until the connection is reset: 1 if it ends with ECONNRESET after
+ * only pattern bytes. */
+static int read_until_reset(int fd)
+{
+	unsigned char buf[65536];
+	uint64_t pos = 0;
+
+	for (;;) {
+		ssize_t r = read(fd, buf, sizeof(buf));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return errno == ECONNRESET;
+		if (r == 0)
+			return 0;
+		for (ssize_t i = 0; i < r; i++)
+			if (buf[i] != pattern_byte(pos + i))
+				return 0;
+		pos += (uint64_t)r;
+	}
+}
+
 /* The backend AUTO picks on a TCP socket of this kernel, as lowcopy_probe reports it:
  * io_uring SEND_ZC, else the error queue, else plain copies. */
 static uint32_t auto_backend(void)
@@ -209,17 +231,71 @@ static void test_backend(uint32_t backend, uint32_t flags)
 	close(rx);
 }
 
-/* A receiver that reads nothing: the tail cannot be acknowledged, so free finds sends in
- * flight, returns their count, and the stream stays intact. */
+/* A receiver that reads nothing: the tail cannot be acknowledged, so closing finds sends in
+ * flight; the close policy waits its timeout (200 ms here), resets the connection (the kernel
+ * purges the queues and the pages come back), abandons none, and the peer reads a prefix of
+ * the stream, then the reset, never other bytes. The buffers are this test's for good after
+ * lowcopy_zc_close returns 0. */
+/* A process that exits with zerocopy sends in flight (no lowcopy_zc_free): nothing can write
+ * its pages any more, the kernel keeps them pinned and sends them as they were; the peer,
+ * reading only after the exit, gets the whole stream intact and then the end. */
+static void test_exit_in_flight(uint32_t backend)
+{
+	static unsigned char buf[32][65536];
+	int tx, rx, status;
+	size_t sent = 0;
+	pid_t pid;
+	int p[2];
+
+	zc_pair(&tx, &rx);
+	CHECK_EQ(pipe(p), 0);
+	pid = fork();
+	if (pid == 0) {
+		lowcopy_zc *z = NULL;
+		close(rx);
+		if (lowcopy_zc_new(tx, backend, 0, &z) != 0)
+			_exit(2);
+		for (int i = 0; i < 32; i++) {
+			fill_pattern(buf[i], sizeof(buf[i]), sent);
+			ssize_t r = lowcopy_zc_send(z, buf[i], sizeof(buf[i]), MSG_DONTWAIT, i);
+			if (r <= 0)
+				break;
+			sent += (size_t)r;
+		}
+		if (write(p[1], &sent, sizeof sent) != sizeof sent || lowcopy_zc_inflight(z) == 0)
+			_exit(3);
+		_exit(0); /* with the sends in flight */
+	}
+	close(tx);
+	close(p[1]);
+	CHECK_EQ(read(p[0], &sent, sizeof sent), (ssize_t)sizeof sent);
+	close(p[0]);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(sent > 0);
+	CHECK_EQ(read_all(rx, sent, 0), 1);
+	{
+		char c;
+		CHECK_EQ(read(rx, &c, 1), 0);
+	}
+	close(rx);
+}
+
 static void test_free_in_flight(uint32_t backend)
 {
 	static unsigned char buf[64][65536];
 	lowcopy_zc *z = NULL;
 	size_t sent = 0;
 	int tx, rx, left;
+	lowcopy_zc_options o;
+	lowcopy_zc_send_stats st;
+	struct timespec t0, t1;
 
 	zc_pair(&tx, &rx);
-	CHECK_EQ(lowcopy_zc_new(tx, backend, 0, &z), 0);
+	CHECK_EQ(lowcopy_zc_options_default(&o, sizeof o), 0);
+	o.backend = backend;
+	o.close_timeout_ms = 200;
+	CHECK_EQ(lowcopy_zc_new_opts(tx, &o, sizeof o, &z), 0);
 	for (int i = 0; i < 64; i++) {
 		ssize_t r;
 		fill_pattern(buf[i], sizeof(buf[i]), sent); /* continues where the stream is */
@@ -240,9 +316,15 @@ static void test_free_in_flight(uint32_t backend)
 	}
 	CHECK(lowcopy_zc_inflight(z) > 0);
 	CHECK_EQ(lowcopy_zc_wait(z, 100), -ETIMEDOUT);
-	left = lowcopy_zc_free(z);
-	CHECK(left > 0);
-	CHECK_EQ(read_all(rx, sent, 0), 1);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	left = lowcopy_zc_close(z, &st, sizeof st);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	CHECK_EQ(left, 0);
+	CHECK_EQ(st.close_resets, 1);
+	CHECK_EQ(st.close_abandoned, 0);
+	CHECK(st.close_completed > 0);
+	CHECK((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 >= 150);
+	CHECK_EQ(read_until_reset(rx), 1);
 	close(tx);
 	close(rx);
 }
@@ -480,6 +562,8 @@ int main(void)
 	test_backend(LOWCOPY_ZC_AUTO, LOWCOPY_ZC_ADAPTIVE);
 	test_free_in_flight(LOWCOPY_ZC_ERRQUEUE);
 	test_free_in_flight(LOWCOPY_ZC_IO_URING);
+	test_exit_in_flight(LOWCOPY_ZC_ERRQUEUE);
+	test_exit_in_flight(LOWCOPY_ZC_IO_URING);
 	test_options();
 	test_shared_ring();
 	test_thread_rule();

@@ -696,6 +696,37 @@ static int op_drain_peer(struct run *r, const cJSON *step)
     return rc;
 }
 
+/* peer_sees_reset: the peer reads until its connection is reset: a prefix of the stream,
+ * then ECONNRESET (never an orderly end, never other bytes). */
+static int op_peer_sees_reset(struct run *r, const cJSON *step)
+{
+    (void)step;
+    if (need_peer(r) < 0)
+        return -1;
+    if (set_timeval(r->peer, SO_RCVTIMEO, (uint64_t)PEER_RCVTIMEO_S * 1000) < 0)
+        return sys_fail(r, "SO_RCVTIMEO");
+    unsigned char *buf = xmalloc(DRAIN_BUF);
+    int rc = 0;
+    char eb[64];
+    for (;;) {
+        ssize_t n = recv(r->peer, buf, DRAIN_BUF, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == ECONNRESET)
+            break;
+        if (n <= 0) {
+            int e = errno;
+            rc = fail(r, "peer saw %s, not a reset", n == 0 ? "an orderly end" : errno_text(e, eb, sizeof eb));
+            break;
+        }
+        if ((rc = expect_pattern_at(r, buf, (size_t)n, r->st->received)) < 0)
+            break;
+        r->st->received += (uint64_t)n;
+    }
+    free(buf);
+    return rc;
+}
+
 /* drain_peer_later's work: after w->ms, reads w->len bytes from the peer, which must be
  * w->data (the pattern from where the peer had read). */
 static void read_later(struct writer *w)
@@ -1127,7 +1158,9 @@ static int op_free(struct run *r, const cJSON *step)
 {
     if (need_zc(r) < 0)
         return -1;
-    int left = lowcopy_zc_free(r->st->zc);
+    /* The close policy; lowcopy_zc_free would do the same without the counters. */
+    lowcopy_zc_send_stats st;
+    int left = lowcopy_zc_close(r->st->zc, &st, sizeof st);
     r->st->zc = NULL;
     if (left < 0)
         return lc_fail(r, "free", left);
@@ -1137,7 +1170,14 @@ static int op_free(struct run *r, const cJSON *step)
         if (!json_u64(w, &v))
             return fail(r, "expect_ret is not a non-negative integer");
         if ((uint64_t)left != v)
-            return fail(r, "left in flight %d, want %" PRIu64, left, v);
+            return fail(r, "abandoned %d, want %" PRIu64, left, v);
+    }
+    if ((w = get(step, "expect_resets"))) {
+        uint64_t v;
+        if (!json_u64(w, &v))
+            return fail(r, "expect_resets is not a non-negative integer");
+        if (st.close_resets != v)
+            return fail(r, "close_resets %" PRIu64 ", want %" PRIu64, st.close_resets, v);
     }
     return 0;
 }
@@ -1155,6 +1195,7 @@ static const struct op OPS[] = {
     {"wait", op_wait},
     {"collect_all", op_collect_all},
     {"drain_peer", op_drain_peer},
+    {"peer_sees_reset", op_peer_sees_reset},
     {"drain_peer_later", op_drain_peer_later},
     {"timestamping", op_timestamping},
     {"request_response", op_request_response},

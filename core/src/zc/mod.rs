@@ -439,18 +439,21 @@ impl Ring {
 /// and drop it.
 ///
 // doc-source: zc.buffers
-/// The buffers of a send must stay unmodified until its completion is reaped: the kernel may
-/// read them until then (a zerocopy send pins the pages and transmits from them, also when TCP
-/// retransmits), so a change reaches the wire. A completion means "the buffer may be reused",
-/// not "the data was delivered": TCP notifies only after the peer acknowledged, so never block
-/// a send on completions.
+/// The memory of a send must stay allocated and unmodified until its completion is reaped: the
+/// kernel may read it until then (a zerocopy send pins the pages and transmits from them, also
+/// when TCP retransmits), so whatever the program writes there goes on the wire, and memory
+/// freed and reused carries other data (heap contents, pointers) to the peer. A completion
+/// means "the buffer may be reused", not "the data was delivered": TCP notifies only after the
+/// peer acknowledged, so never block a send on completions.
 // doc-end
-/// This is not a memory-safety matter (the pages stay pinned however the memory is freed or
-/// reused), which is why the safe calls take borrowed slices; it is the caller's correctness
-/// rule.
+/// So the safe sends take their buffer by value (any [`ZcBuf`]: `Vec<u8>` by default, see
+/// [`ZeroCopySender::for_buffers`]) and hand it back with its completion
+/// ([`ZeroCopySender::reap_with`]) or drop it then; only the `unsafe` `*_borrowed` and `*_raw`
+/// forms borrow. Closing or dropping the sender follows the close policy
+/// ([`ZeroCopySender::close`]).
 ///
 /// ```
-/// use std::io::{IoSlice, Read};
+/// use std::io::Read;
 /// use std::net::{TcpListener, TcpStream};
 /// use std::time::Duration;
 /// use lowcopy::{Completion, Flags, ZcBackend, ZcOptions, ZeroCopySender};
@@ -461,20 +464,62 @@ impl Ring {
 ///
 /// let mut zc = ZeroCopySender::with_options(&client, ZcOptions::new().backend(ZcBackend::Auto))?;
 /// let payload = vec![7u8; 64 * 1024];
-/// assert_eq!(zc.send((&payload).to_vec(), Flags::NONE, 42)?, payload.len());
+/// assert_eq!(zc.send(payload, Flags::NONE, 42)?, 65536); // the sender owns it now
 ///
-/// let mut got = vec![0u8; payload.len()];
+/// let mut got = vec![0u8; 65536];
 /// server.read_exact(&mut got)?; // loopback acknowledges what the peer receives
 ///
 /// let mut done = [Completion::default(); 4];
 /// let mut n = 0;
 /// while n == 0 {
 ///     zc.wait(Some(Duration::from_secs(5)))?;
-///     n = zc.reap(&mut done)?;
+///     n = zc.reap(&mut done)?; // drops the buffer: the kernel is done with it
 /// }
 /// assert_eq!((done[0].user_data, done[0].result), (42, 65536));
-/// drop(payload); // only now may the buffer change
 /// # Ok::<(), std::io::Error>(())
+/// ```
+///
+/// Safe code cannot touch a buffer the kernel may still read. Changing it after the send does
+/// not compile (the sender owns it):
+///
+/// ```compile_fail,E0382
+/// # use std::net::{TcpListener, TcpStream};
+/// # use lowcopy::{Flags, ZeroCopySender};
+/// # let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+/// # let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+/// let mut zc = ZeroCopySender::new(&client).unwrap();
+/// let mut v = vec![b'a'; 1 << 20];
+/// zc.send(v, Flags::NONE, 1).unwrap();
+/// v.fill(b'b');
+/// ```
+///
+/// nor does sending a borrowed buffer that does not live for ever:
+///
+/// ```compile_fail,E0597
+/// # use std::net::{TcpListener, TcpStream};
+/// # use lowcopy::ZeroCopySender;
+/// # use lowcopy::Flags;
+/// # let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+/// # let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+/// let mut zc: ZeroCopySender<_, &'static [u8]> =
+///     ZeroCopySender::for_buffers(&client, Default::default()).unwrap();
+/// let v = vec![b'a'; 1 << 20];
+/// zc.send(&v[..], Flags::NONE, 1).unwrap();
+/// drop(v);
+/// ```
+///
+/// and the borrowing form needs `unsafe`:
+///
+/// ```compile_fail,E0133
+/// # use std::io::IoSlice;
+/// # use std::net::{TcpListener, TcpStream};
+/// # use lowcopy::{Flags, ZeroCopySender};
+/// # let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+/// # let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+/// let mut zc = ZeroCopySender::new(&client).unwrap();
+/// let v = vec![b'a'; 1 << 20];
+/// zc.send_borrowed(&[IoSlice::new(&v)], Flags::NONE, 1).unwrap();
+/// drop(v);
 /// ```
 pub struct ZeroCopySender<F: AsFd, B: ZcBuf = Vec<u8>> {
     fd: F,
@@ -539,6 +584,12 @@ fn zerocopy_capable(fd: BorrowedFd<'_>) -> io::Result<(bool, bool)> {
     let domain = getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_DOMAIN)?;
     let ty = getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TYPE)?;
     let stream = ty == libc::SOCK_STREAM;
+    // A listening socket carries no data: refused here rather than at every send.
+    if (stream || ty == libc::SOCK_SEQPACKET)
+        && getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_ACCEPTCONN)? != 0
+    {
+        return Err(errno(libc::ENOTCONN));
+    }
     if domain != libc::AF_INET && domain != libc::AF_INET6 {
         return Ok((false, stream));
     }
@@ -602,8 +653,10 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// `EINVAL` (options out of range: see [`ZcOptions::reserve`] and
     /// [`ZcOptions::max_pending`]), `ENOMEM` for the tables, and:
     // doc-source: zc_new.errors
-    /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (an explicit zerocopy backend on a socket that has
-    /// none: AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup errors
+    /// `EBADF`, `ENOTSOCK`, `ENOTCONN` (a listening socket: one `getsockopt(SO_ACCEPTCONN)`
+    /// tells, on stream and seqpacket sockets), `EOPNOTSUPP` (an explicit zerocopy backend on a
+    /// socket that has none: AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring
+    /// setup errors
     /// for an explicit io_uring backend when the calling thread has no ring yet (`EPERM` when
     /// `kernel.io_uring_disabled` forbids it, `ENOSYS`, `ENOMEM`, `EMFILE`).
     // doc-end
@@ -739,6 +792,18 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
     pub fn close_with(
         mut self,
         timeout: Duration,
+        f: impl FnMut(Completion, Option<Owned<B>>),
+    ) -> ZcStats {
+        self.close_in_place(timeout, f)
+    }
+
+    /// [`ZeroCopySender::close_with`] for an owner that cannot give the sender up (a handle
+    /// behind a pointer, as the C ABI's): the sender is closed when this returns, and every
+    /// later send fails with `EPIPE`; dropping it then does nothing more. A second call only
+    /// returns the counters.
+    pub fn close_in_place(
+        &mut self,
+        timeout: Duration,
         mut f: impl FnMut(Completion, Option<Owned<B>>),
     ) -> ZcStats {
         self.settle(timeout, true, &mut f);
@@ -830,6 +895,11 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
                 b.expected = expected;
             }
         }
+    }
+
+    /// The close policy's bound on each of its waits ([`ZcOptions::close_timeout`]).
+    pub fn close_timeout(&self) -> Duration {
+        self.close_timeout
     }
 
     /// The backend in use (never `Auto`).
@@ -1001,7 +1071,9 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
     ) -> Result<usize, SendError<B>> {
         let iov = [iovec_of(buf.as_bytes())];
         let name = addr.map(RawAddr::from);
-        let (np, nl) = name.as_ref().map_or((std::ptr::null(), 0), |n| (n.as_ptr(), n.len()));
+        let (np, nl) = name
+            .as_ref()
+            .map_or((std::ptr::null(), 0), |n| (n.as_ptr(), n.len()));
         let cp = if control.is_empty() {
             std::ptr::null()
         } else {
@@ -1028,7 +1100,8 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
         }
         let i = slot as usize;
         if self.held.len() <= i {
-            self.held.resize_with((i + 1).next_power_of_two().max(8), || None);
+            self.held
+                .resize_with((i + 1).next_power_of_two().max(8), || None);
         }
         self.held[i] = Some(owned);
     }
@@ -1187,6 +1260,9 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
         }
         if iov.len() > IOV_MAX {
             return Err(errno(libc::EMSGSIZE));
+        }
+        if self.settled {
+            return Err(errno(libc::EPIPE)); // closed in place
         }
         // A library must not raise SIGPIPE: EPIPE is returned instead.
         let flags = flags.to_raw() | libc::MSG_NOSIGNAL;
@@ -2114,14 +2190,8 @@ mod tests {
             let ring = zc.completion_fd().as_raw_fd();
             assert_eq!(ring != raw, backend == ZcBackend::IoUring, "{backend:?}");
             let data = [5u8; 1000];
-            assert_eq!(
-                zc.send((&data).to_vec(), Flags::MORE, 1).unwrap(),
-                1000
-            );
-            assert_eq!(
-                zc.send((&data).to_vec(), Flags::NONE, 2).unwrap(),
-                1000
-            );
+            assert_eq!(zc.send(data.to_vec(), Flags::MORE, 1).unwrap(), 1000);
+            assert_eq!(zc.send(data.to_vec(), Flags::NONE, 2).unwrap(), 1000);
             let mut got = [0u8; 2000];
             std::io::Read::read_exact(&mut s, &mut got).unwrap();
             assert_eq!(drain(&mut zc).len(), 2, "{backend:?}");
@@ -2139,10 +2209,7 @@ mod tests {
             let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
             let (mut s, _) = l.accept().unwrap();
             let mut zc = ZeroCopySender::with_options(&c, opts).unwrap();
-            assert_eq!(
-                zc.send((&data).to_vec(), Flags::DONTWAIT, 3).unwrap(),
-                1000
-            );
+            assert_eq!(zc.send(data.to_vec(), Flags::DONTWAIT, 3).unwrap(), 1000);
             std::io::Read::read_exact(&mut s, &mut got[..1000]).unwrap();
             assert_eq!(drain(&mut zc)[0].user_data, 3);
         }
@@ -2266,8 +2333,7 @@ mod tests {
             set_memlock(limit);
             let before = zc.stats().enobufs;
             assert_eq!(
-                zc.send((&[1; 4096]).to_vec(), Flags::NONE, 1000)
-                    .unwrap(),
+                zc.send([1; 4096].to_vec(), Flags::NONE, 1000).unwrap(),
                 4096
             );
             assert_eq!(rx.recv(&mut got).unwrap(), 4096);
@@ -2315,10 +2381,7 @@ mod tests {
         };
         let mut send = |zc: &mut ZeroCopySender<&UdpSocket>, i: u64| {
             let data = vec![i as u8; size(i) as usize];
-            assert_eq!(
-                zc.send((&data).to_vec(), Flags::NONE, i).unwrap(),
-                data.len()
-            );
+            assert_eq!(zc.send(data.to_vec(), Flags::NONE, i).unwrap(), data.len());
             assert_eq!(rx.recv(&mut got).unwrap(), data.len());
             assert!(
                 got[..data.len()].iter().all(|&b| b == i as u8),
@@ -2371,10 +2434,7 @@ mod tests {
         });
         let mut zc = ZeroCopySender::with_options(&c, opts).unwrap();
         let data: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
-        assert_eq!(
-            zc.send((&data).to_vec(), Flags::NONE, 7).unwrap(),
-            1 << 20
-        );
+        assert_eq!(zc.send(data.to_vec(), Flags::NONE, 7).unwrap(), 1 << 20);
         assert_eq!(reader.join().unwrap(), data);
         let c = drain(&mut zc);
         assert_eq!(c.len(), 1);
@@ -2439,9 +2499,7 @@ mod tests {
         let data = vec![3u8; 1 << 20];
         let mut sent = Vec::new();
         for (i, zc) in zcs.iter_mut().enumerate() {
-            let n = zc
-                .send((&data).to_vec(), Flags::DONTWAIT, i as u64)
-                .unwrap();
+            let n = zc.send(data.to_vec(), Flags::DONTWAIT, i as u64).unwrap();
             assert!(n > 0);
             sent.push(n);
         }
@@ -2511,7 +2569,7 @@ mod tests {
             );
             let data = [9u8; 10];
             for i in 0..1000 {
-                assert_eq!(zc.send((&data).to_vec(), Flags::NONE, i).unwrap(), 10);
+                assert_eq!(zc.send(data.to_vec(), Flags::NONE, i).unwrap(), 10);
             }
             assert!(zc.tracker.heap_bytes() >= 1000 * 32, "{backend:?}: grown");
             let mut got = vec![0u8; 10_000];
@@ -2557,7 +2615,7 @@ mod tests {
         let mut d = [0u8; 100];
         for i in 0..10 * REAP_EVERY as u64 {
             let (n, k) = zc
-                .send_reap((&[1; 100]).to_vec(), Flags::NONE, i, &mut out)
+                .send_reap([1; 100].to_vec(), Flags::NONE, i, &mut out)
                 .unwrap();
             assert_eq!(n, 100);
             assert_eq!(rx.recv(&mut d).unwrap(), 100);

@@ -524,9 +524,10 @@ class AsyncSender:
         self._pump()
         return await fut
 
-    def close(self, timeout: float | None = 0.0) -> None:
-        """Stops watching and closes the sender (see :meth:`lowcopy.ZeroCopySender.close`:
-        sends in flight keep their buffers until the kernel is done)."""
+    def close(self, timeout: float | None = None) -> None:
+        """Stops watching and closes the sender by the close policy (see
+        :meth:`lowcopy.ZeroCopySender.close`: it waits up to ``timeout`` seconds, 1 by default,
+        for sends in flight, blocking the loop, then resets a stuck stream)."""
         if self._closed:
             return
         self._closed = True
