@@ -344,11 +344,12 @@ export declare class ZeroCopyReceiver {
  *
  * Each buffer sent is kept alive (and its ArrayBuffer made untransferable) until its
  * completion is reaped by `reap`, `sendReap`, `wait` or `waitAsync`.
- * The buffers of a send must stay unmodified until its completion is reaped: the kernel may read
- * them until then (a zerocopy send pins the pages and transmits from them, also when TCP
- * retransmits), so a change reaches the wire. A completion means "the buffer may be reused", not
- * "the data was delivered": TCP notifies only after the peer acknowledged, so never block a send
- * on completions.
+ * The memory of a send must stay allocated and unmodified until its completion is reaped: the
+ * kernel may read it until then (a zerocopy send pins the pages and transmits from them, also when
+ * TCP retransmits), so whatever the program writes there goes on the wire, and memory freed and
+ * reused carries other data (heap contents, pointers) to the peer. A completion means "the buffer
+ * may be reused", not "the data was delivered": TCP notifies only after the peer acknowledged, so
+ * never block a send on completions.
  * Create one sender per socket, before any other `MSG_ZEROCOPY` send on it, and keep it for the
  * socket's life: the kernel's id counter cannot be read back, so on the error queue a second
  * sender on the same socket (after the first was closed, or in a forked child) never matches its
@@ -368,10 +369,11 @@ export declare class ZeroCopySender {
    *
    * Errors: `TypeError` for a bad option, and for `'errqueue'` on a `net.Socket`; `EMFILE`
    * (no descriptor for the duplicate);
-   * `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (an explicit zerocopy backend on a socket that has none:
-   * AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup errors for an
-   * explicit io_uring backend when the calling thread has no ring yet (`EPERM` when
-   * `kernel.io_uring_disabled` forbids it, `ENOSYS`, `ENOMEM`, `EMFILE`).
+   * `EBADF`, `ENOTSOCK`, `ENOTCONN` (a listening socket: one `getsockopt(SO_ACCEPTCONN)` tells,
+   * on stream and seqpacket sockets), `EOPNOTSUPP` (an explicit zerocopy backend on a socket
+   * that has none: AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup
+   * errors for an explicit io_uring backend when the calling thread has no ring yet (`EPERM`
+   * when `kernel.io_uring_disabled` forbids it, `ENOSYS`, `ENOMEM`, `EMFILE`).
    */
   constructor(fd: number | import('node:net').Socket | { fd: number }, options?: ZcSenderOptions)
   /** The backend in use: `'io_uring'`, `'errqueue'` or `'copy'` (never `'auto'`). */
@@ -486,16 +488,26 @@ export declare class ZeroCopySender {
   /** The counters so far; after `close()`, as closing left them (with its `close*` counters). */
   stats(): ZcStats
   /**
-   * Closes the sender under the core's close policy (`ZeroCopySender::close_with`): waits
-   * for the sends in flight up to the close timeout (1 s), releasing each buffer as its
-   * completion comes (those completions are dropped: `userData` is not handed back); if
-   * some are still in flight on a stream socket, resets the connection (the kernel then
-   * releases their pages: the peer sees a reset, never wrong bytes) and waits a short while
-   * for the completions that follow. Returns the sends still in flight after that
-   * ("abandoned"): their buffers are kept for the life of the process. `stats()` then
-   * reports `closeCompleted`, `closeResets` and `closeAbandoned`. A pending `waitAsync`
-   * rejects with an `AbortError`. Calling it again returns 0. It blocks the JS thread for
-   * as long as closing waits (at most about twice the close timeout).
+   * Closes the sender by the core's close policy (`ZeroCopySender::close_with`), releasing
+   * each buffer as its completion comes (those completions are dropped: their `userData` is
+   * not handed back), and returns the sends abandoned, whose buffers are then kept for the
+   * life of the process; `stats()` keeps answering, with the counters below. A pending
+   * `waitAsync` rejects with an `AbortError`. Calling it again returns 0. It blocks the JS
+   * thread while closing waits. The same happens to a sender collected without `close()`,
+   * and to every live sender of a worker (or the main thread) when it ends.
+   * Closing never lets the kernel read memory the program has given up. The sender first waits
+   * for the completions of its sends in flight, up to its close timeout (1 s by default). If
+   * some are still missing (TCP notifies only once the peer acknowledged: a peer that stopped
+   * reading holds them) and the socket is a stream, it resets the connection (`connect` with
+   * `AF_UNSPEC`: the kernel sends a RST and purges its send queues, releasing their pages; the
+   * peer sees a reset, never wrong bytes) and waits up to 1 s more for the completions that
+   * follow. A datagram socket is not reset: its sends complete once the device has sent them.
+   * Sends still in flight after that are abandoned: the memory of each stays in use by the
+   * kernel for ever (an owned buffer is leaked, never freed). The counters say what happened:
+   * `close_completed`, `close_resets`, `close_abandoned`. An io_uring sender closed on another
+   * thread than the one whose ring it joined cannot wait: it resets a stream at once and
+   * abandons what is still in flight. Closing waits in `poll` or `io_uring_enter`; a signal does
+   * not cut it short.
    */
   close(): number
 }
@@ -1005,18 +1017,15 @@ export interface ZcStats {
   /** 1 once the `adaptive` option stopped asking for zerocopy. */
   zerocopyOff: number
   /**
-   * Completions that arrived while `close()` (or the environment's teardown) waited for the
-   * sends in flight.
+   * Completions that closing the sender took in (ready ones and those that arrived while it
+   * waited); see the close policy.
    */
   closeCompleted: number
-  /**
-   * 1 when closing reset the connection because sends were still in flight after the close
-   * timeout (the kernel then released their pages; the peer saw a reset).
-   */
+  /** 1 when closing reset the connection because completions did not come in time. */
   closeResets: number
   /**
-   * Sends still in flight when closing gave up: their buffers are kept for the life of the
-   * process.
+   * Sends still in flight when closing gave up waiting: their memory stays in use by the kernel
+   * (an owned buffer is leaked, never freed; a borrowed one must stay valid for ever).
    */
   closeAbandoned: number
 }

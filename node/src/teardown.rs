@@ -28,8 +28,12 @@
 //! 2. closes every live `ZeroCopySender` of the environment with the core's close policy
 //!    (`ZeroCopySender::close_with`: wait for the sends in flight, reset a stream whose
 //!    completions do not come), all under one deadline, so that N stuck senders cost about one
-//!    close timeout, not N; after that the kernel no longer reads any page of the heap that is
-//!    about to be freed (except sends the core reports abandoned, counted in its stats).
+//!    close timeout, not N (the first waits out the deadline, the others then have 0 left and
+//!    reset at once); after that the kernel no longer reads any page of the heap that is about
+//!    to be freed. The one exception is a send the core abandons (still in flight after the
+//!    reset and its short wait: pages held by a device queue, or a datagram socket, which is
+//!    not reset): an ArrayBuffer cannot outlive its isolate, so its memory goes with the heap;
+//!    `close()` before the worker ends keeps such buffers for the life of the process.
 //!
 //! The registry lives in the environment's instance data (`napi_set_instance_data`); it is
 //! touched only on the environment's JS thread (calls, promise settlements, the hook).

@@ -241,14 +241,19 @@ pub struct ZcStats {
     /// 1 once the `adaptive` option stopped asking for zerocopy.
     // doc-end
     pub zerocopy_off: f64,
-    /// Completions that arrived while `close()` (or the environment's teardown) waited for the
-    /// sends in flight.
+    // doc-copy: zc_stats.close_completed
+    /// Completions that closing the sender took in (ready ones and those that arrived while it
+    /// waited); see the close policy.
+    // doc-end
     pub close_completed: f64,
-    /// 1 when closing reset the connection because sends were still in flight after the close
-    /// timeout (the kernel then released their pages; the peer saw a reset).
+    // doc-copy: zc_stats.close_resets
+    /// 1 when closing reset the connection because completions did not come in time.
+    // doc-end
     pub close_resets: f64,
-    /// Sends still in flight when closing gave up: their buffers are kept for the life of the
-    /// process.
+    // doc-copy: zc_stats.close_abandoned
+    /// Sends still in flight when closing gave up waiting: their memory stays in use by the kernel
+    /// (an owned buffer is leaked, never freed; a borrowed one must stay valid for ever).
+    // doc-end
     pub close_abandoned: f64,
 }
 
@@ -1065,16 +1070,28 @@ impl ZeroCopySender {
         })
     }
 
-    /// Closes the sender under the core's close policy (`ZeroCopySender::close_with`): waits
-    /// for the sends in flight up to the close timeout (1 s), releasing each buffer as its
-    /// completion comes (those completions are dropped: `userData` is not handed back); if
-    /// some are still in flight on a stream socket, resets the connection (the kernel then
-    /// releases their pages: the peer sees a reset, never wrong bytes) and waits a short while
-    /// for the completions that follow. Returns the sends still in flight after that
-    /// ("abandoned"): their buffers are kept for the life of the process. `stats()` then
-    /// reports `closeCompleted`, `closeResets` and `closeAbandoned`. A pending `waitAsync`
-    /// rejects with an `AbortError`. Calling it again returns 0. It blocks the JS thread for
-    /// as long as closing waits (at most about twice the close timeout).
+    /// Closes the sender by the core's close policy (`ZeroCopySender::close_with`), releasing
+    /// each buffer as its completion comes (those completions are dropped: their `userData` is
+    /// not handed back), and returns the sends abandoned, whose buffers are then kept for the
+    /// life of the process; `stats()` keeps answering, with the counters below. A pending
+    /// `waitAsync` rejects with an `AbortError`. Calling it again returns 0. It blocks the JS
+    /// thread while closing waits. The same happens to a sender collected without `close()`,
+    /// and to every live sender of a worker (or the main thread) when it ends.
+    // doc-copy: zc_close.policy
+    /// Closing never lets the kernel read memory the program has given up. The sender first waits
+    /// for the completions of its sends in flight, up to its close timeout (1 s by default). If
+    /// some are still missing (TCP notifies only once the peer acknowledged: a peer that stopped
+    /// reading holds them) and the socket is a stream, it resets the connection (`connect` with
+    /// `AF_UNSPEC`: the kernel sends a RST and purges its send queues, releasing their pages; the
+    /// peer sees a reset, never wrong bytes) and waits up to 1 s more for the completions that
+    /// follow. A datagram socket is not reset: its sends complete once the device has sent them.
+    /// Sends still in flight after that are abandoned: the memory of each stays in use by the
+    /// kernel for ever (an owned buffer is leaked, never freed). The counters say what happened:
+    /// `close_completed`, `close_resets`, `close_abandoned`. An io_uring sender closed on another
+    /// thread than the one whose ring it joined cannot wait: it resets a stream at once and
+    /// abandons what is still in flight. Closing waits in `poll` or `io_uring_enter`; a signal does
+    /// not cut it short.
+    // doc-end
     #[napi(catch_unwind)]
     pub fn close(&self, env: Env) -> u32 {
         if let Some(st) = crate::teardown::existing(&env) {
