@@ -202,17 +202,82 @@ where
             }
         }));
     };
-    // The waits need little stack: the core's calls, and buffers on the heap. When no thread
-    // can be made, the closure is dropped unrun and `Settle` rejects the promise.
-    if std::thread::Builder::new()
-        .name(format!("lowcopy {what}"))
-        .stack_size(256 << 10)
-        .spawn(run)
-        .is_err()
-    {
+    // When no thread can be had, the closure is dropped unrun and `Settle` rejects the promise.
+    if !pool::run(Box::new(run)) {
         if let Some(k) = key {
             st.remove_wait(k);
         }
     }
     Ok(promise)
+}
+
+/// The threads the waits run on: process-wide, made on demand, each kept for a while once idle
+/// (a new thread per call would cost tens of microseconds). Node neither knows nor waits for
+/// them: a wait that outlives its environment (`recvAtLeastAsync`) holds only its own thread.
+mod pool {
+    use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    type Job = Box<dyn FnOnce() + Send>;
+
+    /// How long an idle thread waits for work before it ends.
+    const IDLE: Duration = Duration::from_secs(10);
+
+    /// The idle threads, each by its id and the sender of its job channel.
+    static IDLE_THREADS: Mutex<Vec<(u64, Sender<Job>)>> = Mutex::new(Vec::new());
+    static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+    fn idle() -> std::sync::MutexGuard<'static, Vec<(u64, Sender<Job>)>> {
+        IDLE_THREADS.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `job` on an idle thread, or on a new one; false (and `job` dropped) when no thread
+    /// could be made.
+    pub(super) fn run(mut job: Job) -> bool {
+        loop {
+            let Some((_, tx)) = idle().pop() else { break };
+            match tx.send(job) {
+                Ok(()) => return true,
+                // That thread is gone (it cannot be: an idle thread leaves the list before it
+                // ends); try the next one.
+                Err(e) => job = e.0,
+            }
+        }
+        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // The waits need little stack: the core's calls, and buffers on the heap.
+        std::thread::Builder::new()
+            .name("lowcopy wait".into())
+            .stack_size(256 << 10)
+            .spawn(move || serve(id, job))
+            .is_ok()
+    }
+
+    /// A pool thread: runs its first job, then whatever it is handed while idle, until it has
+    /// been idle for `IDLE`.
+    fn serve(id: u64, first: Job) {
+        let (tx, rx) = channel::<Job>();
+        first();
+        loop {
+            idle().push((id, tx.clone()));
+            let job = match rx.recv_timeout(IDLE) {
+                Ok(job) => job,
+                Err(RecvTimeoutError::Timeout) => {
+                    let mut list = idle();
+                    if let Some(i) = list.iter().position(|(w, _)| *w == id) {
+                        list.swap_remove(i);
+                        return;
+                    }
+                    // Taken off the list meanwhile: a job is on its way.
+                    drop(list);
+                    match rx.recv() {
+                        Ok(job) => job,
+                        Err(_) => return,
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            job();
+        }
+    }
 }
