@@ -17,14 +17,20 @@
 //! which frees the environment's heap and every `ArrayBuffer` in it.
 //!
 //! So lowcopy's waits (`peekAsync`, `peekAtAsync`, `recvAtLeastAsync`, `waitAsync`) do not run
-//! as thread-pool requests: each runs on a thread of its own ([`spawn`]) and settles its promise
-//! through a `JsDeferred` (a thread-safe function, which keeps the event loop alive as a pending
-//! request did, and which Node does not wait for at teardown). The environment's sync cleanup
-//! hook ([`teardown`], registered with the environment's [`EnvState`], the first time lowcopy
-//! is used in it) then runs before any of the environment's memory is freed, and:
+//! as thread-pool requests: each runs on one of lowcopy's own threads ([`spawn`], a small pool)
+//! and settles its promise through a `JsDeferred` (a thread-safe function, which keeps the
+//! event loop alive as a pending request did, and which Node does not wait for at teardown).
+//! Nothing of lowcopy's then holds `CleanupHandles` back, and the sync cleanup hook is enough
+//! (an async one would only keep the loop spinning while it waits; closing waits in the core,
+//! synchronously): [`teardown`], registered with the environment's [`EnvState`] the first time
+//! lowcopy is used in it, runs before the `napi_env`'s finalizers and before the heap is freed,
+//! and:
 //!
 //! 1. aborts every pending wait of the environment at once (their `AbortHandle`s): their
-//!    threads end, and their promises are dropped with the environment;
+//!    threads go back to the pool, and their promises are dropped with the environment.
+//!    `recvAtLeastAsync` is the exception: the core's receive takes no abort handle, so its
+//!    thread is left to end by itself (its timeout, data, or the peer's end); it holds only its
+//!    own duplicate and buffer, nothing of the environment, so `terminate()` does not wait;
 //! 2. closes every live `ZeroCopySender` of the environment with the core's close policy
 //!    (`ZeroCopySender::close_with`: wait for the sends in flight, reset a stream whose
 //!    completions do not come), all under one deadline, so that N stuck senders cost about one

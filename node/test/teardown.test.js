@@ -129,6 +129,47 @@ for (const backend of ['io_uring', 'errqueue']) {
     sendersHeapGoes(backend, 'exit'))
 }
 
+// Four senders, each with sends in flight to a peer that never reads, in one worker: the
+// teardown closes them under one deadline (the first waits the close timeout, 1 s, the others
+// reset at once), so terminate() takes about one close timeout, not four.
+const STUCK = `
+'use strict'
+const { workerData, parentPort } = require('node:worker_threads')
+const lc = require(workerData.pkg)
+globalThis.keep = workerData.socks.map((fd) => {
+  const z = new lc.ZeroCopySender(fd, { backend: 'io_uring' })
+  const b = new Uint8Array(${CHUNK}).fill(3)
+  while (z.trySend(b) > 0) {}
+  return z
+})
+parentPort.postMessage(globalThis.keep.map((z) => z.inflight))
+setInterval(() => {}, 1000)
+`
+
+test('terminate() of a worker with four stuck senders costs about one close timeout, not four', async () => {
+  const pairs = [0, 1, 2, 3].map(() => testing.pair('tcp4'))
+  try {
+    const w = new Worker(STUCK, { eval: true, workerData: { pkg: PKG, socks: pairs.map((p) => p.sock) } })
+    const [inflight] = await once(w, 'message')
+    assert.ok(inflight.every((n) => n > 0), `sends in flight on every sender (${inflight})`)
+    const t0 = Date.now()
+    await w.terminate()
+    const ms = Date.now() - t0
+    console.log(`# four stuck senders: terminate() in ${ms} ms`)
+    assert.ok(ms >= 900, `the teardown waited for the completions (${ms} ms)`)
+    assert.ok(ms < 3500, `one shared deadline, not one close timeout per sender (${ms} ms)`)
+    for (const p of pairs) {
+      const seen = readChecked(p.peer)
+      assert.equal(seen.end, 'ECONNRESET', 'each stuck connection was reset')
+    }
+  } finally {
+    for (const p of pairs) {
+      testing.close(p.sock)
+      testing.close(p.peer)
+    }
+  }
+})
+
 for (const kind of ['peekAsync', 'peekAtAsync', 'recvAtLeastAsync', 'receiverRecvAtLeastAsync', 'waitAsync']) {
   test(`terminate() of a worker with a pending ${kind} (no timeout) resolves within ${BOUND_MS} ms and the process exits`, () => {
     let out
