@@ -184,6 +184,14 @@ for (const kind of ['peekAsync', 'peekAtAsync', 'recvAtLeastAsync', 'receiverRec
   })
 }
 
+test('process.exit() on the main thread with a pending peekAtAsync (no timeout) exits', () => {
+  try {
+    execFileSync(process.execPath, [CHILD, 'mainpending'], { timeout: BOUND_MS, encoding: 'utf8' })
+  } catch (e) {
+    assert.fail(`the child did not exit (${e.signal || e.status}): ${e.stdout || ''}${e.stderr || ''}`)
+  }
+})
+
 for (const backend of ['io_uring', 'errqueue']) {
   test(`${backend}: close() with a peer that never reads returns within the bound, resets, and the peer sees no wrong byte`, () => {
     const p = testing.pair('tcp4')

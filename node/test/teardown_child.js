@@ -8,6 +8,8 @@
 //                      the main thread sends to 127.0.0.1:<port> (a peer that does not read)
 //                      until the socket is full, then ends with the sends in flight; prints
 //                      { sent } (bytes accepted)
+//   mainpending        the main thread calls process.exit() with a peekAtAsync pending
+//                      (Node's exit joins libuv's pool threads: a wait there never let it end)
 'use strict'
 const path = require('node:path')
 const { Worker } = require('node:worker_threads')
@@ -91,6 +93,17 @@ function mainexit(port, backend) {
   globalThis.keep = z
 }
 
+function mainpending() {
+  const lc = require(PKG)
+  const { testing } = require(INDEX)
+  const p = testing.pair('tcp4')
+  lc.peekAtAsync(p.sock, 0, 16).catch(() => {})
+  setTimeout(() => {
+    console.log(JSON.stringify({ exiting: true }))
+    process.exit(0)
+  }, 100)
+}
+
 if (require.main === module && process.argv[2]) {
   const [, , what, a, b] = process.argv
   if (what === 'pending') {
@@ -100,6 +113,8 @@ if (require.main === module && process.argv[2]) {
     })
   } else if (what === 'mainexit') {
     mainexit(a, b)
+  } else if (what === 'mainpending') {
+    mainpending()
   } else {
     console.error('unknown case ' + what)
     process.exitCode = 2
