@@ -4,11 +4,18 @@
 #   make fuzz      the fuzzers, FUZZ_SECONDS (60) each, on nightly (fuzz/README.md)
 #   make header    the adapters' doc copies from core (make docs), then include/lowcopy.h
 #   make install   PREFIX=/usr/local DESTDIR= : stripped .so and .a (the .so's debug info in
-#                  LIBDIR/.debug), lowcopy.h, lowcopy_syscalls.h, lowcopy.pc
-VERSION  := 0.3.0
+#                  LIBDIR/.debug), lowcopy.h, lowcopy_syscalls.h, lowcopy.pc, the man pages
+#                  (MANDIR: lowcopy(7) and one section-3 page per function)
+#   make man       the man pages in build/man, generated from include/lowcopy.h
+#   make dist      every release artifact in dist/ (scripts/dist.sh): the Python wheel and
+#                  sdist, the two npm tarballs, the C source tarball, the Debian packages
+# The version is the root Cargo.toml's [workspace.package] version, and only there:
+# scripts/version.sh --check fails when package.json, debian/changelog, ... differ from it.
+VERSION  := $(shell sed -n '/^\[workspace\.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' Cargo.toml)
 PREFIX   ?= /usr/local
 LIBDIR   ?= $(PREFIX)/lib
 INCDIR   ?= $(PREFIX)/include
+MANDIR   ?= $(PREFIX)/share/man
 DESTDIR  ?=
 CARGO    ?= cargo
 CC       ?= cc
@@ -22,7 +29,7 @@ PKGENV   := PKG_CONFIG_PATH=$(BUILD)/lib/pkgconfig
 STATIC_PRIVATE := -lutil -lrt -lpthread -lm -ldl -lc
 
 .PHONY: all lib fault-lib docs header examples c-tests demo python-demo test install clean valgrind \
-	fuzz fuzz-replay
+	fuzz fuzz-replay man man-check abi-check version version-check dist
 
 all: lib examples
 
@@ -61,12 +68,17 @@ header: docs
 
 EXAMPLES := $(patsubst examples/c/%.c,$(BUILD)/bin/%,$(wildcard examples/c/*.c))
 
-# Beside the examples, the relay's connections-per-second client (scripts/relay_cps.sh).
-RELAY_TOOLS := $(BUILD)/bin/relay_cps
+# Beside the examples, the relay's connections-per-second client (scripts/relay_cps.sh) and
+# its many-concurrent-connections test (tests/relay/burst.sh).
+RELAY_TOOLS := $(BUILD)/bin/relay_cps $(BUILD)/bin/relay_burst
 
 examples: lib $(EXAMPLES) $(RELAY_TOOLS)
 
 $(BUILD)/bin/relay_cps: tests/relay/cps.c
+	mkdir -p $(BUILD)/bin
+	$(CC) $(STRICT) $< -o $@ -lpthread
+
+$(BUILD)/bin/relay_burst: tests/relay/burst.c
 	mkdir -p $(BUILD)/bin
 	$(CC) $(STRICT) $< -o $@ -lpthread
 
@@ -258,12 +270,36 @@ python-demo:
 test:
 	scripts/test.sh
 
+# The man pages, from the header's doc comments (scripts/manpages.py: one source of text).
+man: $(BUILD)/man/man7/lowcopy.7
+
+$(BUILD)/man/man7/lowcopy.7: include/lowcopy.h scripts/manpages.py capi/abi/lowcopy.symbols Cargo.toml
+	python3 scripts/manpages.py $(BUILD)/man
+
+# Every exported function has its page, and every page is clean under mandoc -Tlint.
+man-check: man
+	python3 scripts/manpages.py --check $(BUILD)/man
+
+# The exported symbols and their version nodes against capi/abi/lowcopy.symbols.
+abi-check: lib
+	scripts/abi_check.sh $(BUILD)/lib/liblowcopy.so.0
+
+version:
+	@echo $(VERSION)
+
+version-check:
+	scripts/version.sh --check
+
+# Release artifacts in dist/ (scripts/dist.sh says what each is and how it is built).
+dist:
+	scripts/dist.sh
+
 # Installs stripped libraries; the shared library's debug info goes apart, to
 # $(LIBDIR)/.debug/ (where gdb looks for the file its .gnu_debuglink names).
 DEBUGDIR := $(LIBDIR)/.debug
-install: lib
+install: lib man
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR) $(DESTDIR)$(DEBUGDIR) \
-	  $(BUILD)/stripped
+	  $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man7 $(BUILD)/stripped
 	objcopy --only-keep-debug $(BUILD)/lib/liblowcopy.so.$(VERSION) \
 	  $(BUILD)/stripped/liblowcopy.so.$(VERSION).debug
 	cd $(BUILD)/stripped && objcopy --strip-unneeded \
@@ -276,8 +312,10 @@ install: lib
 	ln -sf liblowcopy.so.0 $(DESTDIR)$(LIBDIR)/liblowcopy.so
 	install -m 0644 $(BUILD)/stripped/liblowcopy.a $(DESTDIR)$(LIBDIR)/
 	install -m 0644 include/lowcopy.h include/lowcopy_syscalls.h $(DESTDIR)$(INCDIR)/
+	install -m 0644 $(BUILD)/man/man3/*.3 $(DESTDIR)$(MANDIR)/man3/
+	install -m 0644 $(BUILD)/man/man7/lowcopy.7 $(DESTDIR)$(MANDIR)/man7/
 	$(call write_pc,$(PREFIX),$(LIBDIR),$(INCDIR),$(DESTDIR)$(LIBDIR)/pkgconfig/lowcopy.pc)
 
 clean:
 	$(CARGO) clean
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) dist

@@ -4,7 +4,7 @@
 // kernel may read it.
 'use strict'
 const { markAsUntransferable } = require('node:worker_threads')
-const native = require('./index.js')
+const native = require('./scripts/load.js') // index.js, or a source build where no binary matches
 
 // Whether marking an ArrayBuffer untransferable also stops ArrayBuffer.prototype.transfer()
 // (it does not exist on Node 20; Node before 26.3 transfers marked buffers anyway). Where it

@@ -13,6 +13,11 @@ ensure_deps() { # ensure_deps test|demo
 	command -v ip >/dev/null || need+=(iproute2)
 	pkg-config --exists libcjson 2>/dev/null || need+=(libcjson-dev)
 	[ "$1" = test ] && { command -v valgrind >/dev/null || need+=(valgrind); }
+	# make man-check (mandoc -Tlint), man -w in the install and dist checks, make dist
+	# (dpkg-buildpackage with debhelper).
+	[ "$1" = test ] && { command -v mandoc >/dev/null || need+=(mandoc); }
+	[ "$1" = test ] && { command -v man >/dev/null || need+=(man-db); }
+	[ "$1" = test ] && { command -v dh >/dev/null || need+=(debhelper); }
 	command -v node >/dev/null || need+=(nodejs)
 	command -v npm >/dev/null || need+=(npm)
 	[ "$1" = demo ] && { command -v iperf3 >/dev/null || need+=(iperf3); }

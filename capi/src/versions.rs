@@ -3,12 +3,16 @@
 //! rustc links a cdylib with its own export list, which leaves every `#[no_mangle]` export in
 //! the base (unversioned) version whatever lowcopy.map says; a symbol gets a version node only
 //! from a `.symver` directive: [`default_version!`] beside the export, [`old_version!`] here.
-//! The exports of 0.1 are in the base version, as the 0.1 library had them, and programs built
-//! against it reference them unversioned: the dynamic linker binds such a reference to the
-//! oldest version of a name, `LOWCOPY_0.1` when there is one (glibc `elf/dl-lookup.c`,
-//! `check_match`). So a call whose signature changed keeps its old symbol there, implemented
-//! by the function below, and the new one becomes the default version (`name@@LOWCOPY_0.2`)
-//! that programs built now link against; functions new in 0.2 are `@@LOWCOPY_0.2` too.
+//! The 0.1 library had no symbol versions, and programs built against it reference its
+//! exports unversioned: the dynamic linker binds such a reference to the oldest version of a
+//! name, `LOWCOPY_0.1` (glibc `elf/dl-lookup.c`, `check_match`: a definition of version index 1
+//! or 2, the base or the first node). So every call of 0.1 is in LOWCOPY_0.1: one whose
+//! signature never changed as its default version (`name@@LOWCOPY_0.1`, the list below), one
+//! whose signature changed keeps its old symbol there (`name@LOWCOPY_0.1`), implemented by the
+//! function below, and the new one becomes the default version (`name@@LOWCOPY_0.2`) that
+//! programs built now link against; functions new in 0.2 are `@@LOWCOPY_0.2` too. No export
+//! is left in the base version: capi/abi/lowcopy.symbols lists each with its node, and
+//! scripts/abi_check.sh fails when the library differs from it.
 //! `, remove` drops the plain name from the object, so that the static library defines each
 //! name once.
 //!
@@ -46,6 +50,43 @@ macro_rules! default_version {
     };
 }
 pub(crate) use default_version;
+
+// The calls of 0.1 whose signatures never changed: their one symbol is the default version of
+// the first node (`name@@LOWCOPY_0.1`), so that every export carries a version (capi/abi/
+// lowcopy.symbols lists them; scripts/abi_check.sh checks the library against it). A program
+// of 0.1 references them unversioned, and the dynamic linker binds such a reference to a
+// definition in the first version node as to one in the base version (`check_match`: version
+// index 1 or 2). Here rather than beside each export: the crate is one codegen unit, so the
+// directives are assembled in the object that defines the functions all the same.
+default_version!("lowcopy_consume", "LOWCOPY_0.1");
+default_version!("lowcopy_peek_at", "LOWCOPY_0.1");
+default_version!("lowcopy_peek_supported", "LOWCOPY_0.1");
+default_version!("lowcopy_peeker_consume", "LOWCOPY_0.1");
+default_version!("lowcopy_peeker_free", "LOWCOPY_0.1");
+default_version!("lowcopy_peeker_mode", "LOWCOPY_0.1");
+default_version!("lowcopy_peeker_new", "LOWCOPY_0.1");
+default_version!("lowcopy_peeker_note_consumed", "LOWCOPY_0.1");
+default_version!("lowcopy_peeker_offset", "LOWCOPY_0.1");
+default_version!("lowcopy_peeker_peek", "LOWCOPY_0.1");
+default_version!("lowcopy_peeker_peekv", "LOWCOPY_0.1");
+default_version!("lowcopy_peeker_seek", "LOWCOPY_0.1");
+default_version!("lowcopy_peeker_set_lowat_armed", "LOWCOPY_0.1");
+default_version!("lowcopy_peekv_at", "LOWCOPY_0.1");
+default_version!("lowcopy_recv_atleast", "LOWCOPY_0.1");
+default_version!("lowcopy_set_rcvlowat", "LOWCOPY_0.1");
+default_version!("lowcopy_version", "LOWCOPY_0.1");
+default_version!("lowcopy_zc_backend", "LOWCOPY_0.1");
+default_version!("lowcopy_zc_free", "LOWCOPY_0.1");
+default_version!("lowcopy_zc_inflight", "LOWCOPY_0.1");
+default_version!("lowcopy_zc_new", "LOWCOPY_0.1");
+default_version!("lowcopy_zc_pollfd", "LOWCOPY_0.1");
+default_version!("lowcopy_zc_send", "LOWCOPY_0.1");
+default_version!("lowcopy_zc_sendmsg", "LOWCOPY_0.1");
+default_version!("lowcopy_zc_sendv", "LOWCOPY_0.1");
+default_version!("lowcopy_zc_wait", "LOWCOPY_0.1");
+default_version!("lowcopy_zcrx_free", "LOWCOPY_0.1");
+default_version!("lowcopy_zcrx_new", "LOWCOPY_0.1");
+default_version!("lowcopy_zcrx_window", "LOWCOPY_0.1");
 
 old_version!(probe_0_1, "lowcopy_probe", "LOWCOPY_0.1");
 old_version!(peeker_stats_0_1, "lowcopy_peeker_stats", "LOWCOPY_0.1");

@@ -5,8 +5,11 @@
 #            committed must be what this build generates; tsc --strict on test/types-check.ts
 #   test     node --test on node/test/ (behaviour tables, Node-only cases), after linking the
 #            package into examples/node (npm install there, as a user would)
-#   pack     npm pack, then npm install of the tarball in an empty folder elsewhere: it must
-#            build from its own sources (core vendored) and load; npx lowcopy probe
+#   pack     npm pack, then npm install of the tarball alone (no platform package:
+#            --omit=optional) in an empty folder elsewhere: no install script runs; the first
+#            require() finds no prebuilt binary, says so and builds from the package's own
+#            sources (core vendored), then loads; npx lowcopy probe. (The prebuilt path, the
+#            tarballs of make dist: scripts/dist_test.sh.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NODE_DIR=$PWD
@@ -36,7 +39,13 @@ pack)
 	cd "$tmp/app"
 	npm init -y >/dev/null
 	# Its own target dir inside the workspace's: later runs rebuild incrementally.
-	CARGO_TARGET_DIR="$ROOT/target/npm-pack" npm install "$tmp"/lowcopy-*.tgz
+	npm install --omit=optional "$tmp"/lowcopy-*.tgz
+	test ! -e node_modules/lowcopy/lowcopy.linux-x64-gnu.node
+	CARGO_TARGET_DIR="$ROOT/target/npm-pack" node -e "require('lowcopy')" 2>"$tmp/load.log" ||
+		{ cat "$tmp/load.log"; exit 1; }
+	cat "$tmp/load.log"
+	grep -q 'no prebuilt binary loads' "$tmp/load.log"
+	test -e node_modules/lowcopy/lowcopy.linux-x64-gnu.node
 	test ! -e node_modules/lowcopy/target
 	node -e "
 		const l = require('lowcopy')

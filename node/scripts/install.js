@@ -1,7 +1,10 @@
 #!/usr/bin/env node
-// npm's install step: builds the native addon from the Rust sources with cargo (crates come
-// from crates.io; nothing else is downloaded) and puts it where the loader (index.js) looks
-// first: lowcopy.linux-x64-gnu.node beside this package.json.
+// The source build: the native addon from the Rust sources with cargo (crates come from
+// crates.io; nothing else is downloaded), put where the loader (index.js) looks first:
+// lowcopy.linux-x64-gnu.node beside this package.json. No install script runs it: the prebuilt
+// platform package (lowcopy-linux-x64-gnu) is used where it matches, and scripts/load.js runs
+// this at the first require() only where no binary loads. By hand: `npm run build-from-source`
+// in node_modules/lowcopy (or `node node_modules/lowcopy/scripts/install.js`).
 //
 // In the lowcopy repository the crate is a workspace member and builds into the workspace's
 // target/. A packed package (npm pack) carries the core crate in vendor/ and is its own

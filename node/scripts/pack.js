@@ -3,7 +3,11 @@
 //   prepack:  vendor/lowcopy/ = the core crate (Cargo.toml with workspace fields resolved,
 //             src/); Cargo.toml points there and is its own workspace; Cargo.lock = the
 //             workspace's lock (same crate versions as the repository's build).
-//   postpack: puts the repository's Cargo.toml back and removes vendor/ and Cargo.lock.
+//             package.json gets the exact-version optionalDependencies on the platform
+//             packages (npm/*/package.json), as napi's prepublish writes them; the licence
+//             texts are copied in.
+//   postpack: puts the repository's Cargo.toml and package.json back and removes vendor/,
+//             Cargo.lock and the licence copies.
 'use strict'
 const fs = require('node:fs')
 const path = require('node:path')
@@ -11,6 +15,8 @@ const path = require('node:path')
 const here = path.resolve(__dirname, '..')
 const repo = path.resolve(here, '..')
 const saved = path.join(here, '.Cargo.toml.repo')
+const savedPkg = path.join(here, '.package.json.repo')
+const licences = ['LICENSE-MIT', 'LICENSE-APACHE']
 
 // The [workspace.package] and [workspace.dependencies] values of the root Cargo.toml.
 function workspaceValues() {
@@ -65,6 +71,17 @@ function prepack() {
   packed += `\n# Packed by scripts/pack.js: this package is its own workspace.\n[workspace]\n\n${ws.profile}`
   fs.writeFileSync(path.join(here, 'Cargo.toml'), packed)
   fs.copyFileSync(path.join(repo, 'Cargo.lock'), path.join(here, 'Cargo.lock'))
+  const pkgText = fs.readFileSync(path.join(here, 'package.json'), 'utf8')
+  fs.writeFileSync(savedPkg, pkgText)
+  const pkg = JSON.parse(pkgText)
+  pkg.optionalDependencies = {}
+  for (const d of fs.readdirSync(path.join(here, 'npm')).sort()) {
+    const plat = JSON.parse(fs.readFileSync(path.join(here, 'npm', d, 'package.json'), 'utf8'))
+    if (plat.version !== pkg.version) throw new Error(`npm/${d}: version ${plat.version}, not ${pkg.version}`)
+    pkg.optionalDependencies[plat.name] = pkg.version
+  }
+  fs.writeFileSync(path.join(here, 'package.json'), JSON.stringify(pkg, null, 2) + '\n')
+  for (const l of licences) fs.copyFileSync(path.join(repo, l), path.join(here, l))
 }
 
 function postpack() {
@@ -72,8 +89,13 @@ function postpack() {
     fs.copyFileSync(saved, path.join(here, 'Cargo.toml'))
     fs.rmSync(saved)
   }
+  if (fs.existsSync(savedPkg)) {
+    fs.copyFileSync(savedPkg, path.join(here, 'package.json'))
+    fs.rmSync(savedPkg)
+  }
   fs.rmSync(path.join(here, 'vendor'), { recursive: true, force: true })
   fs.rmSync(path.join(here, 'Cargo.lock'), { force: true })
+  for (const l of licences) fs.rmSync(path.join(here, l), { force: true })
 }
 
 const cmd = process.argv[2]
