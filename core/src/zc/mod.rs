@@ -562,7 +562,7 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
     /// ...).
     // doc-end
     pub fn send(&mut self, buf: B, flags: Flags, user_data: u64) -> Result<usize, SendError<B>> {
-        self.send_owned(buf, None, &[], flags, user_data)
+        self.send_msg(buf, None, &[], flags, user_data)
     }
 
     /// [`ZeroCopySender::send`] of several buffers as one send (one `sendmsg` iovec each, one
@@ -607,17 +607,6 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
     /// socket ignores the address (the send goes to its peer).
     // doc-end
     pub fn send_msg(
-        &mut self,
-        buf: B,
-        addr: Option<&SocketAddr>,
-        control: &[u8],
-        flags: Flags,
-        user_data: u64,
-    ) -> Result<usize, SendError<B>> {
-        self.send_owned(buf, addr, control, flags, user_data)
-    }
-
-    fn send_owned(
         &mut self,
         buf: B,
         addr: Option<&SocketAddr>,
