@@ -734,6 +734,31 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
         unsafe { self.send_parts(iov, null, 0, null, 0, flags, user_data) }.map(|(n, _)| n)
     }
 
+    /// [`ZeroCopySender::send_raw`] to a destination address (`None`: the connected peer):
+    /// the raw entry point for callers that keep their own iovecs and have the address as a
+    /// [`SocketAddr`] (the bindings); results and errors as [`ZeroCopySender::send_msg`].
+    ///
+    /// # Errors
+    /// As [`ZeroCopySender::send_msg`].
+    ///
+    /// # Safety
+    /// As [`ZeroCopySender::send_raw`].
+    pub unsafe fn send_raw_to(
+        &mut self,
+        iov: &[iovec],
+        addr: Option<&SocketAddr>,
+        flags: Flags,
+        user_data: u64,
+    ) -> io::Result<usize> {
+        let name = addr.map(RawAddr::from);
+        let (np, nl) = name
+            .as_ref()
+            .map_or((std::ptr::null(), 0), |n| (n.as_ptr(), n.len()));
+        // SAFETY: forwarded caller guarantees; `name` lives for the call; no control data.
+        unsafe { self.send_parts(iov, np, nl, std::ptr::null(), 0, flags, user_data) }
+            .map(|(n, _)| n)
+    }
+
     /// [`ZeroCopySender::send_msg`] from a `struct msghdr` (the C ABI's `sendmsg` entry
     /// point): its name, iovecs and control data; `msg_flags` is ignored.
     ///
