@@ -67,7 +67,9 @@ pub const LOWCOPY_RELEASE_CLOSING: u32 = 1;
 /// Bytes of caller memory for `lowcopy_peeker_init` in this version of the header (the size of
 /// `lowcopy_peeker_storage`). `lowcopy_peeker_size()` is what the running library needs: a
 /// later library that needs more than a program was built with refuses its memory with
-/// `-EINVAL` rather than overrun it.
+/// `-EINVAL` rather than overrun it. Version 0.4 needs 144 bytes (64-bit): the counters of
+/// `lowcopy_peek_stats` (56, 64-bit by the ABI) and the stream position (8) alone fill 64, so
+/// the size is kept, and the 112 bytes above what it needs are the room later versions grow in.
 pub const LOWCOPY_PEEKER_SIZE: usize = 256;
 /// Alignment that `lowcopy_peeker_init` requires of its memory (`lowcopy_peeker_storage` has
 /// it).
@@ -654,7 +656,9 @@ crate::versions::default_version!("lowcopy_peeker_size", "LOWCOPY_0.3");
 /// with the errno its `recv` gives; `-EPROTOTYPE` (a stated kind that is not the socket's);
 /// `setsockopt`/`getsockopt` errors.
 // doc-end
-/// Nothing is written to `*out` or `mem` on error.
+/// On success `*out` is `mem` itself: the handle is the caller's memory, so a table of
+/// `lowcopy_peeker_storage` needs no pointer beside each entry. Nothing is written to `*out` or
+/// `mem` on error.
 ///
 /// Syscalls: getsockopt, setsockopt.
 ///
