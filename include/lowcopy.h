@@ -131,11 +131,25 @@
  * Bytes of caller memory for `lowcopy_peeker_init` in this version of the header (the size of
  * `lowcopy_peeker_storage`). `lowcopy_peeker_size()` is what the running library needs: a
  * later library that needs more than a program was built with refuses its memory with
- * `-EINVAL` rather than overrun it. Version 0.4 needs 144 bytes (64-bit): the counters of
+ * `-EINVAL` rather than overrun it. Version 0.4 needs 152 bytes (64-bit): the counters of
  * `lowcopy_peek_stats` (56, 64-bit by the ABI) and the stream position (8) alone fill 64, so
- * the size is kept, and the 112 bytes above what it needs are the room later versions grow in.
+ * the size is kept, and the 104 bytes above what it needs are the room later versions grow in.
  */
 #define LOWCOPY_PEEKER_SIZE 256
+
+/**
+ * The `uint64_t` at the start of a peeker's storage while the peeker lives: from a
+ * successful `lowcopy_peeker_init` until its release. A daemon with a table of
+ * `lowcopy_peeker_storage` tells a live entry by it, with no flag of its own; storage never
+ * initialised (a zeroed static table) reads 0.
+ */
+#define LOWCOPY_PEEKER_LIVE 7810209759586116978
+
+/**
+ * The `uint64_t` at the start of a peeker's storage once `lowcopy_peeker_release` (or
+ * `lowcopy_peeker_free`) has released the peeker made there: the memory is the caller's again.
+ */
+#define LOWCOPY_PEEKER_RELEASED 7810209759586575716
 
 /**
  * Alignment that `lowcopy_peeker_init` requires of its memory (`lowcopy_peeker_storage` has
@@ -997,7 +1011,8 @@ int lowcopy_peeker_stats(const struct lowcopy_peeker *p,
  * Restores `SO_RCVLOWAT` if the mark was armed, leaves `SO_PEEK_OFF` disabled (-1) if this peeker
  * used it, and `TCP_INQ` off (0) if it set it (the discard mechanism on TCP).
  * Does not close the fd; call it before closing the fd. NULL is a no-op. A peeker made by `lowcopy_peeker_init` is released in place: its memory stays the
- * caller's (it may be reused for another `lowcopy_peeker_init`).
+ * caller's (it may be reused for another `lowcopy_peeker_init`), its `uint64_t` at the start
+ * then `LOWCOPY_PEEKER_RELEASED`.
  *
  * Syscalls: setsockopt, brk, munmap, madvise, futex, mmap, mremap, mprotect, getrandom.
  *
@@ -1073,8 +1088,10 @@ int lowcopy_peeker_init(void *mem,
  * Releases a peeker, made by `lowcopy_peeker_new` (freed) or `lowcopy_peeker_init` (its
  * memory left to the caller). `flags` 0: as `lowcopy_peeker_free`, restoring the socket's
  * options (a `setsockopt` for `SO_PEEK_OFF` if the peeker used it, one for `SO_RCVLOWAT` if
- * the mark was armed). `LOWCOPY_RELEASE_CLOSING`: the caller closes the fd next, so nothing
- * is restored and no syscall is made.
+ * the mark was armed, one for `TCP_INQ` if the discard mechanism set it).
+ * `LOWCOPY_RELEASE_CLOSING`: the caller closes the fd next, so nothing is restored and no
+ * syscall is made. The `uint64_t` at a released peeker's caller memory then reads
+ * `LOWCOPY_PEEKER_RELEASED` (it read `LOWCOPY_PEEKER_LIVE` while the peeker lived).
  *
  * Returns 0; `-EINVAL` for NULL or unknown flags (the peeker is then not released);
  * `-ENOTRECOVERABLE` when a call on the peeker panicked before (it is released all the same).

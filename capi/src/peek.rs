@@ -67,10 +67,19 @@ pub const LOWCOPY_RELEASE_CLOSING: u32 = 1;
 /// Bytes of caller memory for `lowcopy_peeker_init` in this version of the header (the size of
 /// `lowcopy_peeker_storage`). `lowcopy_peeker_size()` is what the running library needs: a
 /// later library that needs more than a program was built with refuses its memory with
-/// `-EINVAL` rather than overrun it. Version 0.4 needs 144 bytes (64-bit): the counters of
+/// `-EINVAL` rather than overrun it. Version 0.4 needs 152 bytes (64-bit): the counters of
 /// `lowcopy_peek_stats` (56, 64-bit by the ABI) and the stream position (8) alone fill 64, so
-/// the size is kept, and the 112 bytes above what it needs are the room later versions grow in.
+/// the size is kept, and the 104 bytes above what it needs are the room later versions grow in.
 pub const LOWCOPY_PEEKER_SIZE: usize = 256;
+/// The `uint64_t` at the start of a peeker's storage while the peeker lives: from a
+/// successful `lowcopy_peeker_init` until its release. A daemon with a table of
+/// `lowcopy_peeker_storage` tells a live entry by it, with no flag of its own; storage never
+/// initialised (a zeroed static table) reads 0.
+pub const LOWCOPY_PEEKER_LIVE: u64 = 0x6c63_7065_656b_6572;
+/// The `uint64_t` at the start of a peeker's storage once `lowcopy_peeker_release` (or
+/// `lowcopy_peeker_free`) has released the peeker made there: the memory is the caller's again.
+pub const LOWCOPY_PEEKER_RELEASED: u64 = 0x6c63_7065_6572_6564;
+
 /// Alignment that `lowcopy_peeker_init` requires of its memory (`lowcopy_peeker_storage` has
 /// it).
 pub const LOWCOPY_PEEKER_ALIGN: usize = 8;
@@ -81,6 +90,9 @@ const _: () = {
     assert!(std::mem::size_of::<lowcopy_peeker>() <= LOWCOPY_PEEKER_SIZE);
     assert!(std::mem::align_of::<lowcopy_peeker>() <= LOWCOPY_PEEKER_ALIGN);
     assert!(std::mem::size_of::<lowcopy_peeker_storage>() == LOWCOPY_PEEKER_SIZE);
+    // LOWCOPY_PEEKER_LIVE is the uint64_t at `mem`: `tag` is first in the #[repr(C)] Tagged,
+    // and Tagged, the handle's one field, at its start (checked for this compiler's layout).
+    assert!(std::mem::offset_of!(lowcopy_peeker, t) == 0);
     assert!(std::mem::align_of::<lowcopy_peeker_storage>() == LOWCOPY_PEEKER_ALIGN);
 };
 
@@ -97,6 +109,16 @@ pub struct lowcopy_peeker_storage {
 /// `lowcopy_peeker_init` (caller memory), released by `lowcopy_peeker_free` or
 /// `lowcopy_peeker_release`.
 pub struct lowcopy_peeker {
+    t: Tagged,
+}
+
+/// The peeker's fields, the tag first at a fixed place (`#[repr(C)]`), so that it is the
+/// `uint64_t` at `mem`; the handle around it stays opaque to C.
+#[repr(C)]
+struct Tagged {
+    /// `LOWCOPY_PEEKER_LIVE` while the peeker lives; `LOWCOPY_PEEKER_RELEASED` once a peeker
+    /// in caller memory is released.
+    tag: u64,
     g: Guarded<CPeeker>,
     /// Made by `lowcopy_peeker_init` in the caller's memory: never freed by lowcopy.
     in_place: bool,
@@ -105,10 +127,10 @@ pub struct lowcopy_peeker {
 impl crate::Handle for lowcopy_peeker {
     type Inner = CPeeker;
     fn guarded(&self) -> &Guarded<CPeeker> {
-        &self.g
+        &self.t.g
     }
     fn guarded_mut(&mut self) -> &mut Guarded<CPeeker> {
-        &mut self.g
+        &mut self.t.g
     }
 }
 
@@ -337,7 +359,13 @@ pub unsafe extern "C" fn lowcopy_peeker_new(
     out: *mut *mut lowcopy_peeker,
 ) -> c_int {
     let mode = PeekMode::try_from(mode);
-    let wrap = |g| lowcopy_peeker { g, in_place: false };
+    let wrap = |g| lowcopy_peeker {
+        t: Tagged {
+            tag: LOWCOPY_PEEKER_LIVE,
+            g,
+            in_place: false,
+        },
+    };
     // SAFETY: `out` is NULL or writable for one pointer per the caller's contract.
     unsafe { new_handle(fd, out, wrap, |fd| Peeker::new(fd, mode?)) }
 }
@@ -593,7 +621,8 @@ crate::versions::default_version!("lowcopy_peeker_stats", "LOWCOPY_0.2");
 /// used it, and `TCP_INQ` off (0) if it set it (the discard mechanism on TCP).
 // doc-end
 /// Does not close the fd; call it before closing the fd. NULL is a no-op. A peeker made by `lowcopy_peeker_init` is released in place: its memory stays the
-/// caller's (it may be reused for another `lowcopy_peeker_init`).
+/// caller's (it may be reused for another `lowcopy_peeker_init`), its `uint64_t` at the start
+/// then `LOWCOPY_PEEKER_RELEASED`.
 ///
 /// Syscalls: setsockopt, brk, munmap, madvise, futex, mmap, mremap, mprotect, getrandom.
 ///
@@ -702,8 +731,11 @@ pub unsafe extern "C" fn lowcopy_peeker_init(
         match made {
             Ok(inner) => {
                 let h = lowcopy_peeker {
-                    g: Guarded::new(inner),
-                    in_place: true,
+                    t: Tagged {
+                        tag: LOWCOPY_PEEKER_LIVE,
+                        g: Guarded::new(inner),
+                        in_place: true,
+                    },
                 };
                 // SAFETY: `mem` is non-null, aligned and writable for `size` >= the handle's
                 // size per the checks above and the caller's contract; whatever it held is
@@ -722,8 +754,10 @@ crate::versions::default_version!("lowcopy_peeker_init", "LOWCOPY_0.3");
 /// Releases a peeker, made by `lowcopy_peeker_new` (freed) or `lowcopy_peeker_init` (its
 /// memory left to the caller). `flags` 0: as `lowcopy_peeker_free`, restoring the socket's
 /// options (a `setsockopt` for `SO_PEEK_OFF` if the peeker used it, one for `SO_RCVLOWAT` if
-/// the mark was armed). `LOWCOPY_RELEASE_CLOSING`: the caller closes the fd next, so nothing
-/// is restored and no syscall is made.
+/// the mark was armed, one for `TCP_INQ` if the discard mechanism set it).
+/// `LOWCOPY_RELEASE_CLOSING`: the caller closes the fd next, so nothing is restored and no
+/// syscall is made. The `uint64_t` at a released peeker's caller memory then reads
+/// `LOWCOPY_PEEKER_RELEASED` (it read `LOWCOPY_PEEKER_LIVE` while the peeker lived).
 ///
 /// Returns 0; `-EINVAL` for NULL or unknown flags (the peeker is then not released);
 /// `-ENOTRECOVERABLE` when a call on the peeker panicked before (it is released all the same).
@@ -754,18 +788,22 @@ unsafe fn release(p: *mut lowcopy_peeker, closing: bool) -> c_int {
         return 0;
     }
     // SAFETY: a live peeker per the caller: readable, and `in_place` says who owns its memory.
-    let h = if unsafe { (*p).in_place } {
+    let h = if unsafe { (*p).t.in_place } {
         // SAFETY: moved out of the caller's memory exactly once; the memory is not freed.
-        unsafe { p.read() }
+        let h = unsafe { p.read() };
+        // SAFETY: the caller's memory, writable and aligned (init checked), now holds no
+        // peeker: the tag tells the caller so.
+        unsafe { (&raw mut (*p).t.tag).write(LOWCOPY_PEEKER_RELEASED) };
+        h
     } else {
         // SAFETY: allocated by Box::into_raw in lowcopy_peeker_new, freed only here, once.
         *unsafe { Box::from_raw(p) }
     };
-    let panicked = h.g.panicked();
+    let panicked = h.t.g.panicked();
     let run = move || {
         if closing {
             // Not restored: the socket is about to be closed.
-            let _ = h.g.inner.into_inner_unrestored();
+            let _ = h.t.g.inner.into_inner_unrestored();
         } else {
             drop(h);
         }

@@ -119,6 +119,7 @@ static void peeker_use(int s, int domain, int proto, uint32_t mode, const int *a
         _exit(4); /* no SO_PEEK_OFF on this socket: not applicable */
     WANT(made == 0);
     WANT((void *)p == (void *)&mem);
+    WANT(mem.opaque[0] == LOWCOPY_PEEKER_LIVE);
     if (need_offset && lowcopy_peeker_mode(p) != LOWCOPY_PEEK_OFFSET)
         _exit(4); /* not applicable here */
     WANT(lowcopy_peeker_peek_at(p, 0, a, 4, MSG_DONTWAIT, &res, sizeof res) == 4);
@@ -145,6 +146,7 @@ static void peeker_use(int s, int domain, int proto, uint32_t mode, const int *a
     while (end == -EAGAIN);
     WANT(end == 0); /* the peer ended */
     WANT(lowcopy_peeker_release(p, release_flags) == 0);
+    WANT(mem.opaque[0] == LOWCOPY_PEEKER_RELEASED);
     _exit(0);
 }
 
