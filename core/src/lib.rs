@@ -105,7 +105,10 @@ pub mod zc;
 pub mod zcrx;
 
 pub use flags::Flags;
-pub use lowat::{recv_atleast, recv_atleast_with_stats, set_rcvlowat, Receiver, RecvStats};
+pub use lowat::{
+    recv_atleast, recv_atleast_abortable, recv_atleast_with_stats, set_rcvlowat, Receiver,
+    RecvStats,
+};
 pub use peek::{
     consume, peek_at, peek_supported, PeekMode, PeekResult, PeekStats, Peeker, StreamKind,
 };
