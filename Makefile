@@ -1,6 +1,11 @@
 # lowcopy: build, test, demo and install.
 #   make demo      build everything and run the main job (relay on real iperf3 traffic)
-#   make test      every test (Rust, C, relay, fallbacks, valgrind, fuzz corpus); .ci/run calls this
+#   make test      every test (Rust, C, relay, fallbacks, valgrind, fuzz corpus, the docs' code
+#                  blocks, a clean tree afterwards); .ci/run calls this
+#   make check     the quick tier: fmt, clippy, doc copies, core's unit tests, the Rust behaviour
+#                  tables (under two minutes warm; CONTRIBUTING.md)
+#   make test-c | test-python | test-node   one language's tier (scripts/test.sh sections)
+#   LOWCOPY_SCENARIO=substring   any of them runs only the behaviour-table scenarios so named
 #   make fuzz      the fuzzers, FUZZ_SECONDS (60) each, on nightly (fuzz/README.md)
 #   make header    the adapters' doc copies from core (make docs), then include/lowcopy.h
 #   make install   PREFIX=/usr/local DESTDIR= : stripped .so and .a (the .so's debug info in
@@ -28,7 +33,8 @@ PKGENV   := PKG_CONFIG_PATH=$(BUILD)/lib/pkgconfig
 # program, libgcc_eh.a with -static, where -lgcc_s does not exist and failed the link).
 STATIC_PRIVATE := -lutil -lrt -lpthread -lm -ldl -lc
 
-.PHONY: all lib fault-lib docs header examples c-tests demo python-demo test install clean valgrind \
+.PHONY: all lib fault-lib docs header examples c-tests demo python-demo test check test-c \
+	test-python test-node test-examples install clean valgrind \
 	fuzz fuzz-replay man man-check abi-check version version-check dist
 
 all: lib examples
@@ -269,6 +275,23 @@ python-demo:
 
 test:
 	scripts/test.sh
+
+# The tiers (scripts/test.sh's sections; CONTRIBUTING.md says which suites each runs).
+check:
+	scripts/test.sh check
+
+test-c:
+	scripts/test.sh c valgrind examples-c
+
+test-python:
+	scripts/test.sh python examples-python
+
+test-node:
+	scripts/test.sh node examples-js
+
+# Every code block of README.md and docs/*.md (after the three tiers above built what they need).
+test-examples:
+	scripts/test.sh examples
 
 # The man pages, from the header's doc comments (scripts/manpages.py: one source of text).
 man: $(BUILD)/man/man7/lowcopy.7
