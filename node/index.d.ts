@@ -342,11 +342,12 @@ export declare class ZeroCopyReceiver {
  *
  * Each buffer sent is kept alive (and its ArrayBuffer made untransferable) until its
  * completion is reaped by `reap`, `sendReap`, `wait` or `waitAsync`.
- * The buffers of a send must stay unmodified until its completion is reaped: the kernel may read
- * them until then (a zerocopy send pins the pages and transmits from them, also when TCP
- * retransmits), so a change reaches the wire. A completion means "the buffer may be reused", not
- * "the data was delivered": TCP notifies only after the peer acknowledged, so never block a send
- * on completions.
+ * The memory of a send must stay allocated and unmodified until its completion is reaped: the
+ * kernel may read it until then (a zerocopy send pins the pages and transmits from them, also when
+ * TCP retransmits), so whatever the program writes there goes on the wire, and memory freed and
+ * reused carries other data (heap contents, pointers) to the peer. A completion means "the buffer
+ * may be reused", not "the data was delivered": TCP notifies only after the peer acknowledged, so
+ * never block a send on completions.
  * Create one sender per socket, before any other `MSG_ZEROCOPY` send on it, and keep it for the
  * socket's life: the kernel's id counter cannot be read back, so on the error queue a second
  * sender on the same socket (after the first was closed, or in a forked child) never matches its
@@ -366,10 +367,11 @@ export declare class ZeroCopySender {
    *
    * Errors: `TypeError` for a bad option, and for `'errqueue'` on a `net.Socket`; `EMFILE`
    * (no descriptor for the duplicate);
-   * `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (an explicit zerocopy backend on a socket that has none:
-   * AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup errors for an
-   * explicit io_uring backend when the calling thread has no ring yet (`EPERM` when
-   * `kernel.io_uring_disabled` forbids it, `ENOSYS`, `ENOMEM`, `EMFILE`).
+   * `EBADF`, `ENOTSOCK`, `ENOTCONN` (a listening socket: one `getsockopt(SO_ACCEPTCONN)` tells,
+   * on stream and seqpacket sockets), `EOPNOTSUPP` (an explicit zerocopy backend on a socket
+   * that has none: AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup
+   * errors for an explicit io_uring backend when the calling thread has no ring yet (`EPERM`
+   * when `kernel.io_uring_disabled` forbids it, `ENOSYS`, `ENOMEM`, `EMFILE`).
    */
   constructor(fd: number | import('node:net').Socket | { fd: number }, options?: ZcSenderOptions)
   /** The backend in use: `'io_uring'`, `'errqueue'` or `'copy'` (never `'auto'`). */
