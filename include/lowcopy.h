@@ -56,7 +56,7 @@
 /**
  * Minor version: new functions, new symbol versions, or struct fields appended.
  */
-#define LOWCOPY_VERSION_MINOR 3
+#define LOWCOPY_VERSION_MINOR 4
 
 /**
  * Patch version.
@@ -315,9 +315,10 @@ typedef struct lowcopy_caps {
  */
 typedef struct lowcopy_peek_stats {
   /**
-   * Syscalls the peeker made, failed ones included, its constructor's too: 1 or 2 after
-   * [`Peeker::with_kind`]; after [`Peeker::new`] 2 more on AF_UNIX and 3 more on TCP and
-   * MPTCP, the `getsockopt` that learn what the socket is.
+   * Syscalls the peeker made, failed ones included, its constructor's too: 2 or 3 setting
+   * the socket up (`SO_PEEK_OFF`, `SO_OOBINLINE`), and before them the 3 `getsockopt` of
+   * [`Peeker::new`] that learn what the socket is, or the 1 (TCP) or 2 (MPTCP, AF_UNIX) of
+   * [`Peeker::with_kind`] that check the kind stated.
    */
   uint64_t syscalls;
   /**
@@ -343,6 +344,11 @@ typedef struct lowcopy_peek_stats {
    * `SO_RCVLOWAT` changes made by the armed low-water mark.
    */
   uint64_t rcvlowat_updates;
+  /**
+   * Descriptors that came with bytes the peeker's consume dropped (AF_UNIX `SCM_RIGHTS`,
+   * and the pidfd `SO_PASSPIDFD` attaches), received close-on-exec and closed at once.
+   */
+  uint64_t fds_closed;
 } lowcopy_peek_stats;
 
 /**
@@ -731,15 +737,16 @@ ssize_t lowcopy_peekv_at(int fd, size_t offset, const struct iovec *iov, int iov
 /**
  * Drops up to `n` bytes from the head of the receive queue; returns bytes dropped.
  * TCP and MPTCP use `recv(NULL, n, MSG_TRUNC)`, which copies nothing; AF_UNIX stream has no such
- * path and reads them into a scratch buffer. The kernel lowers `SO_PEEK_OFF` by the bytes dropped.
- * Returns 0 for `n` 0 or at end of stream.
+ * path and reads them into a scratch buffer, on past messages that carry descriptors, and closes
+ * the descriptors that came with the bytes dropped. The kernel lowers `SO_PEEK_OFF` by the bytes
+ * dropped. Returns 0 for `n` 0 or at end of stream.
  *
  * Errors: `-EINVAL` (flags other than `MSG_DONTWAIT`),
  * `-EAGAIN` when nothing is queued and the call may not block (`MSG_DONTWAIT` or a non-blocking
  * fd); `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), and
  * `recv` errors (`-ECONNRESET`, `-EINTR`, ...).
  *
- * Syscalls: getsockopt, recvfrom, recvmsg, ioctl.
+ * Syscalls: getsockopt, recvfrom, recvmsg, ioctl, close (descriptors that came with the bytes).
  */
 ssize_t lowcopy_consume(int fd, size_t n, int flags);
 
@@ -749,10 +756,12 @@ ssize_t lowcopy_consume(int fd, size_t n, int flags);
  * `mode`: `LOWCOPY_PEEK_AUTO`, `LOWCOPY_PEEK_OFFSET` or `LOWCOPY_PEEK_DISCARD`.
  * `LOWCOPY_PEEK_OFFSET` (and `LOWCOPY_PEEK_AUTO` when it picks `SO_PEEK_OFF`) sets the socket's
  * `SO_PEEK_OFF` to 0; `LOWCOPY_PEEK_DISCARD` makes sure it is disabled (-1).
- * Cost: 2-3 `getsockopt` to learn the socket's family, type and protocol (none when the caller
- * states the socket's kind), then one `setsockopt` (`LOWCOPY_PEEK_OFFSET`, `LOWCOPY_PEEK_AUTO`) or
- * one `getsockopt` (`LOWCOPY_PEEK_DISCARD`; a `setsockopt` more if `SO_PEEK_OFF` was on), and the
- * `setsockopt` of `SO_OOBINLINE`.
+ * Cost: 3 `getsockopt` to learn what the socket is and that it does not listen (`SO_DOMAIN`, then
+ * on TCP `SO_PROTOCOL` and `TCP_INFO`, on MPTCP `SO_PROTOCOL` and `SO_ACCEPTCONN`, on AF_UNIX
+ * `SO_TYPE` and `SO_ACCEPTCONN`; 1 or 2 to check the kind when the caller states it), then one
+ * `setsockopt` (`LOWCOPY_PEEK_OFFSET`, `LOWCOPY_PEEK_AUTO`) or one `getsockopt`
+ * (`LOWCOPY_PEEK_DISCARD`; a `setsockopt` more if `SO_PEEK_OFF` was on), and the `setsockopt` of
+ * `SO_OOBINLINE`.
  *
  * Urgent data (a TCP urgent byte, `MSG_OOB`, or an AF_UNIX out-of-band byte):
  * making a peeker sets `SO_OOBINLINE` on the socket and leaves it set. Every urgent byte is then
@@ -769,6 +778,21 @@ ssize_t lowcopy_consume(int fd, size_t n, int flags);
  * peek returns `-EAGAIN`, blocking or not, until the bytes before the mark are consumed (poll
  * still reports the socket readable meanwhile).
  *
+ * Descriptors (an AF_UNIX peer's `SCM_RIGHTS`):
+ * a peeker never hands them over. Its peeks pass no control buffer, so the descriptors stay queued
+ * with their bytes; its consume receives those that came with the bytes it drops (close-on-exec)
+ * and closes them at once, counted in `lowcopy_peek_stats.fds_closed`: none is left open, none is
+ * kept. The kernel hands over a message's descriptors with its first byte read, so a consume that
+ * ends inside a message takes all of them. It ends every read and every peek after a message that
+ * carried descriptors (net/unix/af_unix.c `unix_stream_read_generic`): a peek that reaches one
+ * returns short, as a read does, and the next continues after it, so peeks deliver byte for byte
+ * what reads deliver; a consume reads on until it has dropped `n` bytes. A discard peek whose
+ * prefix reaches such a message peeks once with `SO_PEEK_OFF` at the cursor, as past an urgent
+ * mark (AF_UNIX has it since 3.4). The consume's control buffer holds the most descriptors one
+ * message carries (253, `SCM_MAX_FD`), so the kernel never closes any for lack of room
+ * (`MSG_CTRUNC`). A caller that wants the descriptors reads those bytes itself, with `recvmsg` and
+ * a control buffer, and reports them with `lowcopy_peeker_note_consumed`.
+ *
  * The fd stays owned by the caller and must stay open until `lowcopy_peeker_free`.
  * Other code must not read from the socket or change `SO_PEEK_OFF` while the peeker lives: reads
  * through `lowcopy_peeker_consume` keep the cursor right, and a read by another path must be
@@ -776,7 +800,10 @@ ssize_t lowcopy_consume(int fd, size_t n, int flags);
  *
  * Errors: `-EINVAL` (`out` NULL, unknown mode), `-ENOMEM`,
  * `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or
- * `LOWCOPY_PEEK_OFFSET` on a socket without `SO_PEEK_OFF`), and `setsockopt`/`getsockopt` errors.
+ * `LOWCOPY_PEEK_OFFSET` on a socket without `SO_PEEK_OFF`), `-ENOTCONN` (a listening TCP or MPTCP
+ * socket) and `-EINVAL` (a listening AF_UNIX socket): a listening socket is no connection, refused
+ * with the errno its `recv` gives; `-EPROTOTYPE` (a stated kind that is not the socket's);
+ * `setsockopt`/`getsockopt` errors.
  *
  * Syscalls: getsockopt, setsockopt, brk, mmap, munmap, mremap, mprotect, madvise, getrandom,
  * futex.
@@ -852,13 +879,14 @@ int lowcopy_peeker_seek(struct lowcopy_peeker *p, size_t offset);
  * Drops up to `n` acknowledged bytes from the head of the receive queue and moves the cursor back
  * by the bytes dropped (never below 0). Never blocks. Returns bytes dropped: fewer than `n` when
  * fewer are queued, 0 for `n` 0 or at end of stream. TCP and MPTCP drop them without copying
- * (`MSG_TRUNC`); AF_UNIX reads them into a scratch buffer.
+ * (`MSG_TRUNC`); AF_UNIX reads them into a scratch buffer, on past messages that carry
+ * descriptors, and closes the descriptors that came with them (`lowcopy_peek_stats.fds_closed`).
  *
  * Errors: `-EINVAL` (`p` NULL),
  * `-EAGAIN` when nothing is queued; `recv` errors (`-ECONNRESET`, ...); with the low-water mark
  * armed, its `setsockopt` errors (the bytes were dropped and the cursor moved).
  *
- * Syscalls: recvfrom, recvmsg, setsockopt, ioctl.
+ * Syscalls: recvfrom, recvmsg, setsockopt, ioctl, close (descriptors that came with the bytes).
  *
  * # Safety
  * `p` must be NULL or a live peeker.
@@ -980,13 +1008,22 @@ size_t lowcopy_peeker_size(void);
  *
  * `domain` and `protocol` state what the socket is, as given to `socket(2)`: `AF_INET` or
  * `AF_INET6` with `IPPROTO_TCP` (or 0) or `IPPROTO_MPTCP`, or `AF_UNIX` with 0. The peeker
- * then makes no classification syscall: OFFSET and AUTO cost two `setsockopt`s
- * (`SO_PEEK_OFF` and `SO_OOBINLINE`), DISCARD a `getsockopt` and the `SO_OOBINLINE`
- * `setsockopt` (and a `setsockopt` more if `SO_PEEK_OFF` was on). `AF_UNSPEC` (0) with 0 asks
- * the socket instead (2-3 `getsockopt`, as `lowcopy_peeker_new`).
- * Stating the kind wrong is never unsafe: calls then fail as the real socket answers (a datagram
- * socket answers a peek as a datagram socket would; an AF_UNIX socket stated as TCP fails
- * `lowcopy_peeker_consume` with `-EFAULT`).
+ * then checks the kind (one `getsockopt` on TCP, two on MPTCP and AF_UNIX, below) instead of
+ * learning it (three): OFFSET and AUTO then cost two `setsockopt`s (`SO_PEEK_OFF` and
+ * `SO_OOBINLINE`), DISCARD a `getsockopt` and the `SO_OOBINLINE` `setsockopt` (and a
+ * `setsockopt` more if `SO_PEEK_OFF` was on). `AF_UNSPEC` (0) with 0 asks the socket instead
+ * (3 `getsockopt`, as `lowcopy_peeker_new`).
+ * Stating the kind wrong loses nothing: the kind is checked before any byte is read, and a socket
+ * that is not of it fails with `-EPROTOTYPE` (a datagram socket, whose consume would drop a whole
+ * datagram; an AF_UNIX stream stated as TCP or MPTCP). The check costs one syscall per peeker on
+ * TCP, `getsockopt(TCP_INFO)` (only TCP and MPTCP sockets answer it, with their state), and two on
+ * MPTCP (`SO_PROTOCOL` is TCP or MPTCP: an MPTCP listener hands out TCP sockets to peers without
+ * MPTCP) and AF_UNIX (`SO_TYPE` is a stream): each also tells a listening socket, refused as by
+ * `lowcopy_peeker_new`. It does not tell IPv4 from IPv6 or TCP from MPTCP, nor a TCP socket stated
+ * as AF_UNIX: stated wrong among those, a peeker peeks and consumes right, but may cost more (a
+ * TCP consume copies, as on AF_UNIX) or fail where the real socket does (`-EOPNOTSUPP` for
+ * `LOWCOPY_PEEK_OFFSET` on MPTCP), and `LOWCOPY_PEEK_AUTO` may note the answer of `SO_PEEK_OFF`
+ * for the family stated, not the socket's.
  *
  * `mode` as in `lowcopy_peeker_new`. The fd stays the caller's and must stay open until the
  * peeker is released (`lowcopy_peeker_release` or `lowcopy_peeker_free`, which leave `mem`
@@ -995,7 +1032,10 @@ size_t lowcopy_peeker_size(void);
  * Errors: `-EINVAL` (`mem` or `out` NULL, `size` below `lowcopy_peeker_size()`, `mem` not
  * aligned, unknown `mode`, a `domain`/`protocol` pair other than those above),
  * `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or
- * `LOWCOPY_PEEK_OFFSET` on a socket without `SO_PEEK_OFF`), and `setsockopt`/`getsockopt` errors.
+ * `LOWCOPY_PEEK_OFFSET` on a socket without `SO_PEEK_OFF`), `-ENOTCONN` (a listening TCP or MPTCP
+ * socket) and `-EINVAL` (a listening AF_UNIX socket): a listening socket is no connection, refused
+ * with the errno its `recv` gives; `-EPROTOTYPE` (a stated kind that is not the socket's);
+ * `setsockopt`/`getsockopt` errors.
  * Nothing is written to `*out` or `mem` on error.
  *
  * Syscalls: getsockopt, setsockopt.
@@ -1458,9 +1498,10 @@ void lowcopy_zcrx_free(struct lowcopy_zcrx *r);
  * The fd stays the caller's and must stay open until `lowcopy_zc_free`.
  *
  * Errors: `-EINVAL` (`out` NULL, unknown backend or flags),
- * `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (an explicit zerocopy backend on a socket that has none:
- * AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup errors for an explicit
- * io_uring backend when the calling thread has no ring yet (`-EPERM` when
+ * `-EBADF`, `-ENOTSOCK`, `-ENOTCONN` (a listening socket: one `getsockopt(SO_ACCEPTCONN)` tells,
+ * on stream and seqpacket sockets), `-EOPNOTSUPP` (an explicit zerocopy backend on a socket that
+ * has none: AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup errors for
+ * an explicit io_uring backend when the calling thread has no ring yet (`-EPERM` when
  * `kernel.io_uring_disabled` forbids it, `-ENOSYS`, `-ENOMEM`, `-EMFILE`).
  *
  * Syscalls: getsockopt, setsockopt, io_uring_setup, io_uring_register, mmap, munmap, close, brk,

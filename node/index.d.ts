@@ -32,10 +32,11 @@ export declare class Peeker {
    * it.
    * `'offset'` (and `'auto'` when it picks `SO_PEEK_OFF`) sets the socket's `SO_PEEK_OFF` to 0;
    * `'discard'` makes sure it is disabled (-1).
-   * Cost: 2-3 `getsockopt` to learn the socket's family, type and protocol (none when the caller
-   * states the socket's kind), then one `setsockopt` (`'offset'`, `'auto'`) or one `getsockopt`
-   * (`'discard'`; a `setsockopt` more if `SO_PEEK_OFF` was on), and the `setsockopt` of
-   * `SO_OOBINLINE`.
+   * Cost: 3 `getsockopt` to learn what the socket is and that it does not listen (`SO_DOMAIN`,
+   * then on TCP `SO_PROTOCOL` and `TCP_INFO`, on MPTCP `SO_PROTOCOL` and `SO_ACCEPTCONN`, on
+   * AF_UNIX `SO_TYPE` and `SO_ACCEPTCONN`; 1 or 2 to check the kind when the caller states it),
+   * then one `setsockopt` (`'offset'`, `'auto'`) or one `getsockopt` (`'discard'`; a
+   * `setsockopt` more if `SO_PEEK_OFF` was on), and the `setsockopt` of `SO_OOBINLINE`.
    *
    * Urgent data (a TCP urgent byte, `MSG_OOB`, or an AF_UNIX out-of-band byte):
    * making a peeker sets `SO_OOBINLINE` on the socket and leaves it set. Every urgent byte is
@@ -52,14 +53,41 @@ export declare class Peeker {
    * IPv6 before 6.12) the peek returns `EAGAIN`, blocking or not, until the bytes before the
    * mark are consumed (poll still reports the socket readable meanwhile).
    *
-   * Stating the kind wrong is never unsafe: calls then fail as the real socket answers (a
-   * datagram socket answers a peek as a datagram socket would; an AF_UNIX socket stated as TCP
-   * fails `Peeker.consume` with `EFAULT`).
+   * Descriptors (an AF_UNIX peer's `SCM_RIGHTS`):
+   * a peeker never hands them over. Its peeks pass no control buffer, so the descriptors stay
+   * queued with their bytes; its consume receives those that came with the bytes it drops
+   * (close-on-exec) and closes them at once, counted in `PeekStats.fdsClosed`: none is left
+   * open, none is kept. The kernel hands over a message's descriptors with its first byte read,
+   * so a consume that ends inside a message takes all of them. It ends every read and every peek
+   * after a message that carried descriptors (net/unix/af_unix.c `unix_stream_read_generic`): a
+   * peek that reaches one returns short, as a read does, and the next continues after it, so
+   * peeks deliver byte for byte what reads deliver; a consume reads on until it has dropped `n`
+   * bytes. A discard peek whose prefix reaches such a message peeks once with `SO_PEEK_OFF` at
+   * the cursor, as past an urgent mark (AF_UNIX has it since 3.4). The consume's control buffer
+   * holds the most descriptors one message carries (253, `SCM_MAX_FD`), so the kernel never
+   * closes any for lack of room (`MSG_CTRUNC`). A caller that wants the descriptors reads those
+   * bytes itself, with `recvmsg` and a control buffer, and reports them with
+   * `Peeker.noteConsumed`.
+   *
+   * Stating the kind wrong loses nothing: the kind is checked before any byte is read, and a
+   * socket that is not of it fails with `EPROTOTYPE` (a datagram socket, whose consume would
+   * drop a whole datagram; an AF_UNIX stream stated as TCP or MPTCP). The check costs one
+   * syscall per peeker on TCP, `getsockopt(TCP_INFO)` (only TCP and MPTCP sockets answer it,
+   * with their state), and two on MPTCP (`SO_PROTOCOL` is TCP or MPTCP: an MPTCP listener hands
+   * out TCP sockets to peers without MPTCP) and AF_UNIX (`SO_TYPE` is a stream): each also tells
+   * a listening socket, refused as by `new Peeker` without a `kind`. It does not tell IPv4 from
+   * IPv6 or TCP from MPTCP, nor a TCP socket stated as AF_UNIX: stated wrong among those, a
+   * peeker peeks and consumes right, but may cost more (a TCP consume copies, as on AF_UNIX) or
+   * fail where the real socket does (`EOPNOTSUPP` for `'offset'` on MPTCP), and `'auto'` may
+   * note the answer of `SO_PEEK_OFF` for the family stated, not the socket's.
    *
    * Errors: `EMFILE` (no descriptor for the duplicate); `TypeError` for a bad `mode` or
    * `kind`;
    * `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or `'offset'`
-   * on a socket without `SO_PEEK_OFF`), and `setsockopt`/`getsockopt` errors.
+   * on a socket without `SO_PEEK_OFF`), `ENOTCONN` (a listening TCP or MPTCP socket) and
+   * `EINVAL` (a listening AF_UNIX socket): a listening socket is no connection, refused with the
+   * errno its `recv` gives; `EPROTOTYPE` (a stated kind that is not the socket's);
+   * `setsockopt`/`getsockopt` errors.
    */
   constructor(fd: number | import('node:net').Socket | { fd: number }, options?: PeekerOptions)
   /** The peeker's own descriptor (its duplicate), e.g. to watch it with epoll; -1 once closed. */
@@ -75,7 +103,8 @@ export declare class Peeker {
   /**
    * Peeks up to `length` bytes at the cursor into a new `Buffer`; the cursor advances by
    * its length. Empty at end of stream (the bytes before the cursor stay queued). Results
-   * and errors as `peekInto`.
+   * and errors as `peekInto`. The `Buffer` is sized as `peekAt`'s, by what the socket can
+   * hold (a `RangeError` above 2147483647).
    */
   peek(length: number, options?: PeekOptions): Buffer
   /**
@@ -133,7 +162,7 @@ export declare class Peeker {
    * wait sleeps in an edge-triggered epoll, so bytes before the cursor or error-queue
    * entries do not make it spin. While it is pending, the other calls on this peeker throw
    * `EBUSY`. It occupies one pool thread (4 by default, shared with fs and dns): give it a
-   * timeout.
+   * timeout. The `Buffer` is sized as `peekAt`'s, by what the socket can hold.
    * Peeked bytes stay in the receive buffer: when they fill it (small segments cost far more
    * kernel memory than their payload) the peer's window is closed and a blocking peek waits
    * until something is consumed, so a caller that may block there sets `SO_RCVTIMEO` or consumes
@@ -155,7 +184,8 @@ export declare class Peeker {
    * Drops up to `n` acknowledged bytes from the head of the receive queue and moves the cursor
    * back by the bytes dropped (never below 0). Never blocks. Returns bytes dropped: fewer than
    * `n` when fewer are queued, 0 for `n` 0 or at end of stream. TCP and MPTCP drop them without
-   * copying (`MSG_TRUNC`); AF_UNIX reads them into a scratch buffer.
+   * copying (`MSG_TRUNC`); AF_UNIX reads them into a scratch buffer, on past messages that carry
+   * descriptors, and closes the descriptors that came with them (`PeekStats.fdsClosed`).
    *
    * Errors:
    * `EAGAIN` when nothing is queued; `recv` errors (`ECONNRESET`, ...); with the low-water mark
@@ -242,7 +272,10 @@ export declare class Receiver {
    * `EBUSY` while a `recvAtLeastAsync` runs; `EBADF` once closed.
    */
   recvAtLeast(buf: ArrayBufferView, min: number, options?: RecvOptions): number
-  /** `recvAtLeast` on libuv's thread pool into a new `Buffer` of at most `length` bytes. */
+  /**
+   * `recvAtLeast` on libuv's thread pool into a new `Buffer` of at most `length` bytes,
+   * sized as the module's `recvAtLeastAsync`'s (what the socket can hold, at least `min`).
+   */
   recvAtLeastAsync(length: number, min: number, options?: RecvOptions): Promise<Buffer>
   /** The counters so far (`new`'s syscalls included). */
   stats(): RecvStatsOut
@@ -538,8 +571,9 @@ export interface Caps {
 /**
  * Drops up to `n` bytes from the head of `fd`'s receive queue; returns the bytes dropped.
  * TCP and MPTCP use `recv(NULL, n, MSG_TRUNC)`, which copies nothing; AF_UNIX stream has no such
- * path and reads them into a scratch buffer. The kernel lowers `SO_PEEK_OFF` by the bytes dropped.
- * Returns 0 for `n` 0 or at end of stream.
+ * path and reads them into a scratch buffer, on past messages that carry descriptors, and closes
+ * the descriptors that came with the bytes dropped. The kernel lowers `SO_PEEK_OFF` by the bytes
+ * dropped. Returns 0 for `n` 0 or at end of stream.
  *
  * Errors:
  * `EAGAIN` when nothing is queued and the call may not block (`dontWait` or a non-blocking fd);
@@ -561,6 +595,17 @@ export interface PeekAsyncOptions {
  * Peeks up to `length` bytes lying `offset` bytes after the head of `fd`'s receive queue,
  * without consuming them; returns them as a new `Buffer` (empty at end of stream).
  *
+ * `length` above 2147483647 (`INT_MAX`, the most one receive returns) is a `RangeError`.
+ * A call that allocates its result sizes it by what the socket can hold rather than by the size
+ * asked for alone: up to 256 KiB the size asked for; above that, at least 256 KiB and otherwise
+ * the larger of the bytes queued now (`SIOCINQ`) and the socket's receive buffer (`SO_RCVBUF` as
+ * the kernel reports it), never more than asked. Everything queued at the call fits; bytes that
+ * arrive while the call waits fit too on TCP (its window keeps the queue within about
+ * `SO_RCVBUF`), and on AF_UNIX streams (bounded by the sender's `SO_SNDBUF`) may be more, left
+ * queued for the next call: the result is then shorter than the size asked for, as any receive may
+ * be. Cost: a `getsockopt` and an `ioctl` when the size asked for is above 256 KiB, none
+ * otherwise.
+ *
  * A blocking call waits for one byte beyond `offset`. Stateless: uses `SO_PEEK_OFF` where the
  * socket has it (set, peek, set back to -1), else the discard prefix.
  *
@@ -581,7 +626,8 @@ export declare function peekAt(fd: number | import('node:net').Socket | { fd: nu
  * `peekAt` that waits off the JS thread until a byte lies beyond `offset` (as
  * `Peeker.peekAsync`, on a private duplicate of `fd`): resolves with the bytes (empty at end
  * of stream), rejects with `ETIMEDOUT` after `timeoutMs`. The protocol sniffer's call: peek a
- * new connection's first bytes before Node reads them (`pauseOnConnect`).
+ * new connection's first bytes before Node reads them (`pauseOnConnect`). The `Buffer` is sized
+ * as `peekAt`'s, by what the socket can hold.
  */
 export declare function peekAtAsync(fd: number | import('node:net').Socket | { fd: number }, offset: number, length: number, options?: PeekAsyncOptions): Promise<Buffer>
 
@@ -604,9 +650,10 @@ export interface PeekerOptions {
   /**
    * What the socket is, as the code that made it knows: `'tcp4'`, `'tcp6'` (TCP over
    * IPv4/IPv6; every `net.Socket` of a TCP server), `'mptcp4'`, `'mptcp6'` or `'unix'` (a
-   * stream socket). The peeker then asks the socket nothing (no `getsockopt` for its family,
-   * type and protocol): one syscall in all. Stating it wrong is never unsafe: calls then
-   * fail as the real socket answers. Default: ask the socket.
+   * stream socket). The peeker then checks it (one `getsockopt` on TCP, two on MPTCP and
+   * AF_UNIX) instead of learning it (three); a socket that is not of the kind stated is
+   * refused with `EPROTOTYPE` before any byte is read (see `new Peeker`). Default: ask the
+   * socket.
    */
   kind?: 'tcp4' | 'tcp6' | 'mptcp4' | 'mptcp6' | 'unix'
 }
@@ -662,9 +709,10 @@ export interface PeekResult {
 /** Counters of a `Peeker` (bytes in bytes); see the core's `PeekStats`. */
 export interface PeekStats {
   /**
-   * Syscalls the peeker made, failed ones included, its constructor's too: 1 or 2 after `new
-   * Peeker` with a `kind`; after `new Peeker` without a `kind` 2 more on AF_UNIX and 3 more on
-   * TCP and MPTCP, the `getsockopt` that learn what the socket is.
+   * Syscalls the peeker made, failed ones included, its constructor's too: 2 or 3 setting the
+   * socket up (`SO_PEEK_OFF`, `SO_OOBINLINE`), and before them the 3 `getsockopt` of `new
+   * Peeker` without a `kind` that learn what the socket is, or the 1 (TCP) or 2 (MPTCP, AF_UNIX)
+   * of `new Peeker` with a `kind` that check the kind stated.
    */
   syscalls: number
   /** Peeks that returned data. */
@@ -681,6 +729,11 @@ export interface PeekStats {
   bytesConsumed: number
   /** `SO_RCVLOWAT` changes made by the armed low-water mark. */
   rcvlowatUpdates: number
+  /**
+   * Descriptors that came with bytes the peeker's consume dropped (AF_UNIX `SCM_RIGHTS`, and the
+   * pidfd `SO_PASSPIDFD` attaches), received close-on-exec and closed at once.
+   */
+  fdsClosed: number
 }
 
 /**
@@ -753,6 +806,18 @@ export declare function recvAtLeast(fd: number | import('node:net').Socket | { f
  * `recvAtLeast` on libuv's thread pool, into a new `Buffer` of at most `length` bytes: the
  * event loop runs meanwhile. Works on a private duplicate of `fd`. It occupies a pool thread
  * (4 by default, shared with fs and dns) until it returns: give it a `timeoutMs`.
+ *
+ * The `Buffer` holds at least `min` bytes (within `length`);
+ * `length` above 2147483647 (`INT_MAX`, the most one receive returns) is a `RangeError`.
+ * A call that allocates its result sizes it by what the socket can hold rather than by the size
+ * asked for alone: up to 256 KiB the size asked for; above that, at least 256 KiB and otherwise
+ * the larger of the bytes queued now (`SIOCINQ`) and the socket's receive buffer (`SO_RCVBUF` as
+ * the kernel reports it), never more than asked. Everything queued at the call fits; bytes that
+ * arrive while the call waits fit too on TCP (its window keeps the queue within about
+ * `SO_RCVBUF`), and on AF_UNIX streams (bounded by the sender's `SO_SNDBUF`) may be more, left
+ * queued for the next call: the result is then shorter than the size asked for, as any receive may
+ * be. Cost: a `getsockopt` and an `ioctl` when the size asked for is above 256 KiB, none
+ * otherwise.
  */
 export declare function recvAtLeastAsync(fd: number | import('node:net').Socket | { fd: number }, length: number, min: number, options?: RecvOptions): Promise<Buffer>
 
@@ -1043,6 +1108,8 @@ export declare namespace testing {
   export function joinWriters(): void
   /** A listening loopback TCP socket (`v6`), options applied before listen. */
   export function listener(v6: boolean, opts?: testing.TcpOpts | undefined | null): number
+  /** A listening socket: `tcp4`, `tcp6`, `mptcp4` (loopback) or `unix` (an abstract address). */
+  export function listening(transport: string): number
   /** Per-iteration cost of a native loop. */
   export interface LoopCost {
     /** Wall time, ns. */
@@ -1054,7 +1121,7 @@ export declare namespace testing {
   export function openFds(): number
   /**
    * A connected stream pair: `tcp4`, `tcp6`, `mptcp4` (loopback; `sock` is the accepted side),
-   * `unix` (socketpair); datagram pairs `udp4`, `udp6` (connected both ways) and
+   * `unix` (socketpair); datagram pairs `unix_dgram` (socketpair), `udp4`, `udp6` (connected both ways) and
    * `udp4_unconnected` (`sock` not connected: sends name `peerPort`).
    */
   export function pair(transport: string, opts?: testing.TcpOpts | undefined | null): testing.Pair
@@ -1086,6 +1153,12 @@ export declare namespace testing {
   export function rmemCap(): number
   /** send(2) of each datagram in `list` (connected socket). */
   export function sendDatagrams(fd: number, list: Array<string>): void
+  /**
+   * Sends `data` on the AF_UNIX socket `fd` in one sendmsg with `count` copies of a descriptor
+   * of /dev/null as SCM_RIGHTS (closed here after: the queue holds the only references).
+   * Returns the bytes sent.
+   */
+  export function sendFds(fd: number, data: Uint8Array, count: number): number
   /** Sets O_NONBLOCK on the open file (shared by every duplicate). */
   export function setNonblocking(fd: number): void
   /** SO_RCVTIMEO in milliseconds (0: none). */

@@ -87,6 +87,11 @@ RENAMES = {
         "node": "`Peeker.consume`",
         "python": "`Peeker.consume`",
     },
+    "PeekStats::fds_closed": {
+        "c": "`lowcopy_peek_stats.fds_closed`",
+        "node": "`PeekStats.fdsClosed`",
+        "python": "`PeekStats.fds_closed`",
+    },
     "Peeker::note_consumed": {
         "c": "`lowcopy_peeker_note_consumed`",
         "node": "`Peeker.noteConsumed`",

@@ -38,7 +38,7 @@ use lowcopy::Caps;
 /// Major version: changes when the ABI breaks (and with it the SONAME, liblowcopy.so.N).
 pub const LOWCOPY_VERSION_MAJOR: u32 = 0;
 /// Minor version: new functions, new symbol versions, or struct fields appended.
-pub const LOWCOPY_VERSION_MINOR: u32 = 3;
+pub const LOWCOPY_VERSION_MINOR: u32 = 4;
 /// Patch version.
 pub const LOWCOPY_VERSION_PATCH: u32 = 0;
 

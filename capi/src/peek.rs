@@ -221,8 +221,9 @@ pub unsafe extern "C" fn lowcopy_peekv_at(
 /// Drops up to `n` bytes from the head of the receive queue; returns bytes dropped.
 // doc-copy: consume.kernel
 /// TCP and MPTCP use `recv(NULL, n, MSG_TRUNC)`, which copies nothing; AF_UNIX stream has no such
-/// path and reads them into a scratch buffer. The kernel lowers `SO_PEEK_OFF` by the bytes dropped.
-/// Returns 0 for `n` 0 or at end of stream.
+/// path and reads them into a scratch buffer, on past messages that carry descriptors, and closes
+/// the descriptors that came with the bytes dropped. The kernel lowers `SO_PEEK_OFF` by the bytes
+/// dropped. Returns 0 for `n` 0 or at end of stream.
 // doc-end
 ///
 /// Errors: `-EINVAL` (flags other than `MSG_DONTWAIT`),
@@ -232,7 +233,7 @@ pub unsafe extern "C" fn lowcopy_peekv_at(
 /// `recv` errors (`-ECONNRESET`, `-EINTR`, ...).
 // doc-end
 ///
-/// Syscalls: getsockopt, recvfrom, recvmsg, ioctl.
+/// Syscalls: getsockopt, recvfrom, recvmsg, ioctl, close (descriptors that came with the bytes).
 #[no_mangle]
 pub extern "C" fn lowcopy_consume(fd: c_int, n: size_t, flags: c_int) -> ssize_t {
     guard(-ENOTRECOVERABLE as ssize_t, || {
@@ -252,10 +253,12 @@ pub extern "C" fn lowcopy_consume(fd: c_int, n: size_t, flags: c_int) -> ssize_t
 /// `SO_PEEK_OFF` to 0; `LOWCOPY_PEEK_DISCARD` makes sure it is disabled (-1).
 // doc-end
 // doc-copy: peeker_new.cost
-/// Cost: 2-3 `getsockopt` to learn the socket's family, type and protocol (none when the caller
-/// states the socket's kind), then one `setsockopt` (`LOWCOPY_PEEK_OFFSET`, `LOWCOPY_PEEK_AUTO`) or
-/// one `getsockopt` (`LOWCOPY_PEEK_DISCARD`; a `setsockopt` more if `SO_PEEK_OFF` was on), and the
-/// `setsockopt` of `SO_OOBINLINE`.
+/// Cost: 3 `getsockopt` to learn what the socket is and that it does not listen (`SO_DOMAIN`, then
+/// on TCP `SO_PROTOCOL` and `TCP_INFO`, on MPTCP `SO_PROTOCOL` and `SO_ACCEPTCONN`, on AF_UNIX
+/// `SO_TYPE` and `SO_ACCEPTCONN`; 1 or 2 to check the kind when the caller states it), then one
+/// `setsockopt` (`LOWCOPY_PEEK_OFFSET`, `LOWCOPY_PEEK_AUTO`) or one `getsockopt`
+/// (`LOWCOPY_PEEK_DISCARD`; a `setsockopt` more if `SO_PEEK_OFF` was on), and the `setsockopt` of
+/// `SO_OOBINLINE`.
 // doc-end
 ///
 /// Urgent data (a TCP urgent byte, `MSG_OOB`, or an AF_UNIX out-of-band byte):
@@ -275,6 +278,23 @@ pub extern "C" fn lowcopy_consume(fd: c_int, n: size_t, flags: c_int) -> ssize_t
 /// still reports the socket readable meanwhile).
 // doc-end
 ///
+/// Descriptors (an AF_UNIX peer's `SCM_RIGHTS`):
+// doc-copy: peeker.descriptors
+/// a peeker never hands them over. Its peeks pass no control buffer, so the descriptors stay queued
+/// with their bytes; its consume receives those that came with the bytes it drops (close-on-exec)
+/// and closes them at once, counted in `lowcopy_peek_stats.fds_closed`: none is left open, none is
+/// kept. The kernel hands over a message's descriptors with its first byte read, so a consume that
+/// ends inside a message takes all of them. It ends every read and every peek after a message that
+/// carried descriptors (net/unix/af_unix.c `unix_stream_read_generic`): a peek that reaches one
+/// returns short, as a read does, and the next continues after it, so peeks deliver byte for byte
+/// what reads deliver; a consume reads on until it has dropped `n` bytes. A discard peek whose
+/// prefix reaches such a message peeks once with `SO_PEEK_OFF` at the cursor, as past an urgent
+/// mark (AF_UNIX has it since 3.4). The consume's control buffer holds the most descriptors one
+/// message carries (253, `SCM_MAX_FD`), so the kernel never closes any for lack of room
+/// (`MSG_CTRUNC`). A caller that wants the descriptors reads those bytes itself, with `recvmsg` and
+/// a control buffer, and reports them with `lowcopy_peeker_note_consumed`.
+// doc-end
+///
 /// The fd stays owned by the caller and must stay open until `lowcopy_peeker_free`.
 // doc-copy: peeker.exclusive
 /// Other code must not read from the socket or change `SO_PEEK_OFF` while the peeker lives: reads
@@ -285,7 +305,10 @@ pub extern "C" fn lowcopy_consume(fd: c_int, n: size_t, flags: c_int) -> ssize_t
 /// Errors: `-EINVAL` (`out` NULL, unknown mode), `-ENOMEM`,
 // doc-copy: peeker_new.errors
 /// `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or
-/// `LOWCOPY_PEEK_OFFSET` on a socket without `SO_PEEK_OFF`), and `setsockopt`/`getsockopt` errors.
+/// `LOWCOPY_PEEK_OFFSET` on a socket without `SO_PEEK_OFF`), `-ENOTCONN` (a listening TCP or MPTCP
+/// socket) and `-EINVAL` (a listening AF_UNIX socket): a listening socket is no connection, refused
+/// with the errno its `recv` gives; `-EPROTOTYPE` (a stated kind that is not the socket's);
+/// `setsockopt`/`getsockopt` errors.
 // doc-end
 ///
 /// Syscalls: getsockopt, setsockopt, brk, mmap, munmap, mremap, mprotect, madvise, getrandom,
@@ -419,7 +442,8 @@ pub unsafe extern "C" fn lowcopy_peeker_seek(p: *mut lowcopy_peeker, offset: siz
 /// Drops up to `n` acknowledged bytes from the head of the receive queue and moves the cursor back
 /// by the bytes dropped (never below 0). Never blocks. Returns bytes dropped: fewer than `n` when
 /// fewer are queued, 0 for `n` 0 or at end of stream. TCP and MPTCP drop them without copying
-/// (`MSG_TRUNC`); AF_UNIX reads them into a scratch buffer.
+/// (`MSG_TRUNC`); AF_UNIX reads them into a scratch buffer, on past messages that carry
+/// descriptors, and closes the descriptors that came with them (`lowcopy_peek_stats.fds_closed`).
 // doc-end
 ///
 /// Errors: `-EINVAL` (`p` NULL),
@@ -428,7 +452,7 @@ pub unsafe extern "C" fn lowcopy_peeker_seek(p: *mut lowcopy_peeker, offset: siz
 /// armed, its `setsockopt` errors (the bytes were dropped and the cursor moved).
 // doc-end
 ///
-/// Syscalls: recvfrom, recvmsg, setsockopt, ioctl.
+/// Syscalls: recvfrom, recvmsg, setsockopt, ioctl, close (descriptors that came with the bytes).
 ///
 /// # Safety
 /// `p` must be NULL or a live peeker.
@@ -585,14 +609,23 @@ crate::versions::default_version!("lowcopy_peeker_size", "LOWCOPY_0.3");
 ///
 /// `domain` and `protocol` state what the socket is, as given to `socket(2)`: `AF_INET` or
 /// `AF_INET6` with `IPPROTO_TCP` (or 0) or `IPPROTO_MPTCP`, or `AF_UNIX` with 0. The peeker
-/// then makes no classification syscall: OFFSET and AUTO cost two `setsockopt`s
-/// (`SO_PEEK_OFF` and `SO_OOBINLINE`), DISCARD a `getsockopt` and the `SO_OOBINLINE`
-/// `setsockopt` (and a `setsockopt` more if `SO_PEEK_OFF` was on). `AF_UNSPEC` (0) with 0 asks
-/// the socket instead (2-3 `getsockopt`, as `lowcopy_peeker_new`).
+/// then checks the kind (one `getsockopt` on TCP, two on MPTCP and AF_UNIX, below) instead of
+/// learning it (three): OFFSET and AUTO then cost two `setsockopt`s (`SO_PEEK_OFF` and
+/// `SO_OOBINLINE`), DISCARD a `getsockopt` and the `SO_OOBINLINE` `setsockopt` (and a
+/// `setsockopt` more if `SO_PEEK_OFF` was on). `AF_UNSPEC` (0) with 0 asks the socket instead
+/// (3 `getsockopt`, as `lowcopy_peeker_new`).
 // doc-copy: peeker_kind.wrong
-/// Stating the kind wrong is never unsafe: calls then fail as the real socket answers (a datagram
-/// socket answers a peek as a datagram socket would; an AF_UNIX socket stated as TCP fails
-/// `lowcopy_peeker_consume` with `-EFAULT`).
+/// Stating the kind wrong loses nothing: the kind is checked before any byte is read, and a socket
+/// that is not of it fails with `-EPROTOTYPE` (a datagram socket, whose consume would drop a whole
+/// datagram; an AF_UNIX stream stated as TCP or MPTCP). The check costs one syscall per peeker on
+/// TCP, `getsockopt(TCP_INFO)` (only TCP and MPTCP sockets answer it, with their state), and two on
+/// MPTCP (`SO_PROTOCOL` is TCP or MPTCP: an MPTCP listener hands out TCP sockets to peers without
+/// MPTCP) and AF_UNIX (`SO_TYPE` is a stream): each also tells a listening socket, refused as by
+/// `lowcopy_peeker_new`. It does not tell IPv4 from IPv6 or TCP from MPTCP, nor a TCP socket stated
+/// as AF_UNIX: stated wrong among those, a peeker peeks and consumes right, but may cost more (a
+/// TCP consume copies, as on AF_UNIX) or fail where the real socket does (`-EOPNOTSUPP` for
+/// `LOWCOPY_PEEK_OFFSET` on MPTCP), and `LOWCOPY_PEEK_AUTO` may note the answer of `SO_PEEK_OFF`
+/// for the family stated, not the socket's.
 // doc-end
 ///
 /// `mode` as in `lowcopy_peeker_new`. The fd stays the caller's and must stay open until the
@@ -603,7 +636,10 @@ crate::versions::default_version!("lowcopy_peeker_size", "LOWCOPY_0.3");
 /// aligned, unknown `mode`, a `domain`/`protocol` pair other than those above),
 // doc-copy: peeker_new.errors
 /// `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or
-/// `LOWCOPY_PEEK_OFFSET` on a socket without `SO_PEEK_OFF`), and `setsockopt`/`getsockopt` errors.
+/// `LOWCOPY_PEEK_OFFSET` on a socket without `SO_PEEK_OFF`), `-ENOTCONN` (a listening TCP or MPTCP
+/// socket) and `-EINVAL` (a listening AF_UNIX socket): a listening socket is no connection, refused
+/// with the errno its `recv` gives; `-EPROTOTYPE` (a stated kind that is not the socket's);
+/// `setsockopt`/`getsockopt` errors.
 // doc-end
 /// Nothing is written to `*out` or `mem` on error.
 ///

@@ -16,6 +16,8 @@
 //! - [`wait`]: sleeping on a socket without spinning on its error queue, abortable from
 //!   another thread ([`Waiter`], [`AbortHandle`], [`wait_beyond`]): the waits lowcopy's own
 //!   calls make, for code that waits elsewhere (a binding's worker thread).
+//! - [`recv_buffer_len`]: how large a fresh buffer for one receive needs to be (what the socket
+//!   can hold), for code that allocates a receive's result from a caller's size (the bindings).
 //!
 //! The same primitives are the C ABI (`liblowcopy.so.0`, `include/lowcopy.h`) and the Python
 //! and Node packages: they are thin adapters over this crate, and every behaviour documented
@@ -94,6 +96,7 @@ mod flags;
 pub mod lowat;
 pub mod peek;
 pub mod probe;
+mod recvlen;
 mod sys;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -107,6 +110,7 @@ pub use peek::{
     consume, peek_at, peek_supported, PeekMode, PeekResult, PeekStats, Peeker, StreamKind,
 };
 pub use probe::{probe, Caps};
+pub use recvlen::{recv_buffer_len, RECV_BUFFER_FLOOR};
 pub use wait::{wait_beyond, AbortHandle, Interest, Waiter, Wakeup};
 pub use zc::{Completion, ZcBackend, ZcOptions, ZcStats, ZeroCopySender};
 

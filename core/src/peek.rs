@@ -40,6 +40,29 @@
 //!
 //! The stateless [`peek_at`] and [`consume`] see the stream as the socket's `SO_OOBINLINE`
 //! says: set it on sockets that may receive urgent data.
+//!
+//! # Descriptors (AF_UNIX)
+//!
+//! A peer on an AF_UNIX stream socket may pass descriptors (`SCM_RIGHTS`) with the bytes it
+//! sends:
+// doc-source: peeker.descriptors
+//! a peeker never hands them over. Its peeks pass no control buffer, so the descriptors stay
+//! queued with their bytes; its consume receives those that came with the bytes it drops
+//! (close-on-exec) and closes them at once, counted in [`PeekStats::fds_closed`]: none is
+//! left open, none is kept. The kernel hands over a message's descriptors with its first byte
+//! read, so a consume that ends inside a message takes all of them. It ends every read and
+//! every peek after a message that carried descriptors (net/unix/af_unix.c
+//! `unix_stream_read_generic`): a peek that reaches one returns short, as a read does, and the
+//! next continues after it, so peeks deliver byte for byte what reads deliver; a consume reads
+//! on until it has dropped `n` bytes. A discard peek whose prefix reaches such a message peeks
+//! once with `SO_PEEK_OFF` at the cursor, as past an urgent mark (AF_UNIX has it since 3.4).
+//! The consume's control buffer holds the most descriptors one message carries (253,
+//! `SCM_MAX_FD`), so the kernel never closes any for lack of room (`MSG_CTRUNC`). A caller
+//! that wants the descriptors reads those bytes itself, with `recvmsg` and a control buffer,
+//! and reports them with [`Peeker::note_consumed`].
+// doc-end
+//!
+//! The stateless [`consume`] does the same, without counting.
 
 use std::fmt;
 use std::io::{self, IoSliceMut};
@@ -99,9 +122,10 @@ impl TryFrom<u32> for PeekMode {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PeekStats {
     // doc-source: peek_stats.syscalls
-    /// Syscalls the peeker made, failed ones included, its constructor's too: 1 or 2 after
-    /// [`Peeker::with_kind`]; after [`Peeker::new`] 2 more on AF_UNIX and 3 more on TCP and
-    /// MPTCP, the `getsockopt` that learn what the socket is.
+    /// Syscalls the peeker made, failed ones included, its constructor's too: 2 or 3 setting
+    /// the socket up (`SO_PEEK_OFF`, `SO_OOBINLINE`), and before them the 3 `getsockopt` of
+    /// [`Peeker::new`] that learn what the socket is, or the 1 (TCP) or 2 (MPTCP, AF_UNIX) of
+    /// [`Peeker::with_kind`] that check the kind stated.
     // doc-end
     pub syscalls: u64,
     // doc-source: peek_stats.peeks
@@ -127,10 +151,15 @@ pub struct PeekStats {
     /// `SO_RCVLOWAT` changes made by the armed low-water mark.
     // doc-end
     pub rcvlowat_updates: u64,
+    // doc-source: peek_stats.fds_closed
+    /// Descriptors that came with bytes the peeker's consume dropped (AF_UNIX `SCM_RIGHTS`,
+    /// and the pidfd `SO_PASSPIDFD` attaches), received close-on-exec and closed at once.
+    // doc-end
+    pub fds_closed: u64,
 }
 
 /// What a stream socket is, as the code that created it knows: lets [`Peeker::with_kind`]
-/// skip the 2-3 `getsockopt` that [`Peeker::new`] makes to learn it.
+/// check it with 1 or 2 `getsockopt` instead of the 3 that [`Peeker::new`] makes to learn it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StreamKind {
     /// `socket(AF_INET, SOCK_STREAM, IPPROTO_TCP)` (or protocol 0).
@@ -245,24 +274,28 @@ struct SockInfo {
 /// Index: tcp4, tcp6, mptcp4, mptcp6, unix.
 static PEEK_OFF_CACHE: [AtomicU8; 5] = [const { AtomicU8::new(0) }; 5];
 
-/// The socket's kind, from 2 `getsockopt` (AF_UNIX) or 3; `calls` counts them, failed ones
-/// included.
-fn classify(fd: BorrowedFd<'_>, calls: &mut u64) -> io::Result<SockInfo> {
+/// The socket's kind, from 2 or 3 `getsockopt` (SO_DOMAIN, then SO_TYPE on AF_UNIX or
+/// SO_PROTOCOL on IPv4/IPv6, then TCP's `TCP_INFO` state; with `refuse_listening`,
+/// `SO_ACCEPTCONN` on AF_UNIX and MPTCP): `calls` counts them, failed ones included.
+///
+/// `refuse_listening` (a peeker's constructor): a listening socket fails with the errno its
+/// own `recv` gives (`ENOTCONN` on TCP and MPTCP, `EINVAL` on AF_UNIX). The stateless calls
+/// leave that to their `recv`.
+fn classify(fd: BorrowedFd<'_>, calls: &mut u64, refuse_listening: bool) -> io::Result<SockInfo> {
     // SO_DOMAIN first: it is what turns a closed fd into EBADF and a file into ENOTSOCK.
     *calls += 1;
     let domain = sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_DOMAIN)?;
-    *calls += 1;
-    let ty = sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TYPE)?;
-    if ty != libc::SOCK_STREAM {
-        // Datagram peeks have per-datagram semantics that an offset cursor does not model.
-        return Err(errno(libc::EOPNOTSUPP));
-    }
+    // Datagram peeks have per-datagram semantics that an offset cursor does not model.
     let family = match domain {
         libc::AF_UNIX => {
-            return Ok(SockInfo {
-                transport: Transport::Unix,
-                family: 4,
-            })
+            *calls += 1;
+            if sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TYPE)? != libc::SOCK_STREAM {
+                return Err(errno(libc::EOPNOTSUPP));
+            }
+            if refuse_listening {
+                refuse_listener(fd, calls, libc::EINVAL)?;
+            }
+            return Ok(StreamKind::Unix.info());
         }
         libc::AF_INET => 0,
         libc::AF_INET6 => 1,
@@ -270,15 +303,78 @@ fn classify(fd: BorrowedFd<'_>, calls: &mut u64) -> io::Result<SockInfo> {
     };
     *calls += 1;
     match sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL)? {
-        libc::IPPROTO_TCP => Ok(SockInfo {
-            transport: Transport::Tcp,
-            family,
-        }),
-        libc::IPPROTO_MPTCP => Ok(SockInfo {
-            transport: Transport::Tcp,
-            family: family + 2,
-        }),
+        libc::IPPROTO_TCP => {
+            // TCP_INFO answers only on a TCP socket (not on a raw one of protocol 6), and says
+            // whether it listens: the one call proves both.
+            *calls += 1;
+            let state = sys::tcp_state(fd).map_err(|_| errno(libc::EOPNOTSUPP))?;
+            if refuse_listening && state == sys::TCP_LISTEN {
+                return Err(errno(libc::ENOTCONN));
+            }
+            Ok(SockInfo {
+                transport: Transport::Tcp,
+                family,
+            })
+        }
+        // MPTCP sockets are stream sockets only.
+        libc::IPPROTO_MPTCP => {
+            if refuse_listening {
+                refuse_listener(fd, calls, libc::ENOTCONN)?;
+            }
+            Ok(SockInfo {
+                transport: Transport::Tcp,
+                family: family + 2,
+            })
+        }
         _ => Err(errno(libc::EOPNOTSUPP)),
+    }
+}
+
+/// `SO_ACCEPTCONN`: `Err(code)` for a listening socket.
+fn refuse_listener(fd: BorrowedFd<'_>, calls: &mut u64, code: c_int) -> io::Result<()> {
+    *calls += 1;
+    match sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_ACCEPTCONN)? {
+        0 => Ok(()),
+        _ => Err(errno(code)),
+    }
+}
+
+/// The check of a stated kind ([`Peeker::with_kind`]): that the socket is a stream the
+/// peeker's reads cannot lose bytes of, and not a listening one. TCP: one `getsockopt`
+/// (`TCP_INFO`'s state, which only TCP and MPTCP sockets answer); MPTCP: `SO_PROTOCOL` (TCP
+/// or MPTCP) and `SO_ACCEPTCONN`; AF_UNIX: `SO_TYPE` (a stream) and `SO_ACCEPTCONN`.
+/// `EPROTOTYPE` for a socket that is not what was stated; a listening one fails as in
+/// [`classify`]. `EBADF` and `ENOTSOCK` come through.
+fn check_stated(fd: BorrowedFd<'_>, kind: StreamKind, calls: &mut u64) -> io::Result<()> {
+    let wrong = || errno(libc::EPROTOTYPE);
+    let pass = |e: io::Error| match e.raw_os_error() {
+        Some(libc::EBADF | libc::ENOTSOCK) => e,
+        _ => wrong(),
+    };
+    match kind {
+        StreamKind::Tcp4 | StreamKind::Tcp6 => {
+            *calls += 1;
+            match sys::tcp_state(fd).map_err(pass)? {
+                sys::TCP_LISTEN => Err(errno(libc::ENOTCONN)),
+                _ => Ok(()),
+            }
+        }
+        StreamKind::Mptcp4 | StreamKind::Mptcp6 => {
+            *calls += 1;
+            // An MPTCP listener may hand out plain TCP sockets (a peer without MPTCP).
+            match sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL)? {
+                libc::IPPROTO_TCP | libc::IPPROTO_MPTCP => {}
+                _ => return Err(wrong()),
+            }
+            refuse_listener(fd, calls, libc::ENOTCONN)
+        }
+        StreamKind::Unix => {
+            *calls += 1;
+            if sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TYPE)? != libc::SOCK_STREAM {
+                return Err(wrong());
+            }
+            refuse_listener(fd, calls, libc::EINVAL)
+        }
     }
 }
 
@@ -300,7 +396,7 @@ fn is_eopnotsupp(e: &io::Error) -> bool {
 // doc-end
 pub fn peek_supported(fd: impl AsFd) -> io::Result<bool> {
     let fd = fd.as_fd();
-    let info = classify(fd, &mut 0)?;
+    let info = classify(fd, &mut 0, false)?;
     let cur = match sys::getsockopt_int(fd, libc::SOL_SOCKET, SO_PEEK_OFF) {
         Ok(v) => v,
         Err(e) if is_eopnotsupp(&e) => return Ok(false),
@@ -366,7 +462,7 @@ pub fn peek_at(
     flags: Flags,
 ) -> io::Result<usize> {
     let fd = fd.as_fd();
-    let info = classify(fd, &mut 0)?;
+    let info = classify(fd, &mut 0, false)?;
     let mode = if offset == 0 {
         // A prefix of nothing: a plain MSG_PEEK, no SO_PEEK_OFF round trip.
         Mechanism::Discard
@@ -385,8 +481,9 @@ pub fn peek_at(
 ///
 // doc-source: consume.kernel
 /// TCP and MPTCP use `recv(NULL, n, MSG_TRUNC)`, which copies nothing; AF_UNIX stream has no
-/// such path and reads them into a scratch buffer. The kernel lowers `SO_PEEK_OFF` by the bytes
-/// dropped. Returns 0 for `n` 0 or at end of stream.
+/// such path and reads them into a scratch buffer, on past messages that carry descriptors,
+/// and closes the descriptors that came with the bytes dropped. The kernel lowers `SO_PEEK_OFF` by the bytes dropped. Returns 0 for `n` 0 or at end of
+/// stream.
 // doc-end
 ///
 /// # Errors
@@ -399,10 +496,14 @@ pub fn peek_at(
 pub fn consume(fd: impl AsFd, n: usize, flags: Flags) -> io::Result<usize> {
     let flags = peek_flags(flags)?;
     let fd = fd.as_fd();
-    let info = classify(fd, &mut 0)?;
-    let mut syscalls = 0;
-    let mut copied = 0;
-    consume_raw(fd, info.transport, n, flags, &mut syscalls, &mut copied)
+    let info = classify(fd, &mut 0, false)?;
+    let (mut syscalls, mut copied, mut fds_closed) = (0, 0, 0);
+    let counts = ConsumeCounts {
+        syscalls: &mut syscalls,
+        copied: &mut copied,
+        fds_closed: &mut fds_closed,
+    };
+    consume_raw(fd, info.transport, n, flags, counts)
 }
 
 /// The `recv` flags of a peek or consume: `MSG_DONTWAIT` or nothing.
@@ -428,22 +529,33 @@ fn check_peek_args(iov: &[iovec], flags: Flags) -> io::Result<c_int> {
     Ok(flags)
 }
 
+/// Counters a consume adds to: syscalls made, bytes copied only to be dropped (AF_UNIX), and
+/// descriptors that came with the dropped bytes and were closed (AF_UNIX).
+struct ConsumeCounts<'a> {
+    syscalls: &'a mut u64,
+    copied: &'a mut u64,
+    fds_closed: &'a mut u64,
+}
+
 fn consume_raw(
     fd: BorrowedFd<'_>,
     transport: Transport,
     n: usize,
     flags: c_int,
-    syscalls: &mut u64,
-    copied: &mut u64,
+    counts: ConsumeCounts<'_>,
 ) -> io::Result<usize> {
     if n == 0 {
         return Ok(0);
     }
     // TCP and MPTCP: MSG_TRUNC drops without copying. AF_UNIX: MSG_TRUNC on a stream socket
-    // still copies (and faults on NULL), so read into the scratch buffer. Only the first read
-    // may block; after it, take what is queued. The kernel ends every read at an urgent mark:
-    // a short read that stopped there (SIOCATMARK) is read on, non-blocking, for the bytes
-    // after the mark are n's too; any other short read means nothing more is queued.
+    // still copies (and faults on NULL), so read into the scratch buffer, with a control
+    // buffer: the descriptors that came with the bytes are received and closed at once
+    // (sys::recvmsg_closing_fds), never left open nor kept. Only the first read may block;
+    // after it, take what is queued. The kernel ends a read early in two places, and a short
+    // read that stopped at one is read on, non-blocking, for the bytes after it are n's too:
+    // at an urgent mark (SIOCATMARK), and on AF_UNIX after a message that carried control
+    // data (descriptors; credentials of another writer with SO_PASSCRED: net/unix/af_unix.c
+    // `unix_stream_read_generic`). Any other short read means nothing more is queued.
     let mut done = 0;
     while done < n {
         let f = if done == 0 {
@@ -451,27 +563,32 @@ fn consume_raw(
         } else {
             flags | libc::MSG_DONTWAIT
         };
-        *syscalls += 1;
+        *counts.syscalls += 1;
         let asked = if transport == Transport::Tcp {
             n - done
         } else {
             (n - done).min(SCRATCH_LEN)
         };
         let r = if transport == Transport::Tcp {
-            sys::recv_trunc(fd, asked, f)
+            sys::recv_trunc(fd, asked, f).map(|len| sys::FdRead {
+                len,
+                ..Default::default()
+            })
         } else {
             // SAFETY: the iovec covers the shared scratch buffer, valid for writes.
-            unsafe { sys::recvmsg_iov(fd, &[sys::scratch_iov(asked)], f) }
+            unsafe { sys::recvmsg_closing_fds(fd, &[sys::scratch_iov(asked)], f) }
         };
         match r {
-            Ok(0) => break,
-            Ok(k) => {
+            Ok(got) if got.len == 0 => break,
+            Ok(got) => {
+                let k = got.len;
                 done += k;
+                *counts.fds_closed += got.fds_closed;
                 if transport == Transport::Unix {
-                    *copied += k as u64;
+                    *counts.copied += k as u64;
                 }
-                if k < asked {
-                    *syscalls += 1;
+                if k < asked && !got.control {
+                    *counts.syscalls += 1;
                     if !sys::at_mark(fd) {
                         break;
                     }
@@ -630,10 +747,12 @@ impl<F: AsFd> Peeker<F> {
     /// docs, "Urgent data").
     ///
     // doc-source: peeker_new.cost
-    /// Cost: 2-3 `getsockopt` to learn the socket's family, type and protocol (none when the
-    /// caller states the socket's kind), then one `setsockopt` ([`PeekMode::Offset`],
-    /// [`PeekMode::Auto`]) or one `getsockopt` ([`PeekMode::Discard`]; a `setsockopt` more if
-    /// `SO_PEEK_OFF` was on), and the `setsockopt` of `SO_OOBINLINE`.
+    /// Cost: 3 `getsockopt` to learn what the socket is and that it does not listen
+    /// (`SO_DOMAIN`, then on TCP `SO_PROTOCOL` and `TCP_INFO`, on MPTCP `SO_PROTOCOL` and
+    /// `SO_ACCEPTCONN`, on AF_UNIX `SO_TYPE` and `SO_ACCEPTCONN`; 1 or 2 to check the kind when
+    /// the caller states it), then one `setsockopt` ([`PeekMode::Offset`], [`PeekMode::Auto`])
+    /// or one `getsockopt` ([`PeekMode::Discard`]; a `setsockopt` more if `SO_PEEK_OFF` was on),
+    /// and the `setsockopt` of `SO_OOBINLINE`.
     // doc-end
     /// All of them are counted in [`PeekStats::syscalls`]. Allocates nothing: the peeker is a
     /// plain value (about 150 bytes) wherever the caller puts it; the discard mechanism's 64
@@ -642,33 +761,49 @@ impl<F: AsFd> Peeker<F> {
     /// # Errors
     // doc-source: peeker_new.errors
     /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or
-    /// [`PeekMode::Offset`] on a socket without `SO_PEEK_OFF`), and `setsockopt`/`getsockopt`
-    /// errors.
+    /// [`PeekMode::Offset`] on a socket without `SO_PEEK_OFF`), `ENOTCONN` (a listening TCP or
+    /// MPTCP socket) and `EINVAL` (a listening AF_UNIX socket): a listening socket is no
+    /// connection, refused with the errno its `recv` gives; `EPROTOTYPE` (a stated kind that is
+    /// not the socket's); `setsockopt`/`getsockopt` errors.
     // doc-end
     /// `fd` is dropped on error.
     pub fn new(fd: F, mode: PeekMode) -> io::Result<Self> {
         let mut calls = 0;
-        let info = classify(fd.as_fd(), &mut calls)?;
+        let info = classify(fd.as_fd(), &mut calls, true)?;
         let mut p = Self::build(fd, info, mode)?;
         p.stats.syscalls += calls;
         Ok(p)
     }
 
-    /// [`Peeker::new`] for a socket whose kind the caller states: no classification syscall,
-    /// so a peeker costs one `setsockopt` (`Offset`, `Auto`) or one `getsockopt` (`Discard`),
-    /// and the `setsockopt` of `SO_OOBINLINE` (module docs, "Urgent data").
+    /// [`Peeker::new`] for a socket whose kind the caller states: a check of one `getsockopt`
+    /// (TCP) or two (MPTCP, AF_UNIX) instead of the classification's three, then one
+    /// `setsockopt` (`Offset`, `Auto`) or one `getsockopt` (`Discard`), and the `setsockopt` of
+    /// `SO_OOBINLINE` (module docs, "Urgent data").
     ///
     // doc-source: peeker_kind.wrong
-    /// Stating the kind wrong is never unsafe: calls then fail as the real socket answers (a
-    /// datagram socket answers a peek as a datagram socket would; an AF_UNIX socket stated as
-    /// TCP fails [`Peeker::consume`] with `EFAULT`).
+    /// Stating the kind wrong loses nothing: the kind is checked before any byte is read, and a
+    /// socket that is not of it fails with `EPROTOTYPE` (a datagram socket, whose consume would
+    /// drop a whole datagram; an AF_UNIX stream stated as TCP or MPTCP). The check costs one
+    /// syscall per peeker on TCP, `getsockopt(TCP_INFO)` (only TCP and MPTCP sockets answer
+    /// it, with their state), and two on MPTCP (`SO_PROTOCOL` is TCP or MPTCP: an MPTCP
+    /// listener hands out TCP sockets to peers without MPTCP) and AF_UNIX (`SO_TYPE` is a
+    /// stream): each also tells a listening socket, refused as by [`Peeker::new`]. It does not
+    /// tell IPv4 from IPv6 or TCP from MPTCP, nor a TCP socket stated as AF_UNIX: stated wrong
+    /// among those, a peeker peeks and consumes right, but may cost more (a TCP consume
+    /// copies, as on AF_UNIX) or fail where the real socket does (`EOPNOTSUPP` for
+    /// [`PeekMode::Offset`] on MPTCP), and [`PeekMode::Auto`] may note the answer of
+    /// `SO_PEEK_OFF` for the family stated, not the socket's.
     // doc-end
     ///
     /// # Errors
-    /// As [`Peeker::new`], less the classification's (`EBADF` and `ENOTSOCK` come from the
-    /// first `setsockopt`/`getsockopt` instead). `fd` is dropped on error.
+    /// As [`Peeker::new`] (`EBADF` and `ENOTSOCK` from the check), and `EPROTOTYPE` (see
+    /// above). `fd` is dropped on error.
     pub fn with_kind(fd: F, mode: PeekMode, kind: StreamKind) -> io::Result<Self> {
-        Self::build(fd, kind.info(), mode)
+        let mut calls = 0;
+        check_stated(fd.as_fd(), kind, &mut calls)?;
+        let mut p = Self::build(fd, kind.info(), mode)?;
+        p.stats.syscalls += calls;
+        Ok(p)
     }
 
     fn build(fd: F, info: SockInfo, mode: PeekMode) -> io::Result<Self> {
@@ -1299,7 +1434,9 @@ impl<F: AsFd> Peeker<F> {
     /// Drops up to `n` acknowledged bytes from the head of the receive queue and moves the
     /// cursor back by the bytes dropped (never below 0). Never blocks. Returns bytes dropped:
     /// fewer than `n` when fewer are queued, 0 for `n` 0 or at end of stream. TCP and MPTCP
-    /// drop them without copying (`MSG_TRUNC`); AF_UNIX reads them into a scratch buffer.
+    /// drop them without copying (`MSG_TRUNC`); AF_UNIX reads them into a scratch buffer, on
+    /// past messages that carry descriptors, and closes the descriptors that came with them
+    /// ([`PeekStats::fds_closed`]).
     // doc-end
     ///
     /// # Errors
@@ -1308,13 +1445,17 @@ impl<F: AsFd> Peeker<F> {
     /// mark armed, its `setsockopt` errors (the bytes were dropped and the cursor moved).
     // doc-end
     pub fn consume(&mut self, n: usize) -> io::Result<usize> {
+        let counts = ConsumeCounts {
+            syscalls: &mut self.stats.syscalls,
+            copied: &mut self.stats.bytes_skipped_copied,
+            fds_closed: &mut self.stats.fds_closed,
+        };
         let d = consume_raw(
             self.fd.as_fd(),
             self.transport,
             n,
             libc::MSG_DONTWAIT,
-            &mut self.stats.syscalls,
-            &mut self.stats.bytes_skipped_copied,
+            counts,
         )?;
         self.stats.bytes_consumed += d as u64;
         self.head_pos = self.head_pos.wrapping_add(d as u64);
@@ -1666,7 +1807,7 @@ mod tests {
         );
     }
 
-    /// A stated kind makes no classification syscall; peek_at costs one recv when the
+    /// A stated kind costs one check, no classification; peek_at costs one recv when the
     /// kernel's offset is there, a setsockopt more when it is not; the result says where the
     /// bytes came from, in the stream too after a consume.
     #[test]
@@ -1676,8 +1817,8 @@ mod tests {
         let mut p = Peeker::with_kind(&server, PeekMode::Offset, StreamKind::Tcp4).unwrap();
         assert_eq!(
             p.stats().syscalls,
-            2,
-            "only SO_PEEK_OFF = 0 and SO_OOBINLINE"
+            3,
+            "only TCP_INFO (the kind's check), SO_PEEK_OFF = 0 and SO_OOBINLINE"
         );
         let mut buf = [0u8; 4];
         let dw = Flags::DONTWAIT;

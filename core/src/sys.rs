@@ -127,6 +127,108 @@ pub fn recv_trunc(fd: BorrowedFd<'_>, n: usize, flags: c_int) -> io::Result<usiz
     cvt_size(unsafe { libc::recv(fd.as_raw_fd(), ptr::null_mut(), n, flags | libc::MSG_TRUNC) })
 }
 
+/// `TCP_INFO`'s first byte, `tcpi_state` (include/uapi/linux/tcp.h; the kernel copies no
+/// more than the length asked, net/ipv4/tcp.c `do_tcp_getsockopt`): the socket's TCP state
+/// (`TCP_LISTEN` = 10). Only TCP and MPTCP sockets answer; UDP, raw and AF_UNIX sockets fail
+/// (`EOPNOTSUPP`, `ENOPROTOOPT`).
+pub fn tcp_state(fd: BorrowedFd<'_>) -> io::Result<u8> {
+    let mut st = [0u8; 1];
+    getsockopt_bytes(fd, libc::IPPROTO_TCP, libc::TCP_INFO, &mut st).map(|_| st[0])
+}
+
+/// `TCP_LISTEN` (include/net/tcp_states.h), as `TCP_INFO` reports it.
+pub const TCP_LISTEN: u8 = 10;
+
+/// `SCM_PIDFD` (include/linux/socket.h, Linux 6.5): the sender's pidfd, which `SO_PASSPIDFD`
+/// makes the kernel attach to every AF_UNIX read that passes a control buffer.
+pub const SCM_PIDFD: c_int = 4;
+
+/// `SCM_MAX_FD` (include/net/scm.h): the most descriptors one message carries.
+pub const SCM_MAX_FD: usize = 253;
+
+/// Control buffer of [`recvmsg_closing_fds`], in 8-byte words: 4 KiB, room for a message's
+/// [`SCM_MAX_FD`] descriptors (1032 bytes), credentials (32), a pidfd (24) and a security
+/// label.
+const FD_CONTROL_WORDS: usize = 512;
+// SAFETY: CMSG_SPACE is arithmetic on its argument.
+const _: () = assert!(
+    FD_CONTROL_WORDS * 8
+        >= unsafe { libc::CMSG_SPACE((SCM_MAX_FD * size_of::<c_int>()) as u32) } as usize + 256
+);
+
+/// What one [`recvmsg_closing_fds`] read.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FdRead {
+    /// Bytes read.
+    pub len: usize,
+    /// Descriptors the kernel passed with them (`SCM_RIGHTS`, `SCM_PIDFD`), all closed.
+    pub fds_closed: u64,
+    /// The kernel passed control data (descriptors, credentials, a label) or truncated it
+    /// (`MSG_CTRUNC`): on an AF_UNIX stream, a read that ends short may have ended at the
+    /// boundary of a message carrying such data rather than at the end of the queue.
+    pub control: bool,
+}
+
+/// `recvmsg(fd, iov, flags | MSG_CMSG_CLOEXEC)` with a control buffer, for AF_UNIX stream
+/// bytes being dropped: every descriptor the kernel passes with them is closed before this
+/// returns, so none outlives the call (close-on-exec meanwhile: a concurrent exec inherits
+/// none). With `MSG_CTRUNC` the kernel has itself closed those that did not fit
+/// (net/core/scm.c `scm_detach_fds`); the buffer holds a whole message's worth.
+///
+/// # Safety
+/// Every iovec must describe memory valid for writes of its length during the call.
+pub unsafe fn recvmsg_closing_fds(
+    fd: BorrowedFd<'_>,
+    iov: &[iovec],
+    flags: c_int,
+) -> io::Result<FdRead> {
+    let mut control = std::mem::MaybeUninit::<[u64; FD_CONTROL_WORDS]>::uninit();
+    // SAFETY: all-zero is a valid msghdr (no name).
+    let mut msg: msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_ptr() as *mut iovec;
+    msg.msg_iovlen = iov.len() as _;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = size_of::<[u64; FD_CONTROL_WORDS]>() as _;
+    // SAFETY: msghdr points at `iov` (the caller's guarantee) and at the live, writable
+    // control buffer of the length given.
+    let len = cvt_size(unsafe {
+        libc::recvmsg(fd.as_raw_fd(), &mut msg, flags | libc::MSG_CMSG_CLOEXEC)
+    })?;
+    let mut out = FdRead {
+        len,
+        fds_closed: 0,
+        control: msg.msg_flags & libc::MSG_CTRUNC != 0,
+    };
+    // SAFETY: the kernel wrote msg_controllen bytes of control messages into the buffer; the
+    // CMSG_* walkers stay within them.
+    let mut c = unsafe { libc::CMSG_FIRSTHDR(&msg) };
+    while !c.is_null() {
+        out.control = true;
+        // SAFETY: `c` is a header inside the written control data (CMSG_FIRSTHDR/NXTHDR).
+        let h = unsafe { &*c };
+        if h.cmsg_level == libc::SOL_SOCKET
+            && (h.cmsg_type == libc::SCM_RIGHTS || h.cmsg_type == SCM_PIDFD)
+        {
+            // SAFETY: CMSG_LEN is arithmetic on its argument.
+            let head = unsafe { libc::CMSG_LEN(0) } as usize;
+            let n = (h.cmsg_len as usize).saturating_sub(head) / size_of::<c_int>();
+            // SAFETY: the data of this cmsg holds `n` ints, maybe unaligned.
+            let data = unsafe { libc::CMSG_DATA(c) }.cast::<c_int>();
+            for i in 0..n {
+                // SAFETY: `i < n`, within the cmsg's data (see above).
+                let raw = unsafe { std::ptr::read_unaligned(data.add(i)) };
+                // SAFETY: the kernel just installed `raw` in this process for this call
+                // alone: nothing else knows the number, so closing it closes nobody's fd.
+                unsafe { libc::close(raw) };
+                out.fds_closed += 1;
+            }
+        }
+        // SAFETY: as above.
+        c = unsafe { libc::CMSG_NXTHDR(&msg, c) };
+    }
+    Ok(out)
+}
+
 /// `ioctl(SIOCINQ)`: bytes queued for reading (TCP: not counting a received FIN).
 pub fn inq(fd: BorrowedFd<'_>) -> io::Result<usize> {
     let mut n: c_int = 0;

@@ -254,8 +254,8 @@ pub fn udp_pair(v6: bool, connect_sock: bool) -> io::Result<(Pair, u16)> {
 }
 
 /// A connected pair of the named transport: `tcp4`, `tcp6`, `mptcp4` (loopback, `sock` the
-/// accepted side, client `TCP_NODELAY` except MPTCP), `unix` (stream `socketpair`), `udp4`,
-/// `udp6` (connected both ways).
+/// accepted side, client `TCP_NODELAY` except MPTCP), `unix` (stream `socketpair`),
+/// `unix_dgram` (datagram `socketpair`), `udp4`, `udp6` (connected both ways).
 ///
 /// # Errors
 /// `EINVAL` for another name; the fixtures' errors.
@@ -278,10 +278,102 @@ pub fn pair(transport: &str) -> io::Result<Pair> {
                 peer: b.into(),
             })
         }
+        "unix_dgram" => {
+            let (a, b) = std::os::unix::net::UnixDatagram::pair()?;
+            Ok(Pair {
+                sock: a.into(),
+                peer: b.into(),
+            })
+        }
         "udp4" => udp_pair(false, true).map(|p| p.0),
         "udp6" => udp_pair(true, true).map(|p| p.0),
         _ => Err(errno(libc::EINVAL)),
     }
+}
+
+/// A listening socket of the named family: `tcp4`, `tcp6`, `mptcp4` (loopback, port chosen by
+/// the kernel), `unix` (bound to an abstract address of its own).
+///
+/// # Errors
+/// `EINVAL` for another name; the fixtures' errors.
+pub fn listening(transport: &str) -> io::Result<OwnedFd> {
+    let tcp = |v6, mptcp| {
+        tcp_listener(&TcpOpts {
+            v6,
+            mptcp,
+            ..TcpOpts::default()
+        })
+    };
+    match transport {
+        "tcp4" => tcp(false, false),
+        "tcp6" => tcp(true, false),
+        "mptcp4" => tcp(false, true),
+        "unix" => {
+            use std::os::linux::net::SocketAddrExt;
+            use std::sync::atomic::{AtomicU32, Ordering};
+            static N: AtomicU32 = AtomicU32::new(0);
+            let name = format!(
+                "lowcopy-test-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            );
+            let addr = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
+            Ok(std::os::unix::net::UnixListener::bind_addr(&addr)?.into())
+        }
+        _ => Err(errno(libc::EINVAL)),
+    }
+}
+
+/// Sends `data` on the AF_UNIX socket `fd` in one `sendmsg` with `count` copies of the
+/// descriptor `pass` in an `SCM_RIGHTS` message (at most 253, the kernel's `SCM_MAX_FD`): the
+/// receiver gets `count` new descriptors of the same file. Returns the bytes sent.
+///
+/// # Errors
+/// `EINVAL` for `count` 0 or above 253; the kernel's (`EPERM` where the receiver refuses
+/// descriptors, `ETOOMANYREFS`...).
+pub fn send_fds(
+    fd: BorrowedFd<'_>,
+    data: &[u8],
+    pass: BorrowedFd<'_>,
+    count: usize,
+) -> io::Result<usize> {
+    if count == 0 || count > 253 {
+        return Err(errno(libc::EINVAL));
+    }
+    let fds = vec![pass.as_raw_fd(); count];
+    let bytes = count * size_of::<c_int>();
+    // SAFETY: CMSG_SPACE is arithmetic on its argument.
+    let space = unsafe { libc::CMSG_SPACE(bytes as u32) } as usize;
+    let mut control = vec![0u64; space.div_ceil(8)];
+    let mut iov = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    // SAFETY: all-zero is a valid msghdr.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    // SAFETY: the control buffer is `space` bytes, room for one cmsg of `bytes` data.
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = libc::SCM_RIGHTS;
+        (*c).cmsg_len = libc::CMSG_LEN(bytes as u32) as _;
+        std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(c).cast::<c_int>(), count);
+    }
+    // SAFETY: the msghdr describes live memory: `data` (read only) and the control buffer.
+    cvt_size(unsafe { libc::sendmsg(fd.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) })
+}
+
+/// Descriptors open in this process (entries of /proc/self/fd, the listing's own included:
+/// the same one every time).
+///
+/// # Errors
+/// From reading the directory.
+pub fn open_fd_count() -> io::Result<usize> {
+    Ok(std::fs::read_dir("/proc/self/fd")?.count())
 }
 
 /// A socket of type `ty` (`SOCK_STREAM`, `SOCK_DGRAM`) connected to `addr`, with

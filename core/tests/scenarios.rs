@@ -12,6 +12,16 @@ use lowcopy::peek::{PEEK_MOVED, PEEK_PREFIXED};
 use lowcopy::{Flags, PeekMode, PeekResult, Peeker, StreamKind};
 use serde_json::Value;
 
+/// common's errno names and those only this table uses.
+fn ename(code: i32) -> &'static str {
+    match code {
+        libc::ENOTCONN => "ENOTCONN",
+        libc::EINTR => "EINTR",
+        libc::EPROTOTYPE => "EPROTOTYPE",
+        c => errno_name(c),
+    }
+}
+
 fn mode_of(s: &str) -> PeekMode {
     match s {
         "auto" => PeekMode::Auto,
@@ -72,15 +82,13 @@ struct Run<'a> {
     peeker: Option<Peeker<BorrowedFd<'a>>>,
     sent: usize,
     writers: Vec<std::thread::JoinHandle<()>>,
+    /// Open descriptors counted by `fds_mark`.
+    fds_marked: Option<usize>,
 }
 
 fn expect_result(step: &Value, r: io::Result<usize>, data: &[u8], ctx: &str) {
     if let Some(e) = step.get("expect_err") {
-        let got = r
-            .as_ref()
-            .err()
-            .and_then(|e| e.raw_os_error())
-            .map(errno_name);
+        let got = r.as_ref().err().and_then(|e| e.raw_os_error()).map(ename);
         assert_eq!(got, e.as_str(), "{ctx}: want error {e}, got {r:?}");
         return;
     }
@@ -279,6 +287,25 @@ impl<'a> Run<'a> {
                 let r = self.peeker().seek(u("offset")).map(|()| 0);
                 expect_result(step, r, &[], ctx);
             }
+            "send_fds" => {
+                // The peer sends `data` with `fds` copies of one descriptor (SCM_RIGHTS), then
+                // closes its own: the queue holds the only references.
+                let d = step["data"].as_str().unwrap().as_bytes();
+                let pass: OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
+                let sent = lowcopy::testing::send_fds(self.peer(), d, pass.as_fd(), u("fds"))
+                    .unwrap_or_else(|e| panic!("{ctx}: sendmsg: {e}"));
+                assert_eq!(sent, d.len(), "{ctx}: sent");
+                self.sent += d.len();
+            }
+            "fds_mark" => self.fds_marked = Some(lowcopy::testing::open_fd_count().unwrap()),
+            "expect_fds_marked" => {
+                let want = self.fds_marked.expect("expect_fds_marked before fds_mark");
+                let got = lowcopy::testing::open_fd_count().unwrap();
+                assert_eq!(
+                    got, want,
+                    "{ctx}: open descriptors, want as many as at fds_mark"
+                );
+            }
             "expect_offset" => assert_eq!(self.peeker().offset(), u("value"), "{ctx}: cursor"),
             "shutdown_peer" => shutdown_write(self.peer()),
             "reset_peer" => {
@@ -326,6 +353,7 @@ impl<'a> Run<'a> {
                     "bytes_consumed" => s.bytes_consumed,
                     "peeks" => s.peeks,
                     "syscalls" => s.syscalls,
+                    "fds_closed" => s.fds_closed,
                     f => panic!("unknown stat {f}"),
                 };
                 assert_eq!(got, want, "{ctx}: stat {}", step["field"]);
@@ -491,7 +519,7 @@ fn run_one(table: &Value, sc: &Value, transport: &str, mode: &str) {
             steps[i] = refused;
         }
     }
-    let odd = matches!(transport, "closed" | "file" | "udp4");
+    let odd = matches!(transport, "closed" | "file") || transport.starts_with("listen_");
     let (_keep, pair, raw) = if odd {
         let (keep, raw) = odd_fd(transport);
         (keep, None, raw)
@@ -525,6 +553,7 @@ fn run_one(table: &Value, sc: &Value, transport: &str, mode: &str) {
         peeker: None,
         sent: 0,
         writers: Vec::new(),
+        fds_marked: None,
     };
     for (i, step) in steps.iter().enumerate() {
         run.step(step, &format!("{ctx} step {i} {}", step["op"]));

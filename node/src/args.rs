@@ -7,7 +7,7 @@ use std::time::Duration;
 use napi::bindgen_prelude::*;
 use napi::Env;
 
-use crate::error::{describe_value, range_error, sys_error, type_error};
+use crate::error::{describe_value, range_error, received_number, sys_error, type_error};
 
 /// The descriptor `v` stands for: an int fd; a `net.Socket` (or `dgram.Socket`, or anything
 /// else whose `_handle.fd` is libuv's descriptor); or an object with a numeric `fd`
@@ -77,7 +77,8 @@ fn fd_number(env: &Env, n: f64, name: &str) -> Result<RawFd> {
             env,
             format!(
                 "The value of \"{name}\" is out of range. It must be an integer >= 0 && <= \
-                 2147483647. Received {n}"
+                 2147483647. Received {}",
+                received_number(n)
             ),
         ));
     }
@@ -134,10 +135,16 @@ pub fn number(env: &Env, v: &Unknown, name: &str) -> Result<f64> {
         return Ok(n);
     }
     if v.get_type()? != ValueType::Number {
+        // "options.x" is a property, as Node's validators word it.
+        let what = if name.contains('.') {
+            "property"
+        } else {
+            "argument"
+        };
         return Err(type_error(
             env,
             format!(
-                "The \"{name}\" argument must be of type number. Received {}",
+                "The \"{name}\" {what} must be of type number. Received {}",
                 describe_value(v)
             ),
         ));
@@ -159,7 +166,8 @@ pub fn size_arg(env: &Env, v: f64, name: &str) -> Result<usize> {
         return Err(range_error(
             env,
             format!(
-                "The value of \"{name}\" is out of range. It must be an integer >= 0. Received {v}"
+                "The value of \"{name}\" is out of range. It must be an integer >= 0. Received {}",
+                received_number(v)
             ),
         ));
     }
@@ -178,7 +186,8 @@ pub fn alloc_len(env: &Env, v: &Unknown, name: &str) -> Result<usize> {
             env,
             format!(
                 "The value of \"{name}\" is out of range. It must be >= 0 && <= {MAX_ALLOC}. \
-                 Received {n}"
+                 Received {}",
+                received_number(n as f64)
             ),
         ));
     }
@@ -216,11 +225,19 @@ pub fn timeout_of(env: &Env, v: Option<f64>) -> Result<Option<Duration>> {
     match v {
         None => Ok(None),
         Some(ms) if ms < 0.0 => Ok(None),
-        Some(ms) if ms.is_nan() || ms.is_infinite() => Err(range_error(
-            env,
-            format!("The value of \"timeoutMs\" is out of range. Received {ms}"),
-        )),
-        Some(ms) => Ok(Some(Duration::from_secs_f64(ms / 1000.0))),
+        // NaN, Infinity, and milliseconds beyond what a `Duration` holds (about 5.8e14 years).
+        Some(ms) => Duration::try_from_secs_f64(ms / 1000.0)
+            .map(Some)
+            .map_err(|_| {
+                range_error(
+                    env,
+                    format!(
+                    "The value of \"timeoutMs\" is out of range. It must be a finite number of \
+                     milliseconds. Received {}",
+                    received_number(ms)
+                ),
+                )
+            }),
     }
 }
 
@@ -254,22 +271,118 @@ pub fn int_opt(env: &Env, opts: Option<&Unknown>, name: &str) -> Result<Option<i
         return Ok(None);
     }
     let n = number(env, &v, &format!("options.{name}"))?;
-    if n.fract() != 0.0 || !(i32::MIN as f64..=i32::MAX as f64).contains(&n) {
-        return Err(range_error(
-            env,
-            format!("The value of \"options.{name}\" is out of range. Received {n}"),
-        ));
-    }
-    Ok(Some(n as i32))
+    Ok(Some(int32_arg(env, n, &format!("options.{name}"))?))
 }
 
-/// The options object (None for `undefined`/`null`), or a `TypeError`.
+/// An `int32` argument (Node's `validateInt32`): `TypeError` if not a number, `RangeError` if
+/// not an integer or outside -2^31..2^31-1.
+pub fn int32(env: &Env, v: &Unknown, name: &str) -> Result<i32> {
+    let n = number(env, v, name)?;
+    int32_arg(env, n, name)
+}
+
+fn int32_arg(env: &Env, n: f64, name: &str) -> Result<i32> {
+    if n.fract() != 0.0 || !(i32::MIN as f64..=i32::MAX as f64).contains(&n) {
+        let must = if n.is_finite() && n.fract() == 0.0 {
+            ">= -2147483648 && <= 2147483647"
+        } else {
+            "an integer"
+        };
+        return Err(range_error(
+            env,
+            format!(
+                "The value of \"{name}\" is out of range. It must be {must}. Received {}",
+                received_number(n)
+            ),
+        ));
+    }
+    Ok(n as i32)
+}
+
+/// A boolean argument (Node's `validateBoolean`): a `TypeError` for anything else.
+pub fn boolean(env: &Env, v: &Unknown, name: &str) -> Result<bool> {
+    if v.get_type()? != ValueType::Boolean {
+        return Err(type_error(
+            env,
+            format!(
+                "The \"{name}\" argument must be of type boolean. Received {}",
+                describe_value(v)
+            ),
+        ));
+    }
+    v.coerce_to_bool()
+}
+
+/// The elements of an array argument (Node's `validateArray`): a `TypeError` for anything
+/// else.
+pub fn array<'a>(env: &Env, v: &Unknown<'a>, name: &str) -> Result<Vec<Unknown<'a>>> {
+    let mut is_array = false;
+    // SAFETY: plain N-API query on a live value of this call into a local.
+    unsafe { napi::sys::napi_is_array(env.raw(), v.raw(), &mut is_array) };
+    if !is_array {
+        return Err(type_error(
+            env,
+            format!(
+                "The \"{name}\" argument must be an instance of Array. Received {}",
+                describe_value(v)
+            ),
+        ));
+    }
+    // SAFETY: an array is an object.
+    let arr: Object = unsafe { v.cast()? };
+    let len = arr.get_array_length()?;
+    (0..len).map(|i| arr.get_element::<Unknown>(i)).collect()
+}
+
+/// Reads the string option `name` of an options object (`undefined`/`null`: None); a
+/// `TypeError` when it is anything but a string.
+pub fn string_opt(env: &Env, obj: &Object, name: &str) -> Result<Option<String>> {
+    let v: Unknown = obj.get_named_property(name)?;
+    match v.get_type()? {
+        ValueType::Undefined | ValueType::Null => Ok(None),
+        ValueType::String => Ok(Some(
+            v.coerce_to_string()?.into_utf8()?.as_str()?.to_owned(),
+        )),
+        _ => Err(type_error(
+            env,
+            format!(
+                "The \"options.{name}\" property must be of type string. Received {}",
+                describe_value(&v)
+            ),
+        )),
+    }
+}
+
+/// Checks the object option `name` (`undefined`/`null`: absent): a `TypeError` for anything
+/// but an object.
+pub fn object_opt(env: &Env, opts: Option<&Unknown>, name: &str) -> Result<()> {
+    let Some(obj) = options_object(env, opts)? else {
+        return Ok(());
+    };
+    let v: Unknown = obj.get_named_property(name)?;
+    match v.get_type()? {
+        ValueType::Undefined | ValueType::Null | ValueType::Object => Ok(()),
+        _ => Err(type_error(
+            env,
+            format!(
+                "The \"options.{name}\" property must be of type object. Received {}",
+                describe_value(&v)
+            ),
+        )),
+    }
+}
+
+/// The options object (None for `undefined`/`null`), or a `TypeError` (for an array too, as
+/// Node's `validateObject`).
 pub fn options_object<'a>(env: &Env, opts: Option<&Unknown<'a>>) -> Result<Option<Object<'a>>> {
     let Some(o) = opts else { return Ok(None) };
+    let mut is_array = false;
+    // SAFETY: plain N-API query on a live value of this call into a local.
+    unsafe { napi::sys::napi_is_array(env.raw(), o.raw(), &mut is_array) };
     match o.get_type()? {
         ValueType::Undefined | ValueType::Null => Ok(None),
         // SAFETY: an object (checked by the match).
-        ValueType::Object => Ok(Some(unsafe { o.cast()? })),
+        ValueType::Object if !is_array => Ok(Some(unsafe { o.cast()? })),
         _ => Err(type_error(
             env,
             format!(

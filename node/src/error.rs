@@ -246,23 +246,195 @@ pub fn value_error(env: &Env, msg: String) -> Error {
     with_code(env, "ERR_INVALID_ARG_VALUE", msg, JsTypeError::from)
 }
 
-/// How Node's validators describe a received value in their messages.
+/// How Node's validators describe a received value at the end of their messages ("Received
+/// type string ('x')", "Received an instance of Array", "Received null": Node's
+/// `determineSpecificType`, lib/internal/errors.js).
 pub fn describe_value(v: &Unknown) -> String {
+    let env = v.value().env;
     match v.get_type() {
         Ok(ValueType::Undefined) => "undefined".into(),
         Ok(ValueType::Null) => "null".into(),
         Ok(ValueType::Number) => match v.coerce_to_number().and_then(|n| n.get_double()) {
-            Ok(n) => format!("type number ({n})"),
+            Ok(n) if n == 0.0 && n.is_sign_negative() => "type number (-0)".into(),
+            Ok(n) => format!("type number ({})", js_number(n)),
             Err(_) => "type number".into(),
         },
-        Ok(ValueType::String) => "type string".into(),
-        Ok(ValueType::Boolean) => "type boolean".into(),
-        Ok(ValueType::BigInt) => "type bigint".into(),
-        Ok(ValueType::Symbol) => "type symbol".into(),
-        Ok(ValueType::Function) => "function".into(),
-        Ok(ValueType::Object) => "an instance of Object".into(),
+        Ok(ValueType::String) => match js_string(env, v.raw()) {
+            Some(s) => {
+                let s = if s.encode_utf16().count() > 28 {
+                    format!("{}...", s.chars().take(25).collect::<String>())
+                } else {
+                    s
+                };
+                if s.contains('\'') {
+                    format!("type string ({})", json_quote(&s))
+                } else {
+                    format!("type string ('{s}')")
+                }
+            }
+            None => "type string".into(),
+        },
+        Ok(ValueType::Boolean) => match v.coerce_to_bool() {
+            Ok(b) => format!("type boolean ({b})"),
+            Err(_) => "type boolean".into(),
+        },
+        Ok(ValueType::BigInt) => match js_string(env, v.raw()) {
+            Some(s) => format!("type bigint ({s}n)"),
+            None => "type bigint".into(),
+        },
+        Ok(ValueType::Symbol) => match js_string(env, v.raw()) {
+            Some(s) => format!("type symbol ({s})"),
+            None => "type symbol".into(),
+        },
+        Ok(ValueType::Function) => {
+            let name = property(env, v.raw(), "name").and_then(|n| js_string(env, n));
+            format!("function {}", name.unwrap_or_default())
+        }
+        Ok(ValueType::Object) => {
+            let name = property(env, v.raw(), "constructor")
+                .and_then(|c| property(env, c, "name"))
+                .and_then(|n| js_string(env, n))
+                .filter(|n| !n.is_empty());
+            match name {
+                Some(n) => format!("an instance of {n}"),
+                None => "[Object: null prototype] {}".into(),
+            }
+        }
         _ => "a value".into(),
     }
+}
+
+/// `String(v)` (a primitive: never throws for strings, numbers, bigints, symbols); `None` when
+/// anything fails (a pending exception is cleared).
+fn js_string(env: napi::sys::napi_env, v: napi::sys::napi_value) -> Option<String> {
+    use napi::sys::{self as ns, Status as St};
+    let mut global = std::ptr::null_mut();
+    let mut string = std::ptr::null_mut();
+    let mut out = std::ptr::null_mut();
+    // SAFETY: N-API calls on this call's env and live values, writing into locals.
+    let ok = unsafe {
+        ns::napi_get_global(env, &mut global) == St::napi_ok
+            && ns::napi_get_named_property(env, global, c"String".as_ptr(), &mut string)
+                == St::napi_ok
+            && ns::napi_call_function(env, global, string, 1, &v, &mut out) == St::napi_ok
+    };
+    if !ok {
+        clear_exception(env);
+        return None;
+    }
+    let mut len = 0usize;
+    // SAFETY: asks for the length only (NULL buffer).
+    if unsafe { ns::napi_get_value_string_utf8(env, out, std::ptr::null_mut(), 0, &mut len) }
+        != St::napi_ok
+    {
+        return None;
+    }
+    let mut buf = vec![0u8; len + 1];
+    // SAFETY: `buf` holds `len + 1` bytes (the string and its NUL).
+    if unsafe {
+        ns::napi_get_value_string_utf8(env, out, buf.as_mut_ptr().cast(), len + 1, &mut len)
+    } != St::napi_ok
+    {
+        return None;
+    }
+    buf.truncate(len);
+    String::from_utf8(buf).ok()
+}
+
+/// `v[name]` (a getter may throw: `None`, the exception cleared).
+fn property(
+    env: napi::sys::napi_env,
+    v: napi::sys::napi_value,
+    name: &str,
+) -> Option<napi::sys::napi_value> {
+    let key = std::ffi::CString::new(name).ok()?;
+    let mut out = std::ptr::null_mut();
+    // SAFETY: N-API read of a live value's property into a local.
+    if unsafe { napi::sys::napi_get_named_property(env, v, key.as_ptr(), &mut out) }
+        != napi::sys::Status::napi_ok
+    {
+        clear_exception(env);
+        return None;
+    }
+    Some(out)
+}
+
+fn clear_exception(env: napi::sys::napi_env) {
+    let mut pending = false;
+    let mut e = std::ptr::null_mut();
+    // SAFETY: N-API calls on this call's env into locals.
+    unsafe {
+        if napi::sys::napi_is_exception_pending(env, &mut pending) == napi::sys::Status::napi_ok
+            && pending
+        {
+            napi::sys::napi_get_and_clear_last_exception(env, &mut e);
+        }
+    }
+}
+
+/// `JSON.stringify` of a string.
+fn json_quote(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A number as JavaScript's `String(n)` writes it (`1.5`, `1e+21`, `NaN`, `Infinity`).
+pub fn js_number(n: f64) -> String {
+    if n.is_nan() {
+        return "NaN".into();
+    }
+    if n.is_infinite() {
+        return if n > 0.0 { "Infinity" } else { "-Infinity" }.into();
+    }
+    if n == 0.0 {
+        return "0".into();
+    }
+    let a = n.abs();
+    if (1e-7..1e21).contains(&a) {
+        // Rust's shortest round-trip digits, as JavaScript's, without an exponent.
+        return format!("{n}");
+    }
+    let e = format!("{n:e}"); // "1e21", "1.5e-7"
+    match e.split_once('e') {
+        Some((m, x)) if !x.starts_with('-') => format!("{m}e+{x}"),
+        _ => e,
+    }
+}
+
+/// A number as Node's `ERR_OUT_OF_RANGE` shows it after "Received": integers beyond 2^32 with
+/// `_` between thousands (`1_099_511_627_776`), others as `util.inspect` does.
+pub fn received_number(n: f64) -> String {
+    if n == 0.0 && n.is_sign_negative() {
+        return "-0".into();
+    }
+    let s = js_number(n);
+    if !(n.is_finite() && n.fract() == 0.0 && n.abs() > 4_294_967_296.0) {
+        return s;
+    }
+    // Node's addNumericalSeparator, on the string.
+    let b = s.as_bytes();
+    let start = usize::from(b.first() == Some(&b'-'));
+    let mut i = b.len();
+    let mut res = String::new();
+    while i >= start + 4 {
+        res = format!("_{}{res}", &s[i - 3..i]);
+        i -= 3;
+    }
+    format!("{}{res}", &s[..i])
 }
 
 /// An `Error` named `AbortError` with `code: 'ABORT_ERR'`, as Node rejects an aborted operation

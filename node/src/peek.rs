@@ -117,6 +117,19 @@ impl View<'_> {
 /// Peeks up to `length` bytes lying `offset` bytes after the head of `fd`'s receive queue,
 /// without consuming them; returns them as a new `Buffer` (empty at end of stream).
 ///
+/// `length` above 2147483647 (`INT_MAX`, the most one receive returns) is a `RangeError`.
+// doc-copy: recv_buffer_len.kernel
+/// A call that allocates its result sizes it by what the socket can hold rather than by the size
+/// asked for alone: up to 256 KiB the size asked for; above that, at least 256 KiB and otherwise
+/// the larger of the bytes queued now (`SIOCINQ`) and the socket's receive buffer (`SO_RCVBUF` as
+/// the kernel reports it), never more than asked. Everything queued at the call fits; bytes that
+/// arrive while the call waits fit too on TCP (its window keeps the queue within about
+/// `SO_RCVBUF`), and on AF_UNIX streams (bounded by the sender's `SO_SNDBUF`) may be more, left
+/// queued for the next call: the result is then shorter than the size asked for, as any receive may
+/// be. Cost: a `getsockopt` and an `ioctl` when the size asked for is above 256 KiB, none
+/// otherwise.
+// doc-end
+///
 // doc-copy: peek_at.kernel
 /// A blocking call waits for one byte beyond `offset`. Stateless: uses `SO_PEEK_OFF` where the
 /// socket has it (set, peek, set back to -1), else the discard prefix.
@@ -150,8 +163,9 @@ pub fn peek_at(
     let offset = size(&env, &offset, "offset")?;
     let len = alloc_len(&env, &length, "length")?;
     let flags = flags(&env, options.as_ref(), "peekAt")?;
-    let mut buf = alloc(&env, len, "peekAt")?;
+    let mut buf = Vec::new();
     let n = with_fd(&env, &fd, "peekAt", |fd| {
+        buf = alloc(&env, lowcopy::recv_buffer_len(fd, len), "peekAt")?;
         lowcopy::peek_at(fd, offset, &mut [IoSliceMut::new(&mut buf)], flags)
             .or_throw(&env, "peekAt")
     })?;
@@ -188,8 +202,9 @@ pub fn peek_into(
 /// Drops up to `n` bytes from the head of `fd`'s receive queue; returns the bytes dropped.
 // doc-copy: consume.kernel
 /// TCP and MPTCP use `recv(NULL, n, MSG_TRUNC)`, which copies nothing; AF_UNIX stream has no such
-/// path and reads them into a scratch buffer. The kernel lowers `SO_PEEK_OFF` by the bytes dropped.
-/// Returns 0 for `n` 0 or at end of stream.
+/// path and reads them into a scratch buffer, on past messages that carry descriptors, and closes
+/// the descriptors that came with the bytes dropped. The kernel lowers `SO_PEEK_OFF` by the bytes
+/// dropped. Returns 0 for `n` 0 or at end of stream.
 // doc-end
 ///
 /// Errors:
@@ -259,9 +274,10 @@ fn mode_name(m: PeekMode) -> &'static str {
 #[napi(object)]
 pub struct PeekStats {
     // doc-copy: peek_stats.syscalls
-    /// Syscalls the peeker made, failed ones included, its constructor's too: 1 or 2 after `new
-    /// Peeker` with a `kind`; after `new Peeker` without a `kind` 2 more on AF_UNIX and 3 more on
-    /// TCP and MPTCP, the `getsockopt` that learn what the socket is.
+    /// Syscalls the peeker made, failed ones included, its constructor's too: 2 or 3 setting the
+    /// socket up (`SO_PEEK_OFF`, `SO_OOBINLINE`), and before them the 3 `getsockopt` of `new
+    /// Peeker` without a `kind` that learn what the socket is, or the 1 (TCP) or 2 (MPTCP, AF_UNIX)
+    /// of `new Peeker` with a `kind` that check the kind stated.
     // doc-end
     pub syscalls: f64,
     // doc-copy: peek_stats.peeks
@@ -286,6 +302,11 @@ pub struct PeekStats {
     /// `SO_RCVLOWAT` changes made by the armed low-water mark.
     // doc-end
     pub rcvlowat_updates: f64,
+    // doc-copy: peek_stats.fds_closed
+    /// Descriptors that came with bytes the peeker's consume dropped (AF_UNIX `SCM_RIGHTS`, and the
+    /// pidfd `SO_PASSPIDFD` attaches), received close-on-exec and closed at once.
+    // doc-end
+    pub fds_closed: f64,
 }
 
 /// Options of `new Peeker`.
@@ -298,9 +319,10 @@ pub struct PeekerOptions {
     pub mode: Option<String>,
     /// What the socket is, as the code that made it knows: `'tcp4'`, `'tcp6'` (TCP over
     /// IPv4/IPv6; every `net.Socket` of a TCP server), `'mptcp4'`, `'mptcp6'` or `'unix'` (a
-    /// stream socket). The peeker then asks the socket nothing (no `getsockopt` for its family,
-    /// type and protocol): one syscall in all. Stating it wrong is never unsafe: calls then
-    /// fail as the real socket answers. Default: ask the socket.
+    /// stream socket). The peeker then checks it (one `getsockopt` on TCP, two on MPTCP and
+    /// AF_UNIX) instead of learning it (three); a socket that is not of the kind stated is
+    /// refused with `EPROTOTYPE` before any byte is read (see `new Peeker`). Default: ask the
+    /// socket.
     #[napi(ts_type = "'tcp4' | 'tcp6' | 'mptcp4' | 'mptcp6' | 'unix'")]
     pub kind: Option<String>,
 }
@@ -361,25 +383,23 @@ impl From<lowcopy::PeekResult> for PeekResult {
 /// The `kind` option of `new Peeker`: `None` when absent (ask the socket).
 fn kind_opt(env: &Env, o: &Object) -> Result<Option<lowcopy::StreamKind>> {
     use lowcopy::StreamKind as K;
-    Ok(Some(
-        match o.get_named_property::<Option<String>>("kind")?.as_deref() {
-            None => return Ok(None),
-            Some("tcp4") => K::Tcp4,
-            Some("tcp6") => K::Tcp6,
-            Some("mptcp4") => K::Mptcp4,
-            Some("mptcp6") => K::Mptcp6,
-            Some("unix") => K::Unix,
-            Some(k) => {
-                return Err(value_error(
-                    env,
-                    format!(
-                        "The property 'options.kind' must be one of: 'tcp4', 'tcp6', 'mptcp4', \
+    Ok(Some(match args::string_opt(env, o, "kind")?.as_deref() {
+        None => return Ok(None),
+        Some("tcp4") => K::Tcp4,
+        Some("tcp6") => K::Tcp6,
+        Some("mptcp4") => K::Mptcp4,
+        Some("mptcp6") => K::Mptcp6,
+        Some("unix") => K::Unix,
+        Some(k) => {
+            return Err(value_error(
+                env,
+                format!(
+                    "The property 'options.kind' must be one of: 'tcp4', 'tcp6', 'mptcp4', \
                          'mptcp6', 'unix'. Received '{k}'"
-                    ),
-                ))
-            }
-        },
-    ))
+                ),
+            ))
+        }
+    }))
 }
 
 /// Options of `peekAsync`.
@@ -438,10 +458,11 @@ impl Peeker {
     /// `'discard'` makes sure it is disabled (-1).
     // doc-end
     // doc-copy: peeker_new.cost
-    /// Cost: 2-3 `getsockopt` to learn the socket's family, type and protocol (none when the caller
-    /// states the socket's kind), then one `setsockopt` (`'offset'`, `'auto'`) or one `getsockopt`
-    /// (`'discard'`; a `setsockopt` more if `SO_PEEK_OFF` was on), and the `setsockopt` of
-    /// `SO_OOBINLINE`.
+    /// Cost: 3 `getsockopt` to learn what the socket is and that it does not listen (`SO_DOMAIN`,
+    /// then on TCP `SO_PROTOCOL` and `TCP_INFO`, on MPTCP `SO_PROTOCOL` and `SO_ACCEPTCONN`, on
+    /// AF_UNIX `SO_TYPE` and `SO_ACCEPTCONN`; 1 or 2 to check the kind when the caller states it),
+    /// then one `setsockopt` (`'offset'`, `'auto'`) or one `getsockopt` (`'discard'`; a
+    /// `setsockopt` more if `SO_PEEK_OFF` was on), and the `setsockopt` of `SO_OOBINLINE`.
     // doc-end
     ///
     /// Urgent data (a TCP urgent byte, `MSG_OOB`, or an AF_UNIX out-of-band byte):
@@ -461,17 +482,46 @@ impl Peeker {
     /// mark are consumed (poll still reports the socket readable meanwhile).
     // doc-end
     ///
+    /// Descriptors (an AF_UNIX peer's `SCM_RIGHTS`):
+    // doc-copy: peeker.descriptors
+    /// a peeker never hands them over. Its peeks pass no control buffer, so the descriptors stay
+    /// queued with their bytes; its consume receives those that came with the bytes it drops
+    /// (close-on-exec) and closes them at once, counted in `PeekStats.fdsClosed`: none is left
+    /// open, none is kept. The kernel hands over a message's descriptors with its first byte read,
+    /// so a consume that ends inside a message takes all of them. It ends every read and every peek
+    /// after a message that carried descriptors (net/unix/af_unix.c `unix_stream_read_generic`): a
+    /// peek that reaches one returns short, as a read does, and the next continues after it, so
+    /// peeks deliver byte for byte what reads deliver; a consume reads on until it has dropped `n`
+    /// bytes. A discard peek whose prefix reaches such a message peeks once with `SO_PEEK_OFF` at
+    /// the cursor, as past an urgent mark (AF_UNIX has it since 3.4). The consume's control buffer
+    /// holds the most descriptors one message carries (253, `SCM_MAX_FD`), so the kernel never
+    /// closes any for lack of room (`MSG_CTRUNC`). A caller that wants the descriptors reads those
+    /// bytes itself, with `recvmsg` and a control buffer, and reports them with
+    /// `Peeker.noteConsumed`.
+    // doc-end
+    ///
     // doc-copy: peeker_kind.wrong
-    /// Stating the kind wrong is never unsafe: calls then fail as the real socket answers (a
-    /// datagram socket answers a peek as a datagram socket would; an AF_UNIX socket stated as TCP
-    /// fails `Peeker.consume` with `EFAULT`).
+    /// Stating the kind wrong loses nothing: the kind is checked before any byte is read, and a
+    /// socket that is not of it fails with `EPROTOTYPE` (a datagram socket, whose consume would
+    /// drop a whole datagram; an AF_UNIX stream stated as TCP or MPTCP). The check costs one
+    /// syscall per peeker on TCP, `getsockopt(TCP_INFO)` (only TCP and MPTCP sockets answer it,
+    /// with their state), and two on MPTCP (`SO_PROTOCOL` is TCP or MPTCP: an MPTCP listener hands
+    /// out TCP sockets to peers without MPTCP) and AF_UNIX (`SO_TYPE` is a stream): each also tells
+    /// a listening socket, refused as by `new Peeker` without a `kind`. It does not tell IPv4 from
+    /// IPv6 or TCP from MPTCP, nor a TCP socket stated as AF_UNIX: stated wrong among those, a
+    /// peeker peeks and consumes right, but may cost more (a TCP consume copies, as on AF_UNIX) or
+    /// fail where the real socket does (`EOPNOTSUPP` for `'offset'` on MPTCP), and `'auto'` may
+    /// note the answer of `SO_PEEK_OFF` for the family stated, not the socket's.
     // doc-end
     ///
     /// Errors: `EMFILE` (no descriptor for the duplicate); `TypeError` for a bad `mode` or
     /// `kind`;
     // doc-copy: peeker_new.errors
     /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or `'offset'`
-    /// on a socket without `SO_PEEK_OFF`), and `setsockopt`/`getsockopt` errors.
+    /// on a socket without `SO_PEEK_OFF`), `ENOTCONN` (a listening TCP or MPTCP socket) and
+    /// `EINVAL` (a listening AF_UNIX socket): a listening socket is no connection, refused with the
+    /// errno its `recv` gives; `EPROTOTYPE` (a stated kind that is not the socket's);
+    /// `setsockopt`/`getsockopt` errors.
     // doc-end
     #[napi(
         constructor,
@@ -486,7 +536,7 @@ impl Peeker {
         };
         let mode = match opts {
             None => PeekMode::Auto,
-            Some(o) => match o.get_named_property::<Option<String>>("mode")?.as_deref() {
+            Some(o) => match args::string_opt(&env, &o, "mode")?.as_deref() {
                 None | Some("auto") => PeekMode::Auto,
                 Some("offset") => PeekMode::Offset,
                 Some("discard") => PeekMode::Discard,
@@ -555,13 +605,15 @@ impl Peeker {
 
     /// Peeks up to `length` bytes at the cursor into a new `Buffer`; the cursor advances by
     /// its length. Empty at end of stream (the bytes before the cursor stay queued). Results
-    /// and errors as `peekInto`.
+    /// and errors as `peekInto`. The `Buffer` is sized as `peekAt`'s, by what the socket can
+    /// hold (a `RangeError` above 2147483647).
     #[napi(catch_unwind, ts_args_type = "length: number, options?: PeekOptions")]
     pub fn peek(&self, env: Env, length: Unknown, options: Option<Unknown>) -> Result<Buffer> {
         let len = alloc_len(&env, &length, "length")?;
         let f = flags(&env, options.as_ref(), "peek")?;
-        let mut buf = alloc(&env, len, "peek")?;
+        let mut buf = Vec::new();
         let n = self.with(&env, "peek", |p| {
+            buf = alloc(&env, lowcopy::recv_buffer_len(p.as_fd(), len), "peek")?;
             p.peek(&mut [IoSliceMut::new(&mut buf)], f)
                 .or_throw(&env, "peek")
         })?;
@@ -615,7 +667,8 @@ impl Peeker {
         catch_unwind,
         ts_args_type = "buffers: ArrayBufferView[], options?: PeekOptions"
     )]
-    pub fn peekv(&self, env: Env, buffers: Vec<Unknown>, options: Option<Unknown>) -> Result<u32> {
+    pub fn peekv(&self, env: Env, buffers: Unknown, options: Option<Unknown>) -> Result<u32> {
+        let buffers = args::array(&env, &buffers, "buffers")?;
         let mut views: Vec<View> = Vec::with_capacity(buffers.len());
         for (i, b) in buffers.iter().enumerate() {
             views.push(bytes_arg(&env, b, &format!("buffers[{i}]"))?);
@@ -687,10 +740,11 @@ impl Peeker {
         &self,
         env: Env,
         offset: Unknown,
-        buffers: Vec<Unknown>,
+        buffers: Unknown,
         options: Option<Unknown>,
     ) -> Result<PeekResult> {
         let off = size(&env, &offset, "offset")?;
+        let buffers = args::array(&env, &buffers, "buffers")?;
         let mut views: Vec<View> = Vec::with_capacity(buffers.len());
         for (i, b) in buffers.iter().enumerate() {
             views.push(bytes_arg(&env, b, &format!("buffers[{i}]"))?);
@@ -712,7 +766,7 @@ impl Peeker {
     /// wait sleeps in an edge-triggered epoll, so bytes before the cursor or error-queue
     /// entries do not make it spin. While it is pending, the other calls on this peeker throw
     /// `EBUSY`. It occupies one pool thread (4 by default, shared with fs and dns): give it a
-    /// timeout.
+    /// timeout. The `Buffer` is sized as `peekAt`'s, by what the socket can hold.
     // doc-copy: peek.window
     /// Peeked bytes stay in the receive buffer: when they fill it (small segments cost far more
     /// kernel memory than their payload) the peer's window is closed and a blocking peek waits
@@ -770,7 +824,8 @@ impl Peeker {
     /// Drops up to `n` acknowledged bytes from the head of the receive queue and moves the cursor
     /// back by the bytes dropped (never below 0). Never blocks. Returns bytes dropped: fewer than
     /// `n` when fewer are queued, 0 for `n` 0 or at end of stream. TCP and MPTCP drop them without
-    /// copying (`MSG_TRUNC`); AF_UNIX reads them into a scratch buffer.
+    /// copying (`MSG_TRUNC`); AF_UNIX reads them into a scratch buffer, on past messages that carry
+    /// descriptors, and closes the descriptors that came with them (`PeekStats.fdsClosed`).
     // doc-end
     ///
     /// Errors:
@@ -828,8 +883,9 @@ impl Peeker {
     /// `EOPNOTSUPP` on AF_UNIX (its poll ignores `SO_RCVLOWAT`, net/unix/af_unix.c), and
     /// `getsockopt`/`setsockopt` errors.
     // doc-end
-    #[napi(catch_unwind)]
-    pub fn set_lowat_armed(&self, env: Env, on: bool) -> Result<()> {
+    #[napi(catch_unwind, ts_args_type = "on: boolean")]
+    pub fn set_lowat_armed(&self, env: Env, on: Unknown) -> Result<()> {
+        let on = args::boolean(&env, &on, "on")?;
         self.with(&env, "setLowatArmed", |p| {
             p.set_lowat_armed(on).or_throw(&env, "setLowatArmed")
         })
@@ -847,6 +903,7 @@ impl Peeker {
                 bytes_skipped_copied: s.bytes_skipped_copied as f64,
                 bytes_consumed: s.bytes_consumed as f64,
                 rcvlowat_updates: s.rcvlowat_updates as f64,
+                fds_closed: s.fds_closed as f64,
             })
         })
     }
@@ -1179,13 +1236,22 @@ pub struct PeekTask {
 impl PeekTask {
     fn run(&mut self) -> std::result::Result<Vec<u8>, Fail> {
         let deadline = self.deadline;
+        // Sized by what the socket can hold (`recv_buffer_len`), not by `length` alone.
+        let alloc = |fd: std::os::fd::BorrowedFd<'_>| -> std::result::Result<Vec<u8>, Fail> {
+            let len = lowcopy::recv_buffer_len(fd, self.len);
+            let mut buf = Vec::new();
+            buf.try_reserve_exact(len)
+                .map_err(|_| Fail::Errno(libc::ENOMEM))?;
+            buf.resize(len, 0);
+            Ok(buf)
+        };
         let mut buf = Vec::new();
-        buf.try_reserve_exact(self.len)
-            .map_err(|_| Fail::Errno(libc::ENOMEM))?;
-        buf.resize(self.len, 0);
         let n = match &self.src {
             Src::Peeker(sh, cancel) => {
                 let mut g = lock(&sh.peeker);
+                if let Some(p) = g.as_ref() {
+                    buf = alloc(p.as_fd())?;
+                }
                 let r = loop {
                     if sh.close_requested.load(Ordering::Acquire) {
                         break Err(Fail::Aborted);
@@ -1216,22 +1282,25 @@ impl PeekTask {
                     .retain(|w| !Arc::ptr_eq(w, cancel));
                 r?
             }
-            Src::At { fd, offset, cancel } => loop {
-                match lowcopy::peek_at(
-                    fd,
-                    *offset,
-                    &mut [IoSliceMut::new(&mut buf)],
-                    Flags::DONTWAIT,
-                ) {
-                    Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {}
-                    r => break r?,
+            Src::At { fd, offset, cancel } => {
+                buf = alloc(fd.as_fd())?;
+                loop {
+                    match lowcopy::peek_at(
+                        fd,
+                        *offset,
+                        &mut [IoSliceMut::new(&mut buf)],
+                        Flags::DONTWAIT,
+                    ) {
+                        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {}
+                        r => break r?,
+                    }
+                    match lowcopy::wait_beyond(fd, *offset, Some(cancel), left(deadline))? {
+                        Wakeup::TimedOut => return Err(Fail::Errno(libc::ETIMEDOUT)),
+                        Wakeup::Aborted => return Err(Fail::Aborted),
+                        _ => {}
+                    }
                 }
-                match lowcopy::wait_beyond(fd, *offset, Some(cancel), left(deadline))? {
-                    Wakeup::TimedOut => return Err(Fail::Errno(libc::ETIMEDOUT)),
-                    Wakeup::Aborted => return Err(Fail::Aborted),
-                    _ => {}
-                }
-            },
+            }
         };
         buf.truncate(n);
         Ok(buf)
@@ -1258,7 +1327,8 @@ impl Task for PeekTask {
 /// `peekAt` that waits off the JS thread until a byte lies beyond `offset` (as
 /// `Peeker.peekAsync`, on a private duplicate of `fd`): resolves with the bytes (empty at end
 /// of stream), rejects with `ETIMEDOUT` after `timeoutMs`. The protocol sniffer's call: peek a
-/// new connection's first bytes before Node reads them (`pauseOnConnect`).
+/// new connection's first bytes before Node reads them (`pauseOnConnect`). The `Buffer` is sized
+/// as `peekAt`'s, by what the socket can hold.
 #[napi(
     catch_unwind,
     ts_args_type = "fd: number | import('node:net').Socket | { fd: number }, offset: number, length: number, options?: PeekAsyncOptions",

@@ -1,5 +1,6 @@
 //! `probe()`: what the running kernel offers.
 
+use napi::bindgen_prelude::Unknown;
 use napi::Env;
 use napi_derive::napi;
 
@@ -68,7 +69,9 @@ pub fn probe(env: Env) -> napi::Result<Caps> {
 }
 
 /// The errno name Node uses for `errno` (positive or negative): `errnoName(11) === 'EAGAIN'`.
-#[napi(catch_unwind)]
-pub fn errno_name(errno: i32) -> String {
-    crate::error::errno_name(errno.abs()).to_string()
+#[napi(catch_unwind, ts_args_type = "errno: number")]
+pub fn errno_name(env: Env, errno: Unknown) -> napi::Result<String> {
+    let errno = crate::args::int32(&env, &errno, "errno")?;
+    let n = i32::try_from(errno.unsigned_abs()).unwrap_or(i32::MAX);
+    Ok(crate::error::errno_name(n).to_string())
 }

@@ -8,7 +8,7 @@ use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
 
-use crate::args::{self, alloc, alloc_len, size, with_fd};
+use crate::args::{self, alloc_len, size, with_fd};
 use crate::error::{Fail, OrThrow};
 use crate::peek::bytes_arg;
 
@@ -174,6 +174,7 @@ pub fn recv_at_least(
     let mut b = bytes_arg(&env, &buf, "buf")?;
     let min = size(&env, &min, "min")?;
     let timeout = args::timeout_opt(&env, options.as_ref())?;
+    args::object_opt(&env, options.as_ref(), "stats")?;
     let mut stats = lowcopy::RecvStats::default();
     let r = with_fd(&env, &fd, "recvAtLeast", |fd| {
         Ok(lowcopy::recv_atleast_with_stats(
@@ -191,6 +192,21 @@ pub fn recv_at_least(
 /// `recvAtLeast` on libuv's thread pool, into a new `Buffer` of at most `length` bytes: the
 /// event loop runs meanwhile. Works on a private duplicate of `fd`. It occupies a pool thread
 /// (4 by default, shared with fs and dns) until it returns: give it a `timeoutMs`.
+///
+/// The `Buffer` holds at least `min` bytes (within `length`);
+/// `length` above 2147483647 (`INT_MAX`, the most one receive returns) is a `RangeError`.
+// doc-copy: recv_buffer_len.kernel
+/// A call that allocates its result sizes it by what the socket can hold rather than by the size
+/// asked for alone: up to 256 KiB the size asked for; above that, at least 256 KiB and otherwise
+/// the larger of the bytes queued now (`SIOCINQ`) and the socket's receive buffer (`SO_RCVBUF` as
+/// the kernel reports it), never more than asked. Everything queued at the call fits; bytes that
+/// arrive while the call waits fit too on TCP (its window keeps the queue within about
+/// `SO_RCVBUF`), and on AF_UNIX streams (bounded by the sender's `SO_SNDBUF`) may be more, left
+/// queued for the next call: the result is then shorter than the size asked for, as any receive may
+/// be. Cost: a `getsockopt` and an `ioctl` when the size asked for is above 256 KiB, none
+/// otherwise.
+// doc-end
+
 #[napi(
     catch_unwind,
     ts_args_type = "fd: number | import('node:net').Socket | { fd: number }, length: number, min: number, options?: RecvOptions",
@@ -206,11 +222,11 @@ pub fn recv_at_least_async(
     let len = alloc_len(&env, &length, "length")?;
     let min = size(&env, &min, "min")?;
     let timeout = args::timeout_opt(&env, options.as_ref())?;
-    let buf = alloc(&env, len, "recvAtLeastAsync")?;
+    args::object_opt(&env, options.as_ref(), "stats")?;
     let fd = args::dup_fd(&env, &fd, "recvAtLeastAsync")?;
     Ok(AsyncTask::new(RecvTask {
         fd,
-        buf,
+        len,
         min,
         timeout,
     }))
@@ -219,7 +235,8 @@ pub fn recv_at_least_async(
 /// `recvAtLeastAsync` on a pool thread.
 pub struct RecvTask {
     fd: OwnedFd,
-    buf: Vec<u8>,
+    /// The `length` asked for: the buffer is sized by `buffer_for`.
+    len: usize,
     min: usize,
     timeout: Option<Duration>,
 }
@@ -229,7 +246,10 @@ impl Task for RecvTask {
     type JsValue = Buffer;
 
     fn compute(&mut self) -> Result<Self::Output> {
-        let mut buf = std::mem::take(&mut self.buf);
+        let mut buf = match buffer_for(self.fd.as_fd(), self.len, self.min) {
+            Ok(b) => b,
+            Err(f) => return Ok(Err(f)),
+        };
         Ok(
             lowcopy::recv_atleast(self.fd.as_fd(), &mut buf, self.min, self.timeout)
                 .map(|n| {
@@ -244,6 +264,21 @@ impl Task for RecvTask {
         out.map(Buffer::from)
             .map_err(|f| f.into_error(&env, "recvAtLeastAsync"))
     }
+}
+
+/// The buffer of an async receive of up to `len` bytes, at least `min` of them: sized by what
+/// the socket can hold (`lowcopy::recv_buffer_len`), never below `min` (within `len`).
+fn buffer_for(
+    fd: std::os::fd::BorrowedFd<'_>,
+    len: usize,
+    min: usize,
+) -> std::result::Result<Vec<u8>, Fail> {
+    let n = lowcopy::recv_buffer_len(fd, len).max(min.min(len));
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(n)
+        .map_err(|_| Fail::Errno(libc::ENOMEM))?;
+    buf.resize(n, 0);
+    Ok(buf)
 }
 
 type CoreRx = lowcopy::Receiver<OwnedFd>;
@@ -370,6 +405,7 @@ impl Receiver {
         let mut b = bytes_arg(&env, &buf, "buf")?;
         let min = size(&env, &min, "min")?;
         let timeout = args::timeout_opt(&env, options.as_ref())?;
+        args::object_opt(&env, options.as_ref(), "stats")?;
         let mut g = match self.inner.try_lock() {
             Ok(g) => g,
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
@@ -385,7 +421,8 @@ impl Receiver {
             .map(|n| n as f64)
     }
 
-    /// `recvAtLeast` on libuv's thread pool into a new `Buffer` of at most `length` bytes.
+    /// `recvAtLeast` on libuv's thread pool into a new `Buffer` of at most `length` bytes,
+    /// sized as the module's `recvAtLeastAsync`'s (what the socket can hold, at least `min`).
     #[napi(
         catch_unwind,
         ts_args_type = "length: number, min: number, options?: RecvOptions",
@@ -401,10 +438,10 @@ impl Receiver {
         let len = alloc_len(&env, &length, "length")?;
         let min = size(&env, &min, "min")?;
         let timeout = args::timeout_opt(&env, options.as_ref())?;
-        let buf = alloc(&env, len, "recvAtLeastAsync")?;
+        args::object_opt(&env, options.as_ref(), "stats")?;
         Ok(AsyncTask::new(RxTask {
             rx: self.inner.clone(),
-            buf,
+            len,
             min,
             timeout,
         }))
@@ -431,7 +468,8 @@ impl Receiver {
 /// `Receiver.recvAtLeastAsync` on a pool thread.
 pub struct RxTask {
     rx: Arc<Mutex<Option<CoreRx>>>,
-    buf: Vec<u8>,
+    /// The `length` asked for: the buffer is sized by `buffer_for`.
+    len: usize,
     min: usize,
     timeout: Option<Duration>,
 }
@@ -441,10 +479,13 @@ impl Task for RxTask {
     type JsValue = Buffer;
 
     fn compute(&mut self) -> Result<Self::Output> {
-        let mut buf = std::mem::take(&mut self.buf);
         let mut g = lock_rx(&self.rx);
         let Some(rx) = g.as_mut() else {
             return Ok(Err(Fail::Errno(libc::EBADF)));
+        };
+        let mut buf = match buffer_for(rx.get_ref().as_fd(), self.len, self.min) {
+            Ok(b) => b,
+            Err(f) => return Ok(Err(f)),
         };
         Ok(rx
             .recv_atleast(&mut buf, self.min, self.timeout)

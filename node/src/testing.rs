@@ -59,7 +59,7 @@ pub struct Pair {
 }
 
 /// A connected stream pair: `tcp4`, `tcp6`, `mptcp4` (loopback; `sock` is the accepted side),
-/// `unix` (socketpair); datagram pairs `udp4`, `udp6` (connected both ways) and
+/// `unix` (socketpair); datagram pairs `unix_dgram` (socketpair), `udp4`, `udp6` (connected both ways) and
 /// `udp4_unconnected` (`sock` not connected: sends name `peerPort`).
 #[napi(catch_unwind, namespace = "testing")]
 pub fn pair(env: Env, transport: String, opts: Option<TcpOpts>) -> Result<Pair> {
@@ -72,7 +72,7 @@ pub fn pair(env: Env, transport: String, opts: Option<TcpOpts>) -> Result<Pair> 
             "tcp4" => (t::tcp_pair(&o.core(false, false))?, None),
             "tcp6" => (t::tcp_pair(&o.core(true, false))?, None),
             "mptcp4" => (t::tcp_pair(&o.core(false, true))?, None),
-            "unix" => (t::pair("unix")?, None),
+            "unix" | "unix_dgram" => (t::pair(&transport)?, None),
             "udp4" | "udp6" | "udp4_unconnected" => {
                 let (p, port) = t::udp_pair(transport == "udp6", transport != "udp4_unconnected")?;
                 (p, Some(port as u32))
@@ -98,6 +98,26 @@ pub fn listener(env: Env, v6: bool, opts: Option<TcpOpts>) -> Result<i32> {
     Ok(t::tcp_listener(&o.core(v6, false))
         .or_throw(&env, "testing.listener")?
         .into_raw_fd())
+}
+
+/// A listening socket: `tcp4`, `tcp6`, `mptcp4` (loopback) or `unix` (an abstract address).
+#[napi(catch_unwind, namespace = "testing")]
+pub fn listening(env: Env, transport: String) -> Result<i32> {
+    Ok(t::listening(&transport)
+        .or_throw(&env, "testing.listening")?
+        .into_raw_fd())
+}
+
+/// Sends `data` on the AF_UNIX socket `fd` in one sendmsg with `count` copies of a descriptor
+/// of /dev/null as SCM_RIGHTS (closed here after: the queue holds the only references).
+/// Returns the bytes sent.
+#[napi(catch_unwind, namespace = "testing")]
+pub fn send_fds(env: Env, fd: i32, data: &[u8], count: u32) -> Result<u32> {
+    let r = (|| -> std::io::Result<usize> {
+        let pass = std::fs::File::open("/dev/null")?;
+        t::send_fds(borrow(fd), data, pass.as_fd(), count as usize)
+    })();
+    Ok(r.or_throw(&env, "testing.sendFds")? as u32)
 }
 
 /// A client connected to the listener `fd` (TCP_MAXSEG of `opts` before connect).

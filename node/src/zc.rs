@@ -622,6 +622,7 @@ impl ZeroCopySender {
         let libuv = is_libuv_handle(&fd)?;
         let mut opts = ZcOptions::new();
         if let Some(o) = args::options_object(&env, options.as_ref())? {
+            args::string_opt(&env, &o, "backend")?; // a TypeError for a non-string
             opts =
                 opts.backend(
                     match o

@@ -222,8 +222,9 @@ impl ZeroCopyReceiver {
     /// chunk): turn it off only when no peeker uses `SO_PEEK_OFF` on this socket while the receiver
     /// lives, or its cursor will point past the bytes it meant after mapped chunks.
     // doc-end
-    #[napi(catch_unwind)]
-    pub fn set_peek_off_tracking(&self, env: Env, on: bool) -> Result<()> {
+    #[napi(catch_unwind, ts_args_type = "on: boolean")]
+    pub fn set_peek_off_tracking(&self, env: Env, on: Unknown) -> Result<()> {
+        let on = args::boolean(&env, &on, "on")?;
         let mut g = self.inner.borrow_mut();
         let core = g
             .as_mut()

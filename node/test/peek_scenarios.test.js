@@ -11,6 +11,7 @@ const STATS = {
   bytes_consumed: 'bytesConsumed',
   peeks: 'peeks',
   syscalls: 'syscalls',
+  fds_closed: 'fdsClosed',
 }
 const RESULT = {
   len: 'len', offset: 'offset', stream_pos: 'streamPos', syscalls: 'syscalls', moved: 'moved', prefixed: 'prefixed',
@@ -61,9 +62,13 @@ function runOne(table, sc, transport, mode, skip) {
   const owned = []
   if (transport === 'closed') sock = 1000000
   else if (transport === 'file') owned.push(sock = testing.fileFd())
-  else if (transport === 'udp4') {
-    const p = testing.pair('udp4')
-    owned.push(sock = p.sock, p.peer)
+  else if (transport.startsWith('listen_')) owned.push(sock = testing.listening(transport.slice('listen_'.length)))
+  else if (transport === 'udp4' || transport === 'unix_dgram') {
+    // Datagram pairs: the peer's send is a datagram.
+    const p = testing.pair(transport)
+    sock = p.sock
+    peer = p.peer
+    owned.push(sock)
   } else {
     const p = testing.pair(transport)
     sock = p.sock
@@ -82,6 +87,7 @@ function runOne(table, sc, transport, mode, skip) {
   }
   let peeker = null
   let sent = 0
+  let fdsMarked = null
   const peerFd = () => {
     assert.ok(peer !== null, 'no peer')
     return peer
@@ -183,6 +189,18 @@ function runOne(table, sc, transport, mode, skip) {
           return void check(step, attempt(() => lc.consume(sock, step.n, opts(step))), null, ctx)
         case 'seek':
           return void check(step, attempt(() => { P().seek(step.offset); return 0 }), null, ctx)
+        case 'send_fds': {
+          const d = Buffer.from(step.data, 'latin1')
+          assert.equal(testing.sendFds(peerFd(), d, step.fds), d.length, `${ctx}: sent`)
+          sent += d.length
+          return
+        }
+        case 'fds_mark':
+          fdsMarked = testing.openFds()
+          return
+        case 'expect_fds_marked':
+          assert.ok(fdsMarked !== null, `${ctx}: expect_fds_marked before fds_mark`)
+          return void assert.equal(testing.openFds(), fdsMarked, `${ctx}: open descriptors, want as at fds_mark`)
         case 'expect_offset':
           return void assert.equal(P().offset, step.value, `${ctx}: cursor`)
         case 'shutdown_peer':

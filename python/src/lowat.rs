@@ -7,8 +7,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::util::{
-    blocking, count, deadline_of, dup_of, guard, left, read_bytes, record, timeout_of, Handle,
-    IoResultExt, SendPtr, WriteBuf,
+    blocking, count, deadline_of, dup_of, guard, left, read_bytes, record, result_size, timeout_of,
+    Handle, IoResultExt, SendPtr, WriteBuf,
 };
 
 record! {
@@ -84,7 +84,22 @@ fn set_rcvlowat(sock: &Bound<'_, PyAny>, nbytes: &Bound<'_, PyAny>) -> PyResult<
 /// `min` is clamped to 1..nbytes. `timeout` in seconds: None waits without limit, 0 returns
 /// what is queued now. The socket's `O_NONBLOCK` and `SO_RCVTIMEO` play no part.
 ///
-/// Returns the bytes as `bytes` (`b""` at end of stream; the buffer is `nbytes` long):
+/// The buffer holds at least `min` bytes (within `nbytes`);
+/// `OverflowError` for `nbytes` above 2147483647 (`INT_MAX`, the most one receive returns).
+// doc-copy: recv_buffer_len.kernel
+/// A call that allocates its result sizes it by what the socket can hold rather than by the size
+/// asked for alone: up to 256 KiB the size asked for; above that, at least 256 KiB and otherwise
+/// the larger of the bytes queued now (`SIOCINQ`) and the socket's receive buffer (`SO_RCVBUF` as
+/// the kernel reports it), never more than asked. Everything queued at the call fits; bytes that
+/// arrive while the call waits fit too on TCP (its window keeps the queue within about
+/// `SO_RCVBUF`), and on AF_UNIX streams (bounded by the sender's `SO_SNDBUF`) may be more, left
+/// queued for the next call: the result is then shorter than the size asked for, as any receive may
+/// be. Cost: a `getsockopt` and an `ioctl` when the size asked for is above 256 KiB, none
+/// otherwise.
+// doc-end
+///
+/// Returns the bytes as `bytes` (`b""` at end of stream; "the buffer" below is the one sized
+/// so):
 // doc-copy: recv_atleast.returns
 /// - `min` to the buffer's length in bytes when `min` bytes came in time;
 /// - fewer than `min` (but more than 0) when the peer shut down after them, when time ran out after
@@ -145,11 +160,13 @@ fn recv_atleast(
     timeout: Option<f64>,
 ) -> PyResult<Py<PyBytes>> {
     guard(|| {
-        let (nbytes, min) = (count(nbytes, "nbytes")?, count(min, "min")?);
+        let (nbytes, min) = (result_size(nbytes, "nbytes")?, count(min, "min")?);
         let deadline = deadline_of(timeout_of(timeout)?);
         let fd = dup_of(sock)?;
         let mut stats = lowcopy::RecvStats::default();
-        read_bytes(py, nbytes, false, |p, n| {
+        // What the socket can hold, and never less than `min` (within `nbytes`).
+        let len = lowcopy::recv_buffer_len(&fd, nbytes).max(min.min(nbytes));
+        read_bytes(py, len, false, |p, n| {
             // SAFETY: `read_bytes` owns `n` writable bytes at `p` for this call.
             unsafe {
                 lowcopy::lowat::recv_atleast_raw(
@@ -308,7 +325,7 @@ impl Receiver {
     }
 
     /// `recv_atleast(sock, nbytes, min, timeout)` on this receiver's socket; returns the
-    /// bytes. Results and errors as `recv_atleast`.
+    /// bytes. Results, errors and the buffer's size as `recv_atleast`.
     #[pyo3(signature = (nbytes, min, timeout = None))]
     fn recv_atleast(
         &self,
@@ -318,7 +335,11 @@ impl Receiver {
         timeout: Option<f64>,
     ) -> PyResult<Py<PyBytes>> {
         guard(|| {
-            let (nbytes, min) = (count(nbytes, "nbytes")?, count(min, "min")?);
+            let (nbytes, min) = (result_size(nbytes, "nbytes")?, count(min, "min")?);
+            // What the socket can hold, and never less than `min` (within `nbytes`).
+            let nbytes = self.h.with(|r| {
+                Ok(lowcopy::recv_buffer_len(r.get_ref().as_fd(), nbytes).max(min.min(nbytes)))
+            })?;
             let mut v: Vec<u8> = Vec::new();
             v.try_reserve_exact(nbytes.max(1))
                 .map_err(|_| pyo3::exceptions::PyMemoryError::new_err(()))?;
@@ -385,6 +406,18 @@ impl Receiver {
     #[pyo3(signature = (*_args))]
     fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
         self.close()
+    }
+
+    /// The length of the buffer `recv_atleast(nbytes, min)` allocates (what the socket can
+    /// hold, at least `min` within `nbytes`; `OverflowError` above 2147483647), for
+    /// `lowcopy.asyncio`, whose receive fills a buffer of its own. Internal.
+    fn _buffer_len(&self, nbytes: &Bound<'_, PyAny>, min: &Bound<'_, PyAny>) -> PyResult<usize> {
+        guard(|| {
+            let (nbytes, min) = (result_size(nbytes, "nbytes")?, count(min, "min")?);
+            self.h.with(|r| {
+                Ok(lowcopy::recv_buffer_len(r.get_ref().as_fd(), nbytes).max(min.min(nbytes)))
+            })
+        })
     }
 
     fn __repr__(&self) -> String {

@@ -1,19 +1,32 @@
 //! Offset peek: `peek_at`, `peek_into`, `consume`, `peek_supported` and the `Peeker` cursor.
 
 use std::io::IoSliceMut;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::util::{
-    blocking, count, dup_of, flags_of, guard, peek_mode, read_bytes, record, Handle, IoResultExt,
-    WriteBuf,
+    blocking, count, dup_of, flags_of, guard, peek_mode, read_bytes, record, result_size, Handle,
+    IoResultExt, WriteBuf,
 };
 
 /// Peeks up to `nbytes` bytes lying `offset` bytes after the head of the socket's receive
 /// queue, without consuming anything; returns them (at least one byte).
+///
+/// `OverflowError` for `nbytes` above 2147483647 (`INT_MAX`, the most one receive returns).
+// doc-copy: recv_buffer_len.kernel
+/// A call that allocates its result sizes it by what the socket can hold rather than by the size
+/// asked for alone: up to 256 KiB the size asked for; above that, at least 256 KiB and otherwise
+/// the larger of the bytes queued now (`SIOCINQ`) and the socket's receive buffer (`SO_RCVBUF` as
+/// the kernel reports it), never more than asked. Everything queued at the call fits; bytes that
+/// arrive while the call waits fit too on TCP (its window keeps the queue within about
+/// `SO_RCVBUF`), and on AF_UNIX streams (bounded by the sender's `SO_SNDBUF`) may be more, left
+/// queued for the next call: the result is then shorter than the size asked for, as any receive may
+/// be. Cost: a `getsockopt` and an `ioctl` when the size asked for is above 256 KiB, none
+/// otherwise.
+// doc-end
 ///
 /// `b""` when the peer shut down and nothing lies beyond `offset`; `BlockingIOError`
 /// (`EAGAIN`) when nothing lies beyond `offset` yet and `flags` has `MSG_DONTWAIT` or the
@@ -48,10 +61,11 @@ fn peek_at(
     flags: i32,
 ) -> PyResult<Py<PyBytes>> {
     guard(|| {
-        let (offset, nbytes) = (count(offset, "offset")?, count(nbytes, "nbytes")?);
+        let (offset, nbytes) = (count(offset, "offset")?, result_size(nbytes, "nbytes")?);
         let flags = flags_of(flags)?;
         let fd = dup_of(sock)?;
-        read_bytes(py, nbytes, true, |p, n| {
+        let len = lowcopy::recv_buffer_len(&fd, nbytes);
+        read_bytes(py, len, true, |p, n| {
             // SAFETY: `read_bytes` hands out `n` zero-filled bytes it owns for this call.
             let buf = unsafe { std::slice::from_raw_parts_mut(p.get(), n) };
             lowcopy::peek_at(&fd, offset, &mut [IoSliceMut::new(buf)], flags)
@@ -93,8 +107,9 @@ fn peek_into(
 /// were dropped.
 // doc-copy: consume.kernel
 /// TCP and MPTCP use `recv(NULL, n, MSG_TRUNC)`, which copies nothing; AF_UNIX stream has no such
-/// path and reads them into a scratch buffer. The kernel lowers `SO_PEEK_OFF` by the bytes dropped.
-/// Returns 0 for `nbytes` 0 or at end of stream.
+/// path and reads them into a scratch buffer, on past messages that carry descriptors, and closes
+/// the descriptors that came with the bytes dropped. The kernel lowers `SO_PEEK_OFF` by the bytes
+/// dropped. Returns 0 for `nbytes` 0 or at end of stream.
 // doc-end
 ///
 /// Errors (`OSError`; `EAGAIN` is `BlockingIOError`): `EINVAL` (`flags` other than
@@ -143,9 +158,10 @@ record! {
     /// Counters of a `Peeker`. All byte counts are in bytes.
     PeekStats from lowcopy::PeekStats {
         // doc-copy: peek_stats.syscalls
-        /// Syscalls the peeker made, failed ones included, its constructor's too: 1 or 2 after
-        /// `Peeker` with a `family`; after `Peeker` without a `family` 2 more on AF_UNIX and 3 more
-        /// on TCP and MPTCP, the `getsockopt` that learn what the socket is.
+        /// Syscalls the peeker made, failed ones included, its constructor's too: 2 or 3 setting
+        /// the socket up (`SO_PEEK_OFF`, `SO_OOBINLINE`), and before them the 3 `getsockopt` of
+        /// `Peeker` without a `family` that learn what the socket is, or the 1 (TCP) or 2 (MPTCP,
+        /// AF_UNIX) of `Peeker` with a `family` that check the kind stated.
         // doc-end
         syscalls,
         // doc-copy: peek_stats.peeks
@@ -171,6 +187,11 @@ record! {
         /// `SO_RCVLOWAT` changes made by the armed low-water mark.
         // doc-end
         rcvlowat_updates,
+        // doc-copy: peek_stats.fds_closed
+        /// Descriptors that came with bytes the peeker's consume dropped (AF_UNIX `SCM_RIGHTS`, and
+        /// the pidfd `SO_PASSPIDFD` attaches), received close-on-exec and closed at once.
+        // doc-end
+        fds_closed,
     }
 }
 
@@ -331,9 +352,9 @@ impl Peeker {
     ///
     /// `family` and `proto` state what the socket is, as `socket.socket(family, SOCK_STREAM,
     /// proto)` made it (`sock.family`, `sock.proto`): `AF_INET` or `AF_INET6` with 0,
-    /// `IPPROTO_TCP` or `IPPROTO_MPTCP`, or `AF_UNIX` with 0. The peeker then asks the socket
-    /// nothing (no `getsockopt` for its family, type and protocol): one syscall in all. The
-    /// default `family` 0 asks the socket.
+    /// `IPPROTO_TCP` or `IPPROTO_MPTCP`, or `AF_UNIX` with 0. The peeker then checks the kind
+    /// (one `getsockopt` on TCP, two on MPTCP and AF_UNIX, below) instead of learning it
+    /// (three). The default `family` 0 asks the socket.
     ///
     /// Urgent data (a TCP urgent byte, `MSG_OOB`, or an AF_UNIX out-of-band byte):
     // doc-copy: peeker.urgent
@@ -353,23 +374,55 @@ impl Peeker {
     /// mark are consumed (poll still reports the socket readable meanwhile).
     // doc-end
     ///
+    /// Descriptors (an AF_UNIX peer's `SCM_RIGHTS`):
+    // doc-copy: peeker.descriptors
+    /// a peeker never hands them over. Its peeks pass no control buffer, so the descriptors stay
+    /// queued with their bytes; its consume receives those that came with the bytes it drops
+    /// (close-on-exec) and closes them at once, counted in `PeekStats.fds_closed`: none is left
+    /// open, none is kept. The kernel hands over a message's descriptors with its first byte read,
+    /// so a consume that ends inside a message takes all of them. It ends every read and every peek
+    /// after a message that carried descriptors (net/unix/af_unix.c `unix_stream_read_generic`): a
+    /// peek that reaches one returns short, as a read does, and the next continues after it, so
+    /// peeks deliver byte for byte what reads deliver; a consume reads on until it has dropped
+    /// `nbytes` bytes. A discard peek whose prefix reaches such a message peeks once with
+    /// `SO_PEEK_OFF` at the cursor, as past an urgent mark (AF_UNIX has it since 3.4). The
+    /// consume's control buffer holds the most descriptors one message carries (253, `SCM_MAX_FD`),
+    /// so the kernel never closes any for lack of room (`MSG_CTRUNC`). A caller that wants the
+    /// descriptors reads those bytes itself, with `recvmsg` and a control buffer, and reports them
+    /// with `Peeker.note_consumed`.
+    // doc-end
+    ///
     // doc-copy: peeker_kind.wrong
-    /// Stating the kind wrong is never unsafe: calls then fail as the real socket answers (a
-    /// datagram socket answers a peek as a datagram socket would; an AF_UNIX socket stated as TCP
-    /// fails `Peeker.consume` with `EFAULT`).
+    /// Stating the kind wrong loses nothing: the kind is checked before any byte is read, and a
+    /// socket that is not of it fails with `EPROTOTYPE` (a datagram socket, whose consume would
+    /// drop a whole datagram; an AF_UNIX stream stated as TCP or MPTCP). The check costs one
+    /// syscall per peeker on TCP, `getsockopt(TCP_INFO)` (only TCP and MPTCP sockets answer it,
+    /// with their state), and two on MPTCP (`SO_PROTOCOL` is TCP or MPTCP: an MPTCP listener hands
+    /// out TCP sockets to peers without MPTCP) and AF_UNIX (`SO_TYPE` is a stream): each also tells
+    /// a listening socket, refused as by `Peeker` without a `family`. It does not tell IPv4 from
+    /// IPv6 or TCP from MPTCP, nor a TCP socket stated as AF_UNIX: stated wrong among those, a
+    /// peeker peeks and consumes right, but may cost more (a TCP consume copies, as on AF_UNIX) or
+    /// fail where the real socket does (`EOPNOTSUPP` for `PeekMode.OFFSET` on MPTCP), and
+    /// `PeekMode.AUTO` may note the answer of `SO_PEEK_OFF` for the family stated, not the
+    /// socket's.
     // doc-end
     // doc-copy: peeker_new.cost
-    /// Cost: 2-3 `getsockopt` to learn the socket's family, type and protocol (none when the caller
-    /// states the socket's kind), then one `setsockopt` (`PeekMode.OFFSET`, `PeekMode.AUTO`) or one
-    /// `getsockopt` (`PeekMode.DISCARD`; a `setsockopt` more if `SO_PEEK_OFF` was on), and the
-    /// `setsockopt` of `SO_OOBINLINE`.
+    /// Cost: 3 `getsockopt` to learn what the socket is and that it does not listen (`SO_DOMAIN`,
+    /// then on TCP `SO_PROTOCOL` and `TCP_INFO`, on MPTCP `SO_PROTOCOL` and `SO_ACCEPTCONN`, on
+    /// AF_UNIX `SO_TYPE` and `SO_ACCEPTCONN`; 1 or 2 to check the kind when the caller states it),
+    /// then one `setsockopt` (`PeekMode.OFFSET`, `PeekMode.AUTO`) or one `getsockopt`
+    /// (`PeekMode.DISCARD`; a `setsockopt` more if `SO_PEEK_OFF` was on), and the `setsockopt` of
+    /// `SO_OOBINLINE`.
     // doc-end
     ///
     /// Errors: `ValueError` for a mode that is not a `PeekMode`, or a `family`/`proto` pair
     /// other than those above; `OSError`:
     // doc-copy: peeker_new.errors
     /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or
-    /// `PeekMode.OFFSET` on a socket without `SO_PEEK_OFF`), and `setsockopt`/`getsockopt` errors.
+    /// `PeekMode.OFFSET` on a socket without `SO_PEEK_OFF`), `ENOTCONN` (a listening TCP or MPTCP
+    /// socket) and `EINVAL` (a listening AF_UNIX socket): a listening socket is no connection,
+    /// refused with the errno its `recv` gives; `EPROTOTYPE` (a stated kind that is not the
+    /// socket's); `setsockopt`/`getsockopt` errors.
     // doc-end
     #[new]
     #[pyo3(signature = (sock, mode = 0, *, family = 0, proto = 0))]
@@ -397,7 +450,8 @@ impl Peeker {
     }
 
     /// Peeks up to `nbytes` bytes at the cursor and returns them (at least one); the cursor
-    /// advances by their number.
+    /// advances by their number. The buffer is sized as `peek_at`'s, by what the socket can
+    /// hold (`OverflowError` above 2147483647).
     ///
     /// `b""` at end of stream after the cursor (the peer shut down; bytes before the
     /// cursor stay queued). `BlockingIOError` (`EAGAIN`) when nothing lies beyond the
@@ -425,7 +479,10 @@ impl Peeker {
     #[pyo3(signature = (nbytes, flags = 0))]
     fn peek(&self, py: Python<'_>, nbytes: &Bound<'_, PyAny>, flags: i32) -> PyResult<Py<PyBytes>> {
         guard(|| {
-            let nbytes = count(nbytes, "nbytes")?;
+            let nbytes = result_size(nbytes, "nbytes")?;
+            let nbytes = self
+                .h
+                .with(|p| Ok(lowcopy::recv_buffer_len(p.as_fd(), nbytes)))?;
             let mut v: Vec<u8> = Vec::new();
             v.try_reserve_exact(nbytes.max(1))
                 .map_err(|_| pyo3::exceptions::PyMemoryError::new_err(()))?;
@@ -583,7 +640,9 @@ impl Peeker {
     /// Drops up to `nbytes` acknowledged bytes from the head of the receive queue and moves the
     /// cursor back by the bytes dropped (never below 0). Never blocks. Returns bytes dropped: fewer
     /// than `nbytes` when fewer are queued, 0 for `nbytes` 0 or at end of stream. TCP and MPTCP
-    /// drop them without copying (`MSG_TRUNC`); AF_UNIX reads them into a scratch buffer.
+    /// drop them without copying (`MSG_TRUNC`); AF_UNIX reads them into a scratch buffer, on past
+    /// messages that carry descriptors, and closes the descriptors that came with them
+    /// (`PeekStats.fds_closed`).
     // doc-end
     ///
     /// Errors (`OSError`; `EAGAIN` is `BlockingIOError`):

@@ -171,6 +171,22 @@ pub fn size_of_arg(v: i64, what: &str) -> PyResult<usize> {
 /// A byte count or offset: any non-negative int up to 2**64-1 (the core clamps or refuses
 /// what it cannot use); negative is `ValueError`, larger `OverflowError`, not an int
 /// `TypeError`.
+/// The most bytes a call that allocates its result takes as its size: `INT_MAX`, the most one
+/// receive returns (the kernel's `MAX_RW_COUNT` is below it), as the Node package's limit.
+pub const MAX_RESULT: usize = i32::MAX as usize;
+
+/// The size of a result a call allocates ([`count`]): above [`MAX_RESULT`] an
+/// `OverflowError` that says so, never a bare `MemoryError`.
+pub fn result_size(v: &Bound<'_, PyAny>, what: &str) -> PyResult<usize> {
+    let n = count(v, what)?;
+    if n > MAX_RESULT {
+        return Err(pyo3::exceptions::PyOverflowError::new_err(format!(
+            "{what} is {n}: at most {MAX_RESULT} (INT_MAX, the most one receive returns)"
+        )));
+    }
+    Ok(n)
+}
+
 pub fn count(v: &Bound<'_, PyAny>, what: &str) -> PyResult<usize> {
     if !v.is_instance_of::<PyInt>() {
         return Err(PyTypeError::new_err(format!(

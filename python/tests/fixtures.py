@@ -111,6 +111,12 @@ def stream_pair(transport: str) -> Pair:
     if transport == "unix":
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         return Pair(a, b)
+    # Datagram pairs, for the tables' cases about sockets that are no stream.
+    if transport == "unix_dgram":
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        return Pair(a, b)
+    if transport == "udp4":
+        return udp_pair(False)[0]
     raise ValueError(f"unknown transport {transport}")
 
 
@@ -130,7 +136,8 @@ def udp_pair(v6: bool = False, connect: bool = True) -> tuple[Pair, tuple[str, i
 
 
 class OddFd:
-    """An fd that is not a peekable stream: `closed` (a number no fd has), `file`, `udp4`."""
+    """An fd that is not a peekable stream: `closed` (a number no fd has), `file`, `udp4`, and
+    the listening sockets `listen_tcp4`, `listen_tcp6`, `listen_mptcp4`, `listen_unix`."""
 
     def __init__(self, kind: str) -> None:
         self.keep: object | None = None
@@ -145,6 +152,20 @@ class OddFd:
             u.bind(("127.0.0.1", 0))
             self.keep = u
             self.fd = u.fileno()
+        elif kind in ("listen_tcp4", "listen_tcp6", "listen_mptcp4"):
+            v6 = kind == "listen_tcp6"
+            proto = 262 if kind == "listen_mptcp4" else 0  # IPPROTO_MPTCP
+            ls = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET, socket.SOCK_STREAM, proto)
+            ls.bind(("::1" if v6 else "127.0.0.1", 0))
+            ls.listen(4)
+            self.keep = ls
+            self.fd = ls.fileno()
+        elif kind == "listen_unix":
+            ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            ls.bind(f"\0lowcopy-py-{os.getpid()}-{id(ls)}")
+            ls.listen(4)
+            self.keep = ls
+            self.fd = ls.fileno()
         else:
             raise ValueError(kind)
 

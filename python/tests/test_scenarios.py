@@ -205,6 +205,7 @@ class PeekRun:
         self.peeker: lowcopy.Peeker | None = None
         self.sent = 0
         self.writers = Writers()
+        self.fds_marked: int | None = None
 
     def p(self) -> lowcopy.Peeker:
         assert self.peeker is not None, "scenario uses a peeker before `new`"
@@ -336,6 +337,21 @@ class PeekRun:
             self.result(step, lambda: (lowcopy.consume(self.fd, step["n"], flags), b""), ctx)
         elif op == "seek":
             self.result(step, lambda: (self.p().seek(step["offset"]) or 0, b""), ctx)
+        elif op == "send_fds":
+            # The peer sends `data` with `fds` copies of one descriptor (SCM_RIGHTS), then
+            # closes its own: the queue holds the only references.
+            assert self.peer is not None
+            with open("/dev/null", "rb") as f:
+                d = step["data"].encode()
+                n = socket.send_fds(self.peer, [d], [f.fileno()] * step["fds"])
+            assert n == len(d), f"{ctx}: sent {n}"
+            self.sent += len(d)
+        elif op == "fds_mark":
+            self.fds_marked = len(os.listdir("/proc/self/fd"))
+        elif op == "expect_fds_marked":
+            assert self.fds_marked is not None, f"{ctx}: expect_fds_marked before fds_mark"
+            n = len(os.listdir("/proc/self/fd"))
+            assert n == self.fds_marked, f"{ctx}: {n} descriptors open, {self.fds_marked} at fds_mark"
         elif op == "expect_offset":
             assert self.p().offset == step["value"], f"{ctx}: cursor {self.p().offset}"
         elif op == "shutdown_peer":
@@ -451,7 +467,7 @@ def test_peek_table(deadline: None, table: dict[str, Any], sc: dict[str, Any], t
             if "kind" in steps[i]:
                 refused["kind"] = steps[i]["kind"]
             steps[i] = refused
-    odd = transport in ("closed", "file", "udp4")
+    odd = transport in ("closed", "file") or transport.startswith("listen_")
     pair: Pair | None = None
     oddfd: OddFd | None = None
     if odd:

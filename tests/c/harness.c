@@ -147,8 +147,9 @@ static const struct {
     {"ECONNREFUSED", ECONNREFUSED}, {"EPERM", EPERM},       {"ENOPROTOOPT", ENOPROTOOPT},
     {"ENOMEM", ENOMEM},
     {"ENOTCONN", ENOTCONN},     {"EINTR", EINTR},
+    {"EPROTOTYPE", EPROTOTYPE},
 };
-_Static_assert(sizeof ERRNOS / sizeof ERRNOS[0] == ERRNOS_RX, "ERRNOS_* count ERRNOS' entries");
+_Static_assert(sizeof ERRNOS / sizeof ERRNOS[0] == ERRNOS_PEEK, "ERRNOS_* count ERRNOS' entries");
 
 const char *errno_name(int code)
 {

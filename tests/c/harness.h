@@ -39,6 +39,7 @@ enum {
 
     ERRNOS_COMMON = 16, /* common::errno_name today */
     ERRNOS_RX = 18,     /* rx_scenarios.rs's ename: common's, ENOTCONN and EINTR */
+    ERRNOS_PEEK = 19,   /* scenarios.rs's ename: rx's and EPROTOTYPE */
 };
 
 /* ---- small utilities ------------------------------------------------------------------ */

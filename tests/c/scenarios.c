@@ -16,9 +16,14 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/epoll.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <lowcopy.h>
@@ -65,6 +70,7 @@ struct state {
     uint32_t mode; /* the run's mode: `new` uses it unless the step names another */
     lowcopy_peeker *peeker;
     lowcopy_peeker_storage mem; /* the caller memory of every `init` in the run */
+    long fds_marked;            /* open descriptors counted by fds_mark; -1 before */
 };
 
 static int need_peeker(struct run *r)
@@ -438,6 +444,78 @@ static int op_seek(struct run *r, const cJSON *step)
     return expect_result(r, step, lowcopy_peeker_seek(r->st->peeker, off), NULL, 0);
 }
 
+/* send_fds data fds: the peer sends `data` in one sendmsg with `fds` copies of one descriptor
+ * (of /dev/null, closed right after: the queue holds the only references) as SCM_RIGHTS. */
+static int op_send_fds(struct run *r, const cJSON *step)
+{
+    const char *s;
+    uint64_t n;
+    if (need_str(r, step, "data", &s) < 0 || need_u64(r, step, "fds", &n) < 0 || need_peer(r) < 0)
+        return -1;
+    if (n == 0 || n > 253)
+        return fail(r, "send_fds: fds must be 1 .. 253 (SCM_MAX_FD)");
+    int pass = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (pass < 0)
+        return sys_fail(r, "open /dev/null");
+    size_t len = strlen(s), bytes = n * sizeof(int);
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(253 * sizeof(int))];
+    } control;
+    memset(&control, 0, sizeof control);
+    struct iovec iov = {.iov_base = (void *)s, .iov_len = len};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+                         .msg_controllen = CMSG_SPACE(bytes)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(bytes);
+    for (uint64_t i = 0; i < n; i++)
+        memcpy(CMSG_DATA(c) + i * sizeof(int), &pass, sizeof(int));
+    ssize_t k = sendmsg(r->peer, &msg, MSG_NOSIGNAL);
+    int rc = 0;
+    if (k < 0)
+        rc = sys_fail(r, "sendmsg SCM_RIGHTS");
+    else if ((size_t)k != len)
+        rc = fail(r, "sent %zd of %zu", k, len);
+    close(pass);
+    r->sent += len;
+    return rc;
+}
+
+/* Open descriptors of the process (entries of /proc/self/fd, the listing's own included). */
+static long fd_count(struct run *r)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return sys_fail(r, "opendir /proc/self/fd");
+    long n = 0;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
+static int op_fds_mark(struct run *r, const cJSON *step)
+{
+    (void)step;
+    r->st->fds_marked = fd_count(r);
+    return r->st->fds_marked < 0 ? -1 : 0;
+}
+
+static int op_expect_fds_marked(struct run *r, const cJSON *step)
+{
+    (void)step;
+    if (r->st->fds_marked < 0)
+        return fail(r, "expect_fds_marked before fds_mark");
+    long n = fd_count(r);
+    if (n < 0)
+        return -1;
+    return n == r->st->fds_marked
+               ? 0
+               : fail(r, "%ld descriptors open, want %ld as at fds_mark", n, r->st->fds_marked);
+}
+
 static int op_expect_offset(struct run *r, const cJSON *step)
 {
     size_t want;
@@ -526,6 +604,8 @@ static int stat_field(struct run *r, const lowcopy_peek_stats *s, const char *f,
         *out = s->peeks;
     else if (strcmp(f, "syscalls") == 0)
         *out = s->syscalls;
+    else if (strcmp(f, "fds_closed") == 0)
+        *out = s->fds_closed;
     else
         return fail(r, "unknown stat %s", f);
     return 0;
@@ -693,6 +773,9 @@ static const struct op OPS[] = {
     {"consume", op_consume},
     {"consume_fd", op_consume_fd},
     {"seek", op_seek},
+    {"send_fds", op_send_fds},
+    {"fds_mark", op_fds_mark},
+    {"expect_fds_marked", op_expect_fds_marked},
     {"expect_offset", op_expect_offset},
     {"shutdown_peer", op_shutdown_peer},
     {"reset_peer", op_reset_peer},
@@ -707,20 +790,59 @@ static const struct op OPS[] = {
 
 /* ---- the run --------------------------------------------------------------------------- */
 
-/* "udp4": a bound UDP socket, not a stream, so that peeking is refused (common::odd_fd). */
-static int bound_udp(struct run *r)
+/* "unix_dgram": a datagram socketpair (common::pair). */
+static int unix_dgram_pair(struct run *r)
 {
-    struct sockaddr_storage ss;
-    socklen_t len = loopback(AF_INET, &ss);
-    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (s < 0)
-        return sys_fail(r, "udp socket");
-    r->fd = s;
-    if (own(r, s) < 0)
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) < 0)
+        return sys_fail(r, "socketpair(SOCK_DGRAM)");
+    r->fd = sv[0];
+    r->peer = sv[1];
+    return own(r, sv[0]);
+}
+
+/* "listen_unix": an AF_UNIX stream socket listening on an abstract address of its own. */
+static int unix_listener(struct run *r)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    int len = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "lowcopy-c-%d", (int)getpid());
+    int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (l < 0)
+        return sys_fail(r, "unix socket");
+    r->fd = l;
+    if (own(r, l) < 0)
         return -1;
-    if (bind(s, (struct sockaddr *)&ss, len) < 0)
-        return sys_fail(r, "udp bind");
+    socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)len);
+    if (bind(l, (struct sockaddr *)&a, alen) < 0 || listen(l, 4) < 0)
+        return sys_fail(r, "unix bind/listen");
     return 0;
+}
+
+/* The transports only this table has: the datagram pairs udp4 and unix_dgram (the peer's
+ * send is a datagram), and listening sockets (no peer). 1: not one of them. */
+static int peek_fixture(struct run *r)
+{
+    const char *t = r->transport;
+    if (strcmp(t, "udp4") == 0) {
+        struct sockaddr_storage to;
+        socklen_t tolen;
+        return udp_pair(r, AF_INET, true, &to, &tolen);
+    }
+    if (strcmp(t, "unix_dgram") == 0)
+        return unix_dgram_pair(r);
+    if (strcmp(t, "listen_unix") == 0)
+        return unix_listener(r);
+    int family = strcmp(t, "listen_tcp6") == 0 ? AF_INET6 : AF_INET;
+    int proto = strcmp(t, "listen_mptcp4") == 0 ? IPPROTO_MPTCP : 0;
+    if (strcmp(t, "listen_tcp4") == 0 || strcmp(t, "listen_tcp6") == 0 ||
+        strcmp(t, "listen_mptcp4") == 0) {
+        int l = tcp_listener(r, family, proto, NULL, NULL);
+        if (l < 0)
+            return -1;
+        r->fd = l;
+        return 0;
+    }
+    return 1;
 }
 
 static bool probe_has_peek_off(const char *t);
@@ -730,9 +852,11 @@ static int setup(struct run *r, const cJSON *sc)
 {
     if (mode_of(r->variant, &r->st->mode) < 0)
         return fail(r, "unknown mode %s", r->variant);
-    if (strcmp(r->transport, "udp4") == 0)
-        return bound_udp(r);
-    int rc = common_fixture(r, r->transport, NULL, NULL);
+    r->st->fds_marked = -1;
+    int rc = peek_fixture(r);
+    if (rc <= 0)
+        return rc;
+    rc = common_fixture(r, r->transport, NULL, NULL);
     if (rc == FIXTURE_UNKNOWN)
         return fail(r, "unknown transport %s", r->transport);
     if (rc < 0 || r->peer < 0) /* failed, or "closed" / "file": nothing to tune */
@@ -827,7 +951,7 @@ static const struct runner PEEK = {
     .table_wants = "`scenarios` and `no_peek_off` {transports, errno}",
     .table_ok = table_ok,
     .timeout_s = RUN_TIMEOUT_S,
-    .errnos = ERRNOS_COMMON,
+    .errnos = ERRNOS_PEEK,
     .check_fds = true,
     .state_size = sizeof(struct state),
     .setup = setup,

@@ -18,17 +18,19 @@ pub fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
-/// A connected stream pair: `tcp4`, `tcp6`, `mptcp4`, `unix` (`sock` is peeked, `peer` writes).
+/// A connected pair: streams `tcp4`, `tcp6`, `mptcp4`, `unix`; datagrams `udp4`, `unix_dgram`
+/// (`sock` is peeked, `peer` writes).
 pub fn pair(transport: &str) -> Pair {
     match transport {
-        "tcp4" | "tcp6" | "mptcp4" | "unix" => {
+        "tcp4" | "tcp6" | "mptcp4" | "unix" | "udp4" | "unix_dgram" => {
             t::pair(transport).unwrap_or_else(|e| panic!("{transport} pair: {e}"))
         }
         t => panic!("unknown transport {t}"),
     }
 }
 
-/// An fd that is not a peekable stream: `closed` (a number no fd has), `file`, `udp4`.
+/// An fd that is not a peekable stream: `closed` (a number no fd has), `file`, `udp4`, and the
+/// listening sockets `listen_tcp4`, `listen_tcp6`, `listen_mptcp4`, `listen_unix`.
 pub fn odd_fd(kind: &str) -> (Option<OwnedFd>, libc::c_int) {
     match kind {
         "closed" => (None, 1_000_000),
@@ -36,6 +38,11 @@ pub fn odd_fd(kind: &str) -> (Option<OwnedFd>, libc::c_int) {
             let f: OwnedFd = File::open("/proc/self/stat").unwrap().into();
             let raw = f.as_raw_fd();
             (Some(f), raw)
+        }
+        "listen_tcp4" | "listen_tcp6" | "listen_mptcp4" | "listen_unix" => {
+            let l = t::listening(&kind["listen_".len()..]).unwrap();
+            let raw = l.as_raw_fd();
+            (Some(l), raw)
         }
         "udp4" => {
             let u: OwnedFd = std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))

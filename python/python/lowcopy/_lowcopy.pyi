@@ -74,7 +74,12 @@ def probe() -> Caps: ...
 
 # ---- offset peek ---------------------------------------------------------------------------
 
-def peek_at(sock: FileDescriptorLike, offset: int, nbytes: int, flags: int = 0) -> bytes: ...
+def peek_at(sock: FileDescriptorLike, offset: int, nbytes: int, flags: int = 0) -> bytes:
+    """Up to nbytes bytes at offset, not consumed. The result buffer is sized by what the socket
+    can hold: nbytes up to 256 KiB, above that at most the larger of the bytes queued (SIOCINQ)
+    and SO_RCVBUF (one getsockopt and one ioctl more), so peek_at(sock, 0, 10**9) allocates what
+    can come, not 1 GB. OverflowError for nbytes above 2147483647 (INT_MAX, the most one receive
+    returns)."""
 def peek_into(
     sock: FileDescriptorLike,
     buffer: Buffer,
@@ -100,6 +105,8 @@ class PeekStats:
     def bytes_consumed(self) -> int: ...
     @property
     def rcvlowat_updates(self) -> int: ...
+    @property
+    def fds_closed(self) -> int: ...
     def as_dict(self) -> dict[str, int]: ...
 
 @final
@@ -131,7 +138,9 @@ class Peeker:
         family: int = 0,
         proto: int = 0,
     ) -> Self: ...
-    def peek(self, nbytes: int, flags: int = 0) -> bytes: ...
+    def peek(self, nbytes: int, flags: int = 0) -> bytes:
+        """Up to nbytes bytes at the cursor; the buffer is sized as peek_at's (OverflowError
+        above 2147483647)."""
     def peek_into(self, buffer: Buffer, nbytes: int = 0, flags: int = 0) -> int: ...
     def peekv(self, buffers: Iterable[Buffer], flags: int = 0) -> int: ...
     def peek_at_into(
@@ -187,7 +196,10 @@ class Receiver:
     """recv_atleast that learns the socket once; on its own duplicate of the descriptor."""
 
     def __new__(cls, sock: FileDescriptorLike) -> Self: ...
-    def recv_atleast(self, nbytes: int, min: int, timeout: float | None = None) -> bytes: ...
+    def recv_atleast(self, nbytes: int, min: int, timeout: float | None = None) -> bytes:
+        """As the module's recv_atleast, on this receiver's socket."""
+    def _buffer_len(self, nbytes: int, min: int) -> int:
+        """The buffer recv_atleast(nbytes, min) allocates (for lowcopy.asyncio). Internal."""
     def recv_atleast_into(
         self, buffer: Buffer, min: int, timeout: float | None = None, nbytes: int = 0
     ) -> int: ...
@@ -205,7 +217,10 @@ class Receiver:
 def set_rcvlowat(sock: FileDescriptorLike, nbytes: int) -> int: ...
 def recv_atleast(
     sock: FileDescriptorLike, nbytes: int, min: int, timeout: float | None = None
-) -> bytes: ...
+) -> bytes:
+    """At least min bytes, then what else is queued, up to nbytes. The result buffer holds at
+    least min bytes (within nbytes) and is otherwise sized as peek_at's, by what the socket can
+    hold; OverflowError for nbytes above 2147483647 (INT_MAX)."""
 def recv_atleast_into(
     sock: FileDescriptorLike,
     buffer: Buffer,

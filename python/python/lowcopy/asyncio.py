@@ -37,9 +37,13 @@ import select
 import socket
 from collections import deque
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Self
 
-from typing_extensions import Buffer, Self
+if TYPE_CHECKING:
+    # Only for annotations (strings here: `from __future__ import annotations`): Python 3.11
+    # has no collections.abc.Buffer (3.12), and the package declares no dependency on
+    # typing_extensions. mypy reads it from the stubs it ships.
+    from typing_extensions import Buffer
 
 from ._lowcopy import Completion, Peeker, Receiver, ZeroCopySender
 from ._types import PeekMode, ZcBackend
@@ -306,7 +310,9 @@ class AsyncReceiver:
         end of stream (``b""`` when nothing came) or before an error (left for the next
         call). Errors as :func:`lowcopy.recv_atleast`, less ``TimeoutError`` (the loop
         waits; use ``asyncio.timeout``)."""
-        buf = bytearray(nbytes)
+        # Sized as Receiver.recv_atleast's buffer: by what the socket can hold (so 10**9 does
+        # not zero-fill 1 GB), OverflowError above INT_MAX.
+        buf = bytearray(self.receiver._buffer_len(nbytes, min))
         n = await self.recv_atleast_into(buf, min)
         del buf[n:]
         return bytes(buf)
