@@ -291,7 +291,9 @@ pub fn run_table(
     let none = vec![serde_json::Value::from("")];
     // LOWCOPY_SCENARIO=substring runs only the scenarios whose name contains it (CONTRIBUTING.md);
     // the table's minimum number of runs then does not apply.
-    let only = std::env::var("LOWCOPY_SCENARIO").ok().filter(|s| !s.is_empty());
+    let only = std::env::var("LOWCOPY_SCENARIO")
+        .ok()
+        .filter(|s| !s.is_empty());
     let mut matched = 0;
     for sc in table["scenarios"].as_array().unwrap() {
         if let Some(o) = &only {
