@@ -32,7 +32,6 @@ __all__ = [
     "ZcStats",
     "Completion",
     "ZeroCopySender",
-    "_closing_senders",
     "ZcrxStats",
     "ZeroCopyReceiver",
     "Chunk",
@@ -333,8 +332,6 @@ class ZeroCopySender:
         self,
         *_args: type[BaseException] | BaseException | TracebackType | None,
     ) -> None: ...
-
-def _closing_senders() -> int: ...
 
 # ---- zero-copy receive ---------------------------------------------------------------------
 
