@@ -1,5 +1,6 @@
 # lowcopy: build, test, demo and install.
-#   make demo      build everything and run the main job (relay on real iperf3 traffic)
+#   make demo      build everything and run the main job (relay on real iperf3 traffic), every
+#                  benchmark table, and build/report/index.html (charts of those tables)
 #   make test      every test (Rust, C, relay, fallbacks, valgrind, fuzz corpus, the docs' code
 #                  blocks, a clean tree afterwards); .ci/run calls this
 #   make check     the quick tier: fmt, clippy, doc copies, core's unit tests, the Rust behaviour
@@ -251,17 +252,22 @@ fuzz-replay: lib
 # runs: single TCP runs swing 2x on a shared machine; the scale table: memory and descriptors
 # per sender at 1 to 10,000 connections, and tx-only throughput with 1 and 1,000 senders on
 # one thread, medians of 5).
+# Each table is also captured in build/report/*.txt, and scripts/report.py draws them into
+# build/report/index.html (self-contained: inline SVG, no network; tests/report/ checks it).
+REPORT := $(BUILD)/report
 demo:
 	scripts/deps.sh demo
 	$(MAKE) examples
 	$(MAKE) python-demo
-	scripts/demo.sh
+	mkdir -p $(REPORT)
+	bash -o pipefail -c 'scripts/demo.sh 2>&1 | tee $(REPORT)/relay.txt'
 	scripts/relay_cps.sh
-	$(BUILD)/bin/peek_sweep -n 9
-	ZC_BENCH_REPEAT=$${ZC_BENCH_REPEAT:-3} scripts/zc_bench.sh
-	scripts/zc_scale.sh
-	$(BUILD)/bin/rx_bench
-	node/scripts/demo.sh
+	bash -o pipefail -c '$(BUILD)/bin/peek_sweep -n 9 2>&1 | tee $(REPORT)/peek_sweep.txt'
+	bash -o pipefail -c 'ZC_BENCH_REPEAT=$${ZC_BENCH_REPEAT:-3} scripts/zc_bench.sh 2>&1 | tee $(REPORT)/zc_bench.txt'
+	bash -o pipefail -c 'scripts/zc_scale.sh 2>&1 | tee $(REPORT)/zc_scale.txt'
+	bash -o pipefail -c '$(BUILD)/bin/rx_bench 2>&1 | tee $(REPORT)/rx_bench.txt'
+	bash -o pipefail -c 'node/scripts/demo.sh 2>&1 | tee $(REPORT)/node_bench.txt'
+	python3 scripts/report.py $(REPORT)
 
 # The Python package: pip install ./python into build/venv (the abi3 wheel, built here), what
 # the kernel offers (python -m lowcopy), the examples, and the Python benchmark table.

@@ -27,7 +27,7 @@
 #   node       npm ci + napi build, node --test, npm pack
 #   examples   every code block of README.md and docs/*.md compiled or run
 #              (scripts/doc_examples.py; `examples-c`, `examples-python`, `examples-js`: one
-#              language's blocks)
+#              language's blocks), and make demo's report checked (tests/report/)
 #   relay      byte-exact relay transfers, short connections, the 2,000-connection burst
 #   fallbacks  the tables again with the kernel made to look older (tests/faults/faultrun)
 #   valgrind   valgrind memcheck on the C ABI tests
@@ -245,6 +245,10 @@ section_examples() { # section_examples [LANG]
 	local what=${1:-c,python,js}
 	suite "docs: every code block of README.md and docs/*.md compiled or run ($what)" \
 		python3 scripts/doc_examples.py --lang "$what"
+	# make demo's report (scripts/report.py): every chart present and drawn from the tables.
+	if [ "$what" = c,python,js ]; then
+		suite "report: make demo's charts present and drawn from data" python3 tests/report/test_report.py
+	fi
 }
 
 section_relay() {
