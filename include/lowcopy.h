@@ -1694,6 +1694,47 @@ ssize_t lowcopy_zc_send_reap(struct lowcopy_zc *z,
                              size_t *n_out);
 
 /**
+ * Sends each of the `n` buffers `bufs[i]` as a send of its own with `user_data[i]` and its
+ * own completion, in order, and writes up to `cap` completions that are ready to `out` (as
+ * `lowcopy_zc_send_reap`: entries of `size` bytes) and their count to `*n_out`; the bytes
+ * accepted go to `*bytes_out`. Returns the sends made (from `bufs[0]` on; each that accepted
+ * bytes has one completion to come), or `-errno` if the first one failed.
+ * Partial progress as `sendmmsg(2)`: the batch stops after a send that took less than its whole
+ * buffer (a stream socket that filled up: what follows would skip the rest), or at an error once
+ * at least one send went (the error is dropped: a lasting one meets the next call); only an error
+ * of the first send is returned. Each send follows the send rules (a blocking stream send waits
+ * for room, `MSG_DONTWAIT` does not), one syscall each as today's kernels have no batched zerocopy
+ * send that keeps one completion per buffer.
+ * The buffers are kept as `lowcopy_zc_sendv` says, each until its own completion.
+ *
+ * Errors: `-EINVAL` for NULL `n_out` or `bytes_out`, NULL `bufs` or `user_data` with `n > 0`,
+ * NULL `out` with `cap > 0`, or `size` out of range; the first send's errors as
+ * `lowcopy_zc_sendv`.
+ *
+ * Syscalls: sendmsg, io_uring_enter, recvmmsg, read, fcntl, getsockopt, setsockopt, poll,
+ * epoll_create1, epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap,
+ * munmap, mremap, mprotect, madvise, getrandom, futex. setsockopt: an AUTO sender falling
+ * back to the error queue; io_uring_setup and io_uring_register: the first io_uring use on a
+ * thread, which makes its ring; read: the ring's eventfd, once asked for; the memory calls:
+ * tables growing past the reserve, and joining a ring.
+ *
+ * # Safety
+ * `bufs` NULL or readable for `n` iovecs, each describing memory kept as `lowcopy_zc_sendv`
+ * says; `user_data` NULL or readable for `n` values; `out` NULL or writable for `cap` entries
+ * of `size` bytes; `n_out` and `bytes_out` NULL or writable.
+ */
+ssize_t lowcopy_zc_send_batch(struct lowcopy_zc *z,
+                              const struct iovec *bufs,
+                              size_t n,
+                              const uint64_t *user_data,
+                              int flags,
+                              struct lowcopy_zc_completion *out,
+                              size_t cap,
+                              size_t size,
+                              size_t *n_out,
+                              size_t *bytes_out);
+
+/**
  * Writes up to `cap` ready completions to `out` (entries of `size` bytes:
  * `sizeof(lowcopy_zc_completion)`, the growth rule); returns how many (0 when none; fewer
  * than `cap` means none is left), the oldest first.

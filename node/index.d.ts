@@ -483,6 +483,23 @@ export declare class ZeroCopySender {
    */
   sendReap(data: ArrayBufferView | ArrayBufferView[], userData?: unknown, options?: ZcSendOptions): { bytes: number, completions: ZcCompletion[] }
   /**
+   * Sends each buffer of `buffers` as a send of its own, with `userDatas[i]` (or
+   * `undefined`) and its own completion, in order; then the completions that are ready.
+   * Returns `{ sends, bytes, completions }`: the sends made (from `buffers[0]` on), the bytes
+   * they accepted, the completions. Each buffer sent is kept as `send` keeps it.
+   * Partial progress as `sendmmsg(2)`: the batch stops after a send that took less than its
+   * whole buffer (a stream socket that filled up: what follows would skip the rest), or at an
+   * error once at least one send went (the error is dropped: a lasting one meets the next call);
+   * only an error of the first send is returned. Each send follows the send rules (a blocking
+   * stream send waits for room, `MSG_DONTWAIT` does not), one syscall each as today's kernels
+   * have no batched zerocopy send that keeps one completion per buffer.
+   *
+   * Errors: `TypeError` for a `buffers` that is not an array of `ArrayBufferView`s or a
+   * `userDatas` that is not an array of the same length (`RangeError`); the first send's
+   * errors as `send`.
+   */
+  sendBatch(buffers: ArrayBufferView[], userDatas?: unknown[], options?: ZcSendOptions): { sends: number, bytes: number, completions: ZcCompletion[] }
+  /**
    * The completions that are ready, releasing their buffers.
    * Never blocks. Collects what the kernel has reported first: one error-queue read while sends
    * are in flight; no syscall for io_uring (unless the kernel deferred notifications or the

@@ -545,6 +545,100 @@ pub unsafe extern "C" fn lowcopy_zc_send_reap(
 }
 crate::versions::default_version!("lowcopy_zc_send_reap", "LOWCOPY_0.2");
 
+/// Sends each of the `n` buffers `bufs[i]` as a send of its own with `user_data[i]` and its
+/// own completion, in order, and writes up to `cap` completions that are ready to `out` (as
+/// `lowcopy_zc_send_reap`: entries of `size` bytes) and their count to `*n_out`; the bytes
+/// accepted go to `*bytes_out`. Returns the sends made (from `bufs[0]` on; each that accepted
+/// bytes has one completion to come), or `-errno` if the first one failed.
+// doc-copy: zc_send_batch.kernel
+/// Partial progress as `sendmmsg(2)`: the batch stops after a send that took less than its whole
+/// buffer (a stream socket that filled up: what follows would skip the rest), or at an error once
+/// at least one send went (the error is dropped: a lasting one meets the next call); only an error
+/// of the first send is returned. Each send follows the send rules (a blocking stream send waits
+/// for room, `MSG_DONTWAIT` does not), one syscall each as today's kernels have no batched zerocopy
+/// send that keeps one completion per buffer.
+// doc-end
+/// The buffers are kept as `lowcopy_zc_sendv` says, each until its own completion.
+///
+/// Errors: `-EINVAL` for NULL `n_out` or `bytes_out`, NULL `bufs` or `user_data` with `n > 0`,
+/// NULL `out` with `cap > 0`, or `size` out of range; the first send's errors as
+/// `lowcopy_zc_sendv`.
+///
+/// Syscalls: sendmsg, io_uring_enter, recvmmsg, read, fcntl, getsockopt, setsockopt, poll,
+/// epoll_create1, epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap,
+/// munmap, mremap, mprotect, madvise, getrandom, futex. setsockopt: an AUTO sender falling
+/// back to the error queue; io_uring_setup and io_uring_register: the first io_uring use on a
+/// thread, which makes its ring; read: the ring's eventfd, once asked for; the memory calls:
+/// tables growing past the reserve, and joining a ring.
+///
+/// # Safety
+/// `bufs` NULL or readable for `n` iovecs, each describing memory kept as `lowcopy_zc_sendv`
+/// says; `user_data` NULL or readable for `n` values; `out` NULL or writable for `cap` entries
+/// of `size` bytes; `n_out` and `bytes_out` NULL or writable.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn lowcopy_zc_send_batch(
+    z: *mut lowcopy_zc,
+    bufs: *const iovec,
+    n: size_t,
+    user_data: *const u64,
+    flags: c_int,
+    out: *mut Completion,
+    cap: size_t,
+    size: size_t,
+    n_out: *mut size_t,
+    bytes_out: *mut size_t,
+) -> ssize_t {
+    let run = |z: &mut CSender| {
+        if n_out.is_null()
+            || bytes_out.is_null()
+            || n > 0 && (bufs.is_null() || user_data.is_null())
+        {
+            return -EINVAL as ssize_t;
+        }
+        // SAFETY: `out` is NULL or writable for `cap` entries of `size` bytes.
+        let mut out = match unsafe { CompletionOut::new(out, cap, size) } {
+            Ok(o) => o,
+            Err(e) => return e as ssize_t,
+        };
+        let flags = match send_flags(flags) {
+            Ok(f) => f,
+            Err(e) => return e,
+        };
+        let (bufs, uds) = if n == 0 {
+            (&[][..], &[][..])
+        } else {
+            // SAFETY: non-null and readable for `n` items per the caller's contract.
+            unsafe {
+                (
+                    std::slice::from_raw_parts(bufs, n),
+                    std::slice::from_raw_parts(user_data, n),
+                )
+            }
+        };
+        // SAFETY: the iovecs describe memory kept as the caller's contract says.
+        let send = |c: &mut [Completion]| unsafe {
+            z.send_batch_raw(bufs, uds, flags, c)
+                .map(|b| ((b.sends, b.bytes), b.completions))
+        };
+        // SAFETY: `out` was checked by CompletionOut::new.
+        match unsafe { out.once(send) } {
+            Ok(((sends, bytes), k)) => {
+                // SAFETY: non-null and writable per the caller's contract.
+                unsafe {
+                    n_out.write(k);
+                    bytes_out.write(bytes);
+                }
+                sends as ssize_t
+            }
+            Err(e) => neg(e) as ssize_t,
+        }
+    };
+    // SAFETY: `z` is NULL or a live, unaliased sender per the caller's contract.
+    unsafe { with_handle(z, run) }
+}
+crate::versions::default_version!("lowcopy_zc_send_batch", "LOWCOPY_0.4");
+
 /// A send's C flags as the core's: `MSG_DONTWAIT`, `MSG_MORE`, and `MSG_NOSIGNAL`, which the
 /// core always adds; anything else is `-EINVAL`.
 fn send_flags(flags: c_int) -> Result<Flags, ssize_t> {

@@ -112,7 +112,7 @@ pub use peek::{
 pub use probe::{probe, Caps};
 pub use recvlen::{recv_buffer_len, RECV_BUFFER_FLOOR};
 pub use wait::{wait_beyond, AbortHandle, Interest, Waiter, Wakeup};
-pub use zc::{Completion, ZcBackend, ZcOptions, ZcStats, ZeroCopySender};
+pub use zc::{Batch, Completion, ZcBackend, ZcOptions, ZcStats, ZeroCopySender};
 
 /// Internals for fuzz/ (cargo feature `fuzzing`, test-only).
 #[cfg(feature = "fuzzing")]

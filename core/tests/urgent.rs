@@ -1,5 +1,5 @@
 //! Urgent data (TCP `MSG_OOB`, AF_UNIX out-of-band bytes) under a peeker: the policy of
-//! core/src/peek.rs "Urgent data". Urgent bytes stay in the stream where the peer sent them; a
+//! core/src/peek/mod.rs "Urgent data". Urgent bytes stay in the stream where the peer sent them; a
 //! peeker delivers, byte for byte and in order, what reads of the socket deliver; consume(n)
 //! drops exactly n; no byte is peeked twice or skipped. Runs over tcp4, tcp6 and unix in every
 //! mode; where the family has no SO_PEEK_OFF here (probe), a discard peek may stop at a mark

@@ -361,3 +361,57 @@ fn a_listening_socket_is_refused() {
         assert_eq!(e.raw_os_error(), Some(libc::ENOTCONN), "{backend:?}");
     }
 }
+
+/// send_batch: one send and one completion per buffer, sendmmsg's partial progress on a full
+/// socket (the items not sent come back in order), and the first send's error with every item.
+#[test]
+fn send_batch_partial_progress_and_errors() {
+    for backend in BACKENDS {
+        let p = tight_pair();
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut zc = sender(&p.sock, backend);
+        let items: Vec<_> = (0..64u64)
+            .map(|i| (Poisoned::new(b'a', &drops), i))
+            .collect();
+        let mut out = [lowcopy::Completion::default(); 64];
+        let (done, rest) = zc
+            .send_batch(items, Flags::DONTWAIT, &mut out)
+            .unwrap_or_else(|e| panic!("{backend:?}: {e}"));
+        assert!(done.sends > 1 && done.sends < 64, "{backend:?}: {done:?}");
+        // The last send may have been short; the rest are the items after it, in order.
+        assert_eq!(rest.len(), 64 - done.sends, "{backend:?}");
+        assert_eq!(rest[0].1, done.sends as u64, "{backend:?}");
+        assert!(rest.windows(2).all(|w| w[1].1 == w[0].1 + 1));
+        for c in &out[..done.completions] {
+            assert!((c.user_data as usize) < done.sends);
+        }
+        // The socket is full: a batch now fails on its first send, giving every item back.
+        let again: Vec<_> = rest.into_iter().take(3).collect();
+        let Err(e) = zc.send_batch(again, Flags::DONTWAIT, &mut out) else {
+            panic!("{backend:?}: a full socket took a send");
+        };
+        assert_eq!(e.raw_os_error(), Some(libc::EAGAIN), "{backend:?}");
+        let back = e.into_buf();
+        assert_eq!(back.iter().map(|x| x.1).collect::<Vec<_>>().len(), 3);
+        std::mem::forget(back); // not counted below
+                                // Every send completes once the peer reads; each buffer comes back once.
+        let reader = std::thread::spawn(move || read_all_a(p.peer));
+        let mut seen = done.completions;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while seen < done.sends {
+            assert!(
+                Instant::now() < deadline,
+                "{backend:?}: {seen} of {}",
+                done.sends
+            );
+            let _ = zc.wait(Some(Duration::from_millis(200)));
+            seen += zc
+                .reap_with(usize::MAX, |_, o| assert!(o.is_some()))
+                .unwrap();
+        }
+        drop(zc);
+        drop(p.sock);
+        let (got, reset) = reader.join().unwrap();
+        assert_eq!((got, reset), (done.bytes, false), "{backend:?}");
+    }
+}

@@ -233,6 +233,41 @@ impl<'a> Run<'a> {
         r
     }
 
+    /// One batched send of `count` buffers of `len` bytes continuing the pattern, user_data
+    /// `base + i` (the owned form: each item its own copy); returns the sends made.
+    fn send_batch(&mut self, count: u64, len: usize, base: u64, flags: i32) -> io::Result<usize> {
+        let flags = Flags::from_raw(flags & !libc::MSG_NOSIGNAL)?;
+        let datagram = self.fds.as_ref().unwrap().datagram;
+        let items: Vec<(Vec<u8>, u64)> = (0..count)
+            .map(|i| (pattern(self.stream_pos + i as usize * len, len), base + i))
+            .collect();
+        let mut out = [Completion::default(); 64];
+        let zc = self.zc.as_mut().expect("no sender");
+        let (done, _rest) = zc
+            .send_batch(items, flags, &mut out)
+            .map_err(io::Error::from)?;
+        self.got.extend_from_slice(&out[..done.completions]);
+        let mut bytes = done.bytes;
+        for i in 0..done.sends as u64 {
+            // Every send but a short last one took its whole buffer.
+            let n = len.min(bytes);
+            bytes -= n;
+            if n > 0 {
+                assert!(
+                    self.sent.insert(base + i, n).is_none(),
+                    "user_data {} twice",
+                    base + i
+                );
+            }
+        }
+        self.stream_pos += if datagram {
+            done.sends * len
+        } else {
+            done.bytes
+        };
+        Ok(done.sends)
+    }
+
     fn reap(&mut self) -> usize {
         let mut out = [Completion::default(); 256];
         let mut total = 0;
@@ -313,6 +348,10 @@ impl<'a> Run<'a> {
             }
             "sendto" => {
                 let r = self.send(&[u("len") as usize], u("user_data"), flags, true);
+                self.check(step, r, ctx);
+            }
+            "send_batch" => {
+                let r = self.send_batch(u("count"), u("len") as usize, u("base"), flags);
                 self.check(step, r, ctx);
             }
             "send_many" => {

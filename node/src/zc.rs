@@ -922,6 +922,100 @@ impl ZeroCopySender {
         Ok(obj)
     }
 
+    /// Sends each buffer of `buffers` as a send of its own, with `userDatas[i]` (or
+    /// `undefined`) and its own completion, in order; then the completions that are ready.
+    /// Returns `{ sends, bytes, completions }`: the sends made (from `buffers[0]` on), the bytes
+    /// they accepted, the completions. Each buffer sent is kept as `send` keeps it.
+    // doc-copy: zc_send_batch.kernel
+    /// Partial progress as `sendmmsg(2)`: the batch stops after a send that took less than its
+    /// whole buffer (a stream socket that filled up: what follows would skip the rest), or at an
+    /// error once at least one send went (the error is dropped: a lasting one meets the next call);
+    /// only an error of the first send is returned. Each send follows the send rules (a blocking
+    /// stream send waits for room, `MSG_DONTWAIT` does not), one syscall each as today's kernels
+    /// have no batched zerocopy send that keeps one completion per buffer.
+    // doc-end
+    ///
+    /// Errors: `TypeError` for a `buffers` that is not an array of `ArrayBufferView`s or a
+    /// `userDatas` that is not an array of the same length (`RangeError`); the first send's
+    /// errors as `send`.
+    #[napi(
+        catch_unwind,
+        ts_args_type = "buffers: ArrayBufferView[], userDatas?: unknown[], options?: ZcSendOptions",
+        ts_return_type = "{ sends: number, bytes: number, completions: ZcCompletion[] }"
+    )]
+    pub fn send_batch<'e>(
+        &self,
+        env: &'e Env,
+        buffers: Unknown,
+        user_datas: Option<Unknown>,
+        options: Option<Unknown>,
+    ) -> Result<Object<'e>> {
+        let mut this = self.inner.borrow_mut();
+        let flags = send_flags(env, options.as_ref(), "sendBatch")?;
+        let items = args::array(env, &buffers, "buffers")?;
+        let uds = match user_datas.filter(|u| !matches!(u.get_type(), Ok(ValueType::Undefined))) {
+            None => None,
+            Some(u) => Some(args::array(env, &u, "userDatas")?),
+        };
+        if let Some(u) = &uds {
+            if u.len() != items.len() {
+                return Err(crate::error::range_error(env, format!("The value of \"userDatas\" is out of range. It must have {} items. Received {}", items.len(), u.len())));
+            }
+        }
+        let views = items
+            .iter()
+            .enumerate()
+            .map(|(i, e)| bytes_arg(env, e, &format!("buffers[{i}]")))
+            .collect::<Result<Vec<_>>>()?;
+        this.core(env, "sendBatch")?;
+        this.guard(env, &views)?;
+        let slots: Vec<u64> = views.iter().map(|_| this.take_slot() as u64).collect();
+        let iov: Vec<libc::iovec> = views
+            .iter()
+            .map(|v| libc::iovec {
+                iov_base: v.bytes().as_ptr().cast_mut().cast(),
+                iov_len: v.bytes().len(),
+            })
+            .collect();
+        let mut out = std::mem::take(&mut this.out);
+        let core = this.core.as_mut().expect("checked");
+        // SAFETY: each buffer is kept in the slab (below) until its completion is reaped, or by
+        // the close policy's abandoned sends for ever.
+        let r = unsafe { core.send_batch_raw(&iov, &slots, flags, &mut out) };
+        this.out = out;
+        let done = match r {
+            Ok(b) => b,
+            Err(e) => {
+                this.free.extend(slots.iter().map(|&s| s as u32));
+                return Err(e).or_throw(env, "sendBatch");
+            }
+        };
+        // Sends that accepted bytes keep their buffer until their completion; the others
+        // (not sent, or zero-length) none.
+        let mut slab = this.slab(env)?;
+        let mut left = done.bytes;
+        for (i, &slot) in slots.iter().enumerate() {
+            let took = if i < done.sends { iov[i].iov_len.min(left) } else { 0 };
+            left -= took;
+            if took > 0 {
+                slab.set_element(2 * slot as u32, items[i])?;
+                match &uds {
+                    Some(u) => slab.set_element(2 * slot as u32 + 1, u[i])?,
+                    None => set_undefined(env, &slab, 2 * slot as u32 + 1)?,
+                }
+                this.held += 1;
+            } else {
+                this.free.push(slot as u32);
+            }
+        }
+        let list = this.completions(env, done.completions)?;
+        let mut obj = Object::new(env)?;
+        obj.set_named_property("sends", done.sends as f64)?;
+        obj.set_named_property("bytes", done.bytes as f64)?;
+        obj.set_named_property("completions", list)?;
+        Ok(obj)
+    }
+
     /// The completions that are ready, releasing their buffers.
     // doc-copy: zc_reap.kernel
     /// Never blocks. Collects what the kernel has reported first: one error-queue read while sends

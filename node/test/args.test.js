@@ -67,6 +67,8 @@ const KINDS = {
   buf: { base: () => Buffer.alloc(16), accepts: [] },
   bufs: { base: () => [Buffer.alloc(8), Buffer.alloc(8)], accepts: ['array'], elements: 'buf' },
   data: { base: () => Buffer.from('ab'), accepts: ['array'], elements: 'buf' },
+  batch: { base: () => [Buffer.from('ab'), Buffer.from('cd')], accepts: ['array'], elements: 'buf' },
+  uds: { base: () => [1, 2], optional: true, accepts: ['array'], ok: (v) => Array.isArray(v) },
   timeout: { base: () => 0, optional: true, numeric: true, accepts: ['fraction', 'negative', 'big', 'huge-ms'] },
   any: { base: () => 1, optional: true, skip: true },
 }
@@ -122,6 +124,7 @@ const ARGS = {
   'ZeroCopySender.send': ['data', 'any', opts('send', { dontWait: true })],
   'ZeroCopySender.trySend': ['data', 'any', opts('send')],
   'ZeroCopySender.sendReap': ['data', 'any', opts('send', { dontWait: true })],
+  'ZeroCopySender.sendBatch': ['batch', 'uds', opts('send', { dontWait: true })],
   'ZeroCopySender.sendTo': ['data', 'port', 'address', 'any', opts('send', { dontWait: true })],
   'ZeroCopySender.stats': [],
   'ZeroCopySender.wait': ['timeout'],

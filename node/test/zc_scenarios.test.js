@@ -173,6 +173,28 @@ function runOne(table, sc, transport, backend, skip) {
             if (r[1]) throw new Error(`${ctx}: send ${k}: ${r[1].message}`)
           }
           return
+        case 'send_batch': {
+          // One sendBatch of `count` buffers continuing the pattern, user_data base + i.
+          const bufs = []
+          for (let k = 0; k < step.count; k++) bufs.push(pattern(pos + k * step.len, step.len))
+          const uds = bufs.map((_, k) => step.base + k)
+          const r = attempt(() => {
+            const b = Z().sendBatch(bufs, uds, opts(step))
+            let left = b.bytes
+            for (let k = 0; k < b.sends; k++) {
+              const took = Math.min(step.len, left) // all but a short last one took len
+              left -= took
+              if (took > 0) {
+                assert.ok(!sent.has(step.base + k), `user_data ${step.base + k} used twice`)
+                sent.set(step.base + k, took)
+              }
+            }
+            pos += datagram ? b.sends * step.len : b.bytes
+            got.push(...b.completions)
+            return b.sends
+          })
+          return void check(step, r, null, ctx)
+        }
         case 'send_reap_loop':
           for (let k = 0; k < step.count; k++) {
             const data = pattern(pos, step.len)

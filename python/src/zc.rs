@@ -279,45 +279,23 @@ impl Sender {
         if self.out.len() < n + REAP_BATCH {
             self.out.resize(n + REAP_BATCH, CoreCompletion::default());
         }
-        let (mut sent, mut bytes, mut got) = (0usize, 0usize, 0usize);
         let r = {
             let iov = PinnedIov(&iovs);
-            let toks = &tokens[..];
-            let zc = &mut self.zc;
-            let out = &mut self.out[..];
-            let mut run = || -> io::Result<()> {
-                while sent < toks.len() {
-                    let one = &iov.get()[sent..sent + 1];
-                    // SAFETY: the iovec describes a buffer pinned in the slab entry
-                    // `toks[sent]` until its completion is reaped (or the sender retired).
-                    let r = unsafe { zc.send_reap_raw(one, flags, toks[sent], &mut out[got..]) };
-                    match r {
-                        Ok((b, k)) => {
-                            got += k;
-                            if b == 0 && one[0].iov_len > 0 {
-                                return Ok(()); // nothing accepted: no completion follows
-                            }
-                            sent += 1;
-                            bytes += b;
-                            if b < one[0].iov_len {
-                                // A short stream send: what follows would skip the rest.
-                                return Ok(());
-                            }
-                        }
-                        Err(e) if sent == 0 => return Err(e),
-                        // As sendmmsg(2): progress is reported, the error dropped (a lasting
-                        // one recurs at the next call).
-                        Err(_) => return Ok(()),
-                    }
-                }
-                Ok(())
-            };
-            // Non-blocking sends return at once: the GIL stays held.
+            let (toks, zc, out) = (&tokens[..], &mut self.zc, &mut self.out[..]);
+            // SAFETY: each iovec describes a buffer pinned in the slab entry of its token until
+            // its completion is reaped (or kept for ever if the close policy abandons it).
+            let mut run = || unsafe { zc.send_batch_raw(iov.get(), toks, flags, out) };
+            // Non-blocking sends return at once: the GIL stays held. (The batch fails only when
+            // its first send did, so running it again after EINTR sends nothing twice.)
             if flags.dontwait() {
                 run().py()
             } else {
                 blocking(py, &mut run)
             }
+        };
+        let (sent, bytes, got) = match &r {
+            Ok(b) => (b.sends, b.bytes, b.completions),
+            Err(_) => (0, 0, 0),
         };
         // Entries of buffers not sent, and of zero-byte sends: no completion comes for them.
         for (i, &t) in tokens.iter().enumerate() {
@@ -863,13 +841,16 @@ impl ZeroCopySender {
     /// un-resizable (`BufferError`) until its own completion is reaped; buffers not sent are
     /// released before the call returns.
     ///
-    /// Partial progress, as `sendmmsg(2)`: the sends stop at the first one that fails, or
-    /// that accepts fewer bytes than its buffer (a stream socket that filled up, or a signal
-    /// part way: send the rest of `buffers[sent - 1]` from byte `nbytes - sum(len(b) for b in
-    /// buffers[:sent - 1])` first). An error is raised only when the first send fails (then
-    /// nothing was sent and no completion is handed out); after at least one send went, the
-    /// call returns the progress and the error is dropped: a lasting one (`EAGAIN` on a full
-    /// non-blocking socket, `EPIPE`, `EBUSY`) is met again by the next call.
+    // doc-copy: zc_send_batch.kernel
+    /// Partial progress as `sendmmsg(2)`: the batch stops after a send that took less than its
+    /// whole buffer (a stream socket that filled up: what follows would skip the rest), or at an
+    /// error once at least one send went (the error is dropped: a lasting one meets the next call);
+    /// only an error of the first send is returned. Each send follows the send rules (a blocking
+    /// stream send waits for room, `MSG_DONTWAIT` does not), one syscall each as today's kernels
+    /// have no batched zerocopy send that keeps one completion per buffer.
+    // doc-end
+    /// (The rest of a short `buffers[sent - 1]` starts at byte
+    /// `nbytes - sum(len(b) for b in buffers[:sent - 1])`.)
     ///
     /// Flags as `send`, applied to every send. The GIL is released for the whole batch
     /// unless `MSG_DONTWAIT` is given (a socket with a timeout is non-blocking, but the GIL

@@ -567,6 +567,22 @@ class ZcRun:
         self.stream_pos += sum(lens) if self.datagram else n
         return n
 
+    def send_batch(self, count: int, n_len: int, base: int, flags: int) -> int:
+        """One send_many of `count` buffers continuing the pattern, user_data base + i;
+        returns the sends made."""
+        bufs = [pattern(self.stream_pos + i * n_len, n_len) for i in range(count)]
+        sent, nbytes, done = self.z().send_many(bufs, [base + i for i in range(count)], flags)
+        left = nbytes
+        for i in range(sent):
+            took = min(n_len, left)  # all but a short last one took n_len
+            left -= took
+            if took > 0:
+                assert base + i not in self.sent, f"user_data {base + i} used twice"
+                self.sent[base + i] = took
+        self.stream_pos += sent * n_len if self.datagram else nbytes
+        self.got.extend(done)
+        return int(sent)
+
     def reap(self) -> int:
         c = self.z().reap()
         self.got.extend(c)
@@ -623,6 +639,9 @@ class ZcRun:
         elif op == "sendto":
             self.check(step, lambda: self.send([step["len"]], step["user_data"], flags, True),
                        ctx)
+        elif op == "send_batch":
+            self.check(step, lambda: self.send_batch(step["count"], step["len"], step["base"],
+                                                     flags), ctx)
         elif op == "send_many":
             for i in range(step["count"]):
                 self.send([step["len"]], 1_000_000 + i, 0)

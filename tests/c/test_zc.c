@@ -139,6 +139,14 @@ static void test_null_and_bad_input(void)
 	CHECK_EQ(lowcopy_zc_backend(NULL), LOWCOPY_ZC_AUTO);
 	CHECK_EQ(lowcopy_zc_stats(NULL, &st, sizeof(lowcopy_zc_send_stats)), -EINVAL);
 	CHECK_EQ(lowcopy_zc_free(NULL), 0);
+	{
+		size_t nb = 0;
+		uint64_t ud = 1;
+		lowcopy_zc_send_stats cs;
+		CHECK_EQ(lowcopy_zc_send_batch(NULL, &iov, 1, &ud, 0, c, 4, sizeof(lowcopy_zc_completion), &n, &nb), -EINVAL);
+		CHECK_EQ(lowcopy_zc_close(NULL, &cs, sizeof cs), -EINVAL);
+		CHECK_EQ(lowcopy_zc_close(NULL, NULL, 0), -EINVAL);
+	}
 
 	z = NULL;
 	CHECK_EQ(lowcopy_zc_new(tx, LOWCOPY_ZC_ERRQUEUE, 0, &z), 0);
@@ -152,6 +160,19 @@ static void test_null_and_bad_input(void)
 	CHECK_EQ(lowcopy_zc_send(z, c, 1, MSG_ZEROCOPY, 1), -EINVAL);
 	CHECK_EQ(lowcopy_zc_send_reap(z, &iov, 1, 0, 1, NULL, 4, sizeof(lowcopy_zc_completion), &n), -EINVAL);
 	CHECK_EQ(lowcopy_zc_send_reap(z, &iov, 1, 0, 1, c, 4, sizeof(lowcopy_zc_completion), NULL), -EINVAL);
+	{
+		size_t nb = 77;
+		uint64_t ud = 1;
+		CHECK_EQ(lowcopy_zc_send_batch(z, NULL, 1, &ud, 0, c, 4, sizeof(lowcopy_zc_completion), &n, &nb), -EINVAL);
+		CHECK_EQ(lowcopy_zc_send_batch(z, &iov, 1, NULL, 0, c, 4, sizeof(lowcopy_zc_completion), &n, &nb), -EINVAL);
+		CHECK_EQ(lowcopy_zc_send_batch(z, &iov, 1, &ud, 0, c, 4, sizeof(lowcopy_zc_completion), NULL, &nb), -EINVAL);
+		CHECK_EQ(lowcopy_zc_send_batch(z, &iov, 1, &ud, 0, c, 4, sizeof(lowcopy_zc_completion), &n, NULL), -EINVAL);
+		CHECK_EQ(lowcopy_zc_send_batch(z, &iov, 1, &ud, 0, NULL, 4, sizeof(lowcopy_zc_completion), &n, &nb), -EINVAL);
+		CHECK_EQ(lowcopy_zc_send_batch(z, &iov, 1, &ud, MSG_OOB, c, 4, sizeof(lowcopy_zc_completion), &n, &nb), -EINVAL);
+		CHECK_EQ(lowcopy_zc_send_batch(z, NULL, 0, NULL, 0, c, 4, sizeof(lowcopy_zc_completion), &n, &nb), 0);
+		CHECK_EQ(nb, 0);
+		n = 77;
+	}
 	CHECK_EQ(n, 77);
 	CHECK_EQ(lowcopy_zc_reap(z, NULL, 4, sizeof(lowcopy_zc_completion)), -EINVAL);
 	CHECK_EQ(lowcopy_zc_reap(z, NULL, 0, sizeof(lowcopy_zc_completion)), 0);

@@ -373,6 +373,47 @@ static int op_send_reap_loop(struct run *r, const cJSON *step)
     return 0;
 }
 
+/* send_batch count len base [dontwait] [expect_ret|expect_err]: one lowcopy_zc_send_batch of
+ * `count` buffers of `len` bytes continuing the pattern, user_data base + i; returns the sends
+ * made (the sendmmsg rules: a short last one, or an error after some, ends the batch). */
+static int op_send_batch(struct run *r, const cJSON *step)
+{
+    uint64_t count, base;
+    size_t len;
+    if (need_u64(r, step, "count", &count) < 0 || need_size(r, step, "len", &len) < 0 ||
+        need_u64(r, step, "base", &base) < 0 || need_zc(r) < 0)
+        return -1;
+    if (count > 4096)
+        return fail(r, "send_batch count %" PRIu64 ": at most 4096", count);
+    struct iovec *iov = xmalloc((count ? count : 1) * sizeof *iov);
+    uint64_t *uds = xmalloc((count ? count : 1) * sizeof *uds);
+    for (uint64_t i = 0; i < count; i++) {
+        unsigned char *b = keep_buf(r, pattern(r->st->stream_pos + i * len, len));
+        iov[i] = (struct iovec){.iov_base = b, .iov_len = len};
+        uds[i] = base + i;
+    }
+    lowcopy_zc_completion out[SEND_REAP_CAP];
+    size_t k = SIZE_MAX, bytes = SIZE_MAX;
+    ssize_t n = lowcopy_zc_send_batch(r->st->zc, iov, (size_t)count, uds, step_flags(step), out,
+                                      SEND_REAP_CAP, sizeof(lowcopy_zc_completion), &k, &bytes);
+    free(iov);
+    free(uds);
+    if (n >= 0) {
+        if (k > SEND_REAP_CAP)
+            return fail(r, "send_batch: *n_out %zu, more than cap %d", k, SEND_REAP_CAP);
+        size_t left = bytes;
+        for (ssize_t i = 0; i < n; i++) {
+            size_t took = len < left ? len : left; /* all but a short last one took len */
+            left -= took;
+            if (took > 0)
+                sent_put(r, base + (uint64_t)i, took, true);
+        }
+        r->st->stream_pos += r->st->datagram ? (uint64_t)n * len : (uint64_t)bytes;
+        got_add(r, out, k);
+    }
+    return check(r, step, n);
+}
+
 /* fill_window len base: non-blocking sends, user_data base, base+1, ..., until EAGAIN. */
 static int op_fill_window(struct run *r, const cJSON *step)
 {
@@ -1188,6 +1229,7 @@ static const struct op OPS[] = {
     {"sendv", op_sendv},
     {"sendto", op_sendto},
     {"send_many", op_send_many},
+    {"send_batch", op_send_batch},
     {"retry_full", op_retry_full},
     {"send_reap_loop", op_send_reap_loop},
     {"fill_window", op_fill_window},

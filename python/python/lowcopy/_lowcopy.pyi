@@ -333,6 +333,7 @@ class ZeroCopySender:
         *_args: type[BaseException] | BaseException | TracebackType | None,
     ) -> None: ...
 
+
 # ---- zero-copy receive ---------------------------------------------------------------------
 
 @final
