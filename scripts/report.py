@@ -10,7 +10,9 @@ target into DIR/*.txt):
   rx_bench.txt    build/bin/rx_bench        wakeups per MB per receive mode
   node_bench.txt  node/scripts/demo.sh      the Node package against C, tx-only MB per CPU-second
 
-  scripts/report.py DIR [--out FILE]    (default DIR/index.html)
+  scripts/report.py DIR [--out FILE] [--svg-dir DIR2]    (default DIR/index.html; --svg-dir
+  also writes each chart as DIR2/<chart>.svg: docs/charts/ holds those of the recorded run in
+  tests/report/fixtures/, embedded by docs/benchmarks.md)
 
 Only the standard library. A table that is missing or unparsable gives a chart that says so
 (and the exit status stays 0: the demo reports, it does not assert); tests/report/test_report.py
@@ -166,6 +168,16 @@ def svg_bars(cid: str, title: str, unit: str, series: dict[str, Bars], log: bool
             f"{html.escape(title)} ({html.escape(unit)}{scale_note})</figcaption>{''.join(parts)}</figure>")
 
 
+def svgs(page: str) -> dict[str, str]:
+    """Each chart's <svg> element, by chart id, standalone (white background, font set)."""
+    out = {}
+    for m in re.finditer(r'<figure id="([^"]+)"[^>]*><figcaption>.*?</figcaption>(<svg .*?</svg>)',
+                         page, re.S):
+        svg = m.group(2).replace(">", '><rect width="100%" height="100%" fill="white"/>', 1)
+        out[m.group(1)] = svg.replace("<text ", '<text font-family="sans-serif" font-size="12" ')
+    return out
+
+
 CHARTS = ["relay-throughput", "relay-cpu", "peek-cost", "zc-mb-per-cpu", "zc-scale-rss",
           "rx-wakeups", "node-vs-c"]
 
@@ -201,10 +213,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dir", type=Path)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--svg-dir", type=Path)
     a = ap.parse_args()
     out = a.out or a.dir / "index.html"
     page = build(a.dir)
     out.write_text(page)
+    if a.svg_dir:
+        a.svg_dir.mkdir(parents=True, exist_ok=True)
+        for cid, svg in svgs(page).items():
+            (a.svg_dir / f"{cid}.svg").write_text(svg + "\n")
     drawn = len(re.findall(r'data-points="[1-9]', page))
     print(f"report: {out}: {drawn} of {len(CHARTS)} charts drawn from data")
     return 0

@@ -64,6 +64,22 @@ def main() -> int:
             fails.append("the page loads something")
         if [u for u in re.findall(r"https?://[^\"' )]+", page) if u != "http://www.w3.org/2000/svg"]:
             fails.append("the page names a network address")
+        # docs/charts/ (embedded by docs/benchmarks.md) is what the script draws from the fixtures.
+        charts = Path(d) / "charts"
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "report.py"), str(FIX),
+                        "--out", str(Path(d) / "c.html"), "--svg-dir", str(charts)],
+                       check=True, capture_output=True)
+        docs = ROOT / "docs" / "charts"
+        for cid in report.CHARTS:
+            want = (charts / f"{cid}.svg").read_text()
+            have = (docs / f"{cid}.svg").read_text() if (docs / f"{cid}.svg").exists() else ""
+            if want != have:
+                fails.append(f"docs/charts/{cid}.svg: not what scripts/report.py draws from "
+                             "tests/report/fixtures (rerun it with --svg-dir docs/charts)")
+        bench = (ROOT / "docs" / "benchmarks.md").read_text()
+        for cid in report.CHARTS:
+            if f"(charts/{cid}.svg)" not in bench:
+                fails.append(f"docs/benchmarks.md does not embed charts/{cid}.svg")
         # Without tables: every chart still there, each saying it has no data.
         empty = Path(d) / "empty"
         empty.mkdir()
