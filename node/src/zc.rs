@@ -995,7 +995,11 @@ impl ZeroCopySender {
         let mut slab = this.slab(env)?;
         let mut left = done.bytes;
         for (i, &slot) in slots.iter().enumerate() {
-            let took = if i < done.sends { iov[i].iov_len.min(left) } else { 0 };
+            let took = if i < done.sends {
+                iov[i].iov_len.min(left)
+            } else {
+                0
+            };
             left -= took;
             if took > 0 {
                 slab.set_element(2 * slot as u32, items[i])?;
