@@ -155,14 +155,14 @@ export declare class Peeker {
   /** `peekAtInto` scattering into `buffers` in order (as `peekv`; at most `IOV_MAX` = 1024). */
   peekvAt(offset: number, buffers: ArrayBufferView[], options?: PeekOptions): PeekResult
   /**
-   * `peek` that waits off the JS thread (on libuv's thread pool) until a byte beyond the
+   * `peek` that waits off the JS thread (on a thread of its own) until a byte beyond the
    * cursor arrives, the stream ends (resolves with an empty `Buffer`), `timeoutMs` passes
    * (rejects `ETIMEDOUT`) or `close()` is called (rejects with an `AbortError`). Works on
    * non-blocking sockets (every `net.Socket`): it never relies on a blocking `recv`. The
    * wait sleeps in an edge-triggered epoll, so bytes before the cursor or error-queue
    * entries do not make it spin. While it is pending, the other calls on this peeker throw
-   * `EBUSY`. It occupies one pool thread (4 by default, shared with fs and dns): give it a
-   * timeout. The `Buffer` is sized as `peekAt`'s, by what the socket can hold.
+   * `EBUSY`. A worker's `terminate()` (or exit) ends it. The `Buffer` is sized as
+   * `peekAt`'s, by what the socket can hold.
    * Peeked bytes stay in the receive buffer: when they fill it (small segments cost far more
    * kernel memory than their payload) the peer's window is closed and a blocking peek waits
    * until something is consumed, so a caller that may block there sets `SO_RCVTIMEO` or consumes
@@ -273,8 +273,9 @@ export declare class Receiver {
    */
   recvAtLeast(buf: ArrayBufferView, min: number, options?: RecvOptions): number
   /**
-   * `recvAtLeast` on libuv's thread pool into a new `Buffer` of at most `length` bytes,
-   * sized as the module's `recvAtLeastAsync`'s (what the socket can hold, at least `min`).
+   * `recvAtLeast` off the JS thread (as the module's `recvAtLeastAsync`) into a new
+   * `Buffer` of at most `length` bytes, sized as the module's `recvAtLeastAsync`'s (what the
+   * socket can hold, at least `min`).
    */
   recvAtLeastAsync(length: number, min: number, options?: RecvOptions): Promise<Buffer>
   /** The counters so far (`new`'s syscalls included). */
@@ -387,7 +388,7 @@ export declare class ZeroCopyReceiver {
  * completions (they count as unexpected ids) and its sends stay in flight.
  * Sends and reaps run on the JS thread
  * (the io_uring backend belongs to the first thread that sends); `waitAsync` only waits on
- * the pool thread.
+ * a thread of its own.
  */
 export declare class ZeroCopySender {
   /**
@@ -526,20 +527,36 @@ export declare class ZeroCopySender {
    */
   wait(timeoutMs?: number): Array<ZcCompletion>
   /**
-   * `wait` whose sleep runs on libuv's thread pool (it polls the completion descriptor: the
-   * io_uring ring or the socket), then reaps on the JS thread, so the io_uring backend stays
-   * with its thread. Resolves with the completions (empty when nothing is in flight);
-   * rejects `ETIMEDOUT`, or with an `AbortError` when `close()` is called meanwhile.
+   * `wait` whose sleep runs off the JS thread (on a thread of its own: it polls the
+   * completion descriptor, the io_uring ring or the socket), then reaps on the JS thread, so
+   * the io_uring backend stays with its thread. Resolves with the completions (empty when
+   * nothing is in flight); rejects `ETIMEDOUT`, or with an `AbortError` when `close()` is
+   * called meanwhile. A worker's `terminate()` (or exit) ends it.
    */
   waitAsync(timeoutMs?: number): Promise<ZcCompletion[]>
-  /** The counters so far. */
+  /** The counters so far; after `close()`, as closing left them (with its `close*` counters). */
   stats(): ZcStats
   /**
-   * Closes the sender: reaps what already completed (dropping those completions), closes
-   * its duplicate, and returns the sends still in flight. Their buffers are then kept for
-   * the life of the process (the kernel still holds their pages and TCP may resend from
-   * them; never reused memory on the wire). A pending `waitAsync` rejects with an
-   * `AbortError`. Calling it again returns 0.
+   * Closes the sender by the core's close policy (`ZeroCopySender::close_with`), releasing
+   * each buffer as its completion comes (those completions are dropped: their `userData` is
+   * not handed back), and returns the sends abandoned, whose buffers are then kept for the
+   * life of the process; `stats()` keeps answering, with the counters below. A pending
+   * `waitAsync` rejects with an `AbortError`. Calling it again returns 0. It blocks the JS
+   * thread while closing waits. The same happens to a sender collected without `close()`,
+   * and to every live sender of a worker (or the main thread) when it ends.
+   * Closing never lets the kernel read memory the program has given up. The sender first waits
+   * for the completions of its sends in flight, up to its close timeout (1 s by default). If
+   * some are still missing (TCP notifies only once the peer acknowledged: a peer that stopped
+   * reading holds them) and the socket is a stream, it resets the connection (`connect` with
+   * `AF_UNSPEC`: the kernel sends a RST and purges its send queues, releasing their pages; the
+   * peer sees a reset, never wrong bytes) and waits up to 1 s more for the completions that
+   * follow. A datagram socket is not reset: its sends complete once the device has sent them.
+   * Sends still in flight after that are abandoned: the memory of each stays in use by the
+   * kernel for ever (an owned buffer is leaked, never freed). The counters say what happened:
+   * `close_completed`, `close_resets`, `close_abandoned`. An io_uring sender closed on another
+   * thread than the one whose ring it joined cannot wait: it resets a stream at once and
+   * abandons what is still in flight. Closing waits in `poll` or `io_uring_enter`; a signal does
+   * not cut it short.
    */
   close(): number
 }
@@ -820,9 +837,10 @@ export declare function probe(): Caps
 export declare function recvAtLeast(fd: number | import('node:net').Socket | { fd: number }, buf: ArrayBufferView, min: number, options?: RecvOptions): number
 
 /**
- * `recvAtLeast` on libuv's thread pool, into a new `Buffer` of at most `length` bytes: the
- * event loop runs meanwhile. Works on a private duplicate of `fd`. It occupies a pool thread
- * (4 by default, shared with fs and dns) until it returns: give it a `timeoutMs`.
+ * `recvAtLeast` off the JS thread (on a thread of its own), into a new `Buffer` of at most
+ * `length` bytes: the event loop runs meanwhile. Works on a private duplicate of `fd`. The
+ * core's receive cannot be aborted: a worker's `terminate()` (or exit) does not wait for it,
+ * but its thread and duplicate last until it returns, so give it a `timeoutMs`.
  *
  * The `Buffer` holds at least `min` bytes (within `length`);
  * `length` above 2147483647 (`INT_MAX`, the most one receive returns) is a `RangeError`.
@@ -1079,6 +1097,18 @@ export interface ZcStats {
   unexpectedIds: number
   /** 1 once the `adaptive` option stopped asking for zerocopy. */
   zerocopyOff: number
+  /**
+   * Completions that closing the sender took in (ready ones and those that arrived while it
+   * waited); see the close policy.
+   */
+  closeCompleted: number
+  /** 1 when closing reset the connection because completions did not come in time. */
+  closeResets: number
+  /**
+   * Sends still in flight when closing gave up waiting: their memory stays in use by the kernel
+   * (an owned buffer is leaked, never freed; a borrowed one must stay valid for ever).
+   */
+  closeAbandoned: number
 }
 
 export declare namespace testing {

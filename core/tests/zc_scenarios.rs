@@ -626,24 +626,45 @@ impl<'a> Run<'a> {
 
     /// The peer reads everything sent so far and checks it against the pattern.
     fn drain_peer(&mut self, ctx: &str) {
+        self.read_peer(false, ctx);
+    }
+
+    /// The peer reads until its connection is reset: a prefix of the stream, then
+    /// `ECONNRESET` (never an orderly end, never other bytes).
+    fn peer_sees_reset(&mut self, ctx: &str) {
+        self.read_peer(true, ctx);
+    }
+
+    /// The peer reads and checks the pattern: everything sent so far, or (`until_reset`) up to
+    /// the reset of its connection.
+    fn read_peer(&mut self, until_reset: bool, ctx: &str) {
         let f = self.fds.as_ref().unwrap();
         let peer = f.peer.as_ref().unwrap().as_fd();
         set_timeval(peer, libc::SO_RCVTIMEO, Duration::from_secs(3));
         let mut buf = vec![0u8; 1 << 20];
-        while self.received < self.stream_pos {
+        while until_reset || self.received < self.stream_pos {
             // SAFETY: buf is writable for its length.
             let n = unsafe { libc::recv(peer.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+            let e = io::Error::last_os_error();
             // Closing an io_uring (an earlier run's sender) runs task work on this thread,
             // which interrupts its next sleeping syscall once: retry, as any daemon would.
-            if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            if n < 0 && e.raw_os_error() == Some(libc::EINTR) {
                 continue;
+            }
+            if until_reset && n < 0 && e.raw_os_error() == Some(libc::ECONNRESET) {
+                return;
             }
             assert!(
                 n > 0,
-                "{ctx}: peer got {} of {} bytes ({})",
+                "{ctx}: peer got {} of {} bytes ({}){}",
                 self.received,
                 self.stream_pos,
-                io::Error::last_os_error()
+                if n == 0 {
+                    "end of stream".to_string()
+                } else {
+                    e.to_string()
+                },
+                if until_reset { ", not a reset" } else { "" }
             );
             let n = n as usize;
             assert!(
@@ -652,35 +673,6 @@ impl<'a> Run<'a> {
                 self.received
             );
             self.received += n;
-        }
-    }
-
-    /// The peer reads until its connection is reset: a prefix of the stream, then
-    /// `ECONNRESET` (never an orderly end, never other bytes).
-    fn peer_sees_reset(&mut self, ctx: &str) {
-        let f = self.fds.as_ref().unwrap();
-        let peer = f.peer.as_ref().unwrap().as_fd();
-        set_timeval(peer, libc::SO_RCVTIMEO, Duration::from_secs(3));
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            // SAFETY: buf is writable for its length.
-            let n = unsafe { libc::recv(peer.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-            let e = io::Error::last_os_error().raw_os_error();
-            match n {
-                n if n > 0 => {
-                    let n = n as usize;
-                    assert!(
-                        buf[..n] == pattern(self.received, n)[..],
-                        "{ctx}: wrong bytes at {}",
-                        self.received
-                    );
-                    self.received += n;
-                }
-                0 => panic!("{ctx}: the peer saw an orderly end, not a reset"),
-                _ if e == Some(libc::EINTR) => {}
-                _ if e == Some(libc::ECONNRESET) => return,
-                _ => panic!("{ctx}: peer read: {}", io::Error::last_os_error()),
-            }
         }
     }
 

@@ -17,6 +17,7 @@ mod error;
 mod peek;
 mod probe;
 mod rx;
+mod teardown;
 pub mod testing;
 mod zc;
 mod zcrx;

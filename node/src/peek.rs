@@ -249,7 +249,7 @@ pub fn peek_supported(env: Env, fd: Unknown) -> Result<bool> {
 
 type Core = lowcopy::Peeker<OwnedFd>;
 
-/// The core peeker behind a JS `Peeker`: shared with a `peekAsync` running on a pool thread.
+/// The core peeker behind a JS `Peeker`: shared with a `peekAsync` running on its own thread.
 pub struct Shared {
     peeker: Mutex<Option<Core>>,
     /// `close()` was called while an async peek held the peeker: that peek closes it.
@@ -759,14 +759,14 @@ impl Peeker {
         })
     }
 
-    /// `peek` that waits off the JS thread (on libuv's thread pool) until a byte beyond the
+    /// `peek` that waits off the JS thread (on a thread of its own) until a byte beyond the
     /// cursor arrives, the stream ends (resolves with an empty `Buffer`), `timeoutMs` passes
     /// (rejects `ETIMEDOUT`) or `close()` is called (rejects with an `AbortError`). Works on
     /// non-blocking sockets (every `net.Socket`): it never relies on a blocking `recv`. The
     /// wait sleeps in an edge-triggered epoll, so bytes before the cursor or error-queue
     /// entries do not make it spin. While it is pending, the other calls on this peeker throw
-    /// `EBUSY`. It occupies one pool thread (4 by default, shared with fs and dns): give it a
-    /// timeout. The `Buffer` is sized as `peekAt`'s, by what the socket can hold.
+    /// `EBUSY`. A worker's `terminate()` (or exit) ends it. The `Buffer` is sized as
+    /// `peekAt`'s, by what the socket can hold.
     // doc-copy: peek.window
     /// Peeked bytes stay in the receive buffer: when they fill it (small segments cost far more
     /// kernel memory than their payload) the peer's window is closed and a blocking peek waits
@@ -778,28 +778,34 @@ impl Peeker {
         ts_args_type = "length: number, options?: PeekAsyncOptions",
         ts_return_type = "Promise<Buffer>"
     )]
-    pub fn peek_async(
+    pub fn peek_async<'e>(
         &self,
-        env: Env,
+        env: &'e Env,
         length: Unknown,
         options: Option<Unknown>,
-    ) -> Result<AsyncTask<PeekTask>> {
-        let len = alloc_len(&env, &length, "length")?;
-        let timeout = args::timeout_opt(&env, options.as_ref())?;
+    ) -> Result<Object<'e>> {
+        let len = alloc_len(env, &length, "length")?;
+        let timeout = args::timeout_opt(env, options.as_ref())?;
         if self.closed() {
-            return Err(sys_error(&env, libc::EBADF, "peekAsync"));
+            return Err(sys_error(env, libc::EBADF, "peekAsync"));
         }
-        let cancel = Arc::new(AbortHandle::new().or_throw(&env, "peekAsync")?);
+        let cancel = Arc::new(AbortHandle::new().or_throw(env, "peekAsync")?);
         self.shared
             .waiters
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(cancel.clone());
-        Ok(AsyncTask::new(PeekTask {
-            src: Src::Peeker(self.shared.clone(), cancel),
-            len,
-            deadline: deadline(timeout),
-        }))
+        let abort = cancel.clone();
+        crate::teardown::spawn(
+            env,
+            "peekAsync",
+            Some(&abort),
+            PeekTask {
+                src: Src::Peeker(self.shared.clone(), cancel),
+                len,
+                deadline: deadline(timeout),
+            },
+        )
     }
 
     // doc-copy: seek.kernel
@@ -1221,11 +1227,11 @@ pub enum Src {
     At {
         fd: OwnedFd,
         offset: usize,
-        cancel: AbortHandle,
+        cancel: Arc<AbortHandle>,
     },
 }
 
-/// `peekAsync`/`peekAtAsync` on a pool thread.
+/// `peekAsync`/`peekAtAsync` on a thread of its own.
 pub struct PeekTask {
     src: Src,
     len: usize,
@@ -1294,7 +1300,7 @@ impl PeekTask {
                         Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {}
                         r => break r?,
                     }
-                    match lowcopy::wait_beyond(fd, *offset, Some(cancel), left(deadline))? {
+                    match lowcopy::wait_beyond(fd, *offset, Some(&**cancel), left(deadline))? {
                         Wakeup::TimedOut => return Err(Fail::Errno(libc::ETIMEDOUT)),
                         Wakeup::Aborted => return Err(Fail::Aborted),
                         _ => {}
@@ -1334,25 +1340,31 @@ impl Task for PeekTask {
     ts_args_type = "fd: number | import('node:net').Socket | { fd: number }, offset: number, length: number, options?: PeekAsyncOptions",
     ts_return_type = "Promise<Buffer>"
 )]
-pub fn peek_at_async(
-    env: Env,
+pub fn peek_at_async<'e>(
+    env: &'e Env,
     fd: Unknown,
     offset: Unknown,
     length: Unknown,
     options: Option<Unknown>,
-) -> Result<AsyncTask<PeekTask>> {
-    let offset = size(&env, &offset, "offset")?;
-    let len = alloc_len(&env, &length, "length")?;
-    let timeout = args::timeout_opt(&env, options.as_ref())?;
-    let dup = args::dup_fd(&env, &fd, "peekAtAsync")?;
-    let cancel = AbortHandle::new().or_throw(&env, "peekAtAsync")?;
-    Ok(AsyncTask::new(PeekTask {
-        src: Src::At {
-            fd: dup,
-            offset,
-            cancel,
+) -> Result<Object<'e>> {
+    let offset = size(env, &offset, "offset")?;
+    let len = alloc_len(env, &length, "length")?;
+    let timeout = args::timeout_opt(env, options.as_ref())?;
+    let dup = args::dup_fd(env, &fd, "peekAtAsync")?;
+    let cancel = Arc::new(AbortHandle::new().or_throw(env, "peekAtAsync")?);
+    let abort = cancel.clone();
+    crate::teardown::spawn(
+        env,
+        "peekAtAsync",
+        Some(&abort),
+        PeekTask {
+            src: Src::At {
+                fd: dup,
+                offset,
+                cancel,
+            },
+            len,
+            deadline: deadline(timeout),
         },
-        len,
-        deadline: deadline(timeout),
-    }))
+    )
 }

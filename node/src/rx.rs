@@ -189,9 +189,10 @@ pub fn recv_at_least(
     r.or_throw(&env, "recvAtLeast").map(|n| n as f64)
 }
 
-/// `recvAtLeast` on libuv's thread pool, into a new `Buffer` of at most `length` bytes: the
-/// event loop runs meanwhile. Works on a private duplicate of `fd`. It occupies a pool thread
-/// (4 by default, shared with fs and dns) until it returns: give it a `timeoutMs`.
+/// `recvAtLeast` off the JS thread (on a thread of its own), into a new `Buffer` of at most
+/// `length` bytes: the event loop runs meanwhile. Works on a private duplicate of `fd`. The
+/// core's receive cannot be aborted: a worker's `terminate()` (or exit) does not wait for it,
+/// but its thread and duplicate last until it returns, so give it a `timeoutMs`.
 ///
 /// The `Buffer` holds at least `min` bytes (within `length`);
 /// `length` above 2147483647 (`INT_MAX`, the most one receive returns) is a `RangeError`.
@@ -212,27 +213,32 @@ pub fn recv_at_least(
     ts_args_type = "fd: number | import('node:net').Socket | { fd: number }, length: number, min: number, options?: RecvOptions",
     ts_return_type = "Promise<Buffer>"
 )]
-pub fn recv_at_least_async(
-    env: Env,
+pub fn recv_at_least_async<'e>(
+    env: &'e Env,
     fd: Unknown,
     length: Unknown,
     min: Unknown,
     options: Option<Unknown>,
-) -> Result<AsyncTask<RecvTask>> {
-    let len = alloc_len(&env, &length, "length")?;
-    let min = size(&env, &min, "min")?;
-    let timeout = args::timeout_opt(&env, options.as_ref())?;
-    args::object_opt(&env, options.as_ref(), "stats")?;
-    let fd = args::dup_fd(&env, &fd, "recvAtLeastAsync")?;
-    Ok(AsyncTask::new(RecvTask {
-        fd,
-        len,
-        min,
-        timeout,
-    }))
+) -> Result<Object<'e>> {
+    let len = alloc_len(env, &length, "length")?;
+    let min = size(env, &min, "min")?;
+    let timeout = args::timeout_opt(env, options.as_ref())?;
+    args::object_opt(env, options.as_ref(), "stats")?;
+    let fd = args::dup_fd(env, &fd, "recvAtLeastAsync")?;
+    crate::teardown::spawn(
+        env,
+        "recvAtLeastAsync",
+        None,
+        RecvTask {
+            fd,
+            len,
+            min,
+            timeout,
+        },
+    )
 }
 
-/// `recvAtLeastAsync` on a pool thread.
+/// `recvAtLeastAsync` on its own thread.
 pub struct RecvTask {
     fd: OwnedFd,
     /// The `length` asked for: the buffer is sized by `buffer_for`.
@@ -421,30 +427,36 @@ impl Receiver {
             .map(|n| n as f64)
     }
 
-    /// `recvAtLeast` on libuv's thread pool into a new `Buffer` of at most `length` bytes,
-    /// sized as the module's `recvAtLeastAsync`'s (what the socket can hold, at least `min`).
+    /// `recvAtLeast` off the JS thread (as the module's `recvAtLeastAsync`) into a new
+    /// `Buffer` of at most `length` bytes, sized as the module's `recvAtLeastAsync`'s (what the
+    /// socket can hold, at least `min`).
     #[napi(
         catch_unwind,
         ts_args_type = "length: number, min: number, options?: RecvOptions",
         ts_return_type = "Promise<Buffer>"
     )]
-    pub fn recv_at_least_async(
+    pub fn recv_at_least_async<'e>(
         &self,
-        env: Env,
+        env: &'e Env,
         length: Unknown,
         min: Unknown,
         options: Option<Unknown>,
-    ) -> Result<AsyncTask<RxTask>> {
-        let len = alloc_len(&env, &length, "length")?;
-        let min = size(&env, &min, "min")?;
-        let timeout = args::timeout_opt(&env, options.as_ref())?;
-        args::object_opt(&env, options.as_ref(), "stats")?;
-        Ok(AsyncTask::new(RxTask {
-            rx: self.inner.clone(),
-            len,
-            min,
-            timeout,
-        }))
+    ) -> Result<Object<'e>> {
+        let len = alloc_len(env, &length, "length")?;
+        let min = size(env, &min, "min")?;
+        let timeout = args::timeout_opt(env, options.as_ref())?;
+        args::object_opt(env, options.as_ref(), "stats")?;
+        crate::teardown::spawn(
+            env,
+            "recvAtLeastAsync",
+            None,
+            RxTask {
+                rx: self.inner.clone(),
+                len,
+                min,
+                timeout,
+            },
+        )
     }
 
     /// The counters so far (`new`'s syscalls included).
@@ -465,7 +477,7 @@ impl Receiver {
     }
 }
 
-/// `Receiver.recvAtLeastAsync` on a pool thread.
+/// `Receiver.recvAtLeastAsync` on its own thread.
 pub struct RxTask {
     rx: Arc<Mutex<Option<CoreRx>>>,
     /// The `length` asked for: the buffer is sized by `buffer_for`.

@@ -18,7 +18,9 @@ use std::cell::RefCell;
 use std::io::IoSlice;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Duration;
 
 use lowcopy::zc::{Completion, COPIED, FALLBACK};
 use lowcopy::{AbortHandle, Flags, Interest, Waiter, Wakeup, ZcBackend, ZcOptions};
@@ -239,6 +241,20 @@ pub struct ZcStats {
     /// 1 once the `adaptive` option stopped asking for zerocopy.
     // doc-end
     pub zerocopy_off: f64,
+    // doc-copy: zc_stats.close_completed
+    /// Completions that closing the sender took in (ready ones and those that arrived while it
+    /// waited); see the close policy.
+    // doc-end
+    pub close_completed: f64,
+    // doc-copy: zc_stats.close_resets
+    /// 1 when closing reset the connection because completions did not come in time.
+    // doc-end
+    pub close_resets: f64,
+    // doc-copy: zc_stats.close_abandoned
+    /// Sends still in flight when closing gave up waiting: their memory stays in use by the kernel
+    /// (an owned buffer is leaked, never freed; a borrowed one must stay valid for ever).
+    // doc-end
+    pub close_abandoned: f64,
 }
 
 /// Zerocopy sends over one socket (the core's `lowcopy::ZeroCopySender`, over a private
@@ -263,12 +279,13 @@ pub struct ZcStats {
 // doc-end
 /// Sends and reaps run on the JS thread
 /// (the io_uring backend belongs to the first thread that sends); `waitAsync` only waits on
-/// the pool thread.
+/// a thread of its own.
 #[napi(custom_finalize)]
 pub struct ZeroCopySender {
     /// Every method takes `&self` (a pending `waitAsync` must not block `close()`): the state
-    /// is borrowed for the length of one call, on the JS thread.
-    inner: RefCell<Inner>,
+    /// is borrowed for the length of one call, on the JS thread. Shared (weakly) with the
+    /// environment's registry, whose cleanup hook closes the sender before the heap goes.
+    inner: Rc<RefCell<Inner>>,
 }
 
 /// The state of a `ZeroCopySender`.
@@ -284,17 +301,23 @@ pub struct Inner {
     waiters: Vec<Arc<AbortHandle>>,
     backend: ZcBackend,
     fd: i32,
-    /// Buffers kept forever because `close()` came with sends in flight.
-    leaked: usize,
+    /// The bound on each phase of closing with sends in flight (the core's close timeout).
+    close_timeout: Duration,
+    /// The counters as closing left them (`stats()` after `close()`).
+    last: Option<lowcopy::ZcStats>,
     out: Vec<Completion>,
 }
 
 impl ObjectFinalize for ZeroCopySender {
     fn finalize(self, env: Env) -> Result<()> {
-        let mut this = self.inner.into_inner();
-        // Collected by the GC without close(): close now. With sends in flight the slab (and
-        // their buffers) is kept for the process's life: the kernel may still read them.
-        this.shut(&env);
+        // Collected by the GC without close(): close now, as close() does (nothing left to do
+        // when the environment's teardown closed it already).
+        if let Some(st) = crate::teardown::existing(&env) {
+            st.remove_sender(&self.inner);
+        }
+        let mut this = self.inner.borrow_mut();
+        let t = this.close_timeout;
+        this.shut(Some(&env), t);
         Ok(())
     }
 }
@@ -524,40 +547,52 @@ impl Inner {
         }
     }
 
-    /// Closes: collects what completed (releasing those buffers), keeps the buffers of sends
-    /// still in flight for the life of the process, drops the core sender and its duplicate.
-    /// Returns the sends still in flight.
-    fn shut(&mut self, env: &Env) -> usize {
+    /// The bound on each phase of closing (the environment's teardown shares one deadline
+    /// among its senders, bounded by each one's own).
+    pub(crate) fn close_timeout(&self) -> Duration {
+        self.close_timeout
+    }
+
+    /// The environment is going away (its cleanup hook): close under the core's policy within
+    /// `timeout`, before V8 frees the heap that holds the buffers. No N-API call can run now
+    /// (the environment no longer calls into JS), so the slab is left to the environment's
+    /// teardown, which frees it with the heap once the kernel is done with it.
+    pub(crate) fn close_at_teardown(&mut self, timeout: Duration) {
+        self.shut(None, timeout);
+    }
+
+    /// Closes under the core's close policy (`close_with`): aborts pending `waitAsync`s, waits
+    /// up to `timeout` for the sends in flight (releasing each buffer as its completion comes;
+    /// with `env` only: without one the environment is being torn down), and keeps the buffers
+    /// of the sends the core abandoned for the life of the process (the kernel may still read
+    /// them). Returns the sends abandoned.
+    fn shut(&mut self, env: Option<&Env>, timeout: Duration) -> usize {
         for w in self.waiters.drain(..) {
             w.abort();
         }
-        let Some(mut core) = self.core.take() else {
+        let Some(core) = self.core.take() else {
             return 0;
         };
-        let _ = core.collect();
-        let mut out = std::mem::take(&mut self.out);
-        while let Ok(n) = core.reap(&mut out) {
-            for c in &out[..n] {
+        // The sends are borrowed (the slab holds their buffers): no `Owned` comes back.
+        let last = core.close_with(timeout, |c, _| {
+            if let Some(env) = env {
                 let _ = self.release(env, c.user_data as u32);
             }
-            if n < out.len() {
-                break;
-            }
-        }
-        self.out = out;
-        let left = core.inflight();
-        drop(core);
+        });
+        let abandoned = last.close_abandoned as usize;
+        self.last = Some(last);
         if let Some(slab) = self.slab.take() {
-            if self.held == 0 {
-                let _ = slab.unref(env);
-            } else {
-                // The kernel may still read these pages (and TCP may resend from them): the
-                // memory must never be reused. Leak the slab and what it holds.
-                self.leaked += self.held;
-                std::mem::forget(slab);
+            match env {
+                Some(env) if self.held == 0 => {
+                    let _ = slab.unref(env);
+                }
+                // Abandoned sends: the kernel may still read these pages (and TCP may resend
+                // from them), so the memory must never be reused: leak the slab and what it
+                // holds. At teardown the environment deletes its references itself.
+                _ => std::mem::forget(slab),
             }
         }
-        left
+        abandoned
     }
 }
 
@@ -676,20 +711,22 @@ impl ZeroCopySender {
             ));
         }
         let arr = Object::from_raw(env.raw(), arr);
-        Ok(ZeroCopySender {
-            inner: RefCell::new(Inner {
-                backend: core.backend(),
-                core: Some(core),
-                slab: Some(arr.create_ref::<false>()?),
-                free: Vec::new(),
-                next: 0,
-                held: 0,
-                waiters: Vec::new(),
-                fd: raw,
-                leaked: 0,
-                out: vec![Completion::default(); 256],
-            }),
-        })
+        let st = crate::teardown::state(&env)?;
+        let inner = Rc::new(RefCell::new(Inner {
+            backend: core.backend(),
+            core: Some(core),
+            slab: Some(arr.create_ref::<false>()?),
+            free: Vec::new(),
+            next: 0,
+            held: 0,
+            waiters: Vec::new(),
+            fd: raw,
+            close_timeout: lowcopy::zc::DEFAULT_CLOSE_TIMEOUT,
+            last: None,
+            out: vec![Completion::default(); 256],
+        }));
+        st.add_sender(&inner);
+        Ok(ZeroCopySender { inner })
     }
 
     /// The backend in use: `'io_uring'`, `'errqueue'` or `'copy'` (never `'auto'`).
@@ -1060,55 +1097,58 @@ impl ZeroCopySender {
         this.reap_all(&env, "wait")
     }
 
-    /// `wait` whose sleep runs on libuv's thread pool (it polls the completion descriptor: the
-    /// io_uring ring or the socket), then reaps on the JS thread, so the io_uring backend stays
-    /// with its thread. Resolves with the completions (empty when nothing is in flight);
-    /// rejects `ETIMEDOUT`, or with an `AbortError` when `close()` is called meanwhile.
+    /// `wait` whose sleep runs off the JS thread (on a thread of its own: it polls the
+    /// completion descriptor, the io_uring ring or the socket), then reaps on the JS thread, so
+    /// the io_uring backend stays with its thread. Resolves with the completions (empty when
+    /// nothing is in flight); rejects `ETIMEDOUT`, or with an `AbortError` when `close()` is
+    /// called meanwhile. A worker's `terminate()` (or exit) ends it.
     #[napi(
         catch_unwind,
         ts_args_type = "timeoutMs?: number",
         ts_return_type = "Promise<ZcCompletion[]>"
     )]
-    pub fn wait_async(
-        &self,
-        env: Env,
-        timeout_ms: Option<Unknown>,
-    ) -> Result<AsyncTask<ZcWaitTask>> {
+    pub fn wait_async<'e>(&self, env: &'e Env, timeout_ms: Option<Unknown>) -> Result<Object<'e>> {
         let mut this = self.inner.borrow_mut();
-        let t = args::timeout_ms(&env, timeout_ms.as_ref())?;
-        let core = this.core(&env, "waitAsync")?;
+        let t = args::timeout_ms(env, timeout_ms.as_ref())?;
+        let core = this.core(env, "waitAsync")?;
         let inflight = core.inflight();
         let pollfd = core
             .completion_fd()
             .try_clone_to_owned()
-            .or_throw(&env, "waitAsync")?;
-        let cancel = Arc::new(AbortHandle::new().or_throw(&env, "waitAsync")?);
+            .or_throw(env, "waitAsync")?;
+        let cancel = Arc::new(AbortHandle::new().or_throw(env, "waitAsync")?);
         this.waiters.retain(|w| Arc::strong_count(w) > 1);
         this.waiters.push(cancel.clone());
         let ring = this.backend == ZcBackend::IoUring;
-        Ok(AsyncTask::new(ZcWaitTask {
-            this: self as *const ZeroCopySender,
-            pollfd,
-            cancel,
-            deadline: crate::peek::deadline(t),
-            nothing: inflight == 0 || this.backend == ZcBackend::Copy,
-            interest: if ring {
-                Interest::Readable
-            } else {
-                Interest::Errors
+        let abort = cancel.clone();
+        crate::teardown::spawn(
+            env,
+            "waitAsync",
+            Some(&abort),
+            ZcWaitTask {
+                this: self as *const ZeroCopySender,
+                pollfd,
+                cancel,
+                deadline: crate::peek::deadline(t),
+                nothing: inflight == 0 || this.backend == ZcBackend::Copy,
+                interest: if ring {
+                    Interest::Readable
+                } else {
+                    Interest::Errors
+                },
             },
-        }))
+        )
     }
 
-    /// The counters so far.
+    /// The counters so far; after `close()`, as closing left them (with its `close*` counters).
     #[napi(catch_unwind)]
     pub fn stats(&self, env: Env) -> Result<ZcStats> {
         let this = self.inner.borrow();
-        let s = this
-            .core
-            .as_ref()
-            .ok_or_else(|| sys_error(&env, libc::EBADF, "stats"))?
-            .stats();
+        let s = match (&this.core, this.last) {
+            (Some(core), _) => core.stats(),
+            (None, Some(last)) => last,
+            (None, None) => return Err(sys_error(&env, libc::EBADF, "stats")),
+        };
         Ok(ZcStats {
             sends: s.sends as f64,
             bytes: s.bytes as f64,
@@ -1123,22 +1163,46 @@ impl ZeroCopySender {
             errqueue_other: s.errqueue_other as f64,
             unexpected_ids: s.unexpected_ids as f64,
             zerocopy_off: s.zerocopy_off as f64,
+            close_completed: s.close_completed as f64,
+            close_resets: s.close_resets as f64,
+            close_abandoned: s.close_abandoned as f64,
         })
     }
 
-    /// Closes the sender: reaps what already completed (dropping those completions), closes
-    /// its duplicate, and returns the sends still in flight. Their buffers are then kept for
-    /// the life of the process (the kernel still holds their pages and TCP may resend from
-    /// them; never reused memory on the wire). A pending `waitAsync` rejects with an
-    /// `AbortError`. Calling it again returns 0.
+    /// Closes the sender by the core's close policy (`ZeroCopySender::close_with`), releasing
+    /// each buffer as its completion comes (those completions are dropped: their `userData` is
+    /// not handed back), and returns the sends abandoned, whose buffers are then kept for the
+    /// life of the process; `stats()` keeps answering, with the counters below. A pending
+    /// `waitAsync` rejects with an `AbortError`. Calling it again returns 0. It blocks the JS
+    /// thread while closing waits. The same happens to a sender collected without `close()`,
+    /// and to every live sender of a worker (or the main thread) when it ends.
+    // doc-copy: zc_close.policy
+    /// Closing never lets the kernel read memory the program has given up. The sender first waits
+    /// for the completions of its sends in flight, up to its close timeout (1 s by default). If
+    /// some are still missing (TCP notifies only once the peer acknowledged: a peer that stopped
+    /// reading holds them) and the socket is a stream, it resets the connection (`connect` with
+    /// `AF_UNSPEC`: the kernel sends a RST and purges its send queues, releasing their pages; the
+    /// peer sees a reset, never wrong bytes) and waits up to 1 s more for the completions that
+    /// follow. A datagram socket is not reset: its sends complete once the device has sent them.
+    /// Sends still in flight after that are abandoned: the memory of each stays in use by the
+    /// kernel for ever (an owned buffer is leaked, never freed). The counters say what happened:
+    /// `close_completed`, `close_resets`, `close_abandoned`. An io_uring sender closed on another
+    /// thread than the one whose ring it joined cannot wait: it resets a stream at once and
+    /// abandons what is still in flight. Closing waits in `poll` or `io_uring_enter`; a signal does
+    /// not cut it short.
+    // doc-end
     #[napi(catch_unwind)]
     pub fn close(&self, env: Env) -> u32 {
+        if let Some(st) = crate::teardown::existing(&env) {
+            st.remove_sender(&self.inner);
+        }
         let mut this = self.inner.borrow_mut();
-        this.shut(&env) as u32
+        let t = this.close_timeout;
+        this.shut(Some(&env), t) as u32
     }
 }
 
-/// `waitAsync`: polls on the pool thread, reaps in `resolve` on the JS thread.
+/// `waitAsync`: polls on its own thread, reaps in `resolve` on the JS thread.
 pub struct ZcWaitTask {
     /// The sender, used only in `resolve` (JS thread), where the JS object is alive: the
     /// promise's task keeps no reference, so `resolve` checks `closed` through `cancel`.
@@ -1153,7 +1217,7 @@ pub struct ZcWaitTask {
 }
 
 // SAFETY: `this` is dereferenced only in `resolve`, on the JS thread that owns the object; the
-// pool thread touches only the owned descriptors.
+// waiting thread touches only the owned descriptors.
 unsafe impl Send for ZcWaitTask {}
 
 impl Task for ZcWaitTask {

@@ -307,7 +307,7 @@ test('no spin: an idle process with zerocopy sends in flight on a net.Socket use
   }
 })
 
-test('close() with sends in flight returns how many and keeps their buffers; waitAsync then rejects', async () => {
+test('close() with sends in flight follows the close policy (a peer that never reads: reset, none abandoned); waitAsync then rejects', async () => {
   const p = testing.pair('tcp4')
   assert.equal(forceBuf(p.peer, true, 65536, 'zc_node close()'), null) // within rmem_max: no privilege
   const z = new lc.ZeroCopySender(p.sock, { backend: 'io_uring' })
@@ -316,8 +316,13 @@ test('close() with sends in flight returns how many and keeps their buffers; wai
     let n = 0
     while (z.trySend(b, n) > 0) n++
     const pending = z.waitAsync(5000)
-    const left = z.close()
-    assert.ok(left > 0, 'sends still in flight')
+    assert.ok(z.inflight > 0, 'sends in flight')
+    const abandoned = z.close()
+    assert.equal(abandoned, 0, 'the reset let the kernel give every page back')
+    const s = z.stats()
+    assert.equal(s.closeResets, 1)
+    assert.equal(s.closeAbandoned, 0)
+    assert.equal(z.held, 0, 'every buffer released as its completion came')
     await assert.rejects(pending, { name: 'AbortError' })
     assert.equal(z.closed, true)
     assert.throws(() => z.send(b), { code: 'EBADF' })

@@ -396,42 +396,6 @@ fn address_of(a: &Bound<'_, PyAny>) -> PyResult<SocketAddr> {
     })
 }
 
-/// `a` as a C socket address and its length.
-fn sockaddr_of(a: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: all-zero is a valid sockaddr_storage.
-    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let len = match a {
-        SocketAddr::V4(v4) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: v4.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from(*v4.ip()).to_be(),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_storage is large and aligned enough for any sockaddr.
-            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin) };
-            std::mem::size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(v6) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: v6.port().to_be(),
-                sin6_flowinfo: v6.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: v6.ip().octets(),
-                },
-                sin6_scope_id: v6.scope_id(),
-            };
-            // SAFETY: as above.
-            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin6) };
-            std::mem::size_of::<libc::sockaddr_in6>()
-        }
-    };
-    (ss, len as libc::socklen_t)
-}
-
 /// Iovecs over pinned buffers, for a detached closure.
 #[derive(Clone, Copy)]
 struct PinnedIov<'a>(&'a [libc::iovec]);
@@ -520,17 +484,9 @@ impl ZeroCopySender {
                 // its completion is reaped (or the sender is retired with it).
                 unsafe {
                     match (addr, reap) {
-                        (Some(a), _) => {
-                            let (sa, len) = sockaddr_of(&a);
-                            // SAFETY: all-zero is a valid msghdr; the pointers set are to
-                            // `sa` and the iovecs, both alive for the call.
-                            let mut msg: libc::msghdr = std::mem::zeroed();
-                            msg.msg_name = (&sa as *const libc::sockaddr_storage).cast_mut().cast();
-                            msg.msg_namelen = len;
-                            msg.msg_iov = iov.get().as_ptr().cast_mut();
-                            msg.msg_iovlen = iov.get().len() as _;
-                            zc.send_msg_raw(&msg, flags, token).map(|n| (n, 0))
-                        }
+                        (Some(a), _) => zc
+                            .send_raw_to(iov.get(), Some(&a), flags, token)
+                            .map(|n| (n, 0)),
                         (None, true) => zc.send_reap_raw(iov.get(), flags, token, out),
                         (None, false) => zc.send_raw(iov.get(), flags, token).map(|n| (n, 0)),
                     }

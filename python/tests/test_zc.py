@@ -571,3 +571,47 @@ def test_send_many_arguments() -> None:
             z.send_many([b"a"])
     finally:
         p.close()
+
+
+@pytest.mark.parametrize("how", ["exit", "os._exit"])
+def test_process_exit_with_sends_in_flight(stalled: Pair, how: str) -> None:
+    """A process that exits with zerocopy sends in flight: an orderly exit closes its senders
+    by the close policy (a wait, then a reset of the stuck connection), os._exit leaves the
+    pinned pages to the kernel, which sends them as they were. Either way the peer reads a
+    prefix of what was sent, never other bytes."""
+    import subprocess
+    import sys
+
+    assert stalled.peer is not None
+    code = (
+        "import os, socket, sys, lowcopy\n"
+        "s = socket.socket(fileno=int(sys.argv[1]))\n"
+        "z = lowcopy.ZeroCopySender(s, lowcopy.ZcBackend.ERRQUEUE)\n"
+        "buf = bytearray(bytes((i * 131 + 7) % 251 for i in range(251)) * 4177)\n"
+        "n = z.send(buf, None, socket.MSG_DONTWAIT)\n"
+        "assert z.inflight >= 1\n"
+        "print(n, flush=True)\n"
+        + ("os._exit(0)\n" if how == "os._exit" else "sys.exit(0)\n")
+    )
+    fd = stalled.sock.fileno()
+    r = subprocess.run([sys.executable, "-c", code, str(fd)], pass_fds=(fd,), capture_output=True,
+                       timeout=30, check=False)
+    assert r.returncode == 0, r.stderr
+    sent = int(r.stdout)
+    stalled.sock.close()  # the child's duplicate is gone with it
+    stalled.peer.settimeout(5)
+    got = 0
+    expected = bytes((i * 131 + 7) % 251 for i in range(251)) * 4177
+    while True:
+        try:
+            d = stalled.peer.recv(1 << 20)
+        except ConnectionResetError:
+            assert how == "exit", "only the close policy resets"
+            break
+        if not d:
+            break
+        assert d == expected[got : got + len(d)], f"wrong bytes at {got}"
+        got += len(d)
+    assert 0 < got <= sent
+    if how == "os._exit":
+        assert got == sent, "the kernel sent every pinned byte"

@@ -704,10 +704,10 @@ static int op_completions_flagged(struct run *r, const cJSON *step)
 
 /* ---- the peer -------------------------------------------------------------------------- */
 
-/* drain_peer: the peer reads everything sent so far and checks it against the pattern. */
-static int op_drain_peer(struct run *r, const cJSON *step)
+/* The peer reads and checks the pattern: everything sent so far, or (until_reset) up to the
+ * reset of its connection, which must come (never an orderly end, never other bytes). */
+static int read_peer(struct run *r, bool until_reset)
 {
-    (void)step;
     if (need_peer(r) < 0)
         return -1;
     if (set_timeval(r->peer, SO_RCVTIMEO, (uint64_t)PEER_RCVTIMEO_S * 1000) < 0)
@@ -715,7 +715,7 @@ static int op_drain_peer(struct run *r, const cJSON *step)
     unsigned char *buf = xmalloc(DRAIN_BUF);
     int rc = 0;
     char eb[64];
-    while (r->st->received < r->st->stream_pos) {
+    while (until_reset || r->st->received < r->st->stream_pos) {
         ssize_t n = recv(r->peer, buf, DRAIN_BUF, 0);
         /* The io_uring backend delivers SEND_ZC notifications as task work to this thread
          * (the ring's submitter), which interrupts the thread's blocking syscalls; a receive
@@ -723,10 +723,13 @@ static int op_drain_peer(struct run *r, const cJSON *step)
          * process, so this says nothing about the sends: read again. */
         if (n < 0 && errno == EINTR)
             continue;
+        if (until_reset && n < 0 && errno == ECONNRESET)
+            break;
         if (n <= 0) {
             int e = errno;
-            rc = fail(r, "peer got %" PRIu64 " of %" PRIu64 " bytes (%s)", r->st->received,
-                      r->st->stream_pos, n == 0 ? "end of stream" : errno_text(e, eb, sizeof eb));
+            rc = fail(r, "peer got %" PRIu64 " of %" PRIu64 " bytes (%s)%s", r->st->received,
+                      r->st->stream_pos, n == 0 ? "end of stream" : errno_text(e, eb, sizeof eb),
+                      until_reset ? ", not a reset" : "");
             break;
         }
         if ((rc = expect_pattern_at(r, buf, (size_t)n, r->st->received)) < 0)
@@ -737,35 +740,19 @@ static int op_drain_peer(struct run *r, const cJSON *step)
     return rc;
 }
 
+/* drain_peer: the peer reads everything sent so far and checks it against the pattern. */
+static int op_drain_peer(struct run *r, const cJSON *step)
+{
+    (void)step;
+    return read_peer(r, false);
+}
+
 /* peer_sees_reset: the peer reads until its connection is reset: a prefix of the stream,
- * then ECONNRESET (never an orderly end, never other bytes). */
+ * then ECONNRESET. */
 static int op_peer_sees_reset(struct run *r, const cJSON *step)
 {
     (void)step;
-    if (need_peer(r) < 0)
-        return -1;
-    if (set_timeval(r->peer, SO_RCVTIMEO, (uint64_t)PEER_RCVTIMEO_S * 1000) < 0)
-        return sys_fail(r, "SO_RCVTIMEO");
-    unsigned char *buf = xmalloc(DRAIN_BUF);
-    int rc = 0;
-    char eb[64];
-    for (;;) {
-        ssize_t n = recv(r->peer, buf, DRAIN_BUF, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno == ECONNRESET)
-            break;
-        if (n <= 0) {
-            int e = errno;
-            rc = fail(r, "peer saw %s, not a reset", n == 0 ? "an orderly end" : errno_text(e, eb, sizeof eb));
-            break;
-        }
-        if ((rc = expect_pattern_at(r, buf, (size_t)n, r->st->received)) < 0)
-            break;
-        r->st->received += (uint64_t)n;
-    }
-    free(buf);
-    return rc;
+    return read_peer(r, true);
 }
 
 /* drain_peer_later's work: after w->ms, reads w->len bytes from the peer, which must be

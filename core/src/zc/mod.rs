@@ -562,7 +562,7 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
     /// ...).
     // doc-end
     pub fn send(&mut self, buf: B, flags: Flags, user_data: u64) -> Result<usize, SendError<B>> {
-        self.send_owned(buf, None, &[], flags, user_data)
+        self.send_msg(buf, None, &[], flags, user_data)
     }
 
     /// [`ZeroCopySender::send`] of several buffers as one send (one `sendmsg` iovec each, one
@@ -607,17 +607,6 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
     /// socket ignores the address (the send goes to its peer).
     // doc-end
     pub fn send_msg(
-        &mut self,
-        buf: B,
-        addr: Option<&SocketAddr>,
-        control: &[u8],
-        flags: Flags,
-        user_data: u64,
-    ) -> Result<usize, SendError<B>> {
-        self.send_owned(buf, addr, control, flags, user_data)
-    }
-
-    fn send_owned(
         &mut self,
         buf: B,
         addr: Option<&SocketAddr>,
@@ -743,6 +732,31 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
         let null = std::ptr::null();
         // SAFETY: forwarded caller guarantees; no name, no control data.
         unsafe { self.send_parts(iov, null, 0, null, 0, flags, user_data) }.map(|(n, _)| n)
+    }
+
+    /// [`ZeroCopySender::send_raw`] to a destination address (`None`: the connected peer):
+    /// the raw entry point for callers that keep their own iovecs and have the address as a
+    /// [`SocketAddr`] (the bindings); results and errors as [`ZeroCopySender::send_msg`].
+    ///
+    /// # Errors
+    /// As [`ZeroCopySender::send_msg`].
+    ///
+    /// # Safety
+    /// As [`ZeroCopySender::send_raw`].
+    pub unsafe fn send_raw_to(
+        &mut self,
+        iov: &[iovec],
+        addr: Option<&SocketAddr>,
+        flags: Flags,
+        user_data: u64,
+    ) -> io::Result<usize> {
+        let name = addr.map(RawAddr::from);
+        let (np, nl) = name
+            .as_ref()
+            .map_or((std::ptr::null(), 0), |n| (n.as_ptr(), n.len()));
+        // SAFETY: forwarded caller guarantees; `name` lives for the call; no control data.
+        unsafe { self.send_parts(iov, np, nl, std::ptr::null(), 0, flags, user_data) }
+            .map(|(n, _)| n)
     }
 
     /// [`ZeroCopySender::send_msg`] from a `struct msghdr` (the C ABI's `sendmsg` entry
@@ -970,17 +984,30 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
     }
 
     fn pop(&mut self, out: &mut [Completion]) -> usize {
-        let mut it = out.iter_mut();
-        self.pop_with(it.len(), &mut |c, _| {
-            if let Some(o) = it.next() {
-                *o = c;
-            }
-        })
+        if !self.held.is_empty() {
+            let mut it = out.iter_mut();
+            return self.pop_with(it.len(), &mut |c, _| {
+                if let Some(o) = it.next() {
+                    *o = c;
+                }
+            });
+        }
+        // No send of this sender ever owned a buffer (the C ABI's, the bindings'): the plain
+        // copy out of the ready queue, no lookup per completion.
+        let n = self.tracker.pop_ready(out);
+        self.stats.completions += n as u64;
+        self.stats.completions_copied +=
+            out[..n].iter().filter(|c| c.flags & COPIED != 0).count() as u64;
+        n
     }
 
     /// Pops up to `max` ready completions to `f`, each with what its send owned.
     #[inline]
-    fn pop_with(&mut self, max: usize, f: &mut dyn FnMut(Completion, Option<Owned<B>>)) -> usize {
+    fn pop_with(
+        &mut self,
+        max: usize,
+        f: &mut (impl FnMut(Completion, Option<Owned<B>>) + ?Sized),
+    ) -> usize {
         let (held, stats) = (&mut self.held, &mut self.stats);
         self.tracker.pop_ready_with(max, |slot, c| {
             stats.completions += 1;

@@ -585,7 +585,7 @@ impl Tracker {
     }
 
     /// Moves up to `out.len()` ready completions into `out`, oldest first; returns how many.
-    #[cfg(any(test, feature = "fuzzing"))]
+    #[inline]
     pub fn pop_ready(&mut self, out: &mut [Completion]) -> usize {
         let mut it = out.iter_mut();
         self.pop_ready_with(it.len(), |_, c| {
