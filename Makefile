@@ -1,6 +1,12 @@
 # lowcopy: build, test, demo and install.
-#   make demo      build everything and run the main job (relay on real iperf3 traffic)
-#   make test      every test (Rust, C, relay, fallbacks, valgrind, fuzz corpus); .ci/run calls this
+#   make demo      build everything and run the main job (relay on real iperf3 traffic), every
+#                  benchmark table, and build/report/index.html (charts of those tables)
+#   make test      every test (Rust, C, relay, fallbacks, valgrind, fuzz corpus, the docs' code
+#                  blocks, a clean tree afterwards); .ci/run calls this
+#   make check     the quick tier: fmt, clippy, doc copies, core's unit tests, the Rust behaviour
+#                  tables (under two minutes warm; CONTRIBUTING.md)
+#   make test-c | test-python | test-node   one language's tier (scripts/test.sh sections)
+#   LOWCOPY_SCENARIO=substring   any of them runs only the behaviour-table scenarios so named
 #   make fuzz      the fuzzers, FUZZ_SECONDS (60) each, on nightly (fuzz/README.md)
 #   make header    the adapters' doc copies from core (make docs), then include/lowcopy.h
 #   make install   PREFIX=/usr/local DESTDIR= : stripped .so and .a (the .so's debug info in
@@ -31,7 +37,8 @@ PKGENV   := PKG_CONFIG_PATH=$(BUILD)/lib/pkgconfig
 # program, libgcc_eh.a with -static, where -lgcc_s does not exist and failed the link).
 STATIC_PRIVATE := -lutil -lrt -lpthread -lm -ldl -lc
 
-.PHONY: all lib fault-lib docs header examples c-tests demo python-demo test install clean valgrind \
+.PHONY: all lib fault-lib docs header examples c-tests demo python-demo test check test-c \
+	test-python test-node test-examples install clean valgrind \
 	fuzz fuzz-replay man man-check abi-check version version-check dist
 
 all: lib examples
@@ -262,17 +269,22 @@ fuzz-replay: lib
 # runs: single TCP runs swing 2x on a shared machine; the scale table: memory and descriptors
 # per sender at 1 to 10,000 connections, and tx-only throughput with 1 and 1,000 senders on
 # one thread, medians of 5).
+# Each table is also captured in build/report/*.txt, and scripts/report.py draws them into
+# build/report/index.html (self-contained: inline SVG, no network; tests/report/ checks it).
+REPORT := $(BUILD)/report
 demo:
 	scripts/deps.sh demo
 	$(MAKE) examples
 	$(MAKE) python-demo
-	scripts/demo.sh
+	mkdir -p $(REPORT)
+	bash -o pipefail -c 'scripts/demo.sh 2>&1 | tee $(REPORT)/relay.txt'
 	scripts/relay_cps.sh
-	$(BUILD)/bin/peek_sweep -n 9
-	ZC_BENCH_REPEAT=$${ZC_BENCH_REPEAT:-3} scripts/zc_bench.sh
-	scripts/zc_scale.sh
-	$(BUILD)/bin/rx_bench
-	node/scripts/demo.sh
+	bash -o pipefail -c '$(BUILD)/bin/peek_sweep -n 9 2>&1 | tee $(REPORT)/peek_sweep.txt'
+	bash -o pipefail -c 'ZC_BENCH_REPEAT=$${ZC_BENCH_REPEAT:-3} scripts/zc_bench.sh 2>&1 | tee $(REPORT)/zc_bench.txt'
+	bash -o pipefail -c 'scripts/zc_scale.sh 2>&1 | tee $(REPORT)/zc_scale.txt'
+	bash -o pipefail -c '$(BUILD)/bin/rx_bench 2>&1 | tee $(REPORT)/rx_bench.txt'
+	bash -o pipefail -c 'node/scripts/demo.sh 2>&1 | tee $(REPORT)/node_bench.txt'
+	python3 scripts/report.py $(REPORT)
 
 # The Python package: pip install ./python into build/venv (the abi3 wheel, built here), what
 # the kernel offers (python -m lowcopy), the examples, and the Python benchmark table.
@@ -286,6 +298,23 @@ python-demo:
 
 test:
 	scripts/test.sh
+
+# The tiers (scripts/test.sh's sections; CONTRIBUTING.md says which suites each runs).
+check:
+	scripts/test.sh check
+
+test-c:
+	scripts/test.sh c valgrind examples-c
+
+test-python:
+	scripts/test.sh python examples-python
+
+test-node:
+	scripts/test.sh node examples-js
+
+# Every code block of README.md and docs/*.md (after the three tiers above built what they need).
+test-examples:
+	scripts/test.sh examples
 
 # The man pages, from the header's doc comments (scripts/manpages.py: one source of text).
 man: $(BUILD)/man/man7/lowcopy.7

@@ -851,9 +851,9 @@ export declare function recvAtLeast(fd: number | import('node:net').Socket | { f
 
 /**
  * `recvAtLeast` off the JS thread (on a thread of its own), into a new `Buffer` of at most
- * `length` bytes: the event loop runs meanwhile. Works on a private duplicate of `fd`. The
- * core's receive cannot be aborted: a worker's `terminate()` (or exit) does not wait for it,
- * but its thread and duplicate last until it returns, so give it a `timeoutMs`.
+ * `length` bytes: the event loop runs meanwhile. Works on a private duplicate of `fd`. A
+ * worker's `terminate()` (or exit) aborts it (the bytes it took are dropped with the worker;
+ * what is still queued stays in the socket).
  *
  * The `Buffer` holds at least `min` bytes (within `length`);
  * `length` above 2147483647 (`INT_MAX`, the most one receive returns) is a `RangeError`.

@@ -41,6 +41,11 @@ for p in plats:
 lock = json.load(open("node/package-lock.json"))
 want("node/package-lock.json version", lock.get("version"))
 want("node/package-lock.json packages[''].version", lock["packages"][""].get("version"))
+# examples/node links the package (npm ci there in make test and make demo: its lock is never
+# rewritten, so it must name the package's version itself).
+ex = json.load(open("examples/node/package-lock.json"))
+want("examples/node/package-lock.json packages['../../node'].version",
+     ex["packages"]["../../node"].get("version"))
 for got in sorted(set(re.findall(r"bindingPackageVersion !== '([^']+)'", open("node/index.js").read()))):
     want("node/index.js (napi build's loader: node/scripts/ci.sh build)", got)
 h = open("include/lowcopy.h").read()
@@ -74,6 +79,7 @@ def lock(d):
     d["version"] = v
     d["packages"][""]["version"] = v
 edit("node/package-lock.json", lock)
+edit("examples/node/package-lock.json", lambda d: d["packages"]["../../node"].update(version=v))
 PY
 	if ! head -1 debian/changelog | grep -q "($new-"; then
 		{

@@ -1,4 +1,4 @@
-//! Offset peek (API.md section 1): `SO_PEEK_OFF` and the discard prefix.
+//! Offset peek: `SO_PEEK_OFF` and the discard prefix.
 
 use std::io::IoSliceMut;
 

@@ -1,4 +1,4 @@
-//! Low-water-mark receive and zero-copy receive (API.md section 3): `SO_RCVLOWAT` + poll,
+//! Low-water-mark receive and zero-copy receive: `SO_RCVLOWAT` + poll,
 //! and `mmap` + `TCP_ZEROCOPY_RECEIVE` with a copy path.
 
 use std::os::fd::BorrowedFd;

@@ -1,4 +1,4 @@
-//! Zerocopy send with a user argument (API.md section 2).
+//! Zerocopy send with a user argument.
 
 use std::mem::{align_of, size_of};
 use std::os::fd::{AsRawFd, BorrowedFd};

@@ -105,7 +105,10 @@ pub mod zc;
 pub mod zcrx;
 
 pub use flags::Flags;
-pub use lowat::{recv_atleast, recv_atleast_with_stats, set_rcvlowat, Receiver, RecvStats};
+pub use lowat::{
+    recv_atleast, recv_atleast_abortable, recv_atleast_with_stats, set_rcvlowat, Receiver,
+    RecvStats,
+};
 pub use peek::{
     consume, peek_at, peek_supported, PeekMode, PeekResult, PeekStats, Peeker, StreamKind,
 };
@@ -128,6 +131,37 @@ pub const IOV_MAX: usize = sys::IOV_MAX;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// The Rust code blocks of docs/*.md, the same way (only compiled for doctests: the packaged
+/// crate, which has no docs/, never evaluates these paths). scripts/doc_examples.py runs the
+/// other languages' blocks and counts these.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/rust.md")]
+struct DocsRustDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/c.md")]
+struct DocsCDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/python.md")]
+struct DocsPythonDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/node.md")]
+struct DocsNodeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/abi.md")]
+struct DocsAbiDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/kernel.md")]
+struct DocsKernelDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/benchmarks.md")]
+struct DocsBenchmarksDoctests;
 
 #[cfg(test)]
 mod tests {

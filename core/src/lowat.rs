@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use libc::c_int;
 
 use crate::sys::{self, errno};
-use crate::wait::Waiter;
+use crate::wait::{AbortHandle, Waiter};
 
 /// Sets `SO_RCVLOWAT` to `bytes` and returns the value the kernel keeps, in bytes.
 ///
@@ -208,7 +208,42 @@ pub unsafe fn recv_atleast_raw(
     timeout: Option<Duration>,
     stats: &mut RecvStats,
 ) -> io::Result<usize> {
-    let fd = fd.as_fd();
+    // SAFETY: forwarded caller contract on `buf`.
+    unsafe { recv_atleast_inner(fd.as_fd(), buf, len, min, timeout, None, stats) }
+}
+
+/// [`recv_atleast_with_stats`] whose sleeps [`AbortHandle::abort`] ends from another thread:
+/// then it returns the bytes received so far, or `ECANCELED` when there are none (what an
+/// event loop's thread pool runs, so that a closing environment can end it).
+///
+/// # Errors
+/// As [`recv_atleast_with_stats`], plus `ECANCELED`.
+pub fn recv_atleast_abortable(
+    fd: impl AsFd,
+    buf: &mut [u8],
+    min: usize,
+    timeout: Option<Duration>,
+    abort: &AbortHandle,
+    stats: &mut RecvStats,
+) -> io::Result<usize> {
+    let (p, n) = (buf.as_mut_ptr(), buf.len());
+    // SAFETY: `buf` is a live, exclusively borrowed slice of `n` bytes.
+    unsafe { recv_atleast_inner(fd.as_fd(), p, n, min, timeout, Some(abort), stats) }
+}
+
+/// The one-call receive: learn the socket, receive, restore its mark.
+///
+/// # Safety
+/// As [`recv_atleast_raw`].
+unsafe fn recv_atleast_inner(
+    fd: BorrowedFd<'_>,
+    buf: *mut u8,
+    len: usize,
+    min: usize,
+    timeout: Option<Duration>,
+    abort: Option<&AbortHandle>,
+    stats: &mut RecvStats,
+) -> io::Result<usize> {
     stats.calls += 1;
     let kind = classify(fd, stats)?;
     let mut mark = match kind {
@@ -227,6 +262,7 @@ pub unsafe fn recv_atleast_raw(
             kind,
             &mut mark,
             &mut waiter,
+            abort,
             stats,
         )
     };
@@ -342,7 +378,41 @@ impl<F: AsFd> Receiver<F> {
         let (fd, kind) = (self.fd.as_fd(), self.kind);
         let (mark, waiter, stats) = (&mut self.mark, &mut self.waiter, &mut self.stats);
         // SAFETY: forwarded caller contract on `buf`.
-        unsafe { receive(fd, buf, len, min, timeout, kind, mark, waiter, stats) }
+        unsafe { receive(fd, buf, len, min, timeout, kind, mark, waiter, None, stats) }
+    }
+
+    /// [`Receiver::recv_atleast`] whose sleeps [`AbortHandle::abort`] ends from another thread:
+    /// then it returns the bytes received so far, or `ECANCELED` when there are none (what an
+    /// event loop's thread pool runs, so that a closing environment can end it).
+    ///
+    /// # Errors
+    /// As [`recv_atleast_with_stats`], plus `ECANCELED`.
+    pub fn recv_atleast_abortable(
+        &mut self,
+        buf: &mut [u8],
+        min: usize,
+        timeout: Option<Duration>,
+        abort: &AbortHandle,
+    ) -> io::Result<usize> {
+        self.stats.calls += 1;
+        let (fd, kind) = (self.fd.as_fd(), self.kind);
+        let (mark, waiter, stats) = (&mut self.mark, &mut self.waiter, &mut self.stats);
+        let (p, n) = (buf.as_mut_ptr(), buf.len());
+        // SAFETY: `buf` is a live, exclusively borrowed slice of `n` bytes.
+        unsafe {
+            receive(
+                fd,
+                p,
+                n,
+                min,
+                timeout,
+                kind,
+                mark,
+                waiter,
+                Some(abort),
+                stats,
+            )
+        }
     }
 
     /// The counters so far (the syscalls of [`Receiver::new`] included).
@@ -403,6 +473,7 @@ unsafe fn receive(
     kind: Kind,
     mark: &mut Option<Mark>,
     waiter: &mut Waiter,
+    abort: Option<&AbortHandle>,
     stats: &mut RecvStats,
 ) -> io::Result<usize> {
     if len == 0 || len > isize::MAX as usize || buf.is_null() {
@@ -417,6 +488,7 @@ unsafe fn receive(
         deadline: timeout.and_then(|t| Instant::now().checked_add(t)),
         no_wait: timeout == Some(Duration::ZERO),
         waiter,
+        abort,
         stats,
     };
     let r = match kind {
@@ -493,6 +565,8 @@ struct Rx<'a, 'fd> {
     deadline: Option<Instant>,
     no_wait: bool,
     waiter: &'a mut Waiter,
+    /// Ends the call's sleeps from another thread (`ECANCELED`, or the bytes received).
+    abort: Option<&'a AbortHandle>,
     stats: &'a mut RecvStats,
 }
 
@@ -522,10 +596,11 @@ impl Rx<'_, '_> {
     fn wait(&mut self) -> io::Result<Woken> {
         let events = libc::POLLIN | libc::POLLRDHUP;
         let ms = self.poll_ms();
-        match self
-            .waiter
-            .wait(self.fd, events, ms, &mut self.stats.syscalls)?
-        {
+        let abort = self.abort.map(AsFd::as_fd);
+        let ev =
+            self.waiter
+                .wait_abortable(self.fd, events, ms, abort, &mut self.stats.syscalls)?;
+        match ev.ok_or_else(|| errno(libc::ECANCELED))? {
             0 => {
                 self.stats.timeouts += 1;
                 Ok(Woken::TimedOut)

@@ -245,7 +245,7 @@ impl Waiter {
     }
 
     /// [`wait`](Self::wait) that also ends, with `None`, when `abort` becomes readable.
-    fn wait_abortable(
+    pub(crate) fn wait_abortable(
         &mut self,
         fd: BorrowedFd<'_>,
         events: i16,

@@ -229,3 +229,40 @@ fn wait_beyond_refuses_what_it_cannot_count() {
     let f = std::fs::File::open("/proc/self/stat").unwrap();
     assert!(wait_beyond(&f, 0, None, Some(Duration::ZERO)).is_err());
 }
+
+/// recv_atleast_abortable (the one-call and the Receiver form): an abort from another thread
+/// ends the sleep; the bytes the call took come back, else ECANCELED with whatever is queued
+/// left in the socket (nothing received is lost).
+#[test]
+fn recv_atleast_is_abortable() {
+    for tr in ["tcp4", "unix"] {
+        let p = pair(tr);
+        let mut st = lowcopy::RecvStats::default();
+        let h = Arc::new(AbortHandle::new().unwrap());
+        let t = abort_after(&h, 50);
+        let t0 = Instant::now();
+        let mut buf = [0u8; 64];
+        let r = lowcopy::recv_atleast_abortable(&p.sock, &mut buf, 10, None, &h, &mut st);
+        t.join().unwrap();
+        assert_eq!(r.unwrap_err().raw_os_error(), Some(libc::ECANCELED), "{tr}");
+        assert!(t0.elapsed() >= 40 * MS, "{tr}: ended early");
+        // Some bytes, fewer than the minimum: the abort hands them back.
+        write_all(p.peer.as_fd(), b"abc");
+        let mut rx = lowcopy::Receiver::new(&p.sock).unwrap();
+        let h = Arc::new(AbortHandle::new().unwrap());
+        let t = abort_after(&h, 50);
+        let r = rx.recv_atleast_abortable(&mut buf, 10, None, &h);
+        t.join().unwrap();
+        // AF_UNIX wakes on any byte and took them: they come back. TCP's mark kept it asleep
+        // with the bytes still queued: ECANCELED, and a read gets them.
+        let n = match r {
+            Ok(n) => n,
+            Err(e) => {
+                assert_eq!((tr, e.raw_os_error()), ("tcp4", Some(libc::ECANCELED)));
+                // (MSG_DONTWAIT: the receiver left its SO_RCVLOWAT of 10 armed.)
+                lowcopy::testing::recv(p.sock.as_fd(), &mut buf, libc::MSG_DONTWAIT).unwrap()
+            }
+        };
+        assert_eq!(&buf[..n], b"abc", "{tr}");
+    }
+}

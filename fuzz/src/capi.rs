@@ -1,5 +1,5 @@
 //! The C ABI through liblowcopy.so (linked by build.rs): calls with arguments the input
-//! chooses. The contract (shared/API.md): NULL where a pointer is required is -EINVAL, never a
+//! chooses. The contract (docs/abi.md, include/lowcopy.h): NULL where a pointer is required is -EINVAL, never a
 //! crash; a bad fd, socket type, enum, flag or size is a negative errno; out-parameters are
 //! written only on success. Pointers passed are NULL or valid for the size passed (a pointer
 //! shorter than its size is the caller's bug, not a library input to survive), except data

@@ -4,7 +4,8 @@
 #            generated loader and types), and the drift check: index.js and index.d.ts as
 #            committed must be what this build generates; tsc --strict on test/types-check.ts
 #   test     node --test on node/test/ (behaviour tables, Node-only cases), after linking the
-#            package into examples/node (npm install there, as a user would)
+#            package into examples/node (npm ci there: from its committed lockfile, which it
+#            never rewrites, so the tree stays clean; it fails when the lock is out of step)
 #   pack     npm pack, then npm install of the tarball alone (no platform package:
 #            --omit=optional) in an empty folder elsewhere: no install script runs; the first
 #            require() finds no prebuilt binary, says so and builds from the package's own
@@ -28,7 +29,7 @@ build)
 		--types node --lib es2022,esnext.disposable test/types-check.ts
 	;;
 test)
-	(cd "$ROOT/examples/node" && npm install)
+	(cd "$ROOT/examples/node" && npm ci)
 	timeout --kill-after=10 1200 node --expose-gc --test test/
 	;;
 pack)

@@ -190,9 +190,9 @@ pub fn recv_at_least(
 }
 
 /// `recvAtLeast` off the JS thread (on a thread of its own), into a new `Buffer` of at most
-/// `length` bytes: the event loop runs meanwhile. Works on a private duplicate of `fd`. The
-/// core's receive cannot be aborted: a worker's `terminate()` (or exit) does not wait for it,
-/// but its thread and duplicate last until it returns, so give it a `timeoutMs`.
+/// `length` bytes: the event loop runs meanwhile. Works on a private duplicate of `fd`. A
+/// worker's `terminate()` (or exit) aborts it (the bytes it took are dropped with the worker;
+/// what is still queued stays in the socket).
 ///
 /// The `Buffer` holds at least `min` bytes (within `length`);
 /// `length` above 2147483647 (`INT_MAX`, the most one receive returns) is a `RangeError`.
@@ -225,15 +225,17 @@ pub fn recv_at_least_async<'e>(
     let timeout = args::timeout_opt(env, options.as_ref())?;
     args::object_opt(env, options.as_ref(), "stats")?;
     let fd = args::dup_fd(env, &fd, "recvAtLeastAsync")?;
+    let abort = Arc::new(lowcopy::AbortHandle::new().or_throw(env, "recvAtLeastAsync")?);
     crate::teardown::spawn(
         env,
         "recvAtLeastAsync",
-        None,
+        Some(&abort),
         RecvTask {
             fd,
             len,
             min,
             timeout,
+            abort: abort.clone(),
         },
     )
 }
@@ -245,6 +247,8 @@ pub struct RecvTask {
     len: usize,
     min: usize,
     timeout: Option<Duration>,
+    /// Aborted by the environment's teardown.
+    abort: Arc<lowcopy::AbortHandle>,
 }
 
 impl Task for RecvTask {
@@ -256,8 +260,10 @@ impl Task for RecvTask {
             Ok(b) => b,
             Err(f) => return Ok(Err(f)),
         };
+        let mut st = lowcopy::RecvStats::default();
+        let (fd, min, t) = (self.fd.as_fd(), self.min, self.timeout);
         Ok(
-            lowcopy::recv_atleast(self.fd.as_fd(), &mut buf, self.min, self.timeout)
+            lowcopy::recv_atleast_abortable(fd, &mut buf, min, t, &self.abort, &mut st)
                 .map(|n| {
                     buf.truncate(n);
                     buf
@@ -446,15 +452,17 @@ impl Receiver {
         let min = size(env, &min, "min")?;
         let timeout = args::timeout_opt(env, options.as_ref())?;
         args::object_opt(env, options.as_ref(), "stats")?;
+        let abort = Arc::new(lowcopy::AbortHandle::new().or_throw(env, "recvAtLeastAsync")?);
         crate::teardown::spawn(
             env,
             "recvAtLeastAsync",
-            None,
+            Some(&abort),
             RxTask {
                 rx: self.inner.clone(),
                 len,
                 min,
                 timeout,
+                abort: abort.clone(),
             },
         )
     }
@@ -484,6 +492,8 @@ pub struct RxTask {
     len: usize,
     min: usize,
     timeout: Option<Duration>,
+    /// Aborted by the environment's teardown.
+    abort: Arc<lowcopy::AbortHandle>,
 }
 
 impl Task for RxTask {
@@ -500,7 +510,7 @@ impl Task for RxTask {
             Err(f) => return Ok(Err(f)),
         };
         Ok(rx
-            .recv_atleast(&mut buf, self.min, self.timeout)
+            .recv_atleast_abortable(&mut buf, self.min, self.timeout, &self.abort)
             .map(|n| {
                 buf.truncate(n);
                 buf

@@ -27,10 +27,9 @@
 //! and:
 //!
 //! 1. aborts every pending wait of the environment at once (their `AbortHandle`s): their
-//!    threads go back to the pool, and their promises are dropped with the environment.
-//!    `recvAtLeastAsync` is the exception: the core's receive takes no abort handle, so its
-//!    thread is left to end by itself (its timeout, data, or the peer's end); it holds only its
-//!    own duplicate and buffer, nothing of the environment, so `terminate()` does not wait;
+//!    threads go back to the pool, and their promises are dropped with the environment
+//!    (`recvAtLeastAsync` through the core's `recv_atleast_abortable`, which hands back any
+//!    bytes it took and leaves the rest queued);
 //! 2. closes every live `ZeroCopySender` of the environment with the core's close policy
 //!    (`ZeroCopySender::close_with`: wait for the sends in flight, reset a stream whose
 //!    completions do not come), all under one deadline, so that N stuck senders cost about one
@@ -219,7 +218,7 @@ where
 
 /// The threads the waits run on: process-wide, made on demand, each kept for a while once idle
 /// (a new thread per call would cost tens of microseconds). Node neither knows nor waits for
-/// them: a wait that outlives its environment (`recvAtLeastAsync`) holds only its own thread.
+/// them: every wait is aborted at teardown, and none holds anything of its environment.
 mod pool {
     use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
     use std::sync::Mutex;
