@@ -10,7 +10,9 @@
 #   make fuzz      the fuzzers, FUZZ_SECONDS (60) each, on nightly (fuzz/README.md)
 #   make header    the adapters' doc copies from core (make docs), then include/lowcopy.h
 #   make install   PREFIX=/usr/local DESTDIR= : stripped .so and .a (the .so's debug info in
-#                  LIBDIR/.debug), lowcopy.h, lowcopy_syscalls.h, lowcopy.pc, the man pages
+#                  LIBDIR/.debug), lowcopy.h, lowcopy_syscalls.h, lowcopy.pc and
+#                  lowcopy-static.pc (the archive, libc alone), the per-use syscall lists
+#                  (SYSCALLSDIR: include/syscalls/*.list), the man pages
 #                  (MANDIR: lowcopy(7) and one section-3 page per function)
 #   make man       the man pages in build/man, generated from include/lowcopy.h
 #   make dist      every release artifact in dist/ (scripts/dist.sh): the Python wheel and
@@ -22,6 +24,7 @@ PREFIX   ?= /usr/local
 LIBDIR   ?= $(PREFIX)/lib
 INCDIR   ?= $(PREFIX)/include
 MANDIR   ?= $(PREFIX)/share/man
+SYSCALLSDIR ?= $(PREFIX)/share/lowcopy/syscalls
 DESTDIR  ?=
 CARGO    ?= cargo
 CC       ?= cc
@@ -61,6 +64,12 @@ define write_pc
 	  'Libs: -L$${libdir} -llowcopy' \
 	  'Libs.private: $(STATIC_PRIVATE)' \
 	  'Cflags: -I$${includedir}' > $(4)
+	printf '%s\n' 'prefix=$(1)' 'libdir=$(2)' 'includedir=$(3)' '' \
+	  'Name: lowcopy-static' \
+	  'Description: lowcopy linked from its archive: a program that depends on libc alone' \
+	  'Version: $(VERSION)' \
+	  'Libs: -L$${libdir} -l:liblowcopy.a -static-libgcc $(STATIC_PRIVATE)' \
+	  'Cflags: -I$${includedir}' > $(dir $(4))lowcopy-static.pc
 endef
 
 # The adapters' copies of core's behavioural doc text (`// doc-copy:` blocks in capi/src,
@@ -107,7 +116,8 @@ C_ABI_BINS := $(BUILD)/bin/layout_older $(BUILD)/bin/layout_newer $(BUILD)/bin/a
 # The same runners with every lowcopy call held to its documented syscalls (tests/seccomp/):
 # no ASan (its runtime makes syscalls of its own inside the filtered calls).
 SECCOMP_RUNNERS := $(patsubst tests/c/%.c,$(BUILD)/bin/seccomp_%,$(wildcard tests/c/*scenarios.c))
-c-tests: lib $(C_TEST_BINS) $(C_RUNNERS) $(C_ABI_BINS) $(SECCOMP_RUNNERS) $(BUILD)/bin/faultrun
+c-tests: lib $(C_TEST_BINS) $(C_RUNNERS) $(C_ABI_BINS) $(SECCOMP_RUNNERS) $(BUILD)/bin/faultrun \
+	$(BUILD)/bin/seccomp_uses
 
 $(C_TEST_BINS): tests/c/check.h tests/c/common.h
 
@@ -146,6 +156,13 @@ $(SECCOMP_RUNNERS): $(BUILD)/bin/seccomp_%: tests/c/%.c tests/c/harness.c tests/
 	$(CC) $(STRICT) -I$(BUILD)/seccomp $$($(PKGENV) pkg-config --cflags lowcopy libcjson) $< \
 	  tests/c/harness.c tests/seccomp/sandbox.c -o $@ $(addprefix -Wl$(comma)--wrap=,$(SECCOMP_FNS)) \
 	  $$($(PKGENV) pkg-config --libs lowcopy libcjson) -lpthread -Wl,-rpath,$(BUILD)/lib
+
+# Each way of using the peek API under a filter of exactly its per-use list (-z now: no lazy
+# binding inside the filter).
+$(BUILD)/bin/seccomp_uses: tests/seccomp/uses.c include/lowcopy.h include/lowcopy_syscalls.h lib
+	mkdir -p $(BUILD)/bin
+	$(CC) $(STRICT) $$($(PKGENV) pkg-config --cflags lowcopy) $< -o $@ \
+	  $$($(PKGENV) pkg-config --libs lowcopy) -Wl,-z,now -Wl,-rpath,$(BUILD)/lib
 
 $(BUILD)/bin/test_abi_shared: tests/c/test_abi.c include/lowcopy.h lib
 	mkdir -p $(BUILD)/bin
@@ -341,6 +358,8 @@ install: lib man
 	ln -sf liblowcopy.so.0 $(DESTDIR)$(LIBDIR)/liblowcopy.so
 	install -m 0644 $(BUILD)/stripped/liblowcopy.a $(DESTDIR)$(LIBDIR)/
 	install -m 0644 include/lowcopy.h include/lowcopy_syscalls.h $(DESTDIR)$(INCDIR)/
+	install -d $(DESTDIR)$(SYSCALLSDIR)
+	install -m 0644 include/syscalls/*.list $(DESTDIR)$(SYSCALLSDIR)/
 	install -m 0644 $(BUILD)/man/man3/*.3 $(DESTDIR)$(MANDIR)/man3/
 	install -m 0644 $(BUILD)/man/man7/lowcopy.7 $(DESTDIR)$(MANDIR)/man7/
 	$(call write_pc,$(PREFIX),$(LIBDIR),$(INCDIR),$(DESTDIR)$(LIBDIR)/pkgconfig/lowcopy.pc)

@@ -101,6 +101,15 @@
 #define LOWCOPY_PEEK_DISCARD 2
 
 /**
+ * Peek mechanism:
+ * `SO_PEEK_OFF` where this socket family has it, else `LOWCOPY_PEEK_DISCARD`, as
+ * `LOWCOPY_PEEK_AUTO` picks (probed once per family and cached), but with no small-offset
+ * shortcut: every peek goes through the mechanism picked, so the only `SO_PEEK_OFF` write is the
+ * one that moves the kernel's offset to a cursor it is not at (a rewind, a skip).
+ */
+#define LOWCOPY_PEEK_OFFSET_OR_DISCARD 3
+
+/**
  * `lowcopy_peek_result.flags`: the kernel's `SO_PEEK_OFF` was written before the peek (it
  * was not at the offset asked for): the call made a `setsockopt` besides the peek.
  */
@@ -122,9 +131,25 @@
  * Bytes of caller memory for `lowcopy_peeker_init` in this version of the header (the size of
  * `lowcopy_peeker_storage`). `lowcopy_peeker_size()` is what the running library needs: a
  * later library that needs more than a program was built with refuses its memory with
- * `-EINVAL` rather than overrun it.
+ * `-EINVAL` rather than overrun it. Version 0.4 needs 152 bytes (64-bit): the counters of
+ * `lowcopy_peek_stats` (56, 64-bit by the ABI) and the stream position (8) alone fill 64, so
+ * the size is kept, and the 104 bytes above what it needs are the room later versions grow in.
  */
 #define LOWCOPY_PEEKER_SIZE 256
+
+/**
+ * The `uint64_t` at the start of a peeker's storage while the peeker lives: from a
+ * successful `lowcopy_peeker_init` until its release. A daemon with a table of
+ * `lowcopy_peeker_storage` tells a live entry by it, with no flag of its own; storage never
+ * initialised (a zeroed static table) reads 0.
+ */
+#define LOWCOPY_PEEKER_LIVE 7810209759586116978
+
+/**
+ * The `uint64_t` at the start of a peeker's storage once `lowcopy_peeker_release` (or
+ * `lowcopy_peeker_free`) has released the peeker made there: the memory is the caller's again.
+ */
+#define LOWCOPY_PEEKER_RELEASED 7810209759586575716
 
 /**
  * Alignment that `lowcopy_peeker_init` requires of its memory (`lowcopy_peeker_storage` has
@@ -315,8 +340,9 @@ typedef struct lowcopy_caps {
  */
 typedef struct lowcopy_peek_stats {
   /**
-   * Syscalls the peeker made, failed ones included, its constructor's too: 2 or 3 setting
-   * the socket up (`SO_PEEK_OFF`, `SO_OOBINLINE`), and before them the 3 `getsockopt` of
+   * Syscalls the peeker made, failed ones included, its constructor's too: 2 to 4 setting
+   * the socket up (`SO_PEEK_OFF`; `TCP_INQ` for the discard mechanism on TCP and MPTCP;
+   * `SO_OOBINLINE`), and before them the 3 `getsockopt` of
    * [`Peeker::new`] that learn what the socket is, or the 1 (TCP) or 2 (MPTCP, AF_UNIX) of
    * [`Peeker::with_kind`] that check the kind stated.
    */
@@ -711,9 +737,9 @@ int lowcopy_peek_supported(int fd);
  * Errors: `-EINVAL` (`buf` NULL, `len` 0 or above `SSIZE_MAX`, flags other than
  * `MSG_DONTWAIT`),
  * `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `-EOVERFLOW`
- * (`offset` beyond what the mechanism can represent: `INT_MAX` for `SO_PEEK_OFF`, 64 KiB per iovec
- * left below 1024 for the discard prefix; never truncated), `-ECONNRESET` and other `recvmsg`
- * errors.
+ * (`offset` beyond what the mechanism can represent: `INT_MAX` for `SO_PEEK_OFF`, 1023 x 64 KiB
+ * for the discard prefix, whose peek into more iovecs than fit beside it is split into several
+ * `recvmsg`; never truncated), `-ECONNRESET` and other `recvmsg` errors.
  *
  * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
  *
@@ -754,14 +780,17 @@ ssize_t lowcopy_consume(int fd, size_t n, int flags);
  * Creates a peek cursor over the stream socket `fd`, at offset 0, and writes it to `*out`.
  *
  * `mode`: `LOWCOPY_PEEK_AUTO`, `LOWCOPY_PEEK_OFFSET` or `LOWCOPY_PEEK_DISCARD`.
- * `LOWCOPY_PEEK_OFFSET` (and `LOWCOPY_PEEK_AUTO` when it picks `SO_PEEK_OFF`) sets the socket's
- * `SO_PEEK_OFF` to 0; `LOWCOPY_PEEK_DISCARD` makes sure it is disabled (-1).
+ * `LOWCOPY_PEEK_OFFSET` (and `LOWCOPY_PEEK_AUTO` or `LOWCOPY_PEEK_OFFSET_OR_DISCARD` when they
+ * pick `SO_PEEK_OFF`) sets the socket's `SO_PEEK_OFF` to 0; the discard mechanism makes sure it is
+ * disabled (-1) and, on TCP and MPTCP, sets `TCP_INQ` (one `setsockopt`), whose hint lets an empty
+ * peek cost one `recvmsg`; a caller's own `recvmsg` with a control buffer then also receives a
+ * `TCP_CM_INQ` message. Dropping the peeker turns it off.
  * Cost: 3 `getsockopt` to learn what the socket is and that it does not listen (`SO_DOMAIN`, then
  * on TCP `SO_PROTOCOL` and `TCP_INFO`, on MPTCP `SO_PROTOCOL` and `SO_ACCEPTCONN`, on AF_UNIX
  * `SO_TYPE` and `SO_ACCEPTCONN`; 1 or 2 to check the kind when the caller states it), then one
- * `setsockopt` (`LOWCOPY_PEEK_OFFSET`, `LOWCOPY_PEEK_AUTO`) or one `getsockopt`
- * (`LOWCOPY_PEEK_DISCARD`; a `setsockopt` more if `SO_PEEK_OFF` was on), and the `setsockopt` of
- * `SO_OOBINLINE`.
+ * `setsockopt` (`SO_PEEK_OFF`), or for the discard mechanism one `getsockopt` (a `setsockopt` more
+ * if `SO_PEEK_OFF` was on) and on TCP and MPTCP the `setsockopt` of `TCP_INQ`, and the
+ * `setsockopt` of `SO_OOBINLINE`.
  *
  * Urgent data (a TCP urgent byte, `MSG_OOB`, or an AF_UNIX out-of-band byte):
  * making a peeker sets `SO_OOBINLINE` on the socket and leaves it set. Every urgent byte is then
@@ -979,10 +1008,11 @@ int lowcopy_peeker_stats(const struct lowcopy_peeker *p,
 
 /**
  * Releases a peeker.
- * Restores `SO_RCVLOWAT` if the mark was armed and leaves `SO_PEEK_OFF` disabled (-1) if this
- * peeker used it.
+ * Restores `SO_RCVLOWAT` if the mark was armed, leaves `SO_PEEK_OFF` disabled (-1) if this peeker
+ * used it, and `TCP_INQ` off (0) if it set it (the discard mechanism on TCP).
  * Does not close the fd; call it before closing the fd. NULL is a no-op. A peeker made by `lowcopy_peeker_init` is released in place: its memory stays the
- * caller's (it may be reused for another `lowcopy_peeker_init`).
+ * caller's (it may be reused for another `lowcopy_peeker_init`), its `uint64_t` at the start
+ * then `LOWCOPY_PEEKER_RELEASED`.
  *
  * Syscalls: setsockopt, brk, munmap, madvise, futex, mmap, mremap, mprotect, getrandom.
  *
@@ -1009,9 +1039,10 @@ size_t lowcopy_peeker_size(void);
  * `domain` and `protocol` state what the socket is, as given to `socket(2)`: `AF_INET` or
  * `AF_INET6` with `IPPROTO_TCP` (or 0) or `IPPROTO_MPTCP`, or `AF_UNIX` with 0. The peeker
  * then checks the kind (one `getsockopt` on TCP, two on MPTCP and AF_UNIX, below) instead of
- * learning it (three): OFFSET and AUTO then cost two `setsockopt`s (`SO_PEEK_OFF` and
- * `SO_OOBINLINE`), DISCARD a `getsockopt` and the `SO_OOBINLINE` `setsockopt` (and a
- * `setsockopt` more if `SO_PEEK_OFF` was on). `AF_UNSPEC` (0) with 0 asks the socket instead
+ * learning it (three): `SO_PEEK_OFF` then costs two `setsockopt`s (`SO_PEEK_OFF` and
+ * `SO_OOBINLINE`), the discard mechanism a `getsockopt`, on TCP and MPTCP the `TCP_INQ`
+ * `setsockopt` and the `SO_OOBINLINE` `setsockopt` (and a `setsockopt` more if `SO_PEEK_OFF`
+ * was on). `AF_UNSPEC` (0) with 0 asks the socket instead
  * (3 `getsockopt`, as `lowcopy_peeker_new`).
  * Stating the kind wrong loses nothing: the kind is checked before any byte is read, and a socket
  * that is not of it fails with `-EPROTOTYPE` (a datagram socket, whose consume would drop a whole
@@ -1036,7 +1067,9 @@ size_t lowcopy_peeker_size(void);
  * socket) and `-EINVAL` (a listening AF_UNIX socket): a listening socket is no connection, refused
  * with the errno its `recv` gives; `-EPROTOTYPE` (a stated kind that is not the socket's);
  * `setsockopt`/`getsockopt` errors.
- * Nothing is written to `*out` or `mem` on error.
+ * On success `*out` is `mem` itself: the handle is the caller's memory, so a table of
+ * `lowcopy_peeker_storage` needs no pointer beside each entry. Nothing is written to `*out` or
+ * `mem` on error.
  *
  * Syscalls: getsockopt, setsockopt.
  *
@@ -1055,8 +1088,10 @@ int lowcopy_peeker_init(void *mem,
  * Releases a peeker, made by `lowcopy_peeker_new` (freed) or `lowcopy_peeker_init` (its
  * memory left to the caller). `flags` 0: as `lowcopy_peeker_free`, restoring the socket's
  * options (a `setsockopt` for `SO_PEEK_OFF` if the peeker used it, one for `SO_RCVLOWAT` if
- * the mark was armed). `LOWCOPY_RELEASE_CLOSING`: the caller closes the fd next, so nothing
- * is restored and no syscall is made.
+ * the mark was armed, one for `TCP_INQ` if the discard mechanism set it).
+ * `LOWCOPY_RELEASE_CLOSING`: the caller closes the fd next, so nothing is restored and no
+ * syscall is made. The `uint64_t` at a released peeker's caller memory then reads
+ * `LOWCOPY_PEEKER_RELEASED` (it read `LOWCOPY_PEEKER_LIVE` while the peeker lived).
  *
  * Returns 0; `-EINVAL` for NULL or unknown flags (the peeker is then not released);
  * `-ENOTRECOVERABLE` when a call on the peeker panicked before (it is released all the same).
@@ -1082,14 +1117,22 @@ int lowcopy_peeker_release(struct lowcopy_peeker *p, uint32_t flags);
  *
  * Cost with `SO_PEEK_OFF` (`LOWCOPY_PEEK_OFFSET`, and `LOWCOPY_PEEK_AUTO` when it picked it): one
  * `recv`/`recvmsg` when the kernel's offset is already at `offset` (after a peek that ended there,
- * or a consume that moved both back), a `setsockopt` and the `recv` when it must be moved; never a
- * classification. `LOWCOPY_PEEK_AUTO` peeks an `offset` of at most 4096 bytes that the kernel's
- * offset is not at with a discard prefix instead (one `recvmsg`, a `setsockopt` more the first
- * time it must switch `SO_PEEK_OFF` off). `LOWCOPY_PEEK_DISCARD`: one `recvmsg` per peek that
- * finds bytes. Beyond those: with the low-water mark armed, a blocking call lowers it first (a
- * `setsockopt`) and one that finds nothing sets it to `offset` + 1 (a `setsockopt`); the discard
- * mechanism, finding nothing past `offset`, asks `poll` whether the peer ended and `fcntl` whether
- * the fd blocks, and waits as a peek at the cursor does.
+ * or a consume that moved both back), a `setsockopt` and the `recv` when it must be moved (so a
+ * rewind writes `SO_PEEK_OFF` once); never a classification. `LOWCOPY_PEEK_AUTO` peeks an `offset`
+ * at most 4096 bytes ahead of the kernel's offset from there, with a discard prefix over the bytes
+ * between (one `recvmsg`, no `setsockopt`); `LOWCOPY_PEEK_OFFSET_OR_DISCARD` never does. The
+ * discard mechanism: one `recvmsg` per peek that finds bytes, and on TCP and MPTCP one per peek
+ * that finds nothing past `offset` with `MSG_DONTWAIT` (`TCP_INQ`'s hint says no more is queued
+ * and the peer has not ended); more iovecs than fit beside the prefix below `IOV_MAX` split the
+ * peek into several `recvmsg`, each into as many as fit, until one comes back short. Beyond those:
+ * with the low-water mark armed, a blocking call lowers it first (a `setsockopt`) and one that
+ * finds nothing sets it to `offset` + 1 (a `setsockopt`); the discard mechanism, finding nothing
+ * past `offset` where the hint does not settle it (AF_UNIX, an urgent mark, bytes arriving
+ * meanwhile, a blocking call), asks `ioctl(FIONREAD)` about a mark, `poll` whether the peer ended
+ * and `fcntl` whether the fd blocks, and waits as a peek at the cursor does. A reset (or a
+ * connection error) that leaves bytes queued before `offset` is not seen by that one `recvmsg`: a
+ * non-blocking peek there returns `-EAGAIN` (`poll` reports `POLLHUP`/`POLLERR`) until a blocking
+ * peek or a consume reports it.
  * A moved offset sets `LOWCOPY_PEEK_MOVED` in `res->flags`, a discard prefix
  * `LOWCOPY_PEEK_PREFIXED`.
  *
@@ -1100,8 +1143,8 @@ int lowcopy_peeker_release(struct lowcopy_peeker *p, uint32_t flags);
  *
  * Errors: `-EINVAL` also for `res_size` out of range with a non-NULL `res`;
  * As a peek at the cursor (the cursor is then at `offset`); `-EOVERFLOW` (`offset` beyond what the
- * mechanism can represent: `INT_MAX` with `SO_PEEK_OFF`, 1023 x 64 KiB with the discard prefix;
- * the cursor is then unchanged).
+ * mechanism can represent: `INT_MAX` with `SO_PEEK_OFF`, 1023 x 64 KiB with the discard prefix,
+ * for any number of iovecs up to `IOV_MAX`; the cursor is then unchanged).
  *
  * Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
  *

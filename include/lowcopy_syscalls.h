@@ -127,4 +127,21 @@
     X(sigaltstack) \
     X(socket)
 
+/*
+ * Per use: LOWCOPY_SYSCALLS_USE_<use>(X), the exact set one way of using the API can make
+ * (every path but a panic), for a filter that allows that use and no more; the same lists, one
+ * syscall name a line, are include/syscalls/<use>.list for a seccomp generator.
+ * tests/seccomp/uses.c runs each use under a filter of exactly its list. A peeker in caller
+ * memory never allocates, so none of these lists has the allocator's syscalls (brk, mmap, ...)
+ * that lowcopy_peeker_release's own list names for a peeker made by lowcopy_peeker_new.
+ */
+/* a peeker made by lowcopy_peeker_init in caller memory, any mode, every call on it, released by lowcopy_peeker_release (0 or LOWCOPY_RELEASE_CLOSING) */
+#define LOWCOPY_SYSCALLS_USE_PEEKER_INIT(X) X(clock_gettime) X(close) X(fcntl) X(getsockopt) X(ioctl) X(poll) X(recvfrom) X(recvmsg) X(setsockopt)
+/* a peeker made by lowcopy_peeker_init in caller memory, any mode, every call on it, released with LOWCOPY_RELEASE_CLOSING (which makes no syscall) */
+#define LOWCOPY_SYSCALLS_USE_PEEKER_INIT_CLOSING(X) X(clock_gettime) X(close) X(fcntl) X(getsockopt) X(ioctl) X(poll) X(recvfrom) X(recvmsg) X(setsockopt)
+/* a peeker made by lowcopy_peeker_init whose mode is SO_PEEK_OFF (lowcopy_peeker_mode says LOWCOPY_PEEK_OFFSET: OFFSET, or AUTO with or without its shortcut, or OFFSET_OR_DISCARD, on a socket that has it), every call on it, released either way */
+#define LOWCOPY_SYSCALLS_USE_PEEKER_INIT_OFFSET(X) X(close) X(getsockopt) X(ioctl) X(recvfrom) X(recvmsg) X(setsockopt)
+/* the stateless calls: lowcopy_peek_supported, lowcopy_peek_at, lowcopy_peekv_at, lowcopy_consume */
+#define LOWCOPY_SYSCALLS_USE_STATELESS(X) X(clock_gettime) X(close) X(fcntl) X(getsockopt) X(ioctl) X(poll) X(recvfrom) X(recvmsg) X(setsockopt)
+
 #endif /* LOWCOPY_SYSCALLS_H */

@@ -30,13 +30,17 @@ export declare class Peeker {
    * Creates a peeker over (a duplicate of) `fd`, cursor at 0 (the head of the receive
    * queue); `options.kind` states what the socket is, sparing the 2-3 `getsockopt` that ask
    * it.
-   * `'offset'` (and `'auto'` when it picks `SO_PEEK_OFF`) sets the socket's `SO_PEEK_OFF` to 0;
-   * `'discard'` makes sure it is disabled (-1).
+   * `'offset'` (and `'auto'` or `'offset_or_discard'` when they pick `SO_PEEK_OFF`) sets the
+   * socket's `SO_PEEK_OFF` to 0; the discard mechanism makes sure it is disabled (-1) and, on
+   * TCP and MPTCP, sets `TCP_INQ` (one `setsockopt`), whose hint lets an empty peek cost one
+   * `recvmsg`; a caller's own `recvmsg` with a control buffer then also receives a `TCP_CM_INQ`
+   * message. Dropping the peeker turns it off.
    * Cost: 3 `getsockopt` to learn what the socket is and that it does not listen (`SO_DOMAIN`,
    * then on TCP `SO_PROTOCOL` and `TCP_INFO`, on MPTCP `SO_PROTOCOL` and `SO_ACCEPTCONN`, on
    * AF_UNIX `SO_TYPE` and `SO_ACCEPTCONN`; 1 or 2 to check the kind when the caller states it),
-   * then one `setsockopt` (`'offset'`, `'auto'`) or one `getsockopt` (`'discard'`; a
-   * `setsockopt` more if `SO_PEEK_OFF` was on), and the `setsockopt` of `SO_OOBINLINE`.
+   * then one `setsockopt` (`SO_PEEK_OFF`), or for the discard mechanism one `getsockopt` (a
+   * `setsockopt` more if `SO_PEEK_OFF` was on) and on TCP and MPTCP the `setsockopt` of
+   * `TCP_INQ`, and the `setsockopt` of `SO_OOBINLINE`.
    *
    * Urgent data (a TCP urgent byte, `MSG_OOB`, or an AF_UNIX out-of-band byte):
    * making a peeker sets `SO_OOBINLINE` on the socket and leaves it set. Every urgent byte is
@@ -137,19 +141,27 @@ export declare class Peeker {
    *
    * Cost with `SO_PEEK_OFF` (`'offset'`, and `'auto'` when it picked it): one `recv`/`recvmsg`
    * when the kernel's offset is already at `offset` (after a peek that ended there, or a consume
-   * that moved both back), a `setsockopt` and the `recv` when it must be moved; never a
-   * classification. `'auto'` peeks an `offset` of at most 4096 bytes that the kernel's offset is
-   * not at with a discard prefix instead (one `recvmsg`, a `setsockopt` more the first time it
-   * must switch `SO_PEEK_OFF` off). `'discard'`: one `recvmsg` per peek that finds bytes. Beyond
-   * those: with the low-water mark armed, a blocking call lowers it first (a `setsockopt`) and
-   * one that finds nothing sets it to `offset` + 1 (a `setsockopt`); the discard mechanism,
-   * finding nothing past `offset`, asks `poll` whether the peer ended and `fcntl` whether the fd
-   * blocks, and waits as a peek at the cursor does.
+   * that moved both back), a `setsockopt` and the `recv` when it must be moved (so a rewind
+   * writes `SO_PEEK_OFF` once); never a classification. `'auto'` peeks an `offset` at most 4096
+   * bytes ahead of the kernel's offset from there, with a discard prefix over the bytes between
+   * (one `recvmsg`, no `setsockopt`); `'offset_or_discard'` never does. The discard mechanism:
+   * one `recvmsg` per peek that finds bytes, and on TCP and MPTCP one per peek that finds
+   * nothing past `offset` with `dontWait` (`TCP_INQ`'s hint says no more is queued and the peer
+   * has not ended); more iovecs than fit beside the prefix below `IOV_MAX` split the peek into
+   * several `recvmsg`, each into as many as fit, until one comes back short. Beyond those: with
+   * the low-water mark armed, a blocking call lowers it first (a `setsockopt`) and one that
+   * finds nothing sets it to `offset` + 1 (a `setsockopt`); the discard mechanism, finding
+   * nothing past `offset` where the hint does not settle it (AF_UNIX, an urgent mark, bytes
+   * arriving meanwhile, a blocking call), asks `ioctl(FIONREAD)` about a mark, `poll` whether
+   * the peer ended and `fcntl` whether the fd blocks, and waits as a peek at the cursor does. A
+   * reset (or a connection error) that leaves bytes queued before `offset` is not seen by that
+   * one `recvmsg`: a non-blocking peek there returns `EAGAIN` (`poll` reports
+   * `POLLHUP`/`POLLERR`) until a blocking peek or a consume reports it.
    *
    * Errors:
    * As a peek at the cursor (the cursor is then at `offset`); `EOVERFLOW` (`offset` beyond what
    * the mechanism can represent: `INT_MAX` with `SO_PEEK_OFF`, 1023 x 64 KiB with the discard
-   * prefix; the cursor is then unchanged).
+   * prefix, for any number of iovecs up to `IOV_MAX`; the cursor is then unchanged).
    */
   peekAtInto(offset: number, buf: ArrayBufferView, options?: PeekOptions): PeekResult
   /** `peekAtInto` scattering into `buffers` in order (as `peekv`; at most `IOV_MAX` = 1024). */
@@ -230,8 +242,8 @@ export declare class Peeker {
   stats(): PeekStats
   /**
    * Closes the peeker's duplicate; queued bytes stay queued for the next reader.
-   * Restores `SO_RCVLOWAT` if the mark was armed and leaves `SO_PEEK_OFF` disabled (-1) if this
-   * peeker used it.
+   * Restores `SO_RCVLOWAT` if the mark was armed, leaves `SO_PEEK_OFF` disabled (-1) if this
+   * peeker used it, and `TCP_INQ` off (0) if it set it (the discard mechanism on TCP).
    * `{ restore: false }` for a socket closed next: nothing is restored. A pending `peekAsync`
    * rejects with an `AbortError` (and the socket is restored when it ends). Calling it again
    * does nothing.
@@ -650,9 +662,9 @@ export interface PeekAsyncOptions {
  *
  * Errors: `EAGAIN` when nothing lies beyond `offset` and the call may not wait;
  * `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `EOVERFLOW`
- * (`offset` beyond what the mechanism can represent: `INT_MAX` for `SO_PEEK_OFF`, 64 KiB per iovec
- * left below 1024 for the discard prefix; never truncated), `ECONNRESET` and other `recvmsg`
- * errors.
+ * (`offset` beyond what the mechanism can represent: `INT_MAX` for `SO_PEEK_OFF`, 1023 x 64 KiB
+ * for the discard prefix, whose peek into more iovecs than fit beside it is split into several
+ * `recvmsg`; never truncated), `ECONNRESET` and other `recvmsg` errors.
  */
 export declare function peekAt(fd: number | import('node:net').Socket | { fd: number }, offset: number, length: number, options?: PeekOptions): Buffer
 
@@ -743,10 +755,11 @@ export interface PeekResult {
 /** Counters of a `Peeker` (bytes in bytes); see the core's `PeekStats`. */
 export interface PeekStats {
   /**
-   * Syscalls the peeker made, failed ones included, its constructor's too: 2 or 3 setting the
-   * socket up (`SO_PEEK_OFF`, `SO_OOBINLINE`), and before them the 3 `getsockopt` of `new
-   * Peeker` without a `kind` that learn what the socket is, or the 1 (TCP) or 2 (MPTCP, AF_UNIX)
-   * of `new Peeker` with a `kind` that check the kind stated.
+   * Syscalls the peeker made, failed ones included, its constructor's too: 2 to 4 setting the
+   * socket up (`SO_PEEK_OFF`; `TCP_INQ` for the discard mechanism on TCP and MPTCP;
+   * `SO_OOBINLINE`), and before them the 3 `getsockopt` of `new Peeker` without a `kind` that
+   * learn what the socket is, or the 1 (TCP) or 2 (MPTCP, AF_UNIX) of `new Peeker` with a `kind`
+   * that check the kind stated.
    */
   syscalls: number
   /** Peeks that returned data. */

@@ -112,6 +112,11 @@ RENAMES = {
         "node": "`'discard'`",
         "python": "`PeekMode.DISCARD`",
     },
+    "PeekMode::OffsetOrDiscard": {
+        "c": "`LOWCOPY_PEEK_OFFSET_OR_DISCARD`",
+        "node": "`'offset_or_discard'`",
+        "python": "`PeekMode.OFFSET_OR_DISCARD`",
+    },
     "PeekMode::Auto": {"c": "`LOWCOPY_PEEK_AUTO`", "node": "`'auto'`", "python": "`PeekMode.AUTO`"},
     "set_rcvlowat": {
         "c": "`lowcopy_set_rcvlowat`",

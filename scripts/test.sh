@@ -82,6 +82,15 @@ install_smoke() ( # a subshell: its EXIT trap cleans up whatever happens
 	cc -Wall -Wextra -Werror $("${pc[@]}" pkg-config --cflags lowcopy) tests/c/test_abi.c \
 		-o "$d/t" $("${pc[@]}" pkg-config --libs lowcopy) || return 1
 	LD_LIBRARY_PATH="$d/usr/local/lib" "$d/t" | tail -1
+	# lowcopy-static.pc: the archive, and a program that needs nothing but libc.
+	# shellcheck disable=SC2046
+	cc -Wall -Wextra -Werror $("${pc[@]}" pkg-config --cflags lowcopy-static) tests/c/test_abi.c \
+		-o "$d/ts" $("${pc[@]}" pkg-config --libs lowcopy-static) || return 1
+	# (glibc's dynamic loader, ld-linux*, is part of libc: __tls_get_addr, _dl_find_object.)
+	needed=$(readelf -d "$d/ts" | awk '/NEEDED/ {print $5}' | tr -d '[]' | grep -v '^ld-linux' |
+		tr '\n' ' ')
+	[ "$needed" = "libc.so.6 " ] || { echo "lowcopy-static.pc: NEEDED $needed"; return 1; }
+	"$d/ts" | tail -1
 	# Only lowcopy_* symbols leave the shared library, all under a version node.
 	bad=$(nm -D --defined-only "$d/usr/local/lib/liblowcopy.so.0" | awk '{print $3}' |
 		grep -v '^lowcopy_' | grep -v '^LOWCOPY_0' || true)
@@ -184,6 +193,8 @@ section_c() {
 		suite "C behaviour table ${table:-peek}.json, each call under its documented seccomp allowlist" \
 			"build/bin/seccomp_$r" "tests/scenarios/${table:-peek}.json"
 	done
+	suite "each way of using the peek API under a filter of exactly its per-use list" \
+		build/bin/seccomp_uses
 	# The zerocopy runner also runs the scale table (issue 13: sender options, many senders on one
 	# thread's io_uring ring), whose ops only the Rust and C APIs have.
 	suite "C behaviour table zc_scale.json, ASan" build/bin/c_zc_scenarios tests/scenarios/zc_scale.json

@@ -37,12 +37,21 @@ pub const LOWCOPY_PEEK_OFFSET: u32 = 1;
 /// `lowcopy_peek_stats.bytes_skipped_copied`).
 // doc-end
 pub const LOWCOPY_PEEK_DISCARD: u32 = 2;
+/// Peek mechanism:
+// doc-copy: peek_mode.offset_or_discard
+/// `SO_PEEK_OFF` where this socket family has it, else `LOWCOPY_PEEK_DISCARD`, as
+/// `LOWCOPY_PEEK_AUTO` picks (probed once per family and cached), but with no small-offset
+/// shortcut: every peek goes through the mechanism picked, so the only `SO_PEEK_OFF` write is the
+/// one that moves the kernel's offset to a cursor it is not at (a rewind, a skip).
+// doc-end
+pub const LOWCOPY_PEEK_OFFSET_OR_DISCARD: u32 = 3;
 
 // Literal values so that cbindgen can write them; they must equal the core's.
 const _: () = {
     assert!(LOWCOPY_PEEK_AUTO == PeekMode::Auto as u32);
     assert!(LOWCOPY_PEEK_OFFSET == PeekMode::Offset as u32);
     assert!(LOWCOPY_PEEK_DISCARD == PeekMode::Discard as u32);
+    assert!(LOWCOPY_PEEK_OFFSET_OR_DISCARD == PeekMode::OffsetOrDiscard as u32);
 };
 
 /// `lowcopy_peek_result.flags`: the kernel's `SO_PEEK_OFF` was written before the peek (it
@@ -58,8 +67,19 @@ pub const LOWCOPY_RELEASE_CLOSING: u32 = 1;
 /// Bytes of caller memory for `lowcopy_peeker_init` in this version of the header (the size of
 /// `lowcopy_peeker_storage`). `lowcopy_peeker_size()` is what the running library needs: a
 /// later library that needs more than a program was built with refuses its memory with
-/// `-EINVAL` rather than overrun it.
+/// `-EINVAL` rather than overrun it. Version 0.4 needs 152 bytes (64-bit): the counters of
+/// `lowcopy_peek_stats` (56, 64-bit by the ABI) and the stream position (8) alone fill 64, so
+/// the size is kept, and the 104 bytes above what it needs are the room later versions grow in.
 pub const LOWCOPY_PEEKER_SIZE: usize = 256;
+/// The `uint64_t` at the start of a peeker's storage while the peeker lives: from a
+/// successful `lowcopy_peeker_init` until its release. A daemon with a table of
+/// `lowcopy_peeker_storage` tells a live entry by it, with no flag of its own; storage never
+/// initialised (a zeroed static table) reads 0.
+pub const LOWCOPY_PEEKER_LIVE: u64 = 0x6c63_7065_656b_6572;
+/// The `uint64_t` at the start of a peeker's storage once `lowcopy_peeker_release` (or
+/// `lowcopy_peeker_free`) has released the peeker made there: the memory is the caller's again.
+pub const LOWCOPY_PEEKER_RELEASED: u64 = 0x6c63_7065_6572_6564;
+
 /// Alignment that `lowcopy_peeker_init` requires of its memory (`lowcopy_peeker_storage` has
 /// it).
 pub const LOWCOPY_PEEKER_ALIGN: usize = 8;
@@ -70,6 +90,9 @@ const _: () = {
     assert!(std::mem::size_of::<lowcopy_peeker>() <= LOWCOPY_PEEKER_SIZE);
     assert!(std::mem::align_of::<lowcopy_peeker>() <= LOWCOPY_PEEKER_ALIGN);
     assert!(std::mem::size_of::<lowcopy_peeker_storage>() == LOWCOPY_PEEKER_SIZE);
+    // LOWCOPY_PEEKER_LIVE is the uint64_t at `mem`: `tag` is first in the #[repr(C)] Tagged,
+    // and Tagged, the handle's one field, at its start (checked for this compiler's layout).
+    assert!(std::mem::offset_of!(lowcopy_peeker, t) == 0);
     assert!(std::mem::align_of::<lowcopy_peeker_storage>() == LOWCOPY_PEEKER_ALIGN);
 };
 
@@ -86,6 +109,16 @@ pub struct lowcopy_peeker_storage {
 /// `lowcopy_peeker_init` (caller memory), released by `lowcopy_peeker_free` or
 /// `lowcopy_peeker_release`.
 pub struct lowcopy_peeker {
+    t: Tagged,
+}
+
+/// The peeker's fields, the tag first at a fixed place (`#[repr(C)]`), so that it is the
+/// `uint64_t` at `mem`; the handle around it stays opaque to C.
+#[repr(C)]
+struct Tagged {
+    /// `LOWCOPY_PEEKER_LIVE` while the peeker lives; `LOWCOPY_PEEKER_RELEASED` once a peeker
+    /// in caller memory is released.
+    tag: u64,
     g: Guarded<CPeeker>,
     /// Made by `lowcopy_peeker_init` in the caller's memory: never freed by lowcopy.
     in_place: bool,
@@ -94,10 +127,10 @@ pub struct lowcopy_peeker {
 impl crate::Handle for lowcopy_peeker {
     type Inner = CPeeker;
     fn guarded(&self) -> &Guarded<CPeeker> {
-        &self.g
+        &self.t.g
     }
     fn guarded_mut(&mut self) -> &mut Guarded<CPeeker> {
-        &mut self.g
+        &mut self.t.g
     }
 }
 
@@ -155,9 +188,9 @@ pub extern "C" fn lowcopy_peek_supported(fd: c_int) -> c_int {
 /// `MSG_DONTWAIT`),
 // doc-copy: peek_at.errors
 /// `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `-EOVERFLOW`
-/// (`offset` beyond what the mechanism can represent: `INT_MAX` for `SO_PEEK_OFF`, 64 KiB per iovec
-/// left below 1024 for the discard prefix; never truncated), `-ECONNRESET` and other `recvmsg`
-/// errors.
+/// (`offset` beyond what the mechanism can represent: `INT_MAX` for `SO_PEEK_OFF`, 1023 x 64 KiB
+/// for the discard prefix, whose peek into more iovecs than fit beside it is split into several
+/// `recvmsg`; never truncated), `-ECONNRESET` and other `recvmsg` errors.
 // doc-end
 ///
 /// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.
@@ -249,16 +282,19 @@ pub extern "C" fn lowcopy_consume(fd: c_int, n: size_t, flags: c_int) -> ssize_t
 ///
 /// `mode`: `LOWCOPY_PEEK_AUTO`, `LOWCOPY_PEEK_OFFSET` or `LOWCOPY_PEEK_DISCARD`.
 // doc-copy: peeker_new.kernel
-/// `LOWCOPY_PEEK_OFFSET` (and `LOWCOPY_PEEK_AUTO` when it picks `SO_PEEK_OFF`) sets the socket's
-/// `SO_PEEK_OFF` to 0; `LOWCOPY_PEEK_DISCARD` makes sure it is disabled (-1).
+/// `LOWCOPY_PEEK_OFFSET` (and `LOWCOPY_PEEK_AUTO` or `LOWCOPY_PEEK_OFFSET_OR_DISCARD` when they
+/// pick `SO_PEEK_OFF`) sets the socket's `SO_PEEK_OFF` to 0; the discard mechanism makes sure it is
+/// disabled (-1) and, on TCP and MPTCP, sets `TCP_INQ` (one `setsockopt`), whose hint lets an empty
+/// peek cost one `recvmsg`; a caller's own `recvmsg` with a control buffer then also receives a
+/// `TCP_CM_INQ` message. Dropping the peeker turns it off.
 // doc-end
 // doc-copy: peeker_new.cost
 /// Cost: 3 `getsockopt` to learn what the socket is and that it does not listen (`SO_DOMAIN`, then
 /// on TCP `SO_PROTOCOL` and `TCP_INFO`, on MPTCP `SO_PROTOCOL` and `SO_ACCEPTCONN`, on AF_UNIX
 /// `SO_TYPE` and `SO_ACCEPTCONN`; 1 or 2 to check the kind when the caller states it), then one
-/// `setsockopt` (`LOWCOPY_PEEK_OFFSET`, `LOWCOPY_PEEK_AUTO`) or one `getsockopt`
-/// (`LOWCOPY_PEEK_DISCARD`; a `setsockopt` more if `SO_PEEK_OFF` was on), and the `setsockopt` of
-/// `SO_OOBINLINE`.
+/// `setsockopt` (`SO_PEEK_OFF`), or for the discard mechanism one `getsockopt` (a `setsockopt` more
+/// if `SO_PEEK_OFF` was on) and on TCP and MPTCP the `setsockopt` of `TCP_INQ`, and the
+/// `setsockopt` of `SO_OOBINLINE`.
 // doc-end
 ///
 /// Urgent data (a TCP urgent byte, `MSG_OOB`, or an AF_UNIX out-of-band byte):
@@ -323,7 +359,13 @@ pub unsafe extern "C" fn lowcopy_peeker_new(
     out: *mut *mut lowcopy_peeker,
 ) -> c_int {
     let mode = PeekMode::try_from(mode);
-    let wrap = |g| lowcopy_peeker { g, in_place: false };
+    let wrap = |g| lowcopy_peeker {
+        t: Tagged {
+            tag: LOWCOPY_PEEKER_LIVE,
+            g,
+            in_place: false,
+        },
+    };
     // SAFETY: `out` is NULL or writable for one pointer per the caller's contract.
     unsafe { new_handle(fd, out, wrap, |fd| Peeker::new(fd, mode?)) }
 }
@@ -575,11 +617,12 @@ crate::versions::default_version!("lowcopy_peeker_stats", "LOWCOPY_0.2");
 
 /// Releases a peeker.
 // doc-copy: peeker_drop.kernel
-/// Restores `SO_RCVLOWAT` if the mark was armed and leaves `SO_PEEK_OFF` disabled (-1) if this
-/// peeker used it.
+/// Restores `SO_RCVLOWAT` if the mark was armed, leaves `SO_PEEK_OFF` disabled (-1) if this peeker
+/// used it, and `TCP_INQ` off (0) if it set it (the discard mechanism on TCP).
 // doc-end
 /// Does not close the fd; call it before closing the fd. NULL is a no-op. A peeker made by `lowcopy_peeker_init` is released in place: its memory stays the
-/// caller's (it may be reused for another `lowcopy_peeker_init`).
+/// caller's (it may be reused for another `lowcopy_peeker_init`), its `uint64_t` at the start
+/// then `LOWCOPY_PEEKER_RELEASED`.
 ///
 /// Syscalls: setsockopt, brk, munmap, madvise, futex, mmap, mremap, mprotect, getrandom.
 ///
@@ -610,9 +653,10 @@ crate::versions::default_version!("lowcopy_peeker_size", "LOWCOPY_0.3");
 /// `domain` and `protocol` state what the socket is, as given to `socket(2)`: `AF_INET` or
 /// `AF_INET6` with `IPPROTO_TCP` (or 0) or `IPPROTO_MPTCP`, or `AF_UNIX` with 0. The peeker
 /// then checks the kind (one `getsockopt` on TCP, two on MPTCP and AF_UNIX, below) instead of
-/// learning it (three): OFFSET and AUTO then cost two `setsockopt`s (`SO_PEEK_OFF` and
-/// `SO_OOBINLINE`), DISCARD a `getsockopt` and the `SO_OOBINLINE` `setsockopt` (and a
-/// `setsockopt` more if `SO_PEEK_OFF` was on). `AF_UNSPEC` (0) with 0 asks the socket instead
+/// learning it (three): `SO_PEEK_OFF` then costs two `setsockopt`s (`SO_PEEK_OFF` and
+/// `SO_OOBINLINE`), the discard mechanism a `getsockopt`, on TCP and MPTCP the `TCP_INQ`
+/// `setsockopt` and the `SO_OOBINLINE` `setsockopt` (and a `setsockopt` more if `SO_PEEK_OFF`
+/// was on). `AF_UNSPEC` (0) with 0 asks the socket instead
 /// (3 `getsockopt`, as `lowcopy_peeker_new`).
 // doc-copy: peeker_kind.wrong
 /// Stating the kind wrong loses nothing: the kind is checked before any byte is read, and a socket
@@ -641,7 +685,9 @@ crate::versions::default_version!("lowcopy_peeker_size", "LOWCOPY_0.3");
 /// with the errno its `recv` gives; `-EPROTOTYPE` (a stated kind that is not the socket's);
 /// `setsockopt`/`getsockopt` errors.
 // doc-end
-/// Nothing is written to `*out` or `mem` on error.
+/// On success `*out` is `mem` itself: the handle is the caller's memory, so a table of
+/// `lowcopy_peeker_storage` needs no pointer beside each entry. Nothing is written to `*out` or
+/// `mem` on error.
 ///
 /// Syscalls: getsockopt, setsockopt.
 ///
@@ -685,8 +731,11 @@ pub unsafe extern "C" fn lowcopy_peeker_init(
         match made {
             Ok(inner) => {
                 let h = lowcopy_peeker {
-                    g: Guarded::new(inner),
-                    in_place: true,
+                    t: Tagged {
+                        tag: LOWCOPY_PEEKER_LIVE,
+                        g: Guarded::new(inner),
+                        in_place: true,
+                    },
                 };
                 // SAFETY: `mem` is non-null, aligned and writable for `size` >= the handle's
                 // size per the checks above and the caller's contract; whatever it held is
@@ -705,8 +754,10 @@ crate::versions::default_version!("lowcopy_peeker_init", "LOWCOPY_0.3");
 /// Releases a peeker, made by `lowcopy_peeker_new` (freed) or `lowcopy_peeker_init` (its
 /// memory left to the caller). `flags` 0: as `lowcopy_peeker_free`, restoring the socket's
 /// options (a `setsockopt` for `SO_PEEK_OFF` if the peeker used it, one for `SO_RCVLOWAT` if
-/// the mark was armed). `LOWCOPY_RELEASE_CLOSING`: the caller closes the fd next, so nothing
-/// is restored and no syscall is made.
+/// the mark was armed, one for `TCP_INQ` if the discard mechanism set it).
+/// `LOWCOPY_RELEASE_CLOSING`: the caller closes the fd next, so nothing is restored and no
+/// syscall is made. The `uint64_t` at a released peeker's caller memory then reads
+/// `LOWCOPY_PEEKER_RELEASED` (it read `LOWCOPY_PEEKER_LIVE` while the peeker lived).
 ///
 /// Returns 0; `-EINVAL` for NULL or unknown flags (the peeker is then not released);
 /// `-ENOTRECOVERABLE` when a call on the peeker panicked before (it is released all the same).
@@ -737,18 +788,22 @@ unsafe fn release(p: *mut lowcopy_peeker, closing: bool) -> c_int {
         return 0;
     }
     // SAFETY: a live peeker per the caller: readable, and `in_place` says who owns its memory.
-    let h = if unsafe { (*p).in_place } {
+    let h = if unsafe { (*p).t.in_place } {
         // SAFETY: moved out of the caller's memory exactly once; the memory is not freed.
-        unsafe { p.read() }
+        let h = unsafe { p.read() };
+        // SAFETY: the caller's memory, writable and aligned (init checked), now holds no
+        // peeker: the tag tells the caller so.
+        unsafe { (&raw mut (*p).t.tag).write(LOWCOPY_PEEKER_RELEASED) };
+        h
     } else {
         // SAFETY: allocated by Box::into_raw in lowcopy_peeker_new, freed only here, once.
         *unsafe { Box::from_raw(p) }
     };
-    let panicked = h.g.panicked();
+    let panicked = h.t.g.panicked();
     let run = move || {
         if closing {
             // Not restored: the socket is about to be closed.
-            let _ = h.g.inner.into_inner_unrestored();
+            let _ = h.t.g.inner.into_inner_unrestored();
         } else {
             drop(h);
         }
@@ -772,14 +827,22 @@ unsafe fn release(p: *mut lowcopy_peeker, closing: bool) -> c_int {
 // doc-copy: peek_at_cursor.cost
 /// Cost with `SO_PEEK_OFF` (`LOWCOPY_PEEK_OFFSET`, and `LOWCOPY_PEEK_AUTO` when it picked it): one
 /// `recv`/`recvmsg` when the kernel's offset is already at `offset` (after a peek that ended there,
-/// or a consume that moved both back), a `setsockopt` and the `recv` when it must be moved; never a
-/// classification. `LOWCOPY_PEEK_AUTO` peeks an `offset` of at most 4096 bytes that the kernel's
-/// offset is not at with a discard prefix instead (one `recvmsg`, a `setsockopt` more the first
-/// time it must switch `SO_PEEK_OFF` off). `LOWCOPY_PEEK_DISCARD`: one `recvmsg` per peek that
-/// finds bytes. Beyond those: with the low-water mark armed, a blocking call lowers it first (a
-/// `setsockopt`) and one that finds nothing sets it to `offset` + 1 (a `setsockopt`); the discard
-/// mechanism, finding nothing past `offset`, asks `poll` whether the peer ended and `fcntl` whether
-/// the fd blocks, and waits as a peek at the cursor does.
+/// or a consume that moved both back), a `setsockopt` and the `recv` when it must be moved (so a
+/// rewind writes `SO_PEEK_OFF` once); never a classification. `LOWCOPY_PEEK_AUTO` peeks an `offset`
+/// at most 4096 bytes ahead of the kernel's offset from there, with a discard prefix over the bytes
+/// between (one `recvmsg`, no `setsockopt`); `LOWCOPY_PEEK_OFFSET_OR_DISCARD` never does. The
+/// discard mechanism: one `recvmsg` per peek that finds bytes, and on TCP and MPTCP one per peek
+/// that finds nothing past `offset` with `MSG_DONTWAIT` (`TCP_INQ`'s hint says no more is queued
+/// and the peer has not ended); more iovecs than fit beside the prefix below `IOV_MAX` split the
+/// peek into several `recvmsg`, each into as many as fit, until one comes back short. Beyond those:
+/// with the low-water mark armed, a blocking call lowers it first (a `setsockopt`) and one that
+/// finds nothing sets it to `offset` + 1 (a `setsockopt`); the discard mechanism, finding nothing
+/// past `offset` where the hint does not settle it (AF_UNIX, an urgent mark, bytes arriving
+/// meanwhile, a blocking call), asks `ioctl(FIONREAD)` about a mark, `poll` whether the peer ended
+/// and `fcntl` whether the fd blocks, and waits as a peek at the cursor does. A reset (or a
+/// connection error) that leaves bytes queued before `offset` is not seen by that one `recvmsg`: a
+/// non-blocking peek there returns `-EAGAIN` (`poll` reports `POLLHUP`/`POLLERR`) until a blocking
+/// peek or a consume reports it.
 // doc-end
 /// A moved offset sets `LOWCOPY_PEEK_MOVED` in `res->flags`, a discard prefix
 /// `LOWCOPY_PEEK_PREFIXED`.
@@ -792,8 +855,8 @@ unsafe fn release(p: *mut lowcopy_peeker, closing: bool) -> c_int {
 /// Errors: `-EINVAL` also for `res_size` out of range with a non-NULL `res`;
 // doc-copy: peek_at_cursor.errors
 /// As a peek at the cursor (the cursor is then at `offset`); `-EOVERFLOW` (`offset` beyond what the
-/// mechanism can represent: `INT_MAX` with `SO_PEEK_OFF`, 1023 x 64 KiB with the discard prefix;
-/// the cursor is then unchanged).
+/// mechanism can represent: `INT_MAX` with `SO_PEEK_OFF`, 1023 x 64 KiB with the discard prefix,
+/// for any number of iovecs up to `IOV_MAX`; the cursor is then unchanged).
 // doc-end
 ///
 /// Syscalls: recvfrom, recvmsg, setsockopt, getsockopt, poll, fcntl, clock_gettime, ioctl.

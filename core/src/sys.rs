@@ -13,6 +13,9 @@ use libc::{c_int, c_void, iovec, msghdr, socklen_t};
 
 /// `SO_PEEK_OFF` (include/uapi/asm-generic/socket.h).
 pub const SO_PEEK_OFF: c_int = 42;
+/// `TCP_INQ` (include/uapi/linux/tcp.h, Linux 4.18): each `recvmsg` brings a `TCP_CM_INQ`
+/// control message with the bytes queued (the same number, as level and type).
+pub const TCP_INQ: c_int = 36;
 /// `IOV_MAX` / `UIO_MAXIOV`: the most iovecs one `recvmsg` takes (include/uapi/linux/uio.h).
 pub const IOV_MAX: usize = 1024;
 /// `TCP_ZEROCOPY_RECEIVE` (include/uapi/linux/tcp.h, 4.18).
@@ -118,6 +121,50 @@ pub unsafe fn recvmsg_iov(fd: BorrowedFd<'_>, iov: &[iovec], flags: c_int) -> io
     msg.msg_iovlen = iov.len() as _;
     // SAFETY: msghdr points at `iov`, whose buffers the caller vouches for.
     cvt_size(unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, flags) })
+}
+
+/// [`recvmsg_iov`] on a socket with `TCP_INQ` set: also returns the kernel's hint of the
+/// bytes queued after the call (net/ipv4/tcp.c `tcp_inq_hint`: from the head of the queue, a
+/// received FIN counted as one byte more), when the kernel sent one.
+///
+/// # Safety
+/// As [`recvmsg_iov`].
+pub unsafe fn recvmsg_inq(
+    fd: BorrowedFd<'_>,
+    iov: &[iovec],
+    flags: c_int,
+) -> io::Result<(usize, Option<usize>)> {
+    let mut control = std::mem::MaybeUninit::<[u64; 4]>::uninit();
+    // SAFETY: all-zero is a valid msghdr (no name).
+    let mut msg: msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_ptr() as *mut iovec;
+    msg.msg_iovlen = iov.len() as _;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = size_of::<[u64; 4]>() as _;
+    // SAFETY: msghdr points at `iov` (the caller's guarantee) and at the live, writable
+    // control buffer of the length given.
+    let len = cvt_size(unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, flags) })?;
+    let mut hint = None;
+    // SAFETY: the kernel wrote msg_controllen bytes of control messages into the buffer; the
+    // CMSG_* walkers stay within them.
+    let mut c = unsafe { libc::CMSG_FIRSTHDR(&msg) };
+    while !c.is_null() {
+        // SAFETY: `c` is a header inside the written control data (CMSG_FIRSTHDR/NXTHDR).
+        let h = unsafe { &*c };
+        // SAFETY: CMSG_LEN is arithmetic on its argument.
+        let want = unsafe { libc::CMSG_LEN(size_of::<c_int>() as u32) } as usize;
+        if h.cmsg_level == libc::IPPROTO_TCP
+            && h.cmsg_type == TCP_INQ
+            && h.cmsg_len as usize >= want
+        {
+            // SAFETY: the data of this cmsg holds one int (checked above), maybe unaligned.
+            let v = unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<c_int>()) };
+            hint = usize::try_from(v).ok();
+        }
+        // SAFETY: as above.
+        c = unsafe { libc::CMSG_NXTHDR(&msg, c) };
+    }
+    Ok((len, hint))
 }
 
 /// `recv(fd, NULL, n, flags | MSG_TRUNC)`: drops up to `n` bytes (TCP, MPTCP) without copying.

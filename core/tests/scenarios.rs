@@ -27,6 +27,7 @@ fn mode_of(s: &str) -> PeekMode {
         "auto" => PeekMode::Auto,
         "offset" => PeekMode::Offset,
         "discard" => PeekMode::Discard,
+        "offset_or_discard" => PeekMode::OffsetOrDiscard,
         m => panic!("unknown mode {m}"),
     }
 }
@@ -70,6 +71,7 @@ fn mode_name(m: PeekMode) -> &'static str {
         PeekMode::Auto => "auto",
         PeekMode::Offset => "offset",
         PeekMode::Discard => "discard",
+        PeekMode::OffsetOrDiscard => "offset_or_discard",
     }
 }
 

@@ -47,9 +47,9 @@ use crate::util::{
 /// Errors (`OSError`): `EINVAL` (flags other than `MSG_DONTWAIT`, or `nbytes` 0),
 // doc-copy: peek_at.errors
 /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `EOVERFLOW`
-/// (`offset` beyond what the mechanism can represent: `INT_MAX` for `SO_PEEK_OFF`, 64 KiB per iovec
-/// left below 1024 for the discard prefix; never truncated), `ECONNRESET` and other `recvmsg`
-/// errors.
+/// (`offset` beyond what the mechanism can represent: `INT_MAX` for `SO_PEEK_OFF`, 1023 x 64 KiB
+/// for the discard prefix, whose peek into more iovecs than fit beside it is split into several
+/// `recvmsg`; never truncated), `ECONNRESET` and other `recvmsg` errors.
 // doc-end
 #[pyfunction]
 #[pyo3(signature = (sock, offset, nbytes, flags = 0))]
@@ -158,10 +158,11 @@ record! {
     /// Counters of a `Peeker`. All byte counts are in bytes.
     PeekStats from lowcopy::PeekStats {
         // doc-copy: peek_stats.syscalls
-        /// Syscalls the peeker made, failed ones included, its constructor's too: 2 or 3 setting
-        /// the socket up (`SO_PEEK_OFF`, `SO_OOBINLINE`), and before them the 3 `getsockopt` of
-        /// `Peeker` without a `family` that learn what the socket is, or the 1 (TCP) or 2 (MPTCP,
-        /// AF_UNIX) of `Peeker` with a `family` that check the kind stated.
+        /// Syscalls the peeker made, failed ones included, its constructor's too: 2 to 4 setting
+        /// the socket up (`SO_PEEK_OFF`; `TCP_INQ` for the discard mechanism on TCP and MPTCP;
+        /// `SO_OOBINLINE`), and before them the 3 `getsockopt` of `Peeker` without a `family` that
+        /// learn what the socket is, or the 1 (TCP) or 2 (MPTCP, AF_UNIX) of `Peeker` with a
+        /// `family` that check the kind stated.
         // doc-end
         syscalls,
         // doc-copy: peek_stats.peeks
@@ -346,8 +347,11 @@ impl Peeker {
     ///
     /// The cursor starts at 0, the head of the receive queue.
     // doc-copy: peeker_new.kernel
-    /// `PeekMode.OFFSET` (and `PeekMode.AUTO` when it picks `SO_PEEK_OFF`) sets the socket's
-    /// `SO_PEEK_OFF` to 0; `PeekMode.DISCARD` makes sure it is disabled (-1).
+    /// `PeekMode.OFFSET` (and `PeekMode.AUTO` or `PeekMode.OFFSET_OR_DISCARD` when they pick
+    /// `SO_PEEK_OFF`) sets the socket's `SO_PEEK_OFF` to 0; the discard mechanism makes sure it is
+    /// disabled (-1) and, on TCP and MPTCP, sets `TCP_INQ` (one `setsockopt`), whose hint lets an
+    /// empty peek cost one `recvmsg`; a caller's own `recvmsg` with a control buffer then also
+    /// receives a `TCP_CM_INQ` message. Dropping the peeker turns it off.
     // doc-end
     ///
     /// `family` and `proto` state what the socket is, as `socket.socket(family, SOCK_STREAM,
@@ -410,9 +414,9 @@ impl Peeker {
     /// Cost: 3 `getsockopt` to learn what the socket is and that it does not listen (`SO_DOMAIN`,
     /// then on TCP `SO_PROTOCOL` and `TCP_INFO`, on MPTCP `SO_PROTOCOL` and `SO_ACCEPTCONN`, on
     /// AF_UNIX `SO_TYPE` and `SO_ACCEPTCONN`; 1 or 2 to check the kind when the caller states it),
-    /// then one `setsockopt` (`PeekMode.OFFSET`, `PeekMode.AUTO`) or one `getsockopt`
-    /// (`PeekMode.DISCARD`; a `setsockopt` more if `SO_PEEK_OFF` was on), and the `setsockopt` of
-    /// `SO_OOBINLINE`.
+    /// then one `setsockopt` (`SO_PEEK_OFF`), or for the discard mechanism one `getsockopt` (a
+    /// `setsockopt` more if `SO_PEEK_OFF` was on) and on TCP and MPTCP the `setsockopt` of
+    /// `TCP_INQ`, and the `setsockopt` of `SO_OOBINLINE`.
     // doc-end
     ///
     /// Errors: `ValueError` for a mode that is not a `PeekMode`, or a `family`/`proto` pair
@@ -553,13 +557,21 @@ impl Peeker {
     /// Cost with `SO_PEEK_OFF` (`PeekMode.OFFSET`, and `PeekMode.AUTO` when it picked it): one
     /// `recv`/`recvmsg` when the kernel's offset is already at `offset` (after a peek that ended
     /// there, or a consume that moved both back), a `setsockopt` and the `recv` when it must be
-    /// moved; never a classification. `PeekMode.AUTO` peeks an `offset` of at most 4096 bytes that
-    /// the kernel's offset is not at with a discard prefix instead (one `recvmsg`, a `setsockopt`
-    /// more the first time it must switch `SO_PEEK_OFF` off). `PeekMode.DISCARD`: one `recvmsg` per
-    /// peek that finds bytes. Beyond those: with the low-water mark armed, a blocking call lowers
-    /// it first (a `setsockopt`) and one that finds nothing sets it to `offset` + 1 (a
-    /// `setsockopt`); the discard mechanism, finding nothing past `offset`, asks `poll` whether the
-    /// peer ended and `fcntl` whether the fd blocks, and waits as a peek at the cursor does.
+    /// moved (so a rewind writes `SO_PEEK_OFF` once); never a classification. `PeekMode.AUTO` peeks
+    /// an `offset` at most 4096 bytes ahead of the kernel's offset from there, with a discard
+    /// prefix over the bytes between (one `recvmsg`, no `setsockopt`); `PeekMode.OFFSET_OR_DISCARD`
+    /// never does. The discard mechanism: one `recvmsg` per peek that finds bytes, and on TCP and
+    /// MPTCP one per peek that finds nothing past `offset` with `MSG_DONTWAIT` (`TCP_INQ`'s hint
+    /// says no more is queued and the peer has not ended); more iovecs than fit beside the prefix
+    /// below `IOV_MAX` split the peek into several `recvmsg`, each into as many as fit, until one
+    /// comes back short. Beyond those: with the low-water mark armed, a blocking call lowers it
+    /// first (a `setsockopt`) and one that finds nothing sets it to `offset` + 1 (a `setsockopt`);
+    /// the discard mechanism, finding nothing past `offset` where the hint does not settle it
+    /// (AF_UNIX, an urgent mark, bytes arriving meanwhile, a blocking call), asks `ioctl(FIONREAD)`
+    /// about a mark, `poll` whether the peer ended and `fcntl` whether the fd blocks, and waits as
+    /// a peek at the cursor does. A reset (or a connection error) that leaves bytes queued before
+    /// `offset` is not seen by that one `recvmsg`: a non-blocking peek there returns `EAGAIN`
+    /// (`poll` reports `POLLHUP`/`POLLERR`) until a blocking peek or a consume reports it.
     // doc-end
     /// A moved offset shows as `moved`, a discard prefix as `prefixed`. With `MSG_DONTWAIT`
     /// the GIL is kept (the call never waits); the data path allocates nothing.
@@ -568,7 +580,7 @@ impl Peeker {
     // doc-copy: peek_at_cursor.errors
     /// As a peek at the cursor (the cursor is then at `offset`); `EOVERFLOW` (`offset` beyond what
     /// the mechanism can represent: `INT_MAX` with `SO_PEEK_OFF`, 1023 x 64 KiB with the discard
-    /// prefix; the cursor is then unchanged).
+    /// prefix, for any number of iovecs up to `IOV_MAX`; the cursor is then unchanged).
     // doc-end
     #[pyo3(signature = (offset, buffer, nbytes = 0, flags = 0))]
     fn peek_at_into(
@@ -738,8 +750,8 @@ impl Peeker {
 
     /// Closes the duplicate descriptor.
     // doc-copy: peeker_drop.kernel
-    /// Restores `SO_RCVLOWAT` if the mark was armed and leaves `SO_PEEK_OFF` disabled (-1) if this
-    /// peeker used it.
+    /// Restores `SO_RCVLOWAT` if the mark was armed, leaves `SO_PEEK_OFF` disabled (-1) if this
+    /// peeker used it, and `TCP_INQ` off (0) if it set it (the discard mechanism on TCP).
     // doc-end
     /// `restore=False` for a socket you close next: the options stay as the peeker left them (no
     /// syscall but the `close` of the duplicate). Idempotent; later calls other than `close` raise `ValueError`.

@@ -187,7 +187,8 @@ def flags_of(step: dict[str, Any]) -> int:
 
 PEEK = expand("peek.json", "modes")
 MODES = {"auto": lowcopy.PeekMode.AUTO, "offset": lowcopy.PeekMode.OFFSET,
-         "discard": lowcopy.PeekMode.DISCARD}
+         "discard": lowcopy.PeekMode.DISCARD,
+         "offset_or_discard": lowcopy.PeekMode.OFFSET_OR_DISCARD}
 # `init`'s stated kinds as Peeker(family=, proto=): Python cannot hand the library memory, so
 # `init` is the binding's own object with the socket's kind stated (the table's about says so).
 KINDS = {"tcp4": (socket.AF_INET, socket.IPPROTO_TCP),

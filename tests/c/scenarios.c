@@ -46,6 +46,8 @@ static int mode_of(const char *s, uint32_t *out)
         *out = LOWCOPY_PEEK_OFFSET;
     else if (strcmp(s, "discard") == 0)
         *out = LOWCOPY_PEEK_DISCARD;
+    else if (strcmp(s, "offset_or_discard") == 0)
+        *out = LOWCOPY_PEEK_OFFSET_OR_DISCARD;
     else
         return -1;
     return 0;
@@ -60,6 +62,8 @@ static const char *mode_name(uint32_t m)
         return "offset";
     case LOWCOPY_PEEK_DISCARD:
         return "discard";
+    case LOWCOPY_PEEK_OFFSET_OR_DISCARD:
+        return "offset_or_discard";
     default:
         return "unknown";
     }

@@ -116,7 +116,7 @@ static void test_modes(void)
 	int sock, peer, msock, mpeer;
 
 	tcp_pair(AF_INET, 0, 0, &sock, &peer);
-	CHECK_EQ(lowcopy_peeker_new(sock, 3, &p), -EINVAL);
+	CHECK_EQ(lowcopy_peeker_new(sock, 4, &p), -EINVAL);
 	CHECK_EQ(lowcopy_peeker_new(sock, UINT32_MAX, &p), -EINVAL);
 	CHECK_EQ((uintptr_t)p, 0);
 	CHECK_EQ(lowcopy_peek_supported(sock), 1);

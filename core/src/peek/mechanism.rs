@@ -3,6 +3,19 @@
 
 use super::*;
 
+/// `TCP_INQ` as a peeker set it (discard mechanism on TCP and MPTCP).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum InqHint {
+    /// Not set (another mechanism, AF_UNIX, a kernel without it).
+    Off,
+    /// Set: each discard peek's `recvmsg` brings the kernel's count of queued bytes, a
+    /// received FIN counted as one more.
+    On,
+    /// Set, but a peek found the end of the stream or a reset, which the hint does not show:
+    /// it no longer settles an empty peek.
+    Ended,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Mechanism {
     Offset,
@@ -44,31 +57,123 @@ impl<F: AsFd> Peeker<F> {
     /// As [`Peeker::peek_raw`].
     pub(super) unsafe fn peek_checked(&mut self, iov: &[iovec], flags: c_int) -> io::Result<usize> {
         let r = match self.mech {
-            // AUTO: a small cursor the kernel's offset is not at costs less as a discard
-            // prefix (one recvmsg copying <= 4 KiB more) than as setsockopt + recvmsg, when
-            // the prefix's iovec fits beside the caller's.
-            Mechanism::Offset
-                if self.auto
-                    && self.cursor <= AUTO_DISCARD_MAX.min(discard_max(iov.len()))
-                    && self.kernel_off != KernelOff::At(self.cursor) =>
-            {
-                self.disable_peek_off()?;
+            // AUTO: a cursor a little ahead of the kernel's offset costs less as a discard
+            // prefix from there (one recvmsg copying <= 4 KiB more) than as setsockopt +
+            // recvmsg, when the prefix's iovec fits beside the caller's.
+            Mechanism::Offset if self.auto => match self.kernel_off {
+                KernelOff::At(k)
+                    if k < self.cursor
+                        && self.cursor - k <= AUTO_DISCARD_MAX
+                        && iov.len() < IOV_MAX =>
+                {
+                    // SAFETY: forwarded caller guarantee on `iov`.
+                    unsafe { self.peek_ahead(k, iov, flags) }
+                }
                 // SAFETY: forwarded caller guarantee on `iov`.
-                unsafe { self.peek_discard(iov, flags) }
-            }
+                _ => unsafe { self.peek_offset(iov, flags) },
+            },
             // SAFETY: forwarded caller guarantee on `iov`.
             Mechanism::Offset => unsafe { self.peek_offset(iov, flags) },
+            Mechanism::Discard if iov.len() + self.cursor.div_ceil(SCRATCH_LEN) > IOV_MAX => {
+                // SAFETY: forwarded caller guarantee on `iov`.
+                unsafe { self.peek_discard_split(iov, flags) }
+            }
             // SAFETY: forwarded caller guarantee on `iov`.
             Mechanism::Discard => unsafe { self.peek_discard(iov, flags) },
         };
-        if let Ok(n) = r {
-            if n > 0 {
+        match r {
+            Ok(0) => self.note_ended(),
+            Ok(n) => {
                 self.cursor += n;
                 self.stats.peeks += 1;
                 self.stats.bytes_peeked += n as u64;
             }
+            Err(ref e) if matches!(e.raw_os_error(), Some(libc::ECONNRESET | libc::EPIPE)) => {
+                self.note_ended();
+            }
+            Err(_) => {}
         }
         r
+    }
+
+    /// AUTO's shortcut: a peek from the kernel's offset `k`, a little behind the cursor, with
+    /// a discard prefix over the bytes between; the kernel's offset moves past all it copied.
+    /// When nothing lies beyond the cursor (or the peek stopped at an urgent mark), the peek
+    /// at the cursor that follows finds the kernel's offset already there.
+    ///
+    /// # Safety
+    /// As [`Peeker::peek_raw`].
+    unsafe fn peek_ahead(&mut self, k: usize, iov: &[iovec], flags: c_int) -> io::Result<usize> {
+        let skip = self.cursor - k;
+        let mut space = [MaybeUninit::<iovec>::uninit(); IOV_MAX];
+        let prefixed = discard_iov(&mut space, skip, iov)?;
+        if flags & libc::MSG_DONTWAIT == 0 {
+            // As in peek_offset: the armed mark must not make the kernel wait for more.
+            self.lower_lowat_to_one()?;
+        }
+        self.stats.syscalls += 1;
+        // SAFETY: scratch iovecs are always writable; the rest is the caller's guarantee.
+        let n = unsafe { recv_iov(self.fd.as_fd(), prefixed, flags | libc::MSG_PEEK) }?;
+        self.kernel_off = KernelOff::At(k + n);
+        if n > skip {
+            self.stats.bytes_skipped_copied += skip as u64;
+            return Ok(n - skip);
+        }
+        self.stats.bytes_skipped_copied += n as u64;
+        if n == 0 {
+            return Ok(0); // end of stream before the cursor's bytes
+        }
+        // SAFETY: forwarded caller guarantee on `iov`.
+        unsafe { self.peek_offset(iov, flags) }
+    }
+
+    /// A discard peek into more iovecs than fit beside the prefix below `IOV_MAX`: several
+    /// `recvmsg`, each into as many of the caller's iovecs as fit beside its prefix, until one
+    /// comes back short. The first may wait and report errors as any peek; the rest never wait
+    /// and end the peek on an error (the bytes peeked so far are returned; a peek loses none).
+    ///
+    /// # Safety
+    /// As [`Peeker::peek_raw`].
+    unsafe fn peek_discard_split(&mut self, iov: &[iovec], flags: c_int) -> io::Result<usize> {
+        let base = self.cursor;
+        let mut got = 0usize;
+        let mut rest = iov;
+        let mut first = true;
+        while !rest.is_empty() {
+            let at = base + got;
+            let room = IOV_MAX.saturating_sub(at.div_ceil(SCRATCH_LEN));
+            if room == 0 {
+                break;
+            }
+            let (chunk, more) = rest.split_at(room.min(rest.len()));
+            let cap = chunk
+                .iter()
+                .fold(0usize, |a, v| a.saturating_add(v.iov_len));
+            self.cursor = at;
+            let f = if first {
+                flags
+            } else {
+                flags | libc::MSG_DONTWAIT
+            };
+            // SAFETY: forwarded caller guarantee on `iov`, of which `chunk` is a part.
+            let r = unsafe { self.peek_discard(chunk, f) };
+            self.cursor = base;
+            let n = match r {
+                Ok(n) => n,
+                Err(e) if first => return Err(e),
+                Err(_) => break,
+            };
+            got += n;
+            if n < cap {
+                break;
+            }
+            first = false;
+            rest = more;
+        }
+        if got == 0 && first {
+            return Err(errno(libc::EOVERFLOW));
+        }
+        Ok(got)
     }
 
     /// # Safety
@@ -109,10 +214,19 @@ impl<F: AsFd> Peeker<F> {
         let mut ended_before_peek = false;
         // Where the last peek ended while more bytes were queued (an urgent mark, or arrivals).
         let mut cut_at = None;
+        let mut hint_used = false;
         loop {
             self.stats.syscalls += 1;
-            // SAFETY: scratch iovecs are always writable; the rest is the caller's guarantee.
-            let n = unsafe { recv_iov(self.fd.as_fd(), iov, flags | libc::MSG_PEEK) }?;
+            let (n, hint) = if self.inq_hint != InqHint::Off {
+                // SAFETY: scratch iovecs are always writable; the rest is the caller's guarantee.
+                unsafe { sys::recvmsg_inq(self.fd.as_fd(), iov, flags | libc::MSG_PEEK) }?
+            } else {
+                // SAFETY: as above.
+                (
+                    unsafe { recv_iov(self.fd.as_fd(), iov, flags | libc::MSG_PEEK) }?,
+                    None,
+                )
+            };
             if n > skip {
                 self.stats.bytes_skipped_copied += skip as u64;
                 return Ok(n - skip);
@@ -122,11 +236,21 @@ impl<F: AsFd> Peeker<F> {
                 // Only a blocking recv returns 0 on an empty queue: end of stream.
                 return Ok(0);
             }
-            if self.mech == Mechanism::Offset {
-                // AUTO's discard shortcut found nothing beyond the cursor: the socket has
-                // SO_PEEK_OFF, whose peek waits, ends, or passes an urgent mark by itself.
-                // SAFETY: forwarded caller guarantee on `user`.
-                return unsafe { self.peek_offset(user, flags) };
+            // Once only: after a wait the slow path below settles what the wait ended on.
+            if hint == Some(n)
+                && !std::mem::replace(&mut hint_used, true)
+                && self.inq_hint == InqHint::On
+            {
+                // TCP_INQ's hint counts every byte queued, a FIN as one more and an urgent
+                // byte a peek skips: equal to the bytes peeked, nothing lies beyond them, the
+                // peer has not ended, no urgent mark cut the peek. (A reset or a connection
+                // error leaves no trace here: it is reported by the next peek that waits, a
+                // consume that reaches it, and poll's POLLHUP/POLLERR.)
+                if flags & libc::MSG_DONTWAIT != 0 || self.fd_nonblocking()? {
+                    return Err(errno(libc::EAGAIN));
+                }
+                self.wait_beyond(skip)?;
+                continue;
             }
             if self.cut_by_mark(n, &mut cut_at)? {
                 // SAFETY: forwarded caller guarantee on `user`.
@@ -152,13 +276,10 @@ impl<F: AsFd> Peeker<F> {
         }
     }
 
-    /// AUTO's discard path: the kernel must not shift the peek by an offset of its own.
-    pub(super) fn disable_peek_off(&mut self) -> io::Result<()> {
-        if self.kernel_off != KernelOff::Disabled {
-            self.set_peek_off(-1)?;
-            self.kernel_off = KernelOff::Disabled;
+    fn note_ended(&mut self) {
+        if self.inq_hint == InqHint::On {
+            self.inq_hint = InqHint::Ended;
         }
-        Ok(())
     }
 
     pub(super) fn set_peek_off(&mut self, v: c_int) -> io::Result<()> {

@@ -87,7 +87,7 @@ mod types;
 
 use classify::{check_stated, classify, is_eopnotsupp, SockInfo, Transport};
 use lowat::Lowat;
-use mechanism::{KernelOff, Mechanism};
+use mechanism::{InqHint, KernelOff, Mechanism};
 use stateless::{check_peek_args, consume_raw, discard_iov, ConsumeCounts};
 pub use stateless::{consume, peek_at, peek_supported};
 pub use types::{PeekMode, PeekResult, PeekStats, StreamKind};
@@ -189,6 +189,8 @@ pub struct Peeker<F: AsFd> {
     head_pos: u64,
     /// `SO_PEEK_OFF` writes made so far (for [`PeekResult::flags`]).
     moves: u64,
+    /// `TCP_INQ` as this peeker set it.
+    inq_hint: InqHint,
 }
 
 impl<F: AsFd> fmt::Debug for Peeker<F> {
@@ -214,8 +216,11 @@ impl<F: AsFd> Peeker<F> {
     /// receive queue).
     ///
     // doc-source: peeker_new.kernel
-    /// [`PeekMode::Offset`] (and [`PeekMode::Auto`] when it picks `SO_PEEK_OFF`) sets the
-    /// socket's `SO_PEEK_OFF` to 0; [`PeekMode::Discard`] makes sure it is disabled (-1).
+    /// [`PeekMode::Offset`] (and [`PeekMode::Auto`] or [`PeekMode::OffsetOrDiscard`] when they
+    /// pick `SO_PEEK_OFF`) sets the socket's `SO_PEEK_OFF` to 0; the discard mechanism makes
+    /// sure it is disabled (-1) and, on TCP and MPTCP, sets `TCP_INQ` (one `setsockopt`), whose
+    /// hint lets an empty peek cost one `recvmsg`; a caller's own `recvmsg` with a control
+    /// buffer then also receives a `TCP_CM_INQ` message. Dropping the peeker turns it off.
     // doc-end
     /// Sets `SO_OOBINLINE` and leaves it set: urgent bytes are stream bytes to a peeker (module
     /// docs, "Urgent data").
@@ -224,9 +229,9 @@ impl<F: AsFd> Peeker<F> {
     /// Cost: 3 `getsockopt` to learn what the socket is and that it does not listen
     /// (`SO_DOMAIN`, then on TCP `SO_PROTOCOL` and `TCP_INFO`, on MPTCP `SO_PROTOCOL` and
     /// `SO_ACCEPTCONN`, on AF_UNIX `SO_TYPE` and `SO_ACCEPTCONN`; 1 or 2 to check the kind when
-    /// the caller states it), then one `setsockopt` ([`PeekMode::Offset`], [`PeekMode::Auto`])
-    /// or one `getsockopt` ([`PeekMode::Discard`]; a `setsockopt` more if `SO_PEEK_OFF` was on),
-    /// and the `setsockopt` of `SO_OOBINLINE`.
+    /// the caller states it), then one `setsockopt` (`SO_PEEK_OFF`), or for the discard
+    /// mechanism one `getsockopt` (a `setsockopt` more if `SO_PEEK_OFF` was on) and on TCP and
+    /// MPTCP the `setsockopt` of `TCP_INQ`, and the `setsockopt` of `SO_OOBINLINE`.
     // doc-end
     /// All of them are counted in [`PeekStats::syscalls`]. Allocates nothing: the peeker is a
     /// plain value (about 150 bytes) wherever the caller puts it; the discard mechanism's 64
@@ -251,8 +256,9 @@ impl<F: AsFd> Peeker<F> {
 
     /// [`Peeker::new`] for a socket whose kind the caller states: a check of one `getsockopt`
     /// (TCP) or two (MPTCP, AF_UNIX) instead of the classification's three, then one
-    /// `setsockopt` (`Offset`, `Auto`) or one `getsockopt` (`Discard`), and the `setsockopt` of
-    /// `SO_OOBINLINE` (module docs, "Urgent data").
+    /// `setsockopt` (`SO_PEEK_OFF`) or for the discard mechanism one `getsockopt` and on TCP
+    /// and MPTCP the `setsockopt` of `TCP_INQ`, and the `setsockopt` of `SO_OOBINLINE` (module
+    /// docs, "Urgent data").
     ///
     // doc-source: peeker_kind.wrong
     /// Stating the kind wrong loses nothing: the kind is checked before any byte is read, and a
@@ -292,7 +298,7 @@ impl<F: AsFd> Peeker<F> {
                 let m = Mechanism::Discard;
                 (m, setup(b, info, m, 0, true, &mut stats)?)
             }
-            PeekMode::Auto => {
+            PeekMode::Auto | PeekMode::OffsetOrDiscard => {
                 let m = Mechanism::resolve_auto(info);
                 match setup(b, info, m, 0, true, &mut stats) {
                     Err(e) if is_eopnotsupp(&e) => {
@@ -303,6 +309,16 @@ impl<F: AsFd> Peeker<F> {
                 }
             }
         };
+        // The discard mechanism on TCP and MPTCP: TCP_INQ's hint with every peek tells an empty
+        // peek from the end of the stream without asking again (PeekStats::syscalls). A kernel
+        // without it (before 4.18) costs the checks it saves, nothing more.
+        let mut inq_hint = InqHint::Off;
+        if mech == Mechanism::Discard && info.transport == Transport::Tcp {
+            stats.syscalls += 1;
+            if sys::setsockopt_int(b, libc::IPPROTO_TCP, sys::TCP_INQ, 1).is_ok() {
+                inq_hint = InqHint::On;
+            }
+        }
         // Urgent bytes stay in the stream (module docs: "Urgent data"). MPTCP refuses the
         // option: it has no urgent data. Last: on error the socket is as it was before
         // (SO_PEEK_OFF is only ever restored to -1, as here).
@@ -310,6 +326,7 @@ impl<F: AsFd> Peeker<F> {
         match sys::setsockopt_int(b, libc::SOL_SOCKET, libc::SO_OOBINLINE, 1) {
             Err(e) if !is_eopnotsupp(&e) => {
                 let mut p = Self::assemble(fd, info, mech, 0, kernel_off, false, stats);
+                p.inq_hint = inq_hint;
                 p.restore();
                 return Err(e);
             }
@@ -317,7 +334,9 @@ impl<F: AsFd> Peeker<F> {
         }
         // AUTO may peek small cursors with a discard prefix (only when it chose SO_PEEK_OFF).
         let auto = mode == PeekMode::Auto;
-        Ok(Self::assemble(fd, info, mech, 0, kernel_off, auto, stats))
+        let mut p = Self::assemble(fd, info, mech, 0, kernel_off, auto, stats);
+        p.inq_hint = inq_hint;
+        Ok(p)
     }
 
     fn assemble(
@@ -340,6 +359,7 @@ impl<F: AsFd> Peeker<F> {
             stats,
             head_pos: 0,
             moves: 0,
+            inq_hint: InqHint::Off,
         }
     }
 
@@ -384,6 +404,7 @@ fn _fields_are_copy(p: &Peeker<BorrowedFd<'_>>) {
         stats,
         head_pos,
         moves,
+        inq_hint,
     } = p;
     copy(transport);
     copy(mech);
@@ -394,6 +415,7 @@ fn _fields_are_copy(p: &Peeker<BorrowedFd<'_>>) {
     copy(stats);
     copy(head_pos);
     copy(moves);
+    copy(inq_hint);
 }
 
 impl<'fd> Peeker<BorrowedFd<'fd>> {
@@ -550,21 +572,30 @@ impl<F: AsFd> Peeker<F> {
     /// Cost with `SO_PEEK_OFF` ([`PeekMode::Offset`], and [`PeekMode::Auto`] when it picked
     /// it): one `recv`/`recvmsg` when the kernel's offset is already at `offset` (after a peek
     /// that ended there, or a consume that moved both back), a `setsockopt` and the `recv` when
-    /// it must be moved; never a classification. [`PeekMode::Auto`] peeks an `offset` of at
-    /// most [`AUTO_DISCARD_MAX`] bytes that the kernel's offset is not at with a discard prefix
-    /// instead (one `recvmsg`, a `setsockopt` more the first time it must switch `SO_PEEK_OFF`
-    /// off). [`PeekMode::Discard`]: one `recvmsg` per peek that finds bytes. Beyond those: with
-    /// the low-water mark armed, a blocking call lowers it first (a `setsockopt`) and one that
-    /// finds nothing sets it to `offset` + 1 (a `setsockopt`); the discard mechanism, finding
-    /// nothing past `offset`, asks `poll` whether the peer ended and `fcntl` whether the fd
-    /// blocks, and waits as a peek at the cursor does.
+    /// it must be moved (so a rewind writes `SO_PEEK_OFF` once); never a classification.
+    /// [`PeekMode::Auto`] peeks an `offset` at most [`AUTO_DISCARD_MAX`] bytes ahead of the
+    /// kernel's offset from there, with a discard prefix over the bytes between (one `recvmsg`,
+    /// no `setsockopt`); [`PeekMode::OffsetOrDiscard`] never does. The discard mechanism: one
+    /// `recvmsg` per peek that finds bytes, and on TCP and MPTCP one per peek that finds
+    /// nothing past `offset` with [`Flags::DONTWAIT`] (`TCP_INQ`'s hint says no more is queued
+    /// and the peer has not ended); more iovecs than fit beside the prefix below `IOV_MAX`
+    /// split the peek into several `recvmsg`, each into as many as fit, until one comes back
+    /// short. Beyond those: with the low-water mark armed, a blocking call lowers it first (a
+    /// `setsockopt`) and one that finds nothing sets it to `offset` + 1 (a `setsockopt`); the
+    /// discard mechanism, finding nothing past `offset` where the hint does not settle it
+    /// (AF_UNIX, an urgent mark, bytes arriving meanwhile, a blocking call), asks `ioctl(FIONREAD)`
+    /// about a mark, `poll` whether the peer ended and `fcntl` whether the fd blocks, and waits
+    /// as a peek at the cursor does. A reset (or a connection error) that leaves bytes queued
+    /// before `offset` is not seen by that one `recvmsg`: a non-blocking peek there returns
+    /// `EAGAIN` (`poll` reports `POLLHUP`/`POLLERR`) until a blocking peek or a consume reports
+    /// it.
     // doc-end
     ///
     /// # Errors
     // doc-source: peek_at_cursor.errors
     /// As a peek at the cursor (the cursor is then at `offset`); `EOVERFLOW` (`offset` beyond
     /// what the mechanism can represent: `INT_MAX` with `SO_PEEK_OFF`, 1023 x 64 KiB with the
-    /// discard prefix; the cursor is then unchanged).
+    /// discard prefix, for any number of iovecs up to `IOV_MAX`; the cursor is then unchanged).
     // doc-end
     pub fn peek_at(
         &mut self,
@@ -719,13 +750,17 @@ impl<F: AsFd> Peeker<F> {
             let _ = self.set_peek_off(-1);
             self.kernel_off = KernelOff::Disabled;
         }
+        if std::mem::replace(&mut self.inq_hint, InqHint::Off) != InqHint::Off {
+            self.stats.syscalls += 1;
+            let _ = sys::setsockopt_int(self.fd.as_fd(), libc::IPPROTO_TCP, sys::TCP_INQ, 0);
+        }
     }
 }
 
 impl<F: AsFd> Drop for Peeker<F> {
     // doc-source: peeker_drop.kernel
-    /// Restores `SO_RCVLOWAT` if the mark was armed and leaves `SO_PEEK_OFF` disabled (-1) if
-    /// this peeker used it.
+    /// Restores `SO_RCVLOWAT` if the mark was armed, leaves `SO_PEEK_OFF` disabled (-1) if
+    /// this peeker used it, and `TCP_INQ` off (0) if it set it (the discard mechanism on TCP).
     // doc-end
     /// Then drops `F`. Errors are ignored: there is nobody to report them to.
     fn drop(&mut self) {

@@ -72,8 +72,9 @@ pub fn peek_supported(fd: impl AsFd) -> io::Result<bool> {
 /// and:
 // doc-source: peek_at.errors
 /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket), `EOVERFLOW`
-/// (`offset` beyond what the mechanism can represent: `INT_MAX` for `SO_PEEK_OFF`, 64 KiB per
-/// iovec left below 1024 for the discard prefix; never truncated), `ECONNRESET` and other
+/// (`offset` beyond what the mechanism can represent: `INT_MAX` for `SO_PEEK_OFF`, 1023 x 64
+/// KiB for the discard prefix, whose peek into more iovecs than fit beside it is split into
+/// several `recvmsg`; never truncated), `ECONNRESET` and other
 /// `recvmsg` errors.
 // doc-end
 pub fn peek_at(

@@ -26,6 +26,13 @@ pub enum PeekMode {
     /// peek (counted in [`PeekStats::bytes_skipped_copied`]).
     // doc-end
     Discard = 2,
+    // doc-source: peek_mode.offset_or_discard
+    /// `SO_PEEK_OFF` where this socket family has it, else [`PeekMode::Discard`], as
+    /// [`PeekMode::Auto`] picks (probed once per family and cached), but with no small-offset
+    /// shortcut: every peek goes through the mechanism picked, so the only `SO_PEEK_OFF` write
+    /// is the one that moves the kernel's offset to a cursor it is not at (a rewind, a skip).
+    // doc-end
+    OffsetOrDiscard = 3,
 }
 
 impl TryFrom<u32> for PeekMode {
@@ -36,6 +43,7 @@ impl TryFrom<u32> for PeekMode {
             0 => Ok(Self::Auto),
             1 => Ok(Self::Offset),
             2 => Ok(Self::Discard),
+            3 => Ok(Self::OffsetOrDiscard),
             _ => Err(errno(libc::EINVAL)),
         }
     }
@@ -48,8 +56,9 @@ impl TryFrom<u32> for PeekMode {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PeekStats {
     // doc-source: peek_stats.syscalls
-    /// Syscalls the peeker made, failed ones included, its constructor's too: 2 or 3 setting
-    /// the socket up (`SO_PEEK_OFF`, `SO_OOBINLINE`), and before them the 3 `getsockopt` of
+    /// Syscalls the peeker made, failed ones included, its constructor's too: 2 to 4 setting
+    /// the socket up (`SO_PEEK_OFF`; `TCP_INQ` for the discard mechanism on TCP and MPTCP;
+    /// `SO_OOBINLINE`), and before them the 3 `getsockopt` of
     /// [`Peeker::new`] that learn what the socket is, or the 1 (TCP) or 2 (MPTCP, AF_UNIX) of
     /// [`Peeker::with_kind`] that check the kind stated.
     // doc-end

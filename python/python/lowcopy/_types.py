@@ -31,6 +31,12 @@ class PeekMode(enum.IntEnum):
     """``MSG_PEEK`` with a leading scratch prefix that swallows the ``offset`` bytes before the
     cursor. Works on every stream socket, but the kernel copies the prefix again on every peek
     (counted in ``PeekStats.bytes_skipped_copied``)."""
+    OFFSET_OR_DISCARD = 3
+    # doc-copy: peek_mode.offset_or_discard
+    """``SO_PEEK_OFF`` where this socket family has it, else ``PeekMode.DISCARD``, as
+    ``PeekMode.AUTO`` picks (probed once per family and cached), but with no small-offset
+    shortcut: every peek goes through the mechanism picked, so the only ``SO_PEEK_OFF`` write is
+    the one that moves the kernel's offset to a cursor it is not at (a rewind, a skip)."""
 
 
 class ZcBackend(enum.IntEnum):
