@@ -880,7 +880,7 @@ fn run_one(table: &Value, sc: &Value, transport: &str, backend: &str) {
         }
     }
     let (keep, fds, raw) = match transport {
-        "closed" | "file" => {
+        "closed" | "file" | "listen_tcp4" | "listen_tcp6" => {
             let (k, raw) = odd_fd(transport);
             (k, None, raw)
         }

@@ -76,6 +76,7 @@ function runOne(table, sc, transport, backend, skip) {
   let peerPort = null
   let datagram = false
   if (transport === 'file') owned.push(fd = testing.fileFd())
+  else if (transport.startsWith('listen_')) owned.push(fd = testing.listening(transport.slice('listen_'.length)))
   else if (transport !== 'closed') {
     const p = testing.pair(transport)
     owned.push(fd = p.sock)

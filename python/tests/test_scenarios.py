@@ -853,7 +853,7 @@ def test_zc_table(deadline: None, table: dict[str, Any], sc: dict[str, Any], tra
     oddfd: OddFd | None = None
     dest = None
     datagram = False
-    if transport in ("closed", "file"):
+    if transport in ("closed", "file", "listen_tcp4", "listen_tcp6"):
         oddfd = OddFd(transport)
         fd = oddfd.fd
     else:

@@ -37,8 +37,8 @@ enum {
  * and a runner must not accept a name that its Rust twin cannot produce. */
 enum {
 
-    ERRNOS_COMMON = 16, /* common::errno_name today */
-    ERRNOS_RX = 18,     /* rx_scenarios.rs's ename: common's, ENOTCONN and EINTR */
+    ERRNOS_COMMON = 17, /* common::errno_name today (ENOTCONN: listening sockets) */
+    ERRNOS_RX = 18,     /* rx_scenarios.rs's ename: common's and EINTR */
     ERRNOS_PEEK = 19,   /* scenarios.rs's ename: rx's and EPROTOTYPE */
 };
 

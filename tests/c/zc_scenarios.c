@@ -1258,6 +1258,15 @@ static int setup(struct run *r, const cJSON *sc)
     if (backend_of(r->variant, &r->st->backend) < 0)
         return fail(r, "unknown backend %s", r->variant);
     int rc = common_fixture(r, r->transport, NULL, NULL);
+    if (rc == FIXTURE_UNKNOWN && strncmp(r->transport, "listen_tcp", 10) == 0) {
+        /* A listening socket (no peer): a sender refuses it. */
+        int l = tcp_listener(r, strcmp(r->transport, "listen_tcp6") == 0 ? AF_INET6 : AF_INET,
+                             0, NULL, NULL);
+        if (l < 0)
+            return -1;
+        r->fd = l;
+        return 0;
+    }
     if (rc == FIXTURE_UNKNOWN)
         rc = udp_fixture(r, r->transport);
     if (rc < 0 || r->peer < 0) /* failed, or "closed" / "file": nothing to tune */

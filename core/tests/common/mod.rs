@@ -123,6 +123,7 @@ pub fn errno_name(code: i32) -> &'static str {
         libc::EPERM => "EPERM",
         libc::ENOPROTOOPT => "ENOPROTOOPT",
         libc::ENOMEM => "ENOMEM",
+        libc::ENOTCONN => "ENOTCONN",
         _ => "E?",
     }
 }
