@@ -808,6 +808,7 @@ unsafe fn release(p: *mut lowcopy_peeker, closing: bool) -> c_int {
             drop(h);
         }
     };
+    let _no_cancel = crate::NoCancel::new();
     match catch_unwind(AssertUnwindSafe(run)) {
         Ok(()) if !panicked => 0,
         _ => -ENOTRECOVERABLE,

@@ -415,3 +415,58 @@ fn send_batch_partial_progress_and_errors() {
         assert_eq!((got, reset), (done.bytes, false), "{backend:?}");
     }
 }
+
+/// A process that exits with owned sends in flight (`std::process::exit`: no destructor runs,
+/// so no close policy): the pages stay pinned, nothing can write them any more, and the kernel
+/// sends them as they were. The child is this test binary run again with
+/// `LOWCOPY_EXIT_CHILD` naming the address to connect to.
+#[test]
+fn exit_with_sends_in_flight_leaves_an_intact_stream() {
+    if let Ok(addr) = std::env::var("LOWCOPY_EXIT_CHILD") {
+        let s = std::net::TcpStream::connect(addr).unwrap();
+        let mut zc =
+            ZeroCopySender::with_options(&s, ZcOptions::new().backend(ZcBackend::ErrQueue))
+                .unwrap();
+        let mut sent = 0;
+        for i in 0..32u64 {
+            match zc.send(pattern(sent, CHUNK), Flags::DONTWAIT, i) {
+                Ok(n) => sent += n,
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert!(zc.inflight() > 0);
+        println!("SENT {sent}");
+        std::process::exit(0);
+    }
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "exit_with_sends_in_flight_leaves_an_intact_stream",
+            "--nocapture",
+        ])
+        .env("LOWCOPY_EXIT_CHILD", l.local_addr().unwrap().to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let sent: usize = text
+        .lines()
+        .find_map(|l| l.strip_prefix("SENT "))
+        .expect("the child says what it sent")
+        .parse()
+        .unwrap();
+    // The child is gone; its connection waited in the accept queue with the data.
+    let (mut peer, _) = l.accept().unwrap();
+    peer.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut got = Vec::new();
+    peer.read_to_end(&mut got).unwrap();
+    assert_eq!(got.len(), sent, "every byte sent arrives");
+    assert!(got == pattern(0, sent), "and only those bytes");
+}

@@ -5,6 +5,8 @@
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <pthread.h>
+#include <time.h>
 #include <sys/uio.h>
 
 #include <lowcopy.h>
@@ -201,6 +203,61 @@ static void test_data_path(uint32_t mode)
 	close(peer);
 }
 
+/* A thread cancelled while it sleeps in a lowcopy call: the call is not a cancellation point
+ * (the library holds cancellation off inside, so no forced unwind crosses its Rust frames and
+ * aborts the process); the cancel acts when the call has returned, here at its 300 ms timeout,
+ * at the thread's next cancellation point. */
+struct cancel_arg {
+	int fd, which;
+	lowcopy_peeker *p;
+	ssize_t ret;
+};
+
+static void *blocked(void *v)
+{
+	struct cancel_arg *a = v;
+	char buf[16];
+	if (a->which == 0)
+		a->ret = lowcopy_recv_atleast(a->fd, buf, sizeof buf, sizeof buf, 300);
+	else
+		a->ret = lowcopy_peeker_peek(a->p, buf, sizeof buf, 0); /* SO_RCVTIMEO: 300 ms */
+	pthread_testcancel(); /* the pending cancel acts here */
+	a->ret = 12345;       /* never reached */
+	return NULL;
+}
+
+static void test_cancel_inside_a_call(void)
+{
+	for (int which = 0; which < 2; which++) {
+		int sock, peer;
+		struct cancel_arg a = {.which = which, .ret = 0};
+		struct timespec t0, t1;
+		void *r = NULL;
+		pthread_t t;
+
+		tcp_pair(AF_INET, 0, 0, &sock, &peer);
+		a.fd = sock;
+		if (which == 1) {
+			struct timeval tv = {.tv_usec = 300000};
+			CHECK_EQ(setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+			CHECK_EQ(lowcopy_peeker_new(sock, LOWCOPY_PEEK_AUTO, &a.p), 0);
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		CHECK_EQ(pthread_create(&t, NULL, blocked, &a), 0);
+		usleep(50000);
+		CHECK_EQ(pthread_cancel(t), 0);
+		CHECK_EQ(pthread_join(t, &r), 0);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		CHECK(r == PTHREAD_CANCELED);
+		CHECK_EQ(a.ret, which == 0 ? -ETIMEDOUT : -EAGAIN); /* the call ran to its end */
+		CHECK((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 >= 250);
+		if (which == 1)
+			lowcopy_peeker_free(a.p);
+		close(sock);
+		close(peer);
+	}
+}
+
 int main(void)
 {
 	int sock, peer;
@@ -214,5 +271,6 @@ int main(void)
 	test_modes();
 	test_data_path(LOWCOPY_PEEK_OFFSET);
 	test_data_path(LOWCOPY_PEEK_DISCARD);
+	test_cancel_inside_a_call();
 	return check_summary("c-abi");
 }
