@@ -85,16 +85,21 @@ def zc_scale(text: str) -> Bars:
 
 
 def rx_bench(text: str) -> Bars:
-    """'name  us/MB csw/MB wake/MB [vs raw]' (build/bin/rx_bench), with its sender headings."""
+    """build/bin/rx_bench's tables: a heading per sender ('saturated: ...', 'paced: ...'), then
+    'mode  sender  MB  mapped%  us/MB  csw/MB  wake/MB  sysc/MB  Gbit/s  vs raw  verify'."""
     out: Bars = []
     part = ""
+    row = re.compile(r"^(\S.*?)\s{2,}(copy|zc\S*)\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+([\d.]+)\s")
     for line in text.splitlines():
-        if re.match(r"^(saturated|paced) sender", line):
-            part = line.split()[0]
+        h = re.match(r"^(saturated|paced)\b", line)
+        if h:
+            part = h.group(1)
             continue
-        m = re.match(r"^(\S.*?)\s{2,}([\d.]+)\s+([\d.]+)\s+([\d.]+)(\s|$)", line)
+        m = row.match(line)
         if m and part:
-            out.append((f"{part}: {m.group(1).strip()}", float(m.group(4))))
+            mode, sender = m.group(1).strip(), m.group(2)
+            label = mode if sender == "copy" else f"{mode} ({sender})"
+            out.append((f"{part}: {label}", float(m.group(3))))
     return out
 
 

@@ -26,6 +26,7 @@ EXPECT = [
     ("zc-mb-per-cpu", "tx-only UDP v4: lc-errq", "MB/CPU-s", 11243),
     ("zc-scale-rss", "io_uring x 1,000", "RSS idle", 1778),
     ("rx-wakeups", "paced: lowat lowcopy", "wake/MB", 2.01),
+    ("rx-wakeups", "saturated: zcrx lowcopy (zc+mss4108)", "wake/MB", 1.55),
     ("node-vs-c", "C lowcopy errqueue (lc-errq)", "MB/CPU-s", 9786),
 ]
 
