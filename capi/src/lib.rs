@@ -75,50 +75,28 @@ fn fault_point() {
     fault::point();
 }
 
-/// `PTHREAD_CANCEL_DISABLE` of glibc and musl (the `libc` crate has no binding on Linux).
-const PTHREAD_CANCEL_DISABLE: c_int = 1;
-
-extern "C" {
-    fn pthread_setcancelstate(state: c_int, oldstate: *mut c_int) -> c_int;
-}
-
-/// Thread cancellation held off for one lowcopy call: lowcopy's calls are not cancellation
-/// points. A `pthread_cancel` of a thread inside one (blocked in its `poll` or `recvmsg`) would
-/// start a forced unwind through Rust frames, which `catch_unwind` stops and glibc then aborts
-/// the process ("exception not rethrown"); held off, the cancel stays pending and acts at the
-/// thread's next cancellation point after the call returns (a blocking call returns at its
-/// timeout). Costs two `pthread_setcancelstate` calls (no syscall) per call.
-pub(crate) struct NoCancel(c_int);
-
-impl NoCancel {
-    #[inline]
-    pub(crate) fn new() -> Self {
-        let mut old = 0;
-        // SAFETY: sets the calling thread's cancel state; `old` is a valid out-pointer.
-        unsafe { pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &mut old) };
-        NoCancel(old)
-    }
-}
-
-impl Drop for NoCancel {
-    #[inline]
-    fn drop(&mut self) {
-        let mut prev = 0;
-        // SAFETY: as in `new`, restoring the state found there.
-        unsafe { pthread_setcancelstate(self.0, &mut prev) };
-    }
-}
+/// Thread cancellation held off for one call (core's guard): for the calls that may close a
+/// descriptor another crate owns or probe the kernel (`*_new`, `*_free`, `lowcopy_probe`,
+/// `lowcopy_zc_close_thread_ring`). The other calls need no guard: every syscall they can
+/// block in is entered with syscall(2), which is no cancellation point (core's `sys::raw`).
+pub(crate) use lowcopy::__private::CancelOff as NoCancel;
 
 /// Runs `f`, turning a panic into `fail`: no unwinding crosses the C boundary. For calls
 /// without a handle (stateless calls, `*_new`): nothing is left half-updated but the panic's
-/// own call, whose outputs are not written.
+/// own call, whose outputs are not written. No lowcopy call is a cancellation point: see
+/// [`guard_held`] for the ones that hold cancellation off.
 pub(crate) fn guard<T>(fail: T, f: impl FnOnce() -> T) -> T {
-    let _no_cancel = NoCancel::new();
     catch_unwind(AssertUnwindSafe(|| {
         fault_point();
         f()
     }))
     .unwrap_or(fail)
+}
+
+/// [`guard`] with thread cancellation held off ([`NoCancel`]).
+pub(crate) fn guard_held<T>(fail: T, f: impl FnOnce() -> T) -> T {
+    let _no_cancel = NoCancel::new();
+    guard(fail, f)
 }
 
 pub(crate) fn neg(e: io::Error) -> c_int {
@@ -193,7 +171,7 @@ pub(crate) unsafe fn new_handle<H: Handle>(
     wrap: fn(Guarded<H::Inner>) -> H,
     make: impl FnOnce(BorrowedFd<'static>) -> io::Result<H::Inner>,
 ) -> c_int {
-    guard(-ENOTRECOVERABLE, || {
+    guard_held(-ENOTRECOVERABLE, || {
         if out.is_null() {
             return -EINVAL;
         }
@@ -231,7 +209,6 @@ pub(crate) unsafe fn with_handle<H: Handle, R: NegErrno>(
         return R::neg(ENOTRECOVERABLE);
     }
     let inner = &mut g.inner;
-    let _no_cancel = NoCancel::new();
     match catch_unwind(AssertUnwindSafe(|| {
         let r = f(inner);
         fault_point();
@@ -264,7 +241,6 @@ pub(crate) unsafe fn with_handle_ref<H: Handle, R>(
     if g.panicked() {
         return broken;
     }
-    let _no_cancel = NoCancel::new();
     match catch_unwind(AssertUnwindSafe(|| {
         let r = f(&g.inner);
         fault_point();
@@ -439,7 +415,7 @@ pub extern "C" fn lowcopy_version() -> u32 {
 /// `out` must be NULL or writable for `size` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_probe(out: *mut Caps, size: usize) -> c_int {
-    guard(-ENOTRECOVERABLE, || {
+    guard_held(-ENOTRECOVERABLE, || {
         if out.is_null() || check_size(size).is_err() {
             return -EINVAL;
         }

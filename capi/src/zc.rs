@@ -905,7 +905,7 @@ pub unsafe extern "C" fn lowcopy_zc_pollfd(z: *const lowcopy_zc) -> c_int {
 /// Syscalls: munmap, close, brk, madvise, futex.
 #[no_mangle]
 pub extern "C" fn lowcopy_zc_ring_close() -> c_int {
-    guard(-ENOTRECOVERABLE, || match zc::close_thread_ring() {
+    crate::guard_held(-ENOTRECOVERABLE, || match zc::close_thread_ring() {
         Ok(closed) => closed as c_int,
         Err(e) => neg(e),
     })

@@ -98,6 +98,11 @@ pub mod peek;
 pub mod probe;
 mod recvlen;
 mod sys;
+#[doc(hidden)]
+/// For the C ABI crate only: not part of the API.
+pub mod __private {
+    pub use crate::sys::CancelOff;
+}
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod wait;

@@ -6,7 +6,7 @@
 use std::cell::UnsafeCell;
 use std::io;
 use std::mem::size_of;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr;
 
 use libc::{c_int, c_void, iovec, msghdr, socklen_t};
@@ -20,6 +20,235 @@ pub const TCP_INQ: c_int = 36;
 pub const IOV_MAX: usize = 1024;
 /// `TCP_ZEROCOPY_RECEIVE` (include/uapi/linux/tcp.h, 4.18).
 pub const TCP_ZEROCOPY_RECEIVE: c_int = 35;
+
+/// The syscalls a lowcopy call can block in or that glibc makes cancellation points
+/// (`recvmsg`, `sendmsg`, `recv`, `recvmmsg`, `poll`, `epoll_wait`, `read`, `write`,
+/// `connect`, `close`), entered with `syscall(2)` rather than through glibc's wrappers.
+///
+/// Why: a `pthread_cancel` acting inside a glibc wrapper starts a forced unwind through
+/// lowcopy's Rust frames, which the C ABI's panic guard stops and glibc then aborts the
+/// process ("exception not rethrown"). Entered this way no lowcopy call is a cancellation
+/// point, without the two `pthread_setcancelstate` calls per call that holding cancellation
+/// off cost (about 100 instructions on a 400-instruction peek). The syscall numbers are the
+/// ones glibc's wrappers use on x86_64 (`recv` is `recvfrom`), so a seccomp allowlist written
+/// for the wrappers still holds; where the architecture lacks `poll` and `epoll_wait`
+/// (aarch64), `ppoll` and `epoll_pwait`, as glibc does there. Each function has the libc
+/// signature of its namesake and the same `-1`/errno convention.
+pub(crate) mod raw {
+    use libc::{c_int, c_long, c_void, msghdr, size_t, sockaddr, socklen_t, ssize_t};
+
+    /// `recvmsg(2)`. Safety: as `libc::recvmsg`.
+    #[inline]
+    pub unsafe fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
+        // SAFETY: the caller's guarantee on `msg`; integers widened to the kernel's longs.
+        unsafe { libc::syscall(libc::SYS_recvmsg, fd as c_long, msg, flags as c_long) as ssize_t }
+    }
+
+    /// `sendmsg(2)`. Safety: as `libc::sendmsg`.
+    #[inline]
+    pub unsafe fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
+        // SAFETY: the caller's guarantee on `msg`.
+        unsafe { libc::syscall(libc::SYS_sendmsg, fd as c_long, msg, flags as c_long) as ssize_t }
+    }
+
+    /// `recv(2)`, as glibc makes it: `recvfrom` without an address. Safety: as `libc::recv`.
+    #[inline]
+    pub unsafe fn recv(fd: c_int, buf: *mut c_void, len: size_t, flags: c_int) -> ssize_t {
+        let none: *mut c_void = std::ptr::null_mut();
+        // SAFETY: the caller's guarantee on `buf`; no address is written (NULL).
+        unsafe {
+            libc::syscall(
+                libc::SYS_recvfrom,
+                fd as c_long,
+                buf,
+                len,
+                flags as c_long,
+                none,
+                none,
+            ) as ssize_t
+        }
+    }
+
+    /// `recvmmsg(2)` without a timeout. Safety: as `libc::recvmmsg`.
+    #[inline]
+    pub unsafe fn recvmmsg(fd: c_int, v: *mut libc::mmsghdr, n: u32, flags: c_int) -> c_int {
+        let none: *mut c_void = std::ptr::null_mut();
+        // SAFETY: the caller's guarantee on `v`; no timeout (NULL).
+        unsafe {
+            libc::syscall(
+                libc::SYS_recvmmsg,
+                fd as c_long,
+                v,
+                n as c_long,
+                flags as c_long,
+                none,
+            ) as c_int
+        }
+    }
+
+    /// `poll(2)`. Safety: as `libc::poll`.
+    #[inline]
+    pub unsafe fn poll(fds: *mut libc::pollfd, n: libc::nfds_t, timeout_ms: c_int) -> c_int {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the caller's guarantee on `fds`.
+        return unsafe { libc::syscall(libc::SYS_poll, fds, n, timeout_ms as c_long) as c_int };
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let ts = libc::timespec {
+                tv_sec: (timeout_ms / 1000) as _,
+                tv_nsec: ((timeout_ms % 1000) * 1_000_000) as _,
+            };
+            let tsp: *const libc::timespec = if timeout_ms < 0 {
+                std::ptr::null()
+            } else {
+                &ts
+            };
+            let mask: *const c_void = std::ptr::null();
+            // SAFETY: the caller's guarantee on `fds`; `ts` lives across the call.
+            unsafe { libc::syscall(libc::SYS_ppoll, fds, n, tsp, mask, 8 as c_long) as c_int }
+        }
+    }
+
+    /// `epoll_wait(2)`. Safety: as `libc::epoll_wait`.
+    #[inline]
+    pub unsafe fn epoll_wait(ep: c_int, ev: *mut libc::epoll_event, n: c_int, ms: c_int) -> c_int {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the caller's guarantee on `ev`.
+        return unsafe {
+            libc::syscall(
+                libc::SYS_epoll_wait,
+                ep as c_long,
+                ev,
+                n as c_long,
+                ms as c_long,
+            ) as c_int
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let mask: *const c_void = std::ptr::null();
+            // SAFETY: the caller's guarantee on `ev`; no signal mask (NULL).
+            unsafe {
+                libc::syscall(
+                    libc::SYS_epoll_pwait,
+                    ep as c_long,
+                    ev,
+                    n as c_long,
+                    ms as c_long,
+                    mask,
+                    8 as c_long,
+                ) as c_int
+            }
+        }
+    }
+
+    /// `read(2)`. Safety: as `libc::read`.
+    #[inline]
+    pub unsafe fn read(fd: c_int, buf: *mut c_void, len: size_t) -> ssize_t {
+        // SAFETY: the caller's guarantee on `buf`.
+        unsafe { libc::syscall(libc::SYS_read, fd as c_long, buf, len) as ssize_t }
+    }
+
+    /// `write(2)`. Safety: as `libc::write`.
+    #[inline]
+    pub unsafe fn write(fd: c_int, buf: *const c_void, len: size_t) -> ssize_t {
+        // SAFETY: the caller's guarantee on `buf`.
+        unsafe { libc::syscall(libc::SYS_write, fd as c_long, buf, len) as ssize_t }
+    }
+
+    /// `connect(2)`. Safety: as `libc::connect`.
+    #[inline]
+    pub unsafe fn connect(fd: c_int, sa: *const sockaddr, len: socklen_t) -> c_int {
+        // SAFETY: the caller's guarantee on `sa`.
+        unsafe { libc::syscall(libc::SYS_connect, fd as c_long, sa, len as c_long) as c_int }
+    }
+
+    /// `close(2)`. Safety: `fd` must be owned by the caller and not used afterwards.
+    #[inline]
+    pub unsafe fn close(fd: c_int) -> c_int {
+        // SAFETY: the caller owns `fd` and gives it up.
+        unsafe { libc::syscall(libc::SYS_close, fd as c_long) as c_int }
+    }
+}
+
+/// `PTHREAD_CANCEL_DISABLE` of glibc and musl (the `libc` crate has no binding on Linux).
+const PTHREAD_CANCEL_DISABLE: c_int = 1;
+
+extern "C" {
+    fn pthread_setcancelstate(state: c_int, oldstate: *mut c_int) -> c_int;
+}
+
+/// Thread cancellation held off while it lives. For the few places where lowcopy makes a
+/// syscall that glibc makes a cancellation point and [`raw`] does not cover (closing what
+/// another crate owns: a probe's sockets, an io_uring ring): a `pthread_cancel` acting there
+/// would unwind through Rust frames, which the C ABI's panic guard stops and glibc then
+/// aborts the process. Held off, the cancel stays pending and acts at the thread's next
+/// cancellation point after the lowcopy call returns. Two `pthread_setcancelstate` calls (no
+/// syscall), so never on a hot path.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct CancelOff(c_int);
+
+impl CancelOff {
+    /// Holds cancellation off until the value is dropped.
+    #[inline]
+    #[must_use]
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        let mut old = 0;
+        // SAFETY: sets the calling thread's cancel state; `old` is a valid out-pointer.
+        unsafe { pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &mut old) };
+        CancelOff(old)
+    }
+}
+
+impl Drop for CancelOff {
+    #[inline]
+    fn drop(&mut self) {
+        let mut prev = 0;
+        // SAFETY: as in `new`, restoring the state found there.
+        unsafe { pthread_setcancelstate(self.0, &mut prev) };
+    }
+}
+
+/// Sleeps `d` (whole milliseconds, rounded up) in [`raw::poll`] with no descriptors: unlike
+/// `std::thread::sleep` (glibc's `nanosleep`), not a cancellation point.
+pub fn nap(d: std::time::Duration) {
+    let ms = d.as_nanos().div_ceil(1_000_000).min(c_int::MAX as u128) as c_int;
+    // SAFETY: no descriptors to read or write.
+    unsafe { raw::poll(ptr::null_mut(), 0, ms) };
+}
+
+/// A descriptor lowcopy made for itself (an eventfd, an epoll instance), closed on drop with
+/// [`raw::close`]: `OwnedFd`'s drop calls glibc's `close`, a cancellation point.
+#[derive(Debug)]
+pub struct Fd(RawFd);
+
+impl Fd {
+    /// Takes ownership of `fd`, which must be a new descriptor nobody else owns.
+    fn owned(fd: c_int) -> Fd {
+        Fd(fd)
+    }
+}
+
+impl AsFd for Fd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: the descriptor is open for as long as `self` lives (closed only in drop).
+        unsafe { BorrowedFd::borrow_raw(self.0) }
+    }
+}
+
+impl AsRawFd for Fd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
+}
+
+impl Drop for Fd {
+    fn drop(&mut self) {
+        // SAFETY: owned by `self`, which is going away.
+        unsafe { raw::close(self.0) };
+    }
+}
 
 pub fn errno(code: c_int) -> io::Error {
     io::Error::from_raw_os_error(code)
@@ -120,7 +349,7 @@ pub unsafe fn recvmsg_iov(fd: BorrowedFd<'_>, iov: &[iovec], flags: c_int) -> io
     msg.msg_iov = iov.as_ptr() as *mut iovec;
     msg.msg_iovlen = iov.len() as _;
     // SAFETY: msghdr points at `iov`, whose buffers the caller vouches for.
-    cvt_size(unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, flags) })
+    cvt_size(unsafe { raw::recvmsg(fd.as_raw_fd(), &mut msg, flags) })
 }
 
 /// [`recvmsg_iov`] on a socket with `TCP_INQ` set: also returns the kernel's hint of the
@@ -143,7 +372,7 @@ pub unsafe fn recvmsg_inq(
     msg.msg_controllen = size_of::<[u64; 4]>() as _;
     // SAFETY: msghdr points at `iov` (the caller's guarantee) and at the live, writable
     // control buffer of the length given.
-    let len = cvt_size(unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, flags) })?;
+    let len = cvt_size(unsafe { raw::recvmsg(fd.as_raw_fd(), &mut msg, flags) })?;
     let mut hint = None;
     // SAFETY: the kernel wrote msg_controllen bytes of control messages into the buffer; the
     // CMSG_* walkers stay within them.
@@ -171,7 +400,7 @@ pub unsafe fn recvmsg_inq(
 pub fn recv_trunc(fd: BorrowedFd<'_>, n: usize, flags: c_int) -> io::Result<usize> {
     // SAFETY: with MSG_TRUNC on TCP the kernel skips the copy and never touches the NULL buffer
     // (net/ipv4/tcp.c tcp_recvmsg_locked: `if (!(flags & MSG_TRUNC))` guards the copy).
-    cvt_size(unsafe { libc::recv(fd.as_raw_fd(), ptr::null_mut(), n, flags | libc::MSG_TRUNC) })
+    cvt_size(unsafe { raw::recv(fd.as_raw_fd(), ptr::null_mut(), n, flags | libc::MSG_TRUNC) })
 }
 
 /// `TCP_INFO`'s first byte, `tcpi_state` (include/uapi/linux/tcp.h; the kernel copies no
@@ -239,7 +468,7 @@ pub unsafe fn recvmsg_closing_fds(
     // SAFETY: msghdr points at `iov` (the caller's guarantee) and at the live, writable
     // control buffer of the length given.
     let len = cvt_size(unsafe {
-        libc::recvmsg(fd.as_raw_fd(), &mut msg, flags | libc::MSG_CMSG_CLOEXEC)
+        raw::recvmsg(fd.as_raw_fd(), &mut msg, flags | libc::MSG_CMSG_CLOEXEC)
     })?;
     let mut out = FdRead {
         len,
@@ -266,7 +495,7 @@ pub unsafe fn recvmsg_closing_fds(
                 let raw = unsafe { std::ptr::read_unaligned(data.add(i)) };
                 // SAFETY: the kernel just installed `raw` in this process for this call
                 // alone: nothing else knows the number, so closing it closes nobody's fd.
-                unsafe { libc::close(raw) };
+                unsafe { raw::close(raw) };
                 out.fds_closed += 1;
             }
         }
@@ -304,22 +533,21 @@ pub fn poll_one(fd: BorrowedFd<'_>, events: i16, timeout_ms: c_int) -> io::Resul
         revents: 0,
     };
     // SAFETY: one live pollfd.
-    cvt(unsafe { libc::poll(&mut pfd, 1, timeout_ms) }).map(|_| pfd.revents)
+    cvt(unsafe { raw::poll(&mut pfd, 1, timeout_ms) }).map(|_| pfd.revents)
 }
 
 /// A non-blocking, close-on-exec eventfd.
-pub fn eventfd() -> io::Result<OwnedFd> {
+pub fn eventfd() -> io::Result<Fd> {
     // SAFETY: no pointers; the descriptor is owned at once.
     let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
-    // SAFETY: a new descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    Ok(Fd::owned(fd))
 }
 
 /// Reads (and so resets) an eventfd's counter without blocking; `EAGAIN` (zero) is fine.
 pub fn eventfd_reset(fd: BorrowedFd<'_>) {
     let mut v = 0u64;
     // SAFETY: reads 8 bytes into a live u64.
-    let _ = unsafe { libc::read(fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+    let _ = unsafe { raw::read(fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
 }
 
 /// `poll` on `fd` for `events` and on `other` for `POLLIN`; returns `fd`'s revents and
@@ -343,7 +571,7 @@ pub fn poll_two(
         },
     ];
     // SAFETY: a live array of two pollfds.
-    cvt(unsafe { libc::poll(pfd.as_mut_ptr(), 2, timeout_ms) })?;
+    cvt(unsafe { raw::poll(pfd.as_mut_ptr(), 2, timeout_ms) })?;
     Ok((pfd[0].revents, pfd[1].revents != 0))
 }
 
@@ -351,7 +579,7 @@ pub fn poll_two(
 pub fn eventfd_add(fd: BorrowedFd<'_>) -> io::Result<()> {
     let one: u64 = 1;
     // SAFETY: the kernel reads 8 bytes from a live local.
-    let n = unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    let n = unsafe { raw::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -359,11 +587,10 @@ pub fn eventfd_add(fd: BorrowedFd<'_>) -> io::Result<()> {
 }
 
 /// A new epoll instance (`EPOLL_CLOEXEC`), owned.
-pub fn epoll_create() -> io::Result<OwnedFd> {
+pub fn epoll_create() -> io::Result<Fd> {
     // SAFETY: epoll_create1 takes no pointers; on success we own the new fd.
     let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
-    // SAFETY: `fd` was just returned by epoll_create1 and is owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    Ok(Fd::owned(fd))
 }
 
 /// `EPOLL_CTL_ADD` of `fd` to `ep` with `events` (the kernel adds `EPOLLERR | EPOLLHUP`).
@@ -378,7 +605,7 @@ pub fn epoll_add(ep: BorrowedFd<'_>, fd: BorrowedFd<'_>, events: u32) -> io::Res
 pub fn epoll_wait_one(ep: BorrowedFd<'_>, timeout_ms: c_int) -> io::Result<u32> {
     let mut ev = libc::epoll_event { events: 0, u64: 0 };
     // SAFETY: room for exactly the one event the kernel is told it may write.
-    let n = cvt(unsafe { libc::epoll_wait(ep.as_raw_fd(), &mut ev, 1, timeout_ms) })?;
+    let n = cvt(unsafe { raw::epoll_wait(ep.as_raw_fd(), &mut ev, 1, timeout_ms) })?;
     Ok(if n == 0 { 0 } else { ev.events })
 }
 
@@ -391,7 +618,7 @@ pub fn disconnect(fd: BorrowedFd<'_>) -> io::Result<()> {
     sa.sa_family = libc::AF_UNSPEC as libc::sa_family_t;
     // SAFETY: `sa` is a live sockaddr of the length given.
     cvt(unsafe {
-        libc::connect(
+        raw::connect(
             fd.as_raw_fd(),
             &sa,
             size_of::<libc::sockaddr>() as socklen_t,
@@ -436,7 +663,7 @@ pub fn tcp_loopback_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     }
     let c = socket(libc::AF_INET, libc::SOCK_STREAM, 0)?;
     // SAFETY: as above.
-    cvt(unsafe { libc::connect(c.as_raw_fd(), sa, alen) })?;
+    cvt(unsafe { raw::connect(c.as_raw_fd(), sa, alen) })?;
     // SAFETY: accept with NULL address pointers is allowed.
     let s = cvt(unsafe { libc::accept(l.as_raw_fd(), ptr::null_mut(), ptr::null_mut()) })?;
     // SAFETY: `s` is a new fd returned by accept() and owned by nobody else.
@@ -476,7 +703,7 @@ pub unsafe fn recv_raw(
     flags: c_int,
 ) -> io::Result<usize> {
     // SAFETY: the caller vouches for `len` writable bytes at `buf`.
-    cvt_size(unsafe { libc::recv(fd.as_raw_fd(), buf.cast(), len, flags) })
+    cvt_size(unsafe { raw::recv(fd.as_raw_fd(), buf.cast(), len, flags) })
 }
 
 /// Length of the next datagram without consuming it:
@@ -485,7 +712,7 @@ pub unsafe fn recv_raw(
 pub fn next_datagram_len(fd: BorrowedFd<'_>) -> io::Result<usize> {
     let flags = libc::MSG_PEEK | libc::MSG_TRUNC | libc::MSG_DONTWAIT;
     // SAFETY: a zero-length buffer: the kernel writes nothing to the NULL pointer.
-    cvt_size(unsafe { libc::recv(fd.as_raw_fd(), ptr::null_mut(), 0, flags) })
+    cvt_size(unsafe { raw::recv(fd.as_raw_fd(), ptr::null_mut(), 0, flags) })
 }
 
 /// `getsockopt` of a `struct timeval` option (`SO_RCVTIMEO`); `None` when it is zero (no limit).
@@ -635,7 +862,7 @@ pub const SO_EE_CODE_ZEROCOPY_COPIED: u8 = 1;
 /// `msg` must describe valid memory: name, iovecs and control, for the duration of the call.
 pub unsafe fn sendmsg(fd: BorrowedFd<'_>, msg: &msghdr, flags: c_int) -> io::Result<usize> {
     // SAFETY: forwarded caller guarantee on `msg`.
-    let r = unsafe { libc::sendmsg(fd.as_raw_fd(), msg, flags) };
+    let r = unsafe { raw::sendmsg(fd.as_raw_fd(), msg, flags) };
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -654,12 +881,11 @@ pub unsafe fn recvmmsg(
 ) -> io::Result<usize> {
     // SAFETY: forwarded caller guarantee on `msgvec`.
     let r = unsafe {
-        libc::recvmmsg(
+        raw::recvmmsg(
             fd.as_raw_fd(),
             msgvec.as_mut_ptr(),
             msgvec.len() as libc::c_uint,
             flags,
-            std::ptr::null_mut(),
         )
     };
     if r < 0 {

@@ -30,7 +30,7 @@
 //! signal: only their time limit or an abort ends them early.
 
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use libc::c_int;
@@ -79,7 +79,7 @@ pub enum Wakeup {
 /// Holds one descriptor, closed on drop.
 #[derive(Debug)]
 pub struct AbortHandle {
-    fd: OwnedFd,
+    fd: sys::Fd,
 }
 
 impl AbortHandle {
@@ -168,7 +168,7 @@ pub struct Waiter {
     /// The last wait ended with `POLLERR` and nothing else.
     err_only: bool,
     /// The socket registered edge-triggered, once `POLLERR` alone came twice in a row.
-    ep: Option<OwnedFd>,
+    ep: Option<sys::Fd>,
 }
 
 impl Waiter {

@@ -695,7 +695,7 @@ static void collect(struct tx *t)
 
 /* One send attempt; false when it sent nothing: EAGAIN (and ENOBUFS for raw
  * zerocopy, EBUSY for lowcopy), which are not errors. */
-static bool send_one(struct tx *t)
+__attribute__((noinline)) static bool send_one(struct tx *t)
 {
     struct iovec iov = { payload, (size_t)cfg_size };
     ssize_t r;

@@ -204,14 +204,19 @@ static void test_data_path(uint32_t mode)
 }
 
 /* A thread cancelled while it sleeps in a lowcopy call: the call is not a cancellation point
- * (the library holds cancellation off inside, so no forced unwind crosses its Rust frames and
- * aborts the process); the cancel acts when the call has returned, here at its 300 ms timeout,
- * at the thread's next cancellation point. */
+ * (the library enters the syscalls it can block in with syscall(2), not glibc's wrappers, so
+ * no forced unwind crosses its Rust frames and aborts the process); the cancel acts when the
+ * call has returned, here at its 300 ms timeout, at the thread's next cancellation point.
+ * Cases: recv_atleast (poll), a blocking peek (recv), a blocking zerocopy send on a full
+ * connection on the error queue and on the copy path (sendmsg). */
 struct cancel_arg {
 	int fd, which;
 	lowcopy_peeker *p;
+	lowcopy_zc *z;
 	ssize_t ret;
 };
+
+static char cancel_payload[65536];
 
 static void *blocked(void *v)
 {
@@ -219,8 +224,10 @@ static void *blocked(void *v)
 	char buf[16];
 	if (a->which == 0)
 		a->ret = lowcopy_recv_atleast(a->fd, buf, sizeof buf, sizeof buf, 300);
-	else
+	else if (a->which == 1)
 		a->ret = lowcopy_peeker_peek(a->p, buf, sizeof buf, 0); /* SO_RCVTIMEO: 300 ms */
+	else /* SO_SNDTIMEO: 300 ms */
+		a->ret = lowcopy_zc_send(a->z, cancel_payload, sizeof cancel_payload, 0, 0);
 	pthread_testcancel(); /* the pending cancel acts here */
 	a->ret = 12345;       /* never reached */
 	return NULL;
@@ -228,7 +235,7 @@ static void *blocked(void *v)
 
 static void test_cancel_inside_a_call(void)
 {
-	for (int which = 0; which < 2; which++) {
+	for (int which = 0; which < 4; which++) {
 		int sock, peer;
 		struct cancel_arg a = {.which = which, .ret = 0};
 		struct timespec t0, t1;
@@ -242,6 +249,15 @@ static void test_cancel_inside_a_call(void)
 			CHECK_EQ(setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
 			CHECK_EQ(lowcopy_peeker_new(sock, LOWCOPY_PEEK_AUTO, &a.p), 0);
 		}
+		if (which >= 2) {
+			struct timeval tv = {.tv_usec = 300000};
+			uint32_t backend = which == 2 ? LOWCOPY_ZC_ERRQUEUE : LOWCOPY_ZC_COPY;
+			CHECK_EQ(setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv), 0);
+			while (send(sock, cancel_payload, sizeof cancel_payload, MSG_DONTWAIT) > 0)
+				; /* the peer never reads: the connection is full */
+			CHECK_EQ(errno, EAGAIN);
+			CHECK_EQ(lowcopy_zc_new(sock, backend, 0, &a.z), 0);
+		}
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		CHECK_EQ(pthread_create(&t, NULL, blocked, &a), 0);
 		usleep(50000);
@@ -253,6 +269,8 @@ static void test_cancel_inside_a_call(void)
 		CHECK((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 >= 250);
 		if (which == 1)
 			lowcopy_peeker_free(a.p);
+		if (which >= 2)
+			CHECK_EQ(lowcopy_zc_free(a.z), 0); /* nothing was sent: nothing in flight */
 		close(sock);
 		close(peer);
 	}

@@ -135,7 +135,7 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
                     let nap = left.map_or(Duration::from_millis(10), |l| {
                         l.min(Duration::from_millis(10))
                     });
-                    std::thread::sleep(nap);
+                    crate::sys::nap(nap);
                     let _ = self.collect();
                 }
             }

@@ -42,7 +42,7 @@
 
 use std::cell::{RefCell, UnsafeCell};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, Once, OnceLock};
 
@@ -140,7 +140,7 @@ struct Shared {
     /// was asked for: the kernel signals it when it queues a notification (as task work, with
     /// `DEFER_TASKRUN`), which the ring's own descriptor does not show to epoll. Set once, by
     /// the owning thread.
-    efd: OnceLock<OwnedFd>,
+    efd: OnceLock<crate::sys::Fd>,
     /// Routes of senders dropped on other threads, for the owner to release.
     released: Mutex<Vec<Released>>,
     any_released: AtomicBool,
@@ -236,6 +236,9 @@ impl Local {
         if SUPPORT.load(Ordering::Relaxed) == 2 {
             return Err(err(libc::EOPNOTSUPP));
         }
+        // Made inside a send, a ring that fails below is closed (the io-uring crate's
+        // OwnedFd: glibc's close, a cancellation point). Once per thread.
+        let _held = crate::sys::CancelOff::new();
         watch_forks();
         let ring = IoUring::builder()
             .setup_cqsize(RING_CQ_ENTRIES)
