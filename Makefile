@@ -280,6 +280,7 @@ demo:
 	bash -o pipefail -c 'scripts/demo.sh 2>&1 | tee $(REPORT)/relay.txt'
 	scripts/relay_cps.sh
 	bash -o pipefail -c '$(BUILD)/bin/peek_sweep -n 9 2>&1 | tee $(REPORT)/peek_sweep.txt'
+	bash -o pipefail -c 'scripts/hot_cost.sh 2>&1 | tee $(REPORT)/hot_cost.txt'
 	bash -o pipefail -c 'ZC_BENCH_REPEAT=$${ZC_BENCH_REPEAT:-3} scripts/zc_bench.sh 2>&1 | tee $(REPORT)/zc_bench.txt'
 	bash -o pipefail -c 'scripts/zc_scale.sh 2>&1 | tee $(REPORT)/zc_scale.txt'
 	bash -o pipefail -c '$(BUILD)/bin/rx_bench 2>&1 | tee $(REPORT)/rx_bench.txt'

@@ -317,6 +317,14 @@ section_valgrind() {
 	# suppression is there), and the saved fuzzing corpus replayed on stable Rust (make fuzz runs
 	# the fuzzers themselves, on nightly).
 	suite "valgrind memcheck: C ABI tests" make -s valgrind
+	# The per-call cost table (callgrind): fails when a program under it fails its own checks
+	# (peek_cost's bytes, zc_bench's one completion per send). SO_RCVBUFFORCE needs root.
+	if is_root; then
+		suite "callgrind: per-call cost table (scripts/hot_cost.sh)" \
+			env HOT_ITERS=200 HOT_SECONDS=0.2 sh -c 'make -s examples && scripts/hot_cost.sh'
+	else
+		skip_suite "callgrind: per-call cost table" "SO_RCVBUFFORCE needs root"
+	fi
 }
 
 section_fuzz() {

@@ -56,7 +56,9 @@ pub const LOWCOPY_ZC_COPY: u32 = 3;
 /// Stop asking for zerocopy after 16 consecutive completions that the kernel copied anyway
 /// (loopback, veth, devices without scatter-gather), the way msg_zerocopy.rst suggests: a copied
 /// "zerocopy" send costs more than a plain copy. Sends in flight are still reaped; later sends are
-/// plain copies whose completion is ready at once, flagged copied and fallback.
+/// plain copies whose completion is ready at once, flagged copied and fallback. After 4,096 such
+/// copies zerocopy is asked for again (the path may have changed), and the next 16 completions
+/// decide anew: on a path that copies, 16 copied "zerocopy" sends in every 4,112.
 // doc-end
 pub const LOWCOPY_ZC_ADAPTIVE: u32 = 1;
 /// Consecutive copied completions after which `LOWCOPY_ZC_ADAPTIVE` stops asking for zerocopy.
@@ -709,13 +711,22 @@ impl CompletionOut {
         &mut self,
         f: impl FnOnce(&mut [Completion]) -> std::io::Result<(T, usize)>,
     ) -> std::io::Result<(T, usize)> {
-        if let Some(all) = self.direct() {
-            return f(all);
+        // One call site for `f`, so that it is inlined (send_reap's hot path); the bounce
+        // buffer is filled only for a strided array.
+        let mut space = std::mem::MaybeUninit::<[Completion; STRIDED_BATCH]>::uninit();
+        let cap = self.cap.min(STRIDED_BATCH);
+        let (out, strided) = match self.direct() {
+            Some(all) => (all, false),
+            None => (
+                &mut space.write([Completion::default(); STRIDED_BATCH])[..cap],
+                true,
+            ),
+        };
+        let (t, k) = f(out)?;
+        if strided {
+            // SAFETY: written above (strided); k <= cap entries.
+            unsafe { self.store(0, &space.assume_init_ref()[..k]) };
         }
-        let mut buf = [Completion::default(); STRIDED_BATCH];
-        let (t, k) = f(&mut buf[..self.cap.min(STRIDED_BATCH)])?;
-        // SAFETY: k <= cap.min(STRIDED_BATCH) entries.
-        unsafe { self.store(0, &buf[..k]) };
         Ok((t, k))
     }
 

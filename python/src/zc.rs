@@ -83,7 +83,8 @@ record! {
         // doc-end
         unexpected_ids,
         // doc-copy: zc_stats.zerocopy_off
-        /// 1 once the `adaptive` option stopped asking for zerocopy.
+        /// 1 while the `adaptive` option has stopped asking for zerocopy (it asks again after 4,096
+        /// plain copies).
         // doc-end
         zerocopy_off,
         // doc-copy: zc_stats.close_completed
@@ -589,7 +590,9 @@ impl ZeroCopySender {
     /// Stop asking for zerocopy after 16 consecutive completions that the kernel copied anyway
     /// (loopback, veth, devices without scatter-gather), the way msg_zerocopy.rst suggests: a
     /// copied "zerocopy" send costs more than a plain copy. Sends in flight are still reaped; later
-    /// sends are plain copies whose completion is ready at once, flagged copied and fallback.
+    /// sends are plain copies whose completion is ready at once, flagged copied and fallback. After
+    /// 4,096 such copies zerocopy is asked for again (the path may have changed), and the next 16
+    /// completions decide anew: on a path that copies, 16 copied "zerocopy" sends in every 4,112.
     // doc-end
     ///
     /// Allocates everything the data path needs.

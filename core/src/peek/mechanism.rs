@@ -103,6 +103,9 @@ impl<F: AsFd> Peeker<F> {
     ///
     /// # Safety
     /// As [`Peeker::peek_raw`].
+    // Out of line: its 16 KiB iovec array on the stack would otherwise give every peek a
+    // stack probe, the offset mechanism's too.
+    #[inline(never)]
     unsafe fn peek_ahead(&mut self, k: usize, iov: &[iovec], flags: c_int) -> io::Result<usize> {
         let skip = self.cursor - k;
         let mut space = [MaybeUninit::<iovec>::uninit(); IOV_MAX];
@@ -134,6 +137,9 @@ impl<F: AsFd> Peeker<F> {
     ///
     /// # Safety
     /// As [`Peeker::peek_raw`].
+    // Out of line: its 16 KiB iovec array on the stack would otherwise give every peek a
+    // stack probe, the offset mechanism's too.
+    #[inline(never)]
     unsafe fn peek_discard_split(&mut self, iov: &[iovec], flags: c_int) -> io::Result<usize> {
         let base = self.cursor;
         let mut got = 0usize;
@@ -200,6 +206,9 @@ impl<F: AsFd> Peeker<F> {
 
     /// # Safety
     /// As [`Peeker::peek_raw`].
+    // Out of line: its 16 KiB iovec array on the stack would otherwise give every peek a
+    // stack probe, the offset mechanism's too.
+    #[inline(never)]
     pub(super) unsafe fn peek_discard(
         &mut self,
         user: &[iovec],

@@ -84,6 +84,7 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
             } else {
                 0
             };
+            self.adaptive.note_copy_send();
             self.tracker.add_done(slot, n, COPIED | fallback);
         }
         Ok(n)

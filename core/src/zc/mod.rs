@@ -1060,9 +1060,11 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
         user_data: u64,
         out: &mut [Completion],
     ) -> io::Result<(usize, usize)> {
+        // SAFETY: IoSlice is ABI-compatible with struct iovec (std documents it for Unix);
+        // the kernel only reads the buffers.
+        let iov = unsafe { std::slice::from_raw_parts(bufs.as_ptr().cast::<iovec>(), bufs.len()) };
         // SAFETY: forwarded caller guarantees.
-        let n = unsafe { self.send_borrowed(bufs, flags, user_data) }?;
-        Ok((n, self.after_send_reap(out)))
+        unsafe { self.send_reap_raw(iov, flags, user_data, out) }
     }
 
     /// [`ZeroCopySender::send_reap`] over raw iovecs (the C ABI's entry point); results as
@@ -1073,6 +1075,7 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
     ///
     /// # Safety
     /// As [`ZeroCopySender::send_raw`].
+    #[inline]
     pub unsafe fn send_reap_raw(
         &mut self,
         iov: &[iovec],
@@ -1081,8 +1084,86 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
         out: &mut [Completion],
     ) -> io::Result<(usize, usize)> {
         // SAFETY: forwarded caller guarantees.
+        if let Some(r) = unsafe { self.copy_reap(iov, flags, user_data, out) } {
+            return r;
+        }
+        // SAFETY: forwarded caller guarantees.
         let n = unsafe { self.send_raw(iov, flags, user_data) }?;
         Ok((n, self.after_send_reap(out)))
+    }
+
+    /// `send_reap`'s path for a send that will be a plain copy (the copy backend, or the
+    /// adaptive option has stopped asking for zerocopy) while nothing is in flight or ready:
+    /// its completion is the next one out, so it goes to `out[0]` without passing through
+    /// the tracker. The same send, completion, stats and errors as the general path (the
+    /// zc.json tables run both); `None` when the general path must run.
+    ///
+    /// # Safety
+    /// As [`ZeroCopySender::send_raw`].
+    #[inline]
+    unsafe fn copy_reap(
+        &mut self,
+        iov: &[iovec],
+        flags: Flags,
+        user_data: u64,
+        out: &mut [Completion],
+    ) -> Option<io::Result<(usize, usize)>> {
+        let copies = match &self.engine {
+            Engine::Copy => true,
+            Engine::ErrQueue => self.adaptive.off,
+            // The thread check answers as the general path does; a sender that never joined
+            // a ring has never sent zerocopy, so it cannot be off.
+            Engine::IoUring(r) => self.adaptive.off && r.joined().is_some(),
+        };
+        if !copies || out.is_empty() || !self.tracker.idle() || self.settled || iov.len() > IOV_MAX
+        {
+            return None;
+        }
+        // SAFETY: forwarded caller guarantees.
+        Some(unsafe { self.copy_reap_now(iov, flags, user_data, out) })
+    }
+
+    /// # Safety
+    /// As [`ZeroCopySender::send_raw`].
+    #[inline(never)]
+    unsafe fn copy_reap_now(
+        &mut self,
+        iov: &[iovec],
+        flags: Flags,
+        user_data: u64,
+        out: &mut [Completion],
+    ) -> io::Result<(usize, usize)> {
+        self.check_thread()?;
+        // SAFETY: all-zero is a valid msghdr (no name, no control).
+        let mut msg: msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = iov.as_ptr() as *mut iovec;
+        msg.msg_iovlen = iov.len() as _;
+        self.stats.syscalls_send += 1;
+        // A library must not raise SIGPIPE: EPIPE is returned instead.
+        let raw = flags.to_raw() | libc::MSG_NOSIGNAL;
+        // SAFETY: msg points at the caller's iovecs (forwarded guarantee).
+        let n = unsafe { sys::sendmsg(self.fd.as_fd(), &msg, raw) }?;
+        self.sends_since_reap += 1;
+        if n == 0 {
+            return Ok((0, 0)); // no bytes, no completion
+        }
+        let fallback = if matches!(self.engine, Engine::Copy) && !self.adaptive.off {
+            0
+        } else {
+            FALLBACK
+        };
+        self.adaptive.note_copy_send();
+        self.stats.copy_sends += 1;
+        self.stats.sends += 1;
+        self.stats.bytes += n as u64;
+        self.stats.completions += 1;
+        self.stats.completions_copied += 1;
+        out[0] = Completion {
+            user_data,
+            result: n as i64,
+            flags: COPIED | fallback,
+        };
+        Ok((n, 1))
     }
 
     fn after_send_reap(&mut self, out: &mut [Completion]) -> usize {

@@ -87,7 +87,9 @@ pub struct ZcOptions {
     /// (loopback, veth, devices without scatter-gather), the way msg_zerocopy.rst suggests: a
     /// copied "zerocopy" send costs more than a plain copy. Sends in flight are still reaped;
     /// later sends are plain copies whose completion is ready at once, flagged copied and
-    /// fallback.
+    /// fallback. After 4,096 such copies zerocopy is asked for again (the path may have
+    /// changed), and the next 16 completions decide anew: on a path that copies, 16 copied
+    /// "zerocopy" sends in every 4,112.
     // doc-end
     pub adaptive: bool,
     /// Requests (sends held in flight or completed and not yet reaped) whose tracking is
@@ -189,6 +191,10 @@ pub const ADAPTIVE: u32 = 1;
 /// Consecutive copied completions after which [`ZcOptions::adaptive`] stops asking for
 /// zerocopy.
 pub const ADAPTIVE_AFTER: u32 = 16;
+
+/// Plain copies after which [`ZcOptions::adaptive`], having stopped asking for zerocopy, asks
+/// again.
+pub const ADAPTIVE_PROBE_EVERY: u32 = 4096;
 
 /// The default [`ZcOptions::max_pending`]: requests that may be held at once (in flight or
 /// ready but not yet reaped).

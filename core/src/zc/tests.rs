@@ -657,3 +657,57 @@ fn adaptive_needs_a_streak() {
     a.note(true, 100);
     assert!(!a.off, "only with the ADAPTIVE flag");
 }
+
+/// The adaptive option on a path that copies every zerocopy send (UDP over loopback), driven
+/// through `send_reap_raw` (the C ABI's call, and its copy fast path): zerocopy is turned
+/// off, asked for again after ADAPTIVE_PROBE_EVERY plain copies, and turned off again; every
+/// send gets exactly one completion, in send order, with the bytes it accepted.
+#[test]
+fn adaptive_probes_again_and_loses_no_completion() {
+    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    tx.connect(rx.local_addr().unwrap()).unwrap();
+    let opts = ZcOptions::new().backend(ZcBackend::ErrQueue).adaptive(true);
+    let mut zc = ZeroCopySender::with_options(&tx, opts).unwrap();
+    let payload = [7u8; 64];
+    let iov = [iovec {
+        iov_base: payload.as_ptr() as *mut _,
+        iov_len: payload.len(),
+    }];
+    let mut out = [Completion::default(); 64];
+    let mut got = Vec::new();
+    let mut d = [0u8; 64];
+    let (mut zc_at_off, mut turned_off, mut back_on) = (None, 0, 0);
+    let total = ADAPTIVE_PROBE_EVERY as u64 + 400;
+    let mut was_off = false;
+    for i in 0..total {
+        // SAFETY: `payload` outlives the sender's use of it (reaped below before it drops).
+        let (n, k) = unsafe { zc.send_reap_raw(&iov, Flags::NONE, i, &mut out) }.unwrap();
+        assert_eq!(n, 64);
+        assert_eq!(rx.recv(&mut d).unwrap(), 64);
+        got.extend_from_slice(&out[..k]);
+        let st = zc.stats();
+        let off = st.zerocopy_off == 1;
+        if off && !was_off {
+            turned_off += 1;
+            zc_at_off.get_or_insert(st.zerocopy_sends);
+        }
+        if !off && was_off {
+            back_on += 1;
+        }
+        was_off = off;
+    }
+    got.extend(drain(&mut zc));
+    assert_eq!(turned_off, 2, "off, probed, off again");
+    assert_eq!(back_on, 1);
+    assert!(
+        zc.stats().zerocopy_sends > zc_at_off.unwrap(),
+        "the probe sent zerocopy again"
+    );
+    assert_eq!(got.len() as u64, total);
+    for (i, c) in got.iter().enumerate() {
+        assert_eq!((c.user_data, c.result), (i as u64, 64));
+        assert_ne!(c.flags & COPIED, 0);
+    }
+    assert_eq!(zc.stats().completions, total);
+}

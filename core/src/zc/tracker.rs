@@ -276,6 +276,12 @@ impl Tracker {
         self.ghosts
     }
 
+    /// Nothing in flight and nothing ready: a completion made now is the next one out.
+    #[inline]
+    pub fn idle(&self) -> bool {
+        self.n_ready == 0 && self.inflight == 0
+    }
+
     /// Completions ready to reap.
     pub fn ready(&self) -> usize {
         self.n_ready
