@@ -1054,7 +1054,9 @@ export interface ZcSenderOptions {
    * Stop asking for zerocopy after 16 consecutive completions that the kernel copied anyway
    * (loopback, veth, devices without scatter-gather), the way msg_zerocopy.rst suggests: a
    * copied "zerocopy" send costs more than a plain copy. Sends in flight are still reaped; later
-   * sends are plain copies whose completion is ready at once, flagged copied and fallback.
+   * sends are plain copies whose completion is ready at once, flagged copied and fallback. After
+   * 4,096 such copies zerocopy is asked for again (the path may have changed), and the next 16
+   * completions decide anew: on a path that copies, 16 copied "zerocopy" sends in every 4,112.
    */
   adaptive?: boolean
 }
@@ -1108,7 +1110,10 @@ export interface ZcStats {
   errqueueOther: number
   /** Notified ids that matched no send in flight: ignored. */
   unexpectedIds: number
-  /** 1 once the `adaptive` option stopped asking for zerocopy. */
+  /**
+   * 1 while the `adaptive` option has stopped asking for zerocopy (it asks again after 4,096
+   * plain copies).
+   */
   zerocopyOff: number
   /**
    * Completions that closing the sender took in (ready ones and those that arrived while it
