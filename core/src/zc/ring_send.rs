@@ -140,21 +140,19 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
             }
             self.uring_full = false;
         }
-        let mut space = [MaybeUninit::<iovec>::uninit(); IOV_MAX];
-        for (d, s) in space.iter_mut().zip(user) {
-            d.write(*s);
-        }
-        // SAFETY: the first user.len() entries were written just above.
-        let iov = unsafe {
-            std::slice::from_raw_parts_mut(space.as_mut_ptr().cast::<iovec>(), user.len())
-        };
         let total: usize = user.iter().map(|v| v.iov_len).sum();
+        // The caller's iovecs as they are (the kernel only reads them, and is done with them
+        // when the request's result is in); a copy to advance only after partial progress of
+        // a blocking stream send. (A copy on the stack, IOV_MAX of them, cost every send a
+        // 16 KiB frame and its stack probe.)
+        let mut rest: Option<Vec<iovec>> = None;
         let (mut sent, mut first, mut nomem) = (0usize, 0usize, false);
         loop {
-            msg.msg_iov = iov[first..].as_mut_ptr();
-            msg.msg_iovlen = (iov.len() - first) as _;
-            // SAFETY: msg points at the caller's name and control and at our copy of their
-            // iovecs, advanced past what was sent.
+            let iov: &[iovec] = rest.as_deref().map_or(user, |v| &v[first..]);
+            msg.msg_iov = iov.as_ptr() as *mut iovec;
+            msg.msg_iovlen = iov.len() as _;
+            // SAFETY: msg points at the caller's name and control and at their iovecs (or our
+            // copy of them, advanced past what was sent).
             match unsafe { self.uring_once(slot, msg, flags) } {
                 Ok(n) => {
                     sent += n;
@@ -166,7 +164,7 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
                     if self.fd_nonblocking().unwrap_or(true) {
                         return Ok(sent);
                     }
-                    advance(iov, &mut first, n);
+                    advance(rest.get_or_insert_with(|| user.to_vec()), &mut first, n);
                 }
                 // The locked-pages limit: a ring made by a thread without CAP_IPC_LOCK charges
                 // each SEND_ZC's pages to the user's RLIMIT_MEMLOCK until its notification
