@@ -203,7 +203,9 @@
  * Stop asking for zerocopy after 16 consecutive completions that the kernel copied anyway
  * (loopback, veth, devices without scatter-gather), the way msg_zerocopy.rst suggests: a copied
  * "zerocopy" send costs more than a plain copy. Sends in flight are still reaped; later sends are
- * plain copies whose completion is ready at once, flagged copied and fallback.
+ * plain copies whose completion is ready at once, flagged copied and fallback. After 4,096 such
+ * copies zerocopy is asked for again (the path may have changed), and the next 16 completions
+ * decide anew: on a path that copies, 16 copied "zerocopy" sends in every 4,112.
  */
 #define LOWCOPY_ZC_ADAPTIVE 1
 
@@ -641,7 +643,8 @@ typedef struct lowcopy_zc_send_stats {
    */
   uint64_t unexpected_ids;
   /**
-   * 1 once [`ZcOptions::adaptive`] stopped asking for zerocopy.
+   * 1 while the adaptive option has stopped asking for zerocopy (it asks again after
+   * 4,096 plain copies).
    */
   uint64_t zerocopy_off;
   /**

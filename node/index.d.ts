@@ -1111,8 +1111,8 @@ export interface ZcStats {
   /** Notified ids that matched no send in flight: ignored. */
   unexpectedIds: number
   /**
-   * 1 while the `adaptive` option has stopped asking for zerocopy (it asks again after 4,096
-   * plain copies).
+   * 1 while the adaptive option has stopped asking for zerocopy (it asks again after 4,096 plain
+   * copies).
    */
   zerocopyOff: number
   /**

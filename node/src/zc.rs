@@ -240,8 +240,8 @@ pub struct ZcStats {
     // doc-end
     pub unexpected_ids: f64,
     // doc-copy: zc_stats.zerocopy_off
-    /// 1 while the `adaptive` option has stopped asking for zerocopy (it asks again after 4,096
-    /// plain copies).
+    /// 1 while the adaptive option has stopped asking for zerocopy (it asks again after 4,096 plain
+    /// copies).
     // doc-end
     pub zerocopy_off: f64,
     // doc-copy: zc_stats.close_completed

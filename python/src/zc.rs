@@ -83,7 +83,7 @@ record! {
         // doc-end
         unexpected_ids,
         // doc-copy: zc_stats.zerocopy_off
-        /// 1 while the `adaptive` option has stopped asking for zerocopy (it asks again after 4,096
+        /// 1 while the adaptive option has stopped asking for zerocopy (it asks again after 4,096
         /// plain copies).
         // doc-end
         zerocopy_off,

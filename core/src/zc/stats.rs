@@ -62,7 +62,7 @@ pub struct ZcStats {
     // doc-end
     pub unexpected_ids: u64,
     // doc-source: zc_stats.zerocopy_off
-    /// 1 while [`ZcOptions::adaptive`] has stopped asking for zerocopy (it asks again after
+    /// 1 while the adaptive option has stopped asking for zerocopy (it asks again after
     /// 4,096 plain copies).
     // doc-end
     pub zerocopy_off: u64,
