@@ -110,6 +110,27 @@
 #define LOWCOPY_PEEK_OFFSET_OR_DISCARD 3
 
 /**
+ * Mode bit, OR'd into the `mode` of `lowcopy_peeker_new` or `lowcopy_peeker_init` with
+ * `LOWCOPY_PEEK_AUTO`, `LOWCOPY_PEEK_DISCARD` or `LOWCOPY_PEEK_OFFSET_OR_DISCARD` (any of
+ * them then means the discard mechanism): the caller owns urgent data.
+ * The caller owns the urgent-data policy: the peeker leaves `SO_OOBINLINE` as it is (no
+ * `setsockopt`) and uses the discard mechanism (the kernel's `SO_PEEK_OFF` counts an urgent byte
+ * that reads skip, so its offsets would drift from the caller's), on TCP and MPTCP only. Peeks
+ * still deliver byte for byte what reads deliver: the kernel ends every read and every peek at the
+ * urgent mark, so a peek whose bytes reach the mark returns short, ending just before the mark,
+ * and a peek at or past the mark fails with `-ENOMSG` (blocking or not; nothing is copied, the
+ * cursor stays) for as long as the mark lies ahead of the head of the queue. The caller deals with
+ * the urgent byte in its own way (`recv(MSG_OOB)` for it, `SIOCATMARK` for where it is) and
+ * consumes the bytes before the mark; from then on peeks pass the mark again. Without
+ * `SO_OOBINLINE` the urgent byte is not part of what reads deliver (the kernel skips it), so
+ * neither peeks nor offsets count it; with `SO_OOBINLINE` set by the caller it is an ordinary byte
+ * after the mark. Errors at creation: `-EINVAL` with `LOWCOPY_PEEK_OFFSET`, `-EOPNOTSUPP` on
+ * AF_UNIX (its out-of-band byte is delivered by peeks that reads skip, and has no mark a peek
+ * stops at).
+ */
+#define LOWCOPY_PEEK_URGENT_CALLER 256
+
+/**
  * `lowcopy_peek_result.flags`: the kernel's `SO_PEEK_OFF` was written before the peek (it
  * was not at the offset asked for): the call made a `setsockopt` besides the peek.
  */
@@ -827,7 +848,9 @@ ssize_t lowcopy_consume(int fd, size_t n, int flags);
  * through `lowcopy_peeker_consume` keep the cursor right, and a read by another path must be
  * reported with `lowcopy_peeker_note_consumed`.
  *
- * Errors: `-EINVAL` (`out` NULL, unknown mode), `-ENOMEM`,
+ * Errors: `-EINVAL` (`out` NULL, unknown mode or mode bit, `LOWCOPY_PEEK_OFFSET` with
+ * `LOWCOPY_PEEK_URGENT_CALLER`), `-EOPNOTSUPP` (`LOWCOPY_PEEK_URGENT_CALLER` on AF_UNIX),
+ * `-ENOMEM`,
  * `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or
  * `LOWCOPY_PEEK_OFFSET` on a socket without `SO_PEEK_OFF`), `-ENOTCONN` (a listening TCP or MPTCP
  * socket) and `-EINVAL` (a listening AF_UNIX socket): a listening socket is no connection, refused
@@ -1061,7 +1084,9 @@ size_t lowcopy_peeker_size(void);
  * to the caller). `mem` must not be moved, copied or reused while the peeker lives.
  *
  * Errors: `-EINVAL` (`mem` or `out` NULL, `size` below `lowcopy_peeker_size()`, `mem` not
- * aligned, unknown `mode`, a `domain`/`protocol` pair other than those above),
+ * aligned, unknown `mode` or mode bit, `LOWCOPY_PEEK_OFFSET` with
+ * `LOWCOPY_PEEK_URGENT_CALLER`, a `domain`/`protocol` pair other than those above),
+ * `-EOPNOTSUPP` (`LOWCOPY_PEEK_URGENT_CALLER` on AF_UNIX),
  * `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or
  * `LOWCOPY_PEEK_OFFSET` on a socket without `SO_PEEK_OFF`), `-ENOTCONN` (a listening TCP or MPTCP
  * socket) and `-EINVAL` (a listening AF_UNIX socket): a listening socket is no connection, refused

@@ -8,7 +8,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use libc::{c_int, c_void, iovec, size_t, ssize_t, EINVAL, ENOTRECOVERABLE};
 use lowcopy::peek::{PEEK_MOVED, PEEK_PREFIXED};
-use lowcopy::{Flags, PeekMode, PeekResult, PeekStats, Peeker, StreamKind};
+use lowcopy::{Flags, PeekMode, PeekResult, PeekStats, Peeker, PeekerOptions, StreamKind, Urgent};
 
 use crate::{
     borrow, check_size, guard, iov_slice, neg, new_handle, out_sized, ret_size, ret_unit,
@@ -45,6 +45,41 @@ pub const LOWCOPY_PEEK_DISCARD: u32 = 2;
 /// one that moves the kernel's offset to a cursor it is not at (a rewind, a skip).
 // doc-end
 pub const LOWCOPY_PEEK_OFFSET_OR_DISCARD: u32 = 3;
+/// Mode bit, OR'd into the `mode` of `lowcopy_peeker_new` or `lowcopy_peeker_init` with
+/// `LOWCOPY_PEEK_AUTO`, `LOWCOPY_PEEK_DISCARD` or `LOWCOPY_PEEK_OFFSET_OR_DISCARD` (any of
+/// them then means the discard mechanism): the caller owns urgent data.
+// doc-copy: urgent.caller
+/// The caller owns the urgent-data policy: the peeker leaves `SO_OOBINLINE` as it is (no
+/// `setsockopt`) and uses the discard mechanism (the kernel's `SO_PEEK_OFF` counts an urgent byte
+/// that reads skip, so its offsets would drift from the caller's), on TCP and MPTCP only. Peeks
+/// still deliver byte for byte what reads deliver: the kernel ends every read and every peek at the
+/// urgent mark, so a peek whose bytes reach the mark returns short, ending just before the mark,
+/// and a peek at or past the mark fails with `-ENOMSG` (blocking or not; nothing is copied, the
+/// cursor stays) for as long as the mark lies ahead of the head of the queue. The caller deals with
+/// the urgent byte in its own way (`recv(MSG_OOB)` for it, `SIOCATMARK` for where it is) and
+/// consumes the bytes before the mark; from then on peeks pass the mark again. Without
+/// `SO_OOBINLINE` the urgent byte is not part of what reads deliver (the kernel skips it), so
+/// neither peeks nor offsets count it; with `SO_OOBINLINE` set by the caller it is an ordinary byte
+/// after the mark. Errors at creation: `-EINVAL` with `LOWCOPY_PEEK_OFFSET`, `-EOPNOTSUPP` on
+/// AF_UNIX (its out-of-band byte is delivered by peeks that reads skip, and has no mark a peek
+/// stops at).
+// doc-end
+pub const LOWCOPY_PEEK_URGENT_CALLER: u32 = 0x100;
+
+/// The C `mode` argument: a `LOWCOPY_PEEK_*` mechanism, optionally with
+/// `LOWCOPY_PEEK_URGENT_CALLER`. Unknown values and bits are `EINVAL`.
+fn c_mode(mode: u32) -> std::io::Result<PeekerOptions> {
+    let urgent = if mode & LOWCOPY_PEEK_URGENT_CALLER != 0 {
+        Urgent::Caller
+    } else {
+        Urgent::Inline
+    };
+    let m = PeekMode::try_from(mode & !LOWCOPY_PEEK_URGENT_CALLER)?;
+    if urgent == Urgent::Caller && m == PeekMode::Offset {
+        return Err(std::io::Error::from_raw_os_error(EINVAL));
+    }
+    Ok(PeekerOptions::new(m).urgent(urgent))
+}
 
 // Literal values so that cbindgen can write them; they must equal the core's.
 const _: () = {
@@ -338,7 +373,9 @@ pub extern "C" fn lowcopy_consume(fd: c_int, n: size_t, flags: c_int) -> ssize_t
 /// reported with `lowcopy_peeker_note_consumed`.
 // doc-end
 ///
-/// Errors: `-EINVAL` (`out` NULL, unknown mode), `-ENOMEM`,
+/// Errors: `-EINVAL` (`out` NULL, unknown mode or mode bit, `LOWCOPY_PEEK_OFFSET` with
+/// `LOWCOPY_PEEK_URGENT_CALLER`), `-EOPNOTSUPP` (`LOWCOPY_PEEK_URGENT_CALLER` on AF_UNIX),
+/// `-ENOMEM`,
 // doc-copy: peeker_new.errors
 /// `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or
 /// `LOWCOPY_PEEK_OFFSET` on a socket without `SO_PEEK_OFF`), `-ENOTCONN` (a listening TCP or MPTCP
@@ -358,7 +395,7 @@ pub unsafe extern "C" fn lowcopy_peeker_new(
     mode: u32,
     out: *mut *mut lowcopy_peeker,
 ) -> c_int {
-    let mode = PeekMode::try_from(mode);
+    let opts = c_mode(mode);
     let wrap = |g| lowcopy_peeker {
         t: Tagged {
             tag: LOWCOPY_PEEKER_LIVE,
@@ -367,7 +404,7 @@ pub unsafe extern "C" fn lowcopy_peeker_new(
         },
     };
     // SAFETY: `out` is NULL or writable for one pointer per the caller's contract.
-    unsafe { new_handle(fd, out, wrap, |fd| Peeker::new(fd, mode?)) }
+    unsafe { new_handle(fd, out, wrap, |fd| Peeker::with_options(fd, opts?)) }
 }
 
 /// Copies up to `len` bytes at the cursor into `buf`; the cursor advances by the result.
@@ -677,7 +714,9 @@ crate::versions::default_version!("lowcopy_peeker_size", "LOWCOPY_0.3");
 /// to the caller). `mem` must not be moved, copied or reused while the peeker lives.
 ///
 /// Errors: `-EINVAL` (`mem` or `out` NULL, `size` below `lowcopy_peeker_size()`, `mem` not
-/// aligned, unknown `mode`, a `domain`/`protocol` pair other than those above),
+/// aligned, unknown `mode` or mode bit, `LOWCOPY_PEEK_OFFSET` with
+/// `LOWCOPY_PEEK_URGENT_CALLER`, a `domain`/`protocol` pair other than those above),
+/// `-EOPNOTSUPP` (`LOWCOPY_PEEK_URGENT_CALLER` on AF_UNIX),
 // doc-copy: peeker_new.errors
 /// `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or
 /// `LOWCOPY_PEEK_OFFSET` on a socket without `SO_PEEK_OFF`), `-ENOTCONN` (a listening TCP or MPTCP
@@ -712,8 +751,8 @@ pub unsafe extern "C" fn lowcopy_peeker_init(
         {
             return -EINVAL;
         }
-        let mode = match PeekMode::try_from(mode) {
-            Ok(m) => m,
+        let opts = match c_mode(mode) {
+            Ok(o) => o,
             Err(e) => return neg(e),
         };
         let kind = match StreamKind::from_raw(domain, protocol) {
@@ -724,10 +763,7 @@ pub unsafe extern "C" fn lowcopy_peeker_init(
             Ok(fd) => fd,
             Err(e) => return e,
         };
-        let made = match kind {
-            Some(k) => Peeker::with_kind(fd, mode, k),
-            None => Peeker::new(fd, mode),
-        };
+        let made = Peeker::with_options(fd, PeekerOptions { kind, ..opts });
         match made {
             Ok(inner) => {
                 let h = lowcopy_peeker {

@@ -215,6 +215,8 @@ impl<F: AsFd> Peeker<F> {
         // Where the last peek ended while more bytes were queued (an urgent mark, or arrivals).
         let mut cut_at = None;
         let mut hint_used = false;
+        // Urgent::Caller: an urgent byte at the head that this peek skipped (cut_by_mark).
+        let mut head_urgent = false;
         loop {
             self.stats.syscalls += 1;
             let (n, hint) = if self.inq_hint != InqHint::Off {
@@ -249,8 +251,30 @@ impl<F: AsFd> Peeker<F> {
                 if flags & libc::MSG_DONTWAIT != 0 || self.fd_nonblocking()? {
                     return Err(errno(libc::EAGAIN));
                 }
-                self.wait_beyond(skip)?;
+                self.wait_beyond(skip, 0)?;
                 continue;
+            }
+            if self.urgent_caller && self.inq_hint == InqHint::On {
+                if let Some(h) = hint {
+                    match self.caller_mark(n, h)? {
+                        // The caller owns urgent data: a peek at or past a mark ahead of the
+                        // head is refused until the bytes before it are consumed.
+                        boundary::CallerMark::Ahead => return Err(errno(libc::ENOMSG)),
+                        boundary::CallerMark::AtHead => {
+                            head_urgent = true;
+                            if h == n + 1 {
+                                // Only the skipped urgent byte is queued beyond the bytes
+                                // peeked: nothing lies beyond the cursor.
+                                if flags & libc::MSG_DONTWAIT != 0 || self.fd_nonblocking()? {
+                                    return Err(errno(libc::EAGAIN));
+                                }
+                                self.wait_beyond(skip, 1)?;
+                                continue;
+                            }
+                        }
+                        boundary::CallerMark::None => {}
+                    }
+                }
             }
             if self.cut_by_mark(n, &mut cut_at)? {
                 // SAFETY: forwarded caller guarantee on `user`.
@@ -272,7 +296,7 @@ impl<F: AsFd> Peeker<F> {
             if flags & libc::MSG_DONTWAIT != 0 || self.fd_nonblocking()? {
                 return Err(errno(libc::EAGAIN));
             }
-            self.wait_beyond(skip)?;
+            self.wait_beyond(skip, head_urgent as usize)?;
         }
     }
 

@@ -90,7 +90,7 @@ use lowat::Lowat;
 use mechanism::{InqHint, KernelOff, Mechanism};
 use stateless::{check_peek_args, consume_raw, discard_iov, ConsumeCounts};
 pub use stateless::{consume, peek_at, peek_supported};
-pub use types::{PeekMode, PeekResult, PeekStats, StreamKind};
+pub use types::{PeekMode, PeekResult, PeekStats, PeekerOptions, StreamKind, Urgent};
 
 /// [`PeekResult::flags`]: `SO_PEEK_OFF` was written before the peek (the kernel's offset was
 /// elsewhere).
@@ -191,6 +191,9 @@ pub struct Peeker<F: AsFd> {
     moves: u64,
     /// `TCP_INQ` as this peeker set it.
     inq_hint: InqHint,
+    /// [`Urgent::Caller`]: no `SO_OOBINLINE`; a peek at or past a mark ahead of the head
+    /// fails with `ENOMSG`.
+    urgent_caller: bool,
 }
 
 impl<F: AsFd> fmt::Debug for Peeker<F> {
@@ -249,7 +252,7 @@ impl<F: AsFd> Peeker<F> {
     pub fn new(fd: F, mode: PeekMode) -> io::Result<Self> {
         let mut calls = 0;
         let info = classify(fd.as_fd(), &mut calls, true)?;
-        let mut p = Self::build(fd, info, mode)?;
+        let mut p = Self::build(fd, info, mode, Urgent::Inline)?;
         p.stats.syscalls += calls;
         Ok(p)
     }
@@ -281,14 +284,49 @@ impl<F: AsFd> Peeker<F> {
     pub fn with_kind(fd: F, mode: PeekMode, kind: StreamKind) -> io::Result<Self> {
         let mut calls = 0;
         check_stated(fd.as_fd(), kind, &mut calls)?;
-        let mut p = Self::build(fd, kind.info(), mode)?;
+        let mut p = Self::build(fd, kind.info(), mode, Urgent::Inline)?;
         p.stats.syscalls += calls;
         Ok(p)
     }
 
-    fn build(fd: F, info: SockInfo, mode: PeekMode) -> io::Result<Self> {
+    /// [`Peeker::new`] or [`Peeker::with_kind`] (when `opts.kind` is set), with who owns
+    /// urgent data chosen ([`Urgent`]): [`Urgent::Inline`] is exactly those constructors;
+    /// [`Urgent::Caller`] sets no `SO_OOBINLINE` (one `setsockopt` less) and always uses the
+    /// discard mechanism.
+    ///
+    /// # Errors
+    /// As [`Peeker::new`]; with [`Urgent::Caller`], `EINVAL` for [`PeekMode::Offset`] (checked
+    /// before any syscall) and `EOPNOTSUPP` on AF_UNIX. `fd` is dropped on error.
+    pub fn with_options(fd: F, opts: PeekerOptions) -> io::Result<Self> {
+        if opts.urgent == Urgent::Caller && opts.mode == PeekMode::Offset {
+            return Err(errno(libc::EINVAL));
+        }
+        let mut calls = 0;
+        let info = match opts.kind {
+            Some(k) => {
+                check_stated(fd.as_fd(), k, &mut calls)?;
+                k.info()
+            }
+            None => classify(fd.as_fd(), &mut calls, true)?,
+        };
+        let mut p = Self::build(fd, info, opts.mode, opts.urgent)?;
+        p.stats.syscalls += calls;
+        Ok(p)
+    }
+
+    fn build(fd: F, info: SockInfo, mode: PeekMode, urgent: Urgent) -> io::Result<Self> {
         let b = fd.as_fd();
         let mut stats = PeekStats::default();
+        let urgent_caller = urgent == Urgent::Caller;
+        if urgent_caller && info.transport == Transport::Unix {
+            return Err(errno(libc::EOPNOTSUPP));
+        }
+        // The caller's urgent policy: discard whatever the mode (Offset was refused before).
+        let mode = if urgent_caller {
+            PeekMode::Discard
+        } else {
+            mode
+        };
         let (mech, kernel_off) = match mode {
             PeekMode::Offset => {
                 let m = Mechanism::Offset;
@@ -319,11 +357,16 @@ impl<F: AsFd> Peeker<F> {
                 inq_hint = InqHint::On;
             }
         }
-        // Urgent bytes stay in the stream (module docs: "Urgent data"). MPTCP refuses the
-        // option: it has no urgent data. Last: on error the socket is as it was before
-        // (SO_PEEK_OFF is only ever restored to -1, as here).
-        stats.syscalls += 1;
-        match sys::setsockopt_int(b, libc::SOL_SOCKET, libc::SO_OOBINLINE, 1) {
+        // Urgent bytes stay in the stream (module docs: "Urgent data"), unless the caller owns
+        // them. MPTCP refuses the option: it has no urgent data. Last: on error the socket is
+        // as it was before (SO_PEEK_OFF is only ever restored to -1, as here).
+        let oob = if urgent_caller {
+            Ok(())
+        } else {
+            stats.syscalls += 1;
+            sys::setsockopt_int(b, libc::SOL_SOCKET, libc::SO_OOBINLINE, 1)
+        };
+        match oob {
             Err(e) if !is_eopnotsupp(&e) => {
                 let mut p = Self::assemble(fd, info, mech, 0, kernel_off, false, stats);
                 p.inq_hint = inq_hint;
@@ -336,6 +379,7 @@ impl<F: AsFd> Peeker<F> {
         let auto = mode == PeekMode::Auto;
         let mut p = Self::assemble(fd, info, mech, 0, kernel_off, auto, stats);
         p.inq_hint = inq_hint;
+        p.urgent_caller = urgent_caller;
         Ok(p)
     }
 
@@ -360,6 +404,7 @@ impl<F: AsFd> Peeker<F> {
             head_pos: 0,
             moves: 0,
             inq_hint: InqHint::Off,
+            urgent_caller: false,
         }
     }
 
@@ -405,6 +450,7 @@ fn _fields_are_copy(p: &Peeker<BorrowedFd<'_>>) {
         head_pos,
         moves,
         inq_hint,
+        urgent_caller,
     } = p;
     copy(transport);
     copy(mech);
@@ -416,6 +462,7 @@ fn _fields_are_copy(p: &Peeker<BorrowedFd<'_>>) {
     copy(head_pos);
     copy(moves);
     copy(inq_hint);
+    copy(urgent_caller);
 }
 
 impl<'fd> Peeker<BorrowedFd<'fd>> {
