@@ -150,13 +150,21 @@
 
 /**
  * Bytes of caller memory for `lowcopy_peeker_init` in this version of the header (the size of
- * `lowcopy_peeker_storage`). `lowcopy_peeker_size()` is what the running library needs: a
- * later library that needs more than a program was built with refuses its memory with
- * `-EINVAL` rather than overrun it. Version 0.4 needs 152 bytes (64-bit): the counters of
- * `lowcopy_peek_stats` (56, 64-bit by the ABI) and the stream position (8) alone fill 64, so
- * the size is kept, and the 104 bytes above what it needs are the room later versions grow in.
+ * `lowcopy_peeker_storage`): exactly what the library needs, `lowcopy_peeker_size()` (64-bit
+ * Linux; a compile-time assertion holds the two equal). A later version may only grow it
+ * together with a new symbol version of `lowcopy_peeker_init` (docs/abi.md, "Peeker
+ * storage"): a program built with this header keeps getting a library that fits its memory,
+ * and `size` below `lowcopy_peeker_size()` is `-EINVAL`, never an overrun.
+ *
+ * Why 128 and not 64: the seven `uint64_t` counters of `lowcopy_peek_stats` (56 bytes, 64-bit
+ * by the ABI: byte counts pass 2^32 within seconds at 10 Gb/s), the stream position of
+ * `lowcopy_peek_result.stream_pos` (8) and the live tag (8) are 72 bytes before any state.
+ * The state takes what the kernel's limits allow: the kernel's `SO_PEEK_OFF` and the armed
+ * `SO_RCVLOWAT` in 32 bits (both are `int`s in the kernel), the cursor (8), the fd (4), the
+ * mechanism and flags (one byte each), the panic guard's flag; heap or caller memory is told by
+ * the tag. 0.3 headers said 256: programs built with them still work (their `size` is larger).
  */
-#define LOWCOPY_PEEKER_SIZE 256
+#define LOWCOPY_PEEKER_SIZE 128
 
 /**
  * The `uint64_t` at the start of a peeker's storage while the peeker lives: from a
@@ -688,7 +696,7 @@ typedef struct lowcopy_zc_send_stats {
  * peeker lives.
  */
 typedef struct lowcopy_peeker_storage {
-  uint64_t opaque[32];
+  uint64_t opaque[16];
 } lowcopy_peeker_storage;
 
 

@@ -100,12 +100,20 @@ pub const LOWCOPY_PEEK_PREFIXED: u32 = 2;
 pub const LOWCOPY_RELEASE_CLOSING: u32 = 1;
 
 /// Bytes of caller memory for `lowcopy_peeker_init` in this version of the header (the size of
-/// `lowcopy_peeker_storage`). `lowcopy_peeker_size()` is what the running library needs: a
-/// later library that needs more than a program was built with refuses its memory with
-/// `-EINVAL` rather than overrun it. Version 0.4 needs 152 bytes (64-bit): the counters of
-/// `lowcopy_peek_stats` (56, 64-bit by the ABI) and the stream position (8) alone fill 64, so
-/// the size is kept, and the 104 bytes above what it needs are the room later versions grow in.
-pub const LOWCOPY_PEEKER_SIZE: usize = 256;
+/// `lowcopy_peeker_storage`): exactly what the library needs, `lowcopy_peeker_size()` (64-bit
+/// Linux; a compile-time assertion holds the two equal). A later version may only grow it
+/// together with a new symbol version of `lowcopy_peeker_init` (docs/abi.md, "Peeker
+/// storage"): a program built with this header keeps getting a library that fits its memory,
+/// and `size` below `lowcopy_peeker_size()` is `-EINVAL`, never an overrun.
+///
+/// Why 128 and not 64: the seven `uint64_t` counters of `lowcopy_peek_stats` (56 bytes, 64-bit
+/// by the ABI: byte counts pass 2^32 within seconds at 10 Gb/s), the stream position of
+/// `lowcopy_peek_result.stream_pos` (8) and the live tag (8) are 72 bytes before any state.
+/// The state takes what the kernel's limits allow: the kernel's `SO_PEEK_OFF` and the armed
+/// `SO_RCVLOWAT` in 32 bits (both are `int`s in the kernel), the cursor (8), the fd (4), the
+/// mechanism and flags (one byte each), the panic guard's flag; heap or caller memory is told by
+/// the tag. 0.3 headers said 256: programs built with them still work (their `size` is larger).
+pub const LOWCOPY_PEEKER_SIZE: usize = 128;
 /// The `uint64_t` at the start of a peeker's storage while the peeker lives: from a
 /// successful `lowcopy_peeker_init` until its release. A daemon with a table of
 /// `lowcopy_peeker_storage` tells a live entry by it, with no flag of its own; storage never
@@ -114,6 +122,9 @@ pub const LOWCOPY_PEEKER_LIVE: u64 = 0x6c63_7065_656b_6572;
 /// The `uint64_t` at the start of a peeker's storage once `lowcopy_peeker_release` (or
 /// `lowcopy_peeker_free`) has released the peeker made there: the memory is the caller's again.
 pub const LOWCOPY_PEEKER_RELEASED: u64 = 0x6c63_7065_6572_6564;
+/// The tag of a peeker made by `lowcopy_peeker_new` (its memory the library's, freed by
+/// release): the tag tells who owns the memory, so no flag beside it is needed.
+const TAG_HEAP: u64 = 0x6c63_7065_6865_6170;
 
 /// Alignment that `lowcopy_peeker_init` requires of its memory (`lowcopy_peeker_storage` has
 /// it).
@@ -122,7 +133,9 @@ pub const LOWCOPY_PEEKER_ALIGN: usize = 8;
 const _: () = {
     assert!(LOWCOPY_PEEK_MOVED == PEEK_MOVED);
     assert!(LOWCOPY_PEEK_PREFIXED == PEEK_PREFIXED);
-    assert!(std::mem::size_of::<lowcopy_peeker>() <= LOWCOPY_PEEKER_SIZE);
+    // The header promises exactly what the library needs (the storage the size of what it
+    // holds, issue 22.2); growing it takes a new symbol version (docs/abi.md).
+    assert!(std::mem::size_of::<lowcopy_peeker>() == LOWCOPY_PEEKER_SIZE);
     assert!(std::mem::align_of::<lowcopy_peeker>() <= LOWCOPY_PEEKER_ALIGN);
     assert!(std::mem::size_of::<lowcopy_peeker_storage>() == LOWCOPY_PEEKER_SIZE);
     // LOWCOPY_PEEKER_LIVE is the uint64_t at `mem`: `tag` is first in the #[repr(C)] Tagged,
@@ -137,7 +150,7 @@ const _: () = {
 /// peeker lives.
 #[repr(C)]
 pub struct lowcopy_peeker_storage {
-    pub opaque: [u64; 32],
+    pub opaque: [u64; 16],
 }
 
 /// A peek cursor over one stream socket (opaque). Created by `lowcopy_peeker_new` (heap) or
@@ -151,12 +164,11 @@ pub struct lowcopy_peeker {
 /// `uint64_t` at `mem`; the handle around it stays opaque to C.
 #[repr(C)]
 struct Tagged {
-    /// `LOWCOPY_PEEKER_LIVE` while the peeker lives; `LOWCOPY_PEEKER_RELEASED` once a peeker
-    /// in caller memory is released.
+    /// `LOWCOPY_PEEKER_LIVE` while a peeker made by `lowcopy_peeker_init` in the caller's
+    /// memory lives (never freed by lowcopy), `LOWCOPY_PEEKER_RELEASED` once it is released;
+    /// `TAG_HEAP` for one made by `lowcopy_peeker_new`.
     tag: u64,
     g: Guarded<CPeeker>,
-    /// Made by `lowcopy_peeker_init` in the caller's memory: never freed by lowcopy.
-    in_place: bool,
 }
 
 impl crate::Handle for lowcopy_peeker {
@@ -397,11 +409,7 @@ pub unsafe extern "C" fn lowcopy_peeker_new(
 ) -> c_int {
     let opts = c_mode(mode);
     let wrap = |g| lowcopy_peeker {
-        t: Tagged {
-            tag: LOWCOPY_PEEKER_LIVE,
-            g,
-            in_place: false,
-        },
+        t: Tagged { tag: TAG_HEAP, g },
     };
     // SAFETY: `out` is NULL or writable for one pointer per the caller's contract.
     unsafe { new_handle(fd, out, wrap, |fd| Peeker::with_options(fd, opts?)) }
@@ -770,7 +778,6 @@ pub unsafe extern "C" fn lowcopy_peeker_init(
                     t: Tagged {
                         tag: LOWCOPY_PEEKER_LIVE,
                         g: Guarded::new(inner),
-                        in_place: true,
                     },
                 };
                 // SAFETY: `mem` is non-null, aligned and writable for `size` >= the handle's
@@ -823,8 +830,8 @@ unsafe fn release(p: *mut lowcopy_peeker, closing: bool) -> c_int {
     if p.is_null() {
         return 0;
     }
-    // SAFETY: a live peeker per the caller: readable, and `in_place` says who owns its memory.
-    let h = if unsafe { (*p).t.in_place } {
+    // SAFETY: a live peeker per the caller: readable, and its tag says who owns its memory.
+    let h = if unsafe { (*p).t.tag } == LOWCOPY_PEEKER_LIVE {
         // SAFETY: moved out of the caller's memory exactly once; the memory is not freed.
         let h = unsafe { p.read() };
         // SAFETY: the caller's memory, writable and aligned (init checked), now holds no

@@ -34,12 +34,25 @@ impl Mechanism {
 }
 
 /// What the kernel's `SO_PEEK_OFF` holds, as far as the peeker knows.
+///
+/// `At` holds a `u32`: the kernel keeps the offset in an `int` (at most [`OFFSET_MAX`]), and one
+/// peek past it moves it by at most `MAX_RW_COUNT` (< 2^31) more; 4 bytes where a `usize` took 8
+/// (the peeker's storage, issue 22.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum KernelOff {
     Unknown,
     /// -1: peeks start at the head of the queue.
     Disabled,
-    At(usize),
+    At(u32),
+}
+
+impl KernelOff {
+    /// `At(v)`, `v` below 2^32 (see above: the caller's offsets are checked against
+    /// [`OFFSET_MAX`] first).
+    pub(super) fn at(v: usize) -> Self {
+        debug_assert!(v <= u32::MAX as usize);
+        Self::At(v.min(u32::MAX as usize) as u32)
+    }
 }
 
 impl<F: AsFd> Peeker<F> {
@@ -62,12 +75,12 @@ impl<F: AsFd> Peeker<F> {
             // recvmsg, when the prefix's iovec fits beside the caller's.
             Mechanism::Offset if self.auto => match self.kernel_off {
                 KernelOff::At(k)
-                    if k < self.cursor
-                        && self.cursor - k <= AUTO_DISCARD_MAX
+                    if (k as usize) < self.cursor
+                        && self.cursor - k as usize <= AUTO_DISCARD_MAX
                         && iov.len() < IOV_MAX =>
                 {
                     // SAFETY: forwarded caller guarantee on `iov`.
-                    unsafe { self.peek_ahead(k, iov, flags) }
+                    unsafe { self.peek_ahead(k as usize, iov, flags) }
                 }
                 // SAFETY: forwarded caller guarantee on `iov`.
                 _ => unsafe { self.peek_offset(iov, flags) },
@@ -114,7 +127,7 @@ impl<F: AsFd> Peeker<F> {
         self.stats.syscalls += 1;
         // SAFETY: scratch iovecs are always writable; the rest is the caller's guarantee.
         let n = unsafe { recv_iov(self.fd.as_fd(), prefixed, flags | libc::MSG_PEEK) }?;
-        self.kernel_off = KernelOff::At(k + n);
+        self.kernel_off = KernelOff::at(k + n);
         if n > skip {
             self.stats.bytes_skipped_copied += skip as u64;
             return Ok(n - skip);
@@ -182,9 +195,9 @@ impl<F: AsFd> Peeker<F> {
         if self.cursor > OFFSET_MAX {
             return Err(errno(libc::EOVERFLOW));
         }
-        if self.kernel_off != KernelOff::At(self.cursor) {
+        if self.kernel_off != KernelOff::at(self.cursor) {
             self.set_peek_off(self.cursor as c_int)?;
-            self.kernel_off = KernelOff::At(self.cursor);
+            self.kernel_off = KernelOff::at(self.cursor);
         }
         if flags & libc::MSG_DONTWAIT == 0 {
             // A blocking TCP peek waits for min(SO_RCVLOWAT, len) bytes *beyond the offset*;
@@ -194,7 +207,7 @@ impl<F: AsFd> Peeker<F> {
         self.stats.syscalls += 1;
         // SAFETY: forwarded caller guarantee on `iov`.
         let n = unsafe { recv_iov(self.fd.as_fd(), iov, flags | libc::MSG_PEEK) }?;
-        self.kernel_off = KernelOff::At(self.cursor + n);
+        self.kernel_off = KernelOff::at(self.cursor + n);
         Ok(n)
     }
 
@@ -308,7 +321,7 @@ impl<F: AsFd> Peeker<F> {
 
     pub(super) fn set_peek_off(&mut self, v: c_int) -> io::Result<()> {
         self.stats.syscalls += 1;
-        self.moves += 1;
+        self.moves = self.moves.wrapping_add(1);
         sys::setsockopt_int(self.fd.as_fd(), libc::SOL_SOCKET, SO_PEEK_OFF, v)
     }
 }
