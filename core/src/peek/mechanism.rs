@@ -230,11 +230,22 @@ impl<F: AsFd> Peeker<F> {
         let mut hint_used = false;
         // Urgent::Caller: an urgent byte at the head that this peek skipped (cut_by_mark).
         let mut head_urgent = false;
+        // AF_UNIX: whether the one poll that settles an empty peek was made (once per call:
+        // after a wait, the slow path below settles what the wait ended on).
+        let mut unix_polled = false;
         loop {
             self.stats.syscalls += 1;
+            let mut ctrunc = false;
             let (n, hint) = if self.inq_hint != InqHint::Off {
                 // SAFETY: scratch iovecs are always writable; the rest is the caller's guarantee.
                 unsafe { sys::recvmsg_inq(self.fd.as_fd(), iov, flags | libc::MSG_PEEK) }?
+            } else if self.transport == Transport::Unix && iov.len() > 1 {
+                // SAFETY: as above.
+                let (n, f) = unsafe {
+                    sys::recvmsg_iov_flags(self.fd.as_fd(), iov, flags | libc::MSG_PEEK)
+                }?;
+                ctrunc = f & libc::MSG_CTRUNC != 0;
+                (n, None)
             } else {
                 // SAFETY: as above.
                 (
@@ -287,6 +298,32 @@ impl<F: AsFd> Peeker<F> {
                         }
                         boundary::CallerMark::None => {}
                     }
+                }
+            }
+            if self.transport == Transport::Unix
+                && !ctrunc
+                && !std::mem::replace(&mut unix_polled, true)
+            {
+                // An AF_UNIX stream peek ends early at a message with control data (it then
+                // sets MSG_CTRUNC: no control buffer) and at an out-of-band byte (poll then
+                // reports POLLPRI, since 5.15); neither, so nothing lies beyond the bytes
+                // peeked, and the same poll tells the peer's shutdown: one syscall where
+                // FIONREAD's question and a poll were two.
+                self.stats.syscalls += 1;
+                let ev = sys::poll_one(self.fd.as_fd(), libc::POLLRDHUP | libc::POLLPRI, 0)?;
+                if ev & libc::POLLPRI == 0 {
+                    if ev & (libc::POLLRDHUP | libc::POLLHUP) != 0 {
+                        ended_before_peek = true;
+                        continue; // peek once more: what came in before the shutdown is due
+                    }
+                    if ev & libc::POLLERR != 0 {
+                        self.take_socket_error()?;
+                    }
+                    if flags & libc::MSG_DONTWAIT != 0 || self.fd_nonblocking()? {
+                        return Err(errno(libc::EAGAIN));
+                    }
+                    self.wait_beyond(skip, 0)?;
+                    continue;
                 }
             }
             if self.cut_by_mark(n, &mut cut_at)? {
