@@ -110,6 +110,27 @@
 #define LOWCOPY_PEEK_OFFSET_OR_DISCARD 3
 
 /**
+ * Mode bit, OR'd into the `mode` of `lowcopy_peeker_new` or `lowcopy_peeker_init` with
+ * `LOWCOPY_PEEK_AUTO`, `LOWCOPY_PEEK_DISCARD` or `LOWCOPY_PEEK_OFFSET_OR_DISCARD` (any of
+ * them then means the discard mechanism): the caller owns urgent data.
+ * The caller owns the urgent-data policy: the peeker leaves `SO_OOBINLINE` as it is (no
+ * `setsockopt`) and uses the discard mechanism (the kernel's `SO_PEEK_OFF` counts an urgent byte
+ * that reads skip, so its offsets would drift from the caller's), on TCP and MPTCP only. Peeks
+ * still deliver byte for byte what reads deliver: the kernel ends every read and every peek at the
+ * urgent mark, so a peek whose bytes reach the mark returns short, ending just before the mark,
+ * and a peek at or past the mark fails with `-ENOMSG` (blocking or not; nothing is copied, the
+ * cursor stays) for as long as the mark lies ahead of the head of the queue. The caller deals with
+ * the urgent byte in its own way (`recv(MSG_OOB)` for it, `SIOCATMARK` for where it is) and
+ * consumes the bytes before the mark; from then on peeks pass the mark again. Without
+ * `SO_OOBINLINE` the urgent byte is not part of what reads deliver (the kernel skips it), so
+ * neither peeks nor offsets count it; with `SO_OOBINLINE` set by the caller it is an ordinary byte
+ * after the mark. Errors at creation: `-EINVAL` with `LOWCOPY_PEEK_OFFSET`, `-EOPNOTSUPP` on
+ * AF_UNIX (its out-of-band byte is delivered by peeks that reads skip, and has no mark a peek
+ * stops at).
+ */
+#define LOWCOPY_PEEK_URGENT_CALLER 256
+
+/**
  * `lowcopy_peek_result.flags`: the kernel's `SO_PEEK_OFF` was written before the peek (it
  * was not at the offset asked for): the call made a `setsockopt` besides the peek.
  */
@@ -129,13 +150,21 @@
 
 /**
  * Bytes of caller memory for `lowcopy_peeker_init` in this version of the header (the size of
- * `lowcopy_peeker_storage`). `lowcopy_peeker_size()` is what the running library needs: a
- * later library that needs more than a program was built with refuses its memory with
- * `-EINVAL` rather than overrun it. Version 0.4 needs 152 bytes (64-bit): the counters of
- * `lowcopy_peek_stats` (56, 64-bit by the ABI) and the stream position (8) alone fill 64, so
- * the size is kept, and the 104 bytes above what it needs are the room later versions grow in.
+ * `lowcopy_peeker_storage`): exactly what the library needs, `lowcopy_peeker_size()` (64-bit
+ * Linux; a compile-time assertion holds the two equal). A later version may only grow it
+ * together with a new symbol version of `lowcopy_peeker_init` (docs/abi.md, "Peeker
+ * storage"): a program built with this header keeps getting a library that fits its memory,
+ * and `size` below `lowcopy_peeker_size()` is `-EINVAL`, never an overrun.
+ *
+ * Why 128 and not 64: the seven `uint64_t` counters of `lowcopy_peek_stats` (56 bytes, 64-bit
+ * by the ABI: byte counts pass 2^32 within seconds at 10 Gb/s), the stream position of
+ * `lowcopy_peek_result.stream_pos` (8) and the live tag (8) are 72 bytes before any state.
+ * The state takes what the kernel's limits allow: the kernel's `SO_PEEK_OFF` and the armed
+ * `SO_RCVLOWAT` in 32 bits (both are `int`s in the kernel), the cursor (8), the fd (4), the
+ * mechanism and flags (one byte each), the panic guard's flag; heap or caller memory is told by
+ * the tag. 0.3 headers said 256: programs built with them still work (their `size` is larger).
  */
-#define LOWCOPY_PEEKER_SIZE 256
+#define LOWCOPY_PEEKER_SIZE 128
 
 /**
  * The `uint64_t` at the start of a peeker's storage while the peeker lives: from a
@@ -670,7 +699,7 @@ typedef struct lowcopy_zc_send_stats {
  * peeker lives.
  */
 typedef struct lowcopy_peeker_storage {
-  uint64_t opaque[32];
+  uint64_t opaque[16];
 } lowcopy_peeker_storage;
 
 
@@ -830,7 +859,9 @@ ssize_t lowcopy_consume(int fd, size_t n, int flags);
  * through `lowcopy_peeker_consume` keep the cursor right, and a read by another path must be
  * reported with `lowcopy_peeker_note_consumed`.
  *
- * Errors: `-EINVAL` (`out` NULL, unknown mode), `-ENOMEM`,
+ * Errors: `-EINVAL` (`out` NULL, unknown mode or mode bit, `LOWCOPY_PEEK_OFFSET` with
+ * `LOWCOPY_PEEK_URGENT_CALLER`), `-EOPNOTSUPP` (`LOWCOPY_PEEK_URGENT_CALLER` on AF_UNIX),
+ * `-ENOMEM`,
  * `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or
  * `LOWCOPY_PEEK_OFFSET` on a socket without `SO_PEEK_OFF`), `-ENOTCONN` (a listening TCP or MPTCP
  * socket) and `-EINVAL` (a listening AF_UNIX socket): a listening socket is no connection, refused
@@ -1064,7 +1095,9 @@ size_t lowcopy_peeker_size(void);
  * to the caller). `mem` must not be moved, copied or reused while the peeker lives.
  *
  * Errors: `-EINVAL` (`mem` or `out` NULL, `size` below `lowcopy_peeker_size()`, `mem` not
- * aligned, unknown `mode`, a `domain`/`protocol` pair other than those above),
+ * aligned, unknown `mode` or mode bit, `LOWCOPY_PEEK_OFFSET` with
+ * `LOWCOPY_PEEK_URGENT_CALLER`, a `domain`/`protocol` pair other than those above),
+ * `-EOPNOTSUPP` (`LOWCOPY_PEEK_URGENT_CALLER` on AF_UNIX),
  * `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or
  * `LOWCOPY_PEEK_OFFSET` on a socket without `SO_PEEK_OFF`), `-ENOTCONN` (a listening TCP or MPTCP
  * socket) and `-EINVAL` (a listening AF_UNIX socket): a listening socket is no connection, refused
@@ -1126,16 +1159,20 @@ int lowcopy_peeker_release(struct lowcopy_peeker *p, uint32_t flags);
  * between (one `recvmsg`, no `setsockopt`); `LOWCOPY_PEEK_OFFSET_OR_DISCARD` never does. The
  * discard mechanism: one `recvmsg` per peek that finds bytes, and on TCP and MPTCP one per peek
  * that finds nothing past `offset` with `MSG_DONTWAIT` (`TCP_INQ`'s hint says no more is queued
- * and the peer has not ended); more iovecs than fit beside the prefix below `IOV_MAX` split the
- * peek into several `recvmsg`, each into as many as fit, until one comes back short. Beyond those:
- * with the low-water mark armed, a blocking call lowers it first (a `setsockopt`) and one that
- * finds nothing sets it to `offset` + 1 (a `setsockopt`); the discard mechanism, finding nothing
- * past `offset` where the hint does not settle it (AF_UNIX, an urgent mark, bytes arriving
- * meanwhile, a blocking call), asks `ioctl(FIONREAD)` about a mark, `poll` whether the peer ended
- * and `fcntl` whether the fd blocks, and waits as a peek at the cursor does. A reset (or a
- * connection error) that leaves bytes queued before `offset` is not seen by that one `recvmsg`: a
- * non-blocking peek there returns `-EAGAIN` (`poll` reports `POLLHUP`/`POLLERR`) until a blocking
- * peek or a consume reports it.
+ * and the peer has not ended), and on AF_UNIX two (the `recvmsg` and a `poll`: a stream peek from
+ * the head tells neither the peer's shutdown nor an out-of-band byte ahead, which `POLLRDHUP` and
+ * `POLLPRI` do; a message with control data shows as `MSG_CTRUNC`; the offset mechanism costs one
+ * there); more iovecs than fit beside the prefix below `IOV_MAX` split the peek into several
+ * `recvmsg`, each into as many as fit, until one comes back short. Beyond those: with the
+ * low-water mark armed, a blocking call lowers it first (a `setsockopt`) and one that finds
+ * nothing sets it to `offset` + 1 (a `setsockopt`); the discard mechanism, finding nothing past
+ * `offset` where neither settles it (an urgent mark or out-of-band byte, control data, which
+ * credentials with `SO_PASSCRED` add to every message, bytes arriving meanwhile, a blocking call),
+ * asks `ioctl(FIONREAD)` about a mark, `poll` whether the peer ended and `fcntl` whether the fd
+ * blocks, and waits as a peek at the cursor does. A reset (or a connection error) that leaves
+ * bytes queued before `offset` is not seen by that one `recvmsg`: a non-blocking peek there
+ * returns `-EAGAIN` (`poll` reports `POLLHUP`/`POLLERR`) until a blocking peek or a consume
+ * reports it.
  * A moved offset sets `LOWCOPY_PEEK_MOVED` in `res->flags`, a discard prefix
  * `LOWCOPY_PEEK_PREFIXED`.
  *

@@ -135,6 +135,11 @@ RENAMES = {
     },
     "Flags::MORE": {"c": "`MSG_MORE`", "node": "`more`", "python": "`MSG_MORE`"},
     "AUTO_DISCARD_MAX": {"c": "4096", "node": "4096", "python": "4096"},
+    "Urgent::Caller": {
+        "c": "`LOWCOPY_PEEK_URGENT_CALLER`",
+        "node": "the caller's urgent-data policy (not in Node yet)",
+        "python": "the caller's urgent-data policy (not in Python yet)",
+    },
 }
 
 ERRNO_RE = re.compile(r"`(E[A-Z0-9]{2,})`")

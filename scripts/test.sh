@@ -195,6 +195,11 @@ section_c() {
 	done
 	suite "each way of using the peek API under a filter of exactly its per-use list" \
 		build/bin/seccomp_uses
+	# A sandboxed daemon (issue 22.7): peeker storage in its connection table, its own filter
+	# from include/syscalls/use_peeker_init_closing.list, linked through lowcopy-static.pc,
+	# hash-checked streams with rewinds; fails past the footprint bounds in the script.
+	suite "C daemon with a static peeker table, its own seccomp filter, the archive's footprint bounds" \
+		sh tests/footprint/check.sh
 	# The zerocopy runner also runs the scale table (issue 13: sender options, many senders on one
 	# thread's io_uring ring), whose ops only the Rust and C APIs have.
 	suite "C behaviour table zc_scale.json, ASan" build/bin/c_zc_scenarios tests/scenarios/zc_scale.json

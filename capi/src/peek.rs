@@ -8,7 +8,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use libc::{c_int, c_void, iovec, size_t, ssize_t, EINVAL, ENOTRECOVERABLE};
 use lowcopy::peek::{PEEK_MOVED, PEEK_PREFIXED};
-use lowcopy::{Flags, PeekMode, PeekResult, PeekStats, Peeker, StreamKind};
+use lowcopy::{Flags, PeekMode, PeekResult, PeekStats, Peeker, PeekerOptions, StreamKind, Urgent};
 
 use crate::{
     borrow, check_size, guard, iov_slice, neg, new_handle, out_sized, ret_size, ret_unit,
@@ -45,6 +45,41 @@ pub const LOWCOPY_PEEK_DISCARD: u32 = 2;
 /// one that moves the kernel's offset to a cursor it is not at (a rewind, a skip).
 // doc-end
 pub const LOWCOPY_PEEK_OFFSET_OR_DISCARD: u32 = 3;
+/// Mode bit, OR'd into the `mode` of `lowcopy_peeker_new` or `lowcopy_peeker_init` with
+/// `LOWCOPY_PEEK_AUTO`, `LOWCOPY_PEEK_DISCARD` or `LOWCOPY_PEEK_OFFSET_OR_DISCARD` (any of
+/// them then means the discard mechanism): the caller owns urgent data.
+// doc-copy: urgent.caller
+/// The caller owns the urgent-data policy: the peeker leaves `SO_OOBINLINE` as it is (no
+/// `setsockopt`) and uses the discard mechanism (the kernel's `SO_PEEK_OFF` counts an urgent byte
+/// that reads skip, so its offsets would drift from the caller's), on TCP and MPTCP only. Peeks
+/// still deliver byte for byte what reads deliver: the kernel ends every read and every peek at the
+/// urgent mark, so a peek whose bytes reach the mark returns short, ending just before the mark,
+/// and a peek at or past the mark fails with `-ENOMSG` (blocking or not; nothing is copied, the
+/// cursor stays) for as long as the mark lies ahead of the head of the queue. The caller deals with
+/// the urgent byte in its own way (`recv(MSG_OOB)` for it, `SIOCATMARK` for where it is) and
+/// consumes the bytes before the mark; from then on peeks pass the mark again. Without
+/// `SO_OOBINLINE` the urgent byte is not part of what reads deliver (the kernel skips it), so
+/// neither peeks nor offsets count it; with `SO_OOBINLINE` set by the caller it is an ordinary byte
+/// after the mark. Errors at creation: `-EINVAL` with `LOWCOPY_PEEK_OFFSET`, `-EOPNOTSUPP` on
+/// AF_UNIX (its out-of-band byte is delivered by peeks that reads skip, and has no mark a peek
+/// stops at).
+// doc-end
+pub const LOWCOPY_PEEK_URGENT_CALLER: u32 = 0x100;
+
+/// The C `mode` argument: a `LOWCOPY_PEEK_*` mechanism, optionally with
+/// `LOWCOPY_PEEK_URGENT_CALLER`. Unknown values and bits are `EINVAL`.
+fn c_mode(mode: u32) -> std::io::Result<PeekerOptions> {
+    let urgent = if mode & LOWCOPY_PEEK_URGENT_CALLER != 0 {
+        Urgent::Caller
+    } else {
+        Urgent::Inline
+    };
+    let m = PeekMode::try_from(mode & !LOWCOPY_PEEK_URGENT_CALLER)?;
+    if urgent == Urgent::Caller && m == PeekMode::Offset {
+        return Err(std::io::Error::from_raw_os_error(EINVAL));
+    }
+    Ok(PeekerOptions::new(m).urgent(urgent))
+}
 
 // Literal values so that cbindgen can write them; they must equal the core's.
 const _: () = {
@@ -65,12 +100,20 @@ pub const LOWCOPY_PEEK_PREFIXED: u32 = 2;
 pub const LOWCOPY_RELEASE_CLOSING: u32 = 1;
 
 /// Bytes of caller memory for `lowcopy_peeker_init` in this version of the header (the size of
-/// `lowcopy_peeker_storage`). `lowcopy_peeker_size()` is what the running library needs: a
-/// later library that needs more than a program was built with refuses its memory with
-/// `-EINVAL` rather than overrun it. Version 0.4 needs 152 bytes (64-bit): the counters of
-/// `lowcopy_peek_stats` (56, 64-bit by the ABI) and the stream position (8) alone fill 64, so
-/// the size is kept, and the 104 bytes above what it needs are the room later versions grow in.
-pub const LOWCOPY_PEEKER_SIZE: usize = 256;
+/// `lowcopy_peeker_storage`): exactly what the library needs, `lowcopy_peeker_size()` (64-bit
+/// Linux; a compile-time assertion holds the two equal). A later version may only grow it
+/// together with a new symbol version of `lowcopy_peeker_init` (docs/abi.md, "Peeker
+/// storage"): a program built with this header keeps getting a library that fits its memory,
+/// and `size` below `lowcopy_peeker_size()` is `-EINVAL`, never an overrun.
+///
+/// Why 128 and not 64: the seven `uint64_t` counters of `lowcopy_peek_stats` (56 bytes, 64-bit
+/// by the ABI: byte counts pass 2^32 within seconds at 10 Gb/s), the stream position of
+/// `lowcopy_peek_result.stream_pos` (8) and the live tag (8) are 72 bytes before any state.
+/// The state takes what the kernel's limits allow: the kernel's `SO_PEEK_OFF` and the armed
+/// `SO_RCVLOWAT` in 32 bits (both are `int`s in the kernel), the cursor (8), the fd (4), the
+/// mechanism and flags (one byte each), the panic guard's flag; heap or caller memory is told by
+/// the tag. 0.3 headers said 256: programs built with them still work (their `size` is larger).
+pub const LOWCOPY_PEEKER_SIZE: usize = 128;
 /// The `uint64_t` at the start of a peeker's storage while the peeker lives: from a
 /// successful `lowcopy_peeker_init` until its release. A daemon with a table of
 /// `lowcopy_peeker_storage` tells a live entry by it, with no flag of its own; storage never
@@ -79,6 +122,9 @@ pub const LOWCOPY_PEEKER_LIVE: u64 = 0x6c63_7065_656b_6572;
 /// The `uint64_t` at the start of a peeker's storage once `lowcopy_peeker_release` (or
 /// `lowcopy_peeker_free`) has released the peeker made there: the memory is the caller's again.
 pub const LOWCOPY_PEEKER_RELEASED: u64 = 0x6c63_7065_6572_6564;
+/// The tag of a peeker made by `lowcopy_peeker_new` (its memory the library's, freed by
+/// release): the tag tells who owns the memory, so no flag beside it is needed.
+const TAG_HEAP: u64 = 0x6c63_7065_6865_6170;
 
 /// Alignment that `lowcopy_peeker_init` requires of its memory (`lowcopy_peeker_storage` has
 /// it).
@@ -87,7 +133,9 @@ pub const LOWCOPY_PEEKER_ALIGN: usize = 8;
 const _: () = {
     assert!(LOWCOPY_PEEK_MOVED == PEEK_MOVED);
     assert!(LOWCOPY_PEEK_PREFIXED == PEEK_PREFIXED);
-    assert!(std::mem::size_of::<lowcopy_peeker>() <= LOWCOPY_PEEKER_SIZE);
+    // The header promises exactly what the library needs (the storage the size of what it
+    // holds, issue 22.2); growing it takes a new symbol version (docs/abi.md).
+    assert!(std::mem::size_of::<lowcopy_peeker>() == LOWCOPY_PEEKER_SIZE);
     assert!(std::mem::align_of::<lowcopy_peeker>() <= LOWCOPY_PEEKER_ALIGN);
     assert!(std::mem::size_of::<lowcopy_peeker_storage>() == LOWCOPY_PEEKER_SIZE);
     // LOWCOPY_PEEKER_LIVE is the uint64_t at `mem`: `tag` is first in the #[repr(C)] Tagged,
@@ -102,7 +150,7 @@ const _: () = {
 /// peeker lives.
 #[repr(C)]
 pub struct lowcopy_peeker_storage {
-    pub opaque: [u64; 32],
+    pub opaque: [u64; 16],
 }
 
 /// A peek cursor over one stream socket (opaque). Created by `lowcopy_peeker_new` (heap) or
@@ -116,12 +164,11 @@ pub struct lowcopy_peeker {
 /// `uint64_t` at `mem`; the handle around it stays opaque to C.
 #[repr(C)]
 struct Tagged {
-    /// `LOWCOPY_PEEKER_LIVE` while the peeker lives; `LOWCOPY_PEEKER_RELEASED` once a peeker
-    /// in caller memory is released.
+    /// `LOWCOPY_PEEKER_LIVE` while a peeker made by `lowcopy_peeker_init` in the caller's
+    /// memory lives (never freed by lowcopy), `LOWCOPY_PEEKER_RELEASED` once it is released;
+    /// `TAG_HEAP` for one made by `lowcopy_peeker_new`.
     tag: u64,
     g: Guarded<CPeeker>,
-    /// Made by `lowcopy_peeker_init` in the caller's memory: never freed by lowcopy.
-    in_place: bool,
 }
 
 impl crate::Handle for lowcopy_peeker {
@@ -338,7 +385,9 @@ pub extern "C" fn lowcopy_consume(fd: c_int, n: size_t, flags: c_int) -> ssize_t
 /// reported with `lowcopy_peeker_note_consumed`.
 // doc-end
 ///
-/// Errors: `-EINVAL` (`out` NULL, unknown mode), `-ENOMEM`,
+/// Errors: `-EINVAL` (`out` NULL, unknown mode or mode bit, `LOWCOPY_PEEK_OFFSET` with
+/// `LOWCOPY_PEEK_URGENT_CALLER`), `-EOPNOTSUPP` (`LOWCOPY_PEEK_URGENT_CALLER` on AF_UNIX),
+/// `-ENOMEM`,
 // doc-copy: peeker_new.errors
 /// `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or
 /// `LOWCOPY_PEEK_OFFSET` on a socket without `SO_PEEK_OFF`), `-ENOTCONN` (a listening TCP or MPTCP
@@ -358,16 +407,12 @@ pub unsafe extern "C" fn lowcopy_peeker_new(
     mode: u32,
     out: *mut *mut lowcopy_peeker,
 ) -> c_int {
-    let mode = PeekMode::try_from(mode);
+    let opts = c_mode(mode);
     let wrap = |g| lowcopy_peeker {
-        t: Tagged {
-            tag: LOWCOPY_PEEKER_LIVE,
-            g,
-            in_place: false,
-        },
+        t: Tagged { tag: TAG_HEAP, g },
     };
     // SAFETY: `out` is NULL or writable for one pointer per the caller's contract.
-    unsafe { new_handle(fd, out, wrap, |fd| Peeker::new(fd, mode?)) }
+    unsafe { new_handle(fd, out, wrap, |fd| Peeker::with_options(fd, opts?)) }
 }
 
 /// Copies up to `len` bytes at the cursor into `buf`; the cursor advances by the result.
@@ -677,7 +722,9 @@ crate::versions::default_version!("lowcopy_peeker_size", "LOWCOPY_0.3");
 /// to the caller). `mem` must not be moved, copied or reused while the peeker lives.
 ///
 /// Errors: `-EINVAL` (`mem` or `out` NULL, `size` below `lowcopy_peeker_size()`, `mem` not
-/// aligned, unknown `mode`, a `domain`/`protocol` pair other than those above),
+/// aligned, unknown `mode` or mode bit, `LOWCOPY_PEEK_OFFSET` with
+/// `LOWCOPY_PEEK_URGENT_CALLER`, a `domain`/`protocol` pair other than those above),
+/// `-EOPNOTSUPP` (`LOWCOPY_PEEK_URGENT_CALLER` on AF_UNIX),
 // doc-copy: peeker_new.errors
 /// `-EBADF`, `-ENOTSOCK`, `-EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or
 /// `LOWCOPY_PEEK_OFFSET` on a socket without `SO_PEEK_OFF`), `-ENOTCONN` (a listening TCP or MPTCP
@@ -712,8 +759,8 @@ pub unsafe extern "C" fn lowcopy_peeker_init(
         {
             return -EINVAL;
         }
-        let mode = match PeekMode::try_from(mode) {
-            Ok(m) => m,
+        let opts = match c_mode(mode) {
+            Ok(o) => o,
             Err(e) => return neg(e),
         };
         let kind = match StreamKind::from_raw(domain, protocol) {
@@ -724,17 +771,13 @@ pub unsafe extern "C" fn lowcopy_peeker_init(
             Ok(fd) => fd,
             Err(e) => return e,
         };
-        let made = match kind {
-            Some(k) => Peeker::with_kind(fd, mode, k),
-            None => Peeker::new(fd, mode),
-        };
+        let made = Peeker::with_options(fd, PeekerOptions { kind, ..opts });
         match made {
             Ok(inner) => {
                 let h = lowcopy_peeker {
                     t: Tagged {
                         tag: LOWCOPY_PEEKER_LIVE,
                         g: Guarded::new(inner),
-                        in_place: true,
                     },
                 };
                 // SAFETY: `mem` is non-null, aligned and writable for `size` >= the handle's
@@ -787,8 +830,8 @@ unsafe fn release(p: *mut lowcopy_peeker, closing: bool) -> c_int {
     if p.is_null() {
         return 0;
     }
-    // SAFETY: a live peeker per the caller: readable, and `in_place` says who owns its memory.
-    let h = if unsafe { (*p).t.in_place } {
+    // SAFETY: a live peeker per the caller: readable, and its tag says who owns its memory.
+    let h = if unsafe { (*p).t.tag } == LOWCOPY_PEEKER_LIVE {
         // SAFETY: moved out of the caller's memory exactly once; the memory is not freed.
         let h = unsafe { p.read() };
         // SAFETY: the caller's memory, writable and aligned (init checked), now holds no
@@ -834,16 +877,20 @@ unsafe fn release(p: *mut lowcopy_peeker, closing: bool) -> c_int {
 /// between (one `recvmsg`, no `setsockopt`); `LOWCOPY_PEEK_OFFSET_OR_DISCARD` never does. The
 /// discard mechanism: one `recvmsg` per peek that finds bytes, and on TCP and MPTCP one per peek
 /// that finds nothing past `offset` with `MSG_DONTWAIT` (`TCP_INQ`'s hint says no more is queued
-/// and the peer has not ended); more iovecs than fit beside the prefix below `IOV_MAX` split the
-/// peek into several `recvmsg`, each into as many as fit, until one comes back short. Beyond those:
-/// with the low-water mark armed, a blocking call lowers it first (a `setsockopt`) and one that
-/// finds nothing sets it to `offset` + 1 (a `setsockopt`); the discard mechanism, finding nothing
-/// past `offset` where the hint does not settle it (AF_UNIX, an urgent mark, bytes arriving
-/// meanwhile, a blocking call), asks `ioctl(FIONREAD)` about a mark, `poll` whether the peer ended
-/// and `fcntl` whether the fd blocks, and waits as a peek at the cursor does. A reset (or a
-/// connection error) that leaves bytes queued before `offset` is not seen by that one `recvmsg`: a
-/// non-blocking peek there returns `-EAGAIN` (`poll` reports `POLLHUP`/`POLLERR`) until a blocking
-/// peek or a consume reports it.
+/// and the peer has not ended), and on AF_UNIX two (the `recvmsg` and a `poll`: a stream peek from
+/// the head tells neither the peer's shutdown nor an out-of-band byte ahead, which `POLLRDHUP` and
+/// `POLLPRI` do; a message with control data shows as `MSG_CTRUNC`; the offset mechanism costs one
+/// there); more iovecs than fit beside the prefix below `IOV_MAX` split the peek into several
+/// `recvmsg`, each into as many as fit, until one comes back short. Beyond those: with the
+/// low-water mark armed, a blocking call lowers it first (a `setsockopt`) and one that finds
+/// nothing sets it to `offset` + 1 (a `setsockopt`); the discard mechanism, finding nothing past
+/// `offset` where neither settles it (an urgent mark or out-of-band byte, control data, which
+/// credentials with `SO_PASSCRED` add to every message, bytes arriving meanwhile, a blocking call),
+/// asks `ioctl(FIONREAD)` about a mark, `poll` whether the peer ended and `fcntl` whether the fd
+/// blocks, and waits as a peek at the cursor does. A reset (or a connection error) that leaves
+/// bytes queued before `offset` is not seen by that one `recvmsg`: a non-blocking peek there
+/// returns `-EAGAIN` (`poll` reports `POLLHUP`/`POLLERR`) until a blocking peek or a consume
+/// reports it.
 // doc-end
 /// A moved offset sets `LOWCOPY_PEEK_MOVED` in `res->flags`, a discard prefix
 /// `LOWCOPY_PEEK_PREFIXED`.

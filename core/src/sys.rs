@@ -352,6 +352,26 @@ pub unsafe fn recvmsg_iov(fd: BorrowedFd<'_>, iov: &[iovec], flags: c_int) -> io
     cvt_size(unsafe { raw::recvmsg(fd.as_raw_fd(), &mut msg, flags) })
 }
 
+/// [`recvmsg_iov`], also returning the `msg_flags` the kernel set (no control buffer: an
+/// AF_UNIX peek that reached a message with control data, descriptors or credentials, sets
+/// `MSG_CTRUNC` and installs nothing).
+///
+/// # Safety
+/// As [`recvmsg_iov`].
+pub unsafe fn recvmsg_iov_flags(
+    fd: BorrowedFd<'_>,
+    iov: &[iovec],
+    flags: c_int,
+) -> io::Result<(usize, c_int)> {
+    // SAFETY: all-zero is a valid msghdr (no name, no control).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_ptr() as *mut iovec;
+    msg.msg_iovlen = iov.len() as _;
+    // SAFETY: msghdr points at `iov`, whose buffers the caller vouches for.
+    let n = cvt_size(unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, flags) })?;
+    Ok((n, msg.msg_flags))
+}
+
 /// [`recvmsg_iov`] on a socket with `TCP_INQ` set: also returns the kernel's hint of the
 /// bytes queued after the call (net/ipv4/tcp.c `tcp_inq_hint`: from the head of the queue, a
 /// received FIN counted as one byte more), when the kernel sent one.

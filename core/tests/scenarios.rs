@@ -4,7 +4,7 @@
 mod common;
 
 use std::io::{self, IoSliceMut};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -18,8 +18,19 @@ fn ename(code: i32) -> &'static str {
         libc::ENOTCONN => "ENOTCONN",
         libc::EINTR => "EINTR",
         libc::EPROTOTYPE => "EPROTOTYPE",
+        libc::ENOMSG => "ENOMSG",
         c => errno_name(c),
     }
+}
+
+/// A step's `urgent: "caller"` (Urgent::Caller; C LOWCOPY_PEEK_URGENT_CALLER) with `mode`.
+fn options(step: &Value, mode: PeekMode) -> lowcopy::PeekerOptions {
+    let u = match step["urgent"].as_str() {
+        Some("caller") => lowcopy::Urgent::Caller,
+        Some("inline") => lowcopy::Urgent::Inline,
+        u => panic!("urgent {u:?}"),
+    };
+    lowcopy::PeekerOptions::new(mode).urgent(u)
 }
 
 fn mode_of(s: &str) -> PeekMode {
@@ -150,7 +161,11 @@ impl<'a> Run<'a> {
                     .get("mode")
                     .and_then(Value::as_str)
                     .map_or(self.mode, mode_of);
-                let r = Peeker::new(self.fd, mode);
+                let r = if step.get("urgent").is_some() {
+                    Peeker::with_options(self.fd, options(step, mode))
+                } else {
+                    Peeker::new(self.fd, mode)
+                };
                 if step.get("expect_err").is_some() {
                     expect_result(step, r.map(|_| 0), &[], ctx);
                     return;
@@ -168,7 +183,12 @@ impl<'a> Run<'a> {
                     .get("mode")
                     .and_then(Value::as_str)
                     .map_or(self.mode, mode_of);
-                let r = Peeker::with_kind(self.fd, mode, kind_of(step, self.transport));
+                let kind = kind_of(step, self.transport);
+                let r = if step.get("urgent").is_some() {
+                    Peeker::with_options(self.fd, options(step, mode).kind(kind))
+                } else {
+                    Peeker::with_kind(self.fd, mode, kind)
+                };
                 if step.get("expect_err").is_some() {
                     expect_result(step, r.map(|_| 0), &[], ctx);
                     return;
@@ -190,6 +210,46 @@ impl<'a> Run<'a> {
                 } else {
                     p.into_inner();
                 }
+            }
+            "send_oob" => {
+                let d = step["data"].as_str().unwrap().as_bytes();
+                // SAFETY: a live buffer of the stated length.
+                let n = unsafe {
+                    libc::send(
+                        self.peer().as_raw_fd(),
+                        d.as_ptr().cast(),
+                        d.len(),
+                        libc::MSG_OOB,
+                    )
+                };
+                assert_eq!(n, d.len() as isize, "{ctx}: send(MSG_OOB)");
+                self.sent += d.len();
+            }
+            "wait_urgent" => {
+                let mut pfd = libc::pollfd {
+                    fd: self.fd.as_raw_fd(),
+                    events: libc::POLLPRI,
+                    revents: 0,
+                };
+                // SAFETY: one live pollfd.
+                let n = unsafe { libc::poll(&mut pfd, 1, 3000) };
+                assert!(
+                    n == 1 && pfd.revents & libc::POLLPRI != 0,
+                    "{ctx}: no urgent byte within 3 s"
+                );
+            }
+            "recv_oob" => {
+                let mut b = [0u8; 1];
+                // SAFETY: a live one-byte buffer.
+                let n = unsafe {
+                    libc::recv(self.fd.as_raw_fd(), b.as_mut_ptr().cast(), 1, libc::MSG_OOB)
+                };
+                let r = if n < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(n as usize)
+                };
+                expect_result(step, r, &b, ctx);
             }
             "send" => {
                 let d = step["data"].as_str().unwrap().as_bytes();

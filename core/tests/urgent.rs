@@ -258,3 +258,126 @@ fn consume_drops_exactly_n_across_an_urgent_mark() {
         assert_eq!(&rest[..n as usize], b"ef", "{transport}");
     }
 }
+
+fn errno_of<T: std::fmt::Debug>(r: std::io::Result<T>) -> i32 {
+    r.unwrap_err().raw_os_error().unwrap()
+}
+
+fn recv_raw(fd: BorrowedFd<'_>, buf: &mut [u8], flags: i32) -> isize {
+    // SAFETY: a live buffer of the stated length.
+    unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), flags) }
+}
+
+/// Urgent::Caller (C: LOWCOPY_PEEK_URGENT_CALLER): no SO_OOBINLINE; peeks stop at the mark, a
+/// peek at or past a mark ahead of the head is ENOMSG (blocking or not) until the bytes before
+/// it are consumed; then peeks deliver what reads deliver (the urgent byte skipped), an empty
+/// peek right after the skipped byte is EAGAIN, and a blocking one waits for the next byte.
+#[test]
+fn a_caller_owns_urgent_data_peeks_stop_at_the_mark() {
+    use lowcopy::{PeekerOptions, StreamKind, Urgent};
+    // Refused: OFFSET with it (before any syscall), and AF_UNIX.
+    let u = pair("unix");
+    let o = PeekerOptions::new(PeekMode::Offset).urgent(Urgent::Caller);
+    assert_eq!(
+        errno_of(Peeker::with_options(u.sock.as_fd(), o)),
+        libc::EINVAL
+    );
+    let o = PeekerOptions::new(PeekMode::Auto).urgent(Urgent::Caller);
+    assert_eq!(
+        errno_of(Peeker::with_options(u.sock.as_fd(), o)),
+        libc::EOPNOTSUPP
+    );
+    let o = o.kind(StreamKind::Unix);
+    assert_eq!(
+        errno_of(Peeker::with_options(u.sock.as_fd(), o)),
+        libc::EOPNOTSUPP
+    );
+    let mut runs = 0;
+    for transport in ["tcp4", "tcp6"] {
+        for mode in [PeekMode::Auto, PeekMode::Discard, PeekMode::OffsetOrDiscard] {
+            let ctx = format!("[{transport} | {mode:?}]");
+            let p = pair(transport);
+            set_timeval(p.sock.as_fd(), libc::SO_RCVTIMEO, Duration::from_secs(3));
+            let o = PeekerOptions::new(mode).urgent(Urgent::Caller);
+            let mut pk = Peeker::with_options(p.sock.as_fd(), o).unwrap();
+            assert_eq!(pk.mode(), PeekMode::Discard, "{ctx}");
+            assert_eq!(
+                get_int(p.sock.as_fd(), libc::SOL_SOCKET, libc::SO_OOBINLINE).unwrap(),
+                0,
+                "{ctx}: SO_OOBINLINE left as it was"
+            );
+            write_all(p.peer.as_fd(), b"abcd");
+            send_oob(p.peer.as_fd(), b"X"); // urgent byte X, the mark after "abcd"
+            write_all(p.peer.as_fd(), b"efgh");
+            // SIOCINQ counts only the bytes before a mark ahead (no SO_OOBINLINE).
+            wait_queued(p.sock.as_fd(), 4);
+            std::thread::sleep(Duration::from_millis(20));
+            let mut b = [0u8; 16];
+            // A peek that reaches the mark ends before it.
+            let n = pk
+                .peek(&mut [IoSliceMut::new(&mut b)], Flags::DONTWAIT)
+                .unwrap();
+            assert_eq!(&b[..n], b"abcd", "{ctx}: the peek ends at the mark");
+            // At the mark: ENOMSG, non-blocking and blocking; the cursor stays.
+            for f in [Flags::DONTWAIT, Flags::NONE] {
+                let e = pk.peek(&mut [IoSliceMut::new(&mut b)], f);
+                assert_eq!(errno_of(e), libc::ENOMSG, "{ctx}: a peek at the mark");
+                assert_eq!(pk.offset(), 4, "{ctx}");
+            }
+            // Past the mark too; before it, the bytes before the mark.
+            let e = pk.peek_at(6, &mut [IoSliceMut::new(&mut b)], Flags::DONTWAIT);
+            assert_eq!(errno_of(e), libc::ENOMSG, "{ctx}: a peek past the mark");
+            let r = pk
+                .peek_at(1, &mut [IoSliceMut::new(&mut b)], Flags::DONTWAIT)
+                .unwrap();
+            assert_eq!(&b[..r.len as usize], b"bcd", "{ctx}");
+            // The caller takes the urgent byte itself: still ENOMSG until it consumes.
+            let mut oob = [0u8; 1];
+            assert_eq!(
+                recv_raw(p.sock.as_fd(), &mut oob, libc::MSG_OOB),
+                1,
+                "{ctx}"
+            );
+            assert_eq!(&oob, b"X", "{ctx}");
+            let e = pk.peek_at(4, &mut [IoSliceMut::new(&mut b)], Flags::DONTWAIT);
+            assert_eq!(errno_of(e), libc::ENOMSG, "{ctx}: the mark still ahead");
+            assert_eq!(pk.consume(4).unwrap(), 4, "{ctx}");
+            assert_eq!(pk.offset(), 0, "{ctx}");
+            // Past the mark: what reads deliver (the urgent byte is not in it).
+            let n = pk
+                .peek(&mut [IoSliceMut::new(&mut b)], Flags::DONTWAIT)
+                .unwrap();
+            assert_eq!(&b[..n], b"efgh", "{ctx}: peeks after the mark");
+            // Nothing beyond the cursor (the skipped urgent byte still counted by SIOCINQ).
+            let e = pk.peek(&mut [IoSliceMut::new(&mut b)], Flags::DONTWAIT);
+            assert_eq!(errno_of(e), libc::EAGAIN, "{ctx}: empty after the mark");
+            // A blocking peek waits for the next byte (no spin: the CPU time stays small).
+            let peer = p.peer.try_clone().unwrap();
+            let t = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(100));
+                write_all(peer.as_fd(), b"ij");
+            });
+            let (t0, c0) = (Instant::now(), thread_cpu());
+            let n = pk
+                .peek(&mut [IoSliceMut::new(&mut b)], Flags::NONE)
+                .unwrap();
+            t.join().unwrap();
+            assert_eq!(&b[..n], b"ij", "{ctx}: a blocking peek after the mark");
+            assert!(
+                t0.elapsed() >= Duration::from_millis(90),
+                "{ctx}: it waited"
+            );
+            assert!(
+                thread_cpu() - c0 < Duration::from_millis(50),
+                "{ctx}: it slept"
+            );
+            // Reads of the same socket deliver the same bytes.
+            drop(pk);
+            let mut rest = [0u8; 16];
+            let n = recv_raw(p.sock.as_fd(), &mut rest, libc::MSG_DONTWAIT);
+            assert_eq!(&rest[..n as usize], b"efghij", "{ctx}: plain reads");
+            runs += 1;
+        }
+    }
+    assert_eq!(runs, 6);
+}

@@ -705,16 +705,20 @@ impl Peeker {
     /// (one `recvmsg`, no `setsockopt`); `'offset_or_discard'` never does. The discard mechanism:
     /// one `recvmsg` per peek that finds bytes, and on TCP and MPTCP one per peek that finds
     /// nothing past `offset` with `dontWait` (`TCP_INQ`'s hint says no more is queued and the peer
-    /// has not ended); more iovecs than fit beside the prefix below `IOV_MAX` split the peek into
+    /// has not ended), and on AF_UNIX two (the `recvmsg` and a `poll`: a stream peek from the head
+    /// tells neither the peer's shutdown nor an out-of-band byte ahead, which `POLLRDHUP` and
+    /// `POLLPRI` do; a message with control data shows as `MSG_CTRUNC`; the offset mechanism costs
+    /// one there); more iovecs than fit beside the prefix below `IOV_MAX` split the peek into
     /// several `recvmsg`, each into as many as fit, until one comes back short. Beyond those: with
     /// the low-water mark armed, a blocking call lowers it first (a `setsockopt`) and one that
     /// finds nothing sets it to `offset` + 1 (a `setsockopt`); the discard mechanism, finding
-    /// nothing past `offset` where the hint does not settle it (AF_UNIX, an urgent mark, bytes
-    /// arriving meanwhile, a blocking call), asks `ioctl(FIONREAD)` about a mark, `poll` whether
-    /// the peer ended and `fcntl` whether the fd blocks, and waits as a peek at the cursor does. A
-    /// reset (or a connection error) that leaves bytes queued before `offset` is not seen by that
-    /// one `recvmsg`: a non-blocking peek there returns `EAGAIN` (`poll` reports
-    /// `POLLHUP`/`POLLERR`) until a blocking peek or a consume reports it.
+    /// nothing past `offset` where neither settles it (an urgent mark or out-of-band byte, control
+    /// data, which credentials with `SO_PASSCRED` add to every message, bytes arriving meanwhile, a
+    /// blocking call), asks `ioctl(FIONREAD)` about a mark, `poll` whether the peer ended and
+    /// `fcntl` whether the fd blocks, and waits as a peek at the cursor does. A reset (or a
+    /// connection error) that leaves bytes queued before `offset` is not seen by that one
+    /// `recvmsg`: a non-blocking peek there returns `EAGAIN` (`poll` reports `POLLHUP`/`POLLERR`)
+    /// until a blocking peek or a consume reports it.
     // doc-end
     ///
     /// Errors:

@@ -40,6 +40,7 @@ function runOne(table, sc, transport, mode, skip) {
   const listed = rule.transports.includes(transport)
   // The kernel's answer (probe), never the table's: TCP before 6.9/6.12 has none.
   const noPeekOff = listed || !probeHasPeekOff(transport)
+  if (sc.needs === 'urgent_caller') return skip(`peek.json: ${ctx0}`, 'not expressible: the Node binding has no urgent-data option yet (C LOWCOPY_PEEK_URGENT_CALLER, Rust Urgent::Caller)')
   if (noPeekOff && !listed) {
     if (sc.needs === 'peek_off') return skip(`peek.json: ${ctx0}`, 'not applicable: no SO_PEEK_OFF for this family here (probe)')
     if (mode === 'auto') {

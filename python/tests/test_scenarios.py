@@ -454,6 +454,9 @@ def test_peek_table(deadline: None, table: dict[str, Any], sc: dict[str, Any], t
     listed = transport in rule["transports"]
     # The kernel's answer (probe), never the table's: TCP before 6.9/6.12 has none.
     no_peek_off = listed or not probe_has_peek_off(transport)
+    if sc.get("needs") == "urgent_caller":
+        skip_part(f"peek.json: {ctx}", "not expressible: the Python binding has no urgent-data "
+                  "option yet (C LOWCOPY_PEEK_URGENT_CALLER, Rust Urgent::Caller)")
     if no_peek_off and not listed:
         if sc.get("needs") == "peek_off":
             skip_part(f"peek.json: {ctx}", "not applicable: no SO_PEEK_OFF for this family here (probe)")

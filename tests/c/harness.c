@@ -147,7 +147,7 @@ static const struct {
     {"ECONNREFUSED", ECONNREFUSED}, {"EPERM", EPERM},       {"ENOPROTOOPT", ENOPROTOOPT},
     {"ENOMEM", ENOMEM},
     {"ENOTCONN", ENOTCONN},     {"EINTR", EINTR},
-    {"EPROTOTYPE", EPROTOTYPE},
+    {"EPROTOTYPE", EPROTOTYPE}, {"ENOMSG", ENOMSG},
 };
 _Static_assert(sizeof ERRNOS / sizeof ERRNOS[0] == ERRNOS_PEEK, "ERRNOS_* count ERRNOS' entries");
 

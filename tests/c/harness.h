@@ -39,7 +39,7 @@ enum {
 
     ERRNOS_COMMON = 17, /* common::errno_name today (ENOTCONN: listening sockets) */
     ERRNOS_RX = 18,     /* rx_scenarios.rs's ename: common's and EINTR */
-    ERRNOS_PEEK = 19,   /* scenarios.rs's ename: rx's and EPROTOTYPE */
+    ERRNOS_PEEK = 20,   /* scenarios.rs's ename: rx's, EPROTOTYPE and ENOMSG */
 };
 
 /* ---- small utilities ------------------------------------------------------------------ */

@@ -22,7 +22,9 @@
 #include <string.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -50,6 +52,19 @@ static int mode_of(const char *s, uint32_t *out)
         *out = LOWCOPY_PEEK_OFFSET_OR_DISCARD;
     else
         return -1;
+    return 0;
+}
+
+/* A step's "urgent": "caller" adds LOWCOPY_PEEK_URGENT_CALLER to the mode. */
+static int urgent_of(struct run *r, const cJSON *step, uint32_t *mode)
+{
+    const cJSON *u = get(step, "urgent");
+    if (!u)
+        return 0;
+    if (json_is(u, "caller"))
+        *mode |= LOWCOPY_PEEK_URGENT_CALLER;
+    else if (!json_is(u, "inline"))
+        return fail(r, "unknown urgent value");
     return 0;
 }
 
@@ -144,6 +159,8 @@ static int op_new(struct run *r, const cJSON *step)
     const cJSON *m = get(step, "mode");
     if (cJSON_IsString(m) && mode_of(m->valuestring, &mode) < 0)
         return fail(r, "unknown mode %s", m->valuestring);
+    if (urgent_of(r, step, &mode) < 0)
+        return -1;
     lowcopy_peeker *p = NULL;
     int rc = lowcopy_peeker_new(r->fd, mode, &p);
     if (get(step, "expect_err")) {
@@ -200,7 +217,7 @@ static int op_init(struct run *r, const cJSON *step)
     int domain = AF_UNSPEC, protocol = 0;
     if (cJSON_IsString(m) && mode_of(m->valuestring, &mode) < 0)
         return fail(r, "unknown mode %s", m->valuestring);
-    if (kind_of(r, step, &domain, &protocol) < 0)
+    if (kind_of(r, step, &domain, &protocol) < 0 || urgent_of(r, step, &mode) < 0)
         return -1;
     lowcopy_peeker *p = NULL;
     int rc = lowcopy_peeker_init(&r->st->mem, sizeof r->st->mem, r->fd, mode, domain, protocol,
@@ -559,6 +576,38 @@ static int op_read(struct run *r, const cJSON *step)
     return rc;
 }
 
+/* send_oob data: the peer's send(MSG_OOB); its last byte is the urgent byte. */
+static int op_send_oob(struct run *r, const cJSON *step)
+{
+    const char *d = NULL;
+    if (need_str(r, step, "data", &d) < 0 || need_peer(r) < 0)
+        return -1;
+    size_t len = strlen(d);
+    if (send(r->peer, d, len, MSG_OOB) != (ssize_t)len)
+        return sys_fail(r, "send(MSG_OOB)");
+    r->sent += len;
+    return 0;
+}
+
+/* wait_urgent: the urgent byte has arrived (POLLPRI), within 3 s. */
+static int op_wait_urgent(struct run *r, const cJSON *step)
+{
+    (void)step;
+    struct pollfd p = {.fd = r->fd, .events = POLLPRI};
+    int n = poll(&p, 1, 3000);
+    if (n < 0)
+        return sys_fail(r, "poll(POLLPRI)");
+    return n == 1 && (p.revents & POLLPRI) ? 0 : fail(r, "no urgent byte within 3 s");
+}
+
+/* recv_oob expect|expect_err: recv(MSG_OOB) of one byte on the peeked socket. */
+static int op_recv_oob(struct run *r, const cJSON *step)
+{
+    unsigned char b[1] = {0};
+    ssize_t n = recv(r->fd, b, 1, MSG_OOB);
+    return expect_result(r, step, n < 0 ? -errno : n, b, sizeof b);
+}
+
 static int op_arm(struct run *r, const cJSON *step)
 {
     const cJSON *on = get(step, "on");
@@ -764,6 +813,9 @@ static const struct op OPS[] = {
     {"free", op_free},
     {"release", op_release},
     {"send", op_peer_send},
+    {"send_oob", op_send_oob},
+    {"wait_urgent", op_wait_urgent},
+    {"recv_oob", op_recv_oob},
     {"send_pattern", op_peer_send_pattern},
     {"send_later", op_send_later},
     {"wait_queued", op_wait_queued},

@@ -3,6 +3,17 @@
 
 use super::*;
 
+/// Where [`Peeker::caller_mark`] found the urgent mark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum CallerMark {
+    /// No mark that cut the peek.
+    None,
+    /// At the head of the queue: the peek skipped the urgent byte there.
+    AtHead,
+    /// Ahead of the head, where the peek stopped: at or before the cursor.
+    Ahead,
+}
+
 impl<F: AsFd> Peeker<F> {
     /// After a discard peek that reached `n` bytes, no further than the cursor: whether more
     /// bytes are queued than it reached, twice at the same `n` (the kernel ended both peeks at
@@ -58,13 +69,47 @@ impl<F: AsFd> Peeker<F> {
         Err(errno(libc::EAGAIN))
     }
 
+    /// [`Urgent::Caller`], after a discard peek that reached `n` bytes, no further than the
+    /// cursor, with `TCP_INQ`'s hint `h` (every byte queued, the urgent byte and a FIN
+    /// counted): where the urgent mark is. Without `SO_OOBINLINE` the kernel skips an urgent
+    /// byte at the head in reads and peeks, and its `SIOCINQ` counts only the bytes before a
+    /// mark ahead of the head (`tcp_inq`, include/net/tcp.h); so a mark ahead that this peek
+    /// stopped at shows as `SIOCINQ` == `n` with more than `n` queued (more than `n` + 1, or
+    /// `n` + 1 with the peer not ended: a FIN is the other one byte).
+    pub(super) fn caller_mark(&mut self, n: usize, h: usize) -> io::Result<CallerMark> {
+        if h <= n {
+            return Ok(CallerMark::None);
+        }
+        self.stats.syscalls += 1;
+        if sys::at_mark(self.fd.as_fd()) {
+            return Ok(CallerMark::AtHead);
+        }
+        self.stats.syscalls += 1;
+        if sys::inq(self.fd.as_fd())? != n {
+            return Ok(CallerMark::None); // more came meanwhile: the caller peeks again
+        }
+        if h == n + 1 && self.peer_ended()? {
+            return Ok(CallerMark::None); // the one byte more is the FIN
+        }
+        // MPTCP has no urgent data (and its counts are hints).
+        self.stats.syscalls += 1;
+        let proto = sys::getsockopt_int(self.fd.as_fd(), libc::SOL_SOCKET, libc::SO_PROTOCOL)?;
+        Ok(if proto == libc::IPPROTO_MPTCP {
+            CallerMark::None
+        } else {
+            CallerMark::Ahead
+        })
+    }
+
     /// Blocks until more than `skip` bytes are queued, the peer shuts down, or an error.
-    pub(super) fn wait_beyond(&mut self, skip: usize) -> io::Result<()> {
+    /// `seq_extra`: bytes at the head that reads skip but `SO_PEEK_OFF` counts (an urgent
+    /// byte without `SO_OOBINLINE`, [`Urgent::Caller`]).
+    pub(super) fn wait_beyond(&mut self, skip: usize, seq_extra: usize) -> io::Result<()> {
         // Where the socket has SO_PEEK_OFF (AF_UNIX since 3.4, TCP/IPv4 since 6.9, TCP/IPv6
         // since 6.12) a one-byte peek at the cursor sleeps for a byte past it, and the kernel
         // itself reports a signal (EINTR) or SO_RCVTIMEO (EAGAIN): it has copied nothing.
-        if skip <= OFFSET_MAX {
-            match self.set_peek_off(skip as c_int) {
+        if skip + seq_extra <= OFFSET_MAX {
+            match self.set_peek_off((skip + seq_extra) as c_int) {
                 Ok(()) => {
                     self.stats.syscalls += 1;
                     // SAFETY: the iovec covers the shared scratch buffer.

@@ -8,7 +8,9 @@ pub(super) struct Lowat {
     /// `SO_RCVLOWAT` before arming, restored on disarm and drop.
     pub(super) original: c_int,
     /// The value last asked of the kernel (it may keep less: it caps at `tcp_rmem[2]/2`).
-    pub(super) requested: usize,
+    /// `SO_RCVLOWAT` is an `int`: a cursor + 1 above it is refused before it is asked
+    /// (`u32`: the peeker's storage, issue 22.2).
+    pub(super) requested: u32,
 }
 
 impl<F: AsFd> Peeker<F> {
@@ -50,7 +52,7 @@ impl<F: AsFd> Peeker<F> {
                     sys::getsockopt_int(self.fd.as_fd(), libc::SOL_SOCKET, libc::SO_RCVLOWAT)?;
                 self.lowat = Some(Lowat {
                     original,
-                    requested: original.max(1) as usize,
+                    requested: original.max(1) as u32,
                 });
                 self.follow_lowat()
             }
@@ -67,8 +69,8 @@ impl<F: AsFd> Peeker<F> {
         self.lowat.is_some()
     }
 
-    pub(super) fn want_lowat(&self) -> usize {
-        self.cursor.saturating_add(1).min(i32::MAX as usize)
+    pub(super) fn want_lowat(&self) -> u32 {
+        self.cursor.saturating_add(1).min(i32::MAX as usize) as u32
     }
 
     /// Sets the armed mark to exactly cursor + 1 (after seek and consume).
@@ -96,7 +98,7 @@ impl<F: AsFd> Peeker<F> {
         }
     }
 
-    pub(super) fn request_lowat(&mut self, v: usize) -> io::Result<()> {
+    pub(super) fn request_lowat(&mut self, v: u32) -> io::Result<()> {
         self.set_rcvlowat(v as c_int)?;
         self.stats.rcvlowat_updates += 1;
         if let Some(l) = self.lowat.as_mut() {

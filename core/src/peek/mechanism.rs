@@ -34,12 +34,25 @@ impl Mechanism {
 }
 
 /// What the kernel's `SO_PEEK_OFF` holds, as far as the peeker knows.
+///
+/// `At` holds a `u32`: the kernel keeps the offset in an `int` (at most [`OFFSET_MAX`]), and one
+/// peek past it moves it by at most `MAX_RW_COUNT` (< 2^31) more; 4 bytes where a `usize` took 8
+/// (the peeker's storage, issue 22.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum KernelOff {
     Unknown,
     /// -1: peeks start at the head of the queue.
     Disabled,
-    At(usize),
+    At(u32),
+}
+
+impl KernelOff {
+    /// `At(v)`, `v` below 2^32 (see above: the caller's offsets are checked against
+    /// [`OFFSET_MAX`] first).
+    pub(super) fn at(v: usize) -> Self {
+        debug_assert!(v <= u32::MAX as usize);
+        Self::At(v.min(u32::MAX as usize) as u32)
+    }
 }
 
 impl<F: AsFd> Peeker<F> {
@@ -62,12 +75,12 @@ impl<F: AsFd> Peeker<F> {
             // recvmsg, when the prefix's iovec fits beside the caller's.
             Mechanism::Offset if self.auto => match self.kernel_off {
                 KernelOff::At(k)
-                    if k < self.cursor
-                        && self.cursor - k <= AUTO_DISCARD_MAX
+                    if (k as usize) < self.cursor
+                        && self.cursor - k as usize <= AUTO_DISCARD_MAX
                         && iov.len() < IOV_MAX =>
                 {
                     // SAFETY: forwarded caller guarantee on `iov`.
-                    unsafe { self.peek_ahead(k, iov, flags) }
+                    unsafe { self.peek_ahead(k as usize, iov, flags) }
                 }
                 // SAFETY: forwarded caller guarantee on `iov`.
                 _ => unsafe { self.peek_offset(iov, flags) },
@@ -117,7 +130,7 @@ impl<F: AsFd> Peeker<F> {
         self.stats.syscalls += 1;
         // SAFETY: scratch iovecs are always writable; the rest is the caller's guarantee.
         let n = unsafe { recv_iov(self.fd.as_fd(), prefixed, flags | libc::MSG_PEEK) }?;
-        self.kernel_off = KernelOff::At(k + n);
+        self.kernel_off = KernelOff::at(k + n);
         if n > skip {
             self.stats.bytes_skipped_copied += skip as u64;
             return Ok(n - skip);
@@ -188,9 +201,9 @@ impl<F: AsFd> Peeker<F> {
         if self.cursor > OFFSET_MAX {
             return Err(errno(libc::EOVERFLOW));
         }
-        if self.kernel_off != KernelOff::At(self.cursor) {
+        if self.kernel_off != KernelOff::at(self.cursor) {
             self.set_peek_off(self.cursor as c_int)?;
-            self.kernel_off = KernelOff::At(self.cursor);
+            self.kernel_off = KernelOff::at(self.cursor);
         }
         if flags & libc::MSG_DONTWAIT == 0 {
             // A blocking TCP peek waits for min(SO_RCVLOWAT, len) bytes *beyond the offset*;
@@ -200,7 +213,7 @@ impl<F: AsFd> Peeker<F> {
         self.stats.syscalls += 1;
         // SAFETY: forwarded caller guarantee on `iov`.
         let n = unsafe { recv_iov(self.fd.as_fd(), iov, flags | libc::MSG_PEEK) }?;
-        self.kernel_off = KernelOff::At(self.cursor + n);
+        self.kernel_off = KernelOff::at(self.cursor + n);
         Ok(n)
     }
 
@@ -224,11 +237,24 @@ impl<F: AsFd> Peeker<F> {
         // Where the last peek ended while more bytes were queued (an urgent mark, or arrivals).
         let mut cut_at = None;
         let mut hint_used = false;
+        // Urgent::Caller: an urgent byte at the head that this peek skipped (cut_by_mark).
+        let mut head_urgent = false;
+        // AF_UNIX: whether the one poll that settles an empty peek was made (once per call:
+        // after a wait, the slow path below settles what the wait ended on).
+        let mut unix_polled = false;
         loop {
             self.stats.syscalls += 1;
+            let mut ctrunc = false;
             let (n, hint) = if self.inq_hint != InqHint::Off {
                 // SAFETY: scratch iovecs are always writable; the rest is the caller's guarantee.
                 unsafe { sys::recvmsg_inq(self.fd.as_fd(), iov, flags | libc::MSG_PEEK) }?
+            } else if self.transport == Transport::Unix && iov.len() > 1 {
+                // SAFETY: as above.
+                let (n, f) = unsafe {
+                    sys::recvmsg_iov_flags(self.fd.as_fd(), iov, flags | libc::MSG_PEEK)
+                }?;
+                ctrunc = f & libc::MSG_CTRUNC != 0;
+                (n, None)
             } else {
                 // SAFETY: as above.
                 (
@@ -258,8 +284,56 @@ impl<F: AsFd> Peeker<F> {
                 if flags & libc::MSG_DONTWAIT != 0 || self.fd_nonblocking()? {
                     return Err(errno(libc::EAGAIN));
                 }
-                self.wait_beyond(skip)?;
+                self.wait_beyond(skip, 0)?;
                 continue;
+            }
+            if self.urgent_caller && self.inq_hint == InqHint::On {
+                if let Some(h) = hint {
+                    match self.caller_mark(n, h)? {
+                        // The caller owns urgent data: a peek at or past a mark ahead of the
+                        // head is refused until the bytes before it are consumed.
+                        boundary::CallerMark::Ahead => return Err(errno(libc::ENOMSG)),
+                        boundary::CallerMark::AtHead => {
+                            head_urgent = true;
+                            if h == n + 1 {
+                                // Only the skipped urgent byte is queued beyond the bytes
+                                // peeked: nothing lies beyond the cursor.
+                                if flags & libc::MSG_DONTWAIT != 0 || self.fd_nonblocking()? {
+                                    return Err(errno(libc::EAGAIN));
+                                }
+                                self.wait_beyond(skip, 1)?;
+                                continue;
+                            }
+                        }
+                        boundary::CallerMark::None => {}
+                    }
+                }
+            }
+            if self.transport == Transport::Unix
+                && !ctrunc
+                && !std::mem::replace(&mut unix_polled, true)
+            {
+                // An AF_UNIX stream peek ends early at a message with control data (it then
+                // sets MSG_CTRUNC: no control buffer) and at an out-of-band byte (poll then
+                // reports POLLPRI, since 5.15); neither, so nothing lies beyond the bytes
+                // peeked, and the same poll tells the peer's shutdown: one syscall where
+                // FIONREAD's question and a poll were two.
+                self.stats.syscalls += 1;
+                let ev = sys::poll_one(self.fd.as_fd(), libc::POLLRDHUP | libc::POLLPRI, 0)?;
+                if ev & libc::POLLPRI == 0 {
+                    if ev & (libc::POLLRDHUP | libc::POLLHUP) != 0 {
+                        ended_before_peek = true;
+                        continue; // peek once more: what came in before the shutdown is due
+                    }
+                    if ev & libc::POLLERR != 0 {
+                        self.take_socket_error()?;
+                    }
+                    if flags & libc::MSG_DONTWAIT != 0 || self.fd_nonblocking()? {
+                        return Err(errno(libc::EAGAIN));
+                    }
+                    self.wait_beyond(skip, 0)?;
+                    continue;
+                }
             }
             if self.cut_by_mark(n, &mut cut_at)? {
                 // SAFETY: forwarded caller guarantee on `user`.
@@ -281,7 +355,7 @@ impl<F: AsFd> Peeker<F> {
             if flags & libc::MSG_DONTWAIT != 0 || self.fd_nonblocking()? {
                 return Err(errno(libc::EAGAIN));
             }
-            self.wait_beyond(skip)?;
+            self.wait_beyond(skip, head_urgent as usize)?;
         }
     }
 
@@ -293,7 +367,7 @@ impl<F: AsFd> Peeker<F> {
 
     pub(super) fn set_peek_off(&mut self, v: c_int) -> io::Result<()> {
         self.stats.syscalls += 1;
-        self.moves += 1;
+        self.moves = self.moves.wrapping_add(1);
         sys::setsockopt_int(self.fd.as_fd(), libc::SOL_SOCKET, SO_PEEK_OFF, v)
     }
 }

@@ -90,7 +90,7 @@ use lowat::Lowat;
 use mechanism::{InqHint, KernelOff, Mechanism};
 use stateless::{check_peek_args, consume_raw, discard_iov, ConsumeCounts};
 pub use stateless::{consume, peek_at, peek_supported};
-pub use types::{PeekMode, PeekResult, PeekStats, StreamKind};
+pub use types::{PeekMode, PeekResult, PeekStats, PeekerOptions, StreamKind, Urgent};
 
 /// [`PeekResult::flags`]: `SO_PEEK_OFF` was written before the peek (the kernel's offset was
 /// elsewhere).
@@ -187,10 +187,14 @@ pub struct Peeker<F: AsFd> {
     /// Bytes that left the head of the queue through this peeker (consume, note_consumed):
     /// the stream position of offset 0 ([`PeekResult::stream_pos`]).
     head_pos: u64,
-    /// `SO_PEEK_OFF` writes made so far (for [`PeekResult::flags`]).
-    moves: u64,
+    /// `SO_PEEK_OFF` writes made so far, wrapping (for [`PeekResult::flags`]: only a
+    /// call's difference is read, and one call makes at most a few).
+    moves: u32,
     /// `TCP_INQ` as this peeker set it.
     inq_hint: InqHint,
+    /// [`Urgent::Caller`]: no `SO_OOBINLINE`; a peek at or past a mark ahead of the head
+    /// fails with `ENOMSG`.
+    urgent_caller: bool,
 }
 
 impl<F: AsFd> fmt::Debug for Peeker<F> {
@@ -234,8 +238,9 @@ impl<F: AsFd> Peeker<F> {
     /// MPTCP the `setsockopt` of `TCP_INQ`, and the `setsockopt` of `SO_OOBINLINE`.
     // doc-end
     /// All of them are counted in [`PeekStats::syscalls`]. Allocates nothing: the peeker is a
-    /// plain value (about 150 bytes) wherever the caller puts it; the discard mechanism's 64
-    /// KiB scratch buffer is one static buffer shared by the process.
+    /// plain value (112 bytes on 64-bit Linux with a `BorrowedFd`) wherever the caller puts
+    /// it; the discard mechanism's 64 KiB scratch buffer is one static buffer shared by the
+    /// process.
     ///
     /// # Errors
     // doc-source: peeker_new.errors
@@ -249,7 +254,7 @@ impl<F: AsFd> Peeker<F> {
     pub fn new(fd: F, mode: PeekMode) -> io::Result<Self> {
         let mut calls = 0;
         let info = classify(fd.as_fd(), &mut calls, true)?;
-        let mut p = Self::build(fd, info, mode)?;
+        let mut p = Self::build(fd, info, mode, Urgent::Inline)?;
         p.stats.syscalls += calls;
         Ok(p)
     }
@@ -281,14 +286,49 @@ impl<F: AsFd> Peeker<F> {
     pub fn with_kind(fd: F, mode: PeekMode, kind: StreamKind) -> io::Result<Self> {
         let mut calls = 0;
         check_stated(fd.as_fd(), kind, &mut calls)?;
-        let mut p = Self::build(fd, kind.info(), mode)?;
+        let mut p = Self::build(fd, kind.info(), mode, Urgent::Inline)?;
         p.stats.syscalls += calls;
         Ok(p)
     }
 
-    fn build(fd: F, info: SockInfo, mode: PeekMode) -> io::Result<Self> {
+    /// [`Peeker::new`] or [`Peeker::with_kind`] (when `opts.kind` is set), with who owns
+    /// urgent data chosen ([`Urgent`]): [`Urgent::Inline`] is exactly those constructors;
+    /// [`Urgent::Caller`] sets no `SO_OOBINLINE` (one `setsockopt` less) and always uses the
+    /// discard mechanism.
+    ///
+    /// # Errors
+    /// As [`Peeker::new`]; with [`Urgent::Caller`], `EINVAL` for [`PeekMode::Offset`] (checked
+    /// before any syscall) and `EOPNOTSUPP` on AF_UNIX. `fd` is dropped on error.
+    pub fn with_options(fd: F, opts: PeekerOptions) -> io::Result<Self> {
+        if opts.urgent == Urgent::Caller && opts.mode == PeekMode::Offset {
+            return Err(errno(libc::EINVAL));
+        }
+        let mut calls = 0;
+        let info = match opts.kind {
+            Some(k) => {
+                check_stated(fd.as_fd(), k, &mut calls)?;
+                k.info()
+            }
+            None => classify(fd.as_fd(), &mut calls, true)?,
+        };
+        let mut p = Self::build(fd, info, opts.mode, opts.urgent)?;
+        p.stats.syscalls += calls;
+        Ok(p)
+    }
+
+    fn build(fd: F, info: SockInfo, mode: PeekMode, urgent: Urgent) -> io::Result<Self> {
         let b = fd.as_fd();
         let mut stats = PeekStats::default();
+        let urgent_caller = urgent == Urgent::Caller;
+        if urgent_caller && info.transport == Transport::Unix {
+            return Err(errno(libc::EOPNOTSUPP));
+        }
+        // The caller's urgent policy: discard whatever the mode (Offset was refused before).
+        let mode = if urgent_caller {
+            PeekMode::Discard
+        } else {
+            mode
+        };
         let (mech, kernel_off) = match mode {
             PeekMode::Offset => {
                 let m = Mechanism::Offset;
@@ -319,11 +359,16 @@ impl<F: AsFd> Peeker<F> {
                 inq_hint = InqHint::On;
             }
         }
-        // Urgent bytes stay in the stream (module docs: "Urgent data"). MPTCP refuses the
-        // option: it has no urgent data. Last: on error the socket is as it was before
-        // (SO_PEEK_OFF is only ever restored to -1, as here).
-        stats.syscalls += 1;
-        match sys::setsockopt_int(b, libc::SOL_SOCKET, libc::SO_OOBINLINE, 1) {
+        // Urgent bytes stay in the stream (module docs: "Urgent data"), unless the caller owns
+        // them. MPTCP refuses the option: it has no urgent data. Last: on error the socket is
+        // as it was before (SO_PEEK_OFF is only ever restored to -1, as here).
+        let oob = if urgent_caller {
+            Ok(())
+        } else {
+            stats.syscalls += 1;
+            sys::setsockopt_int(b, libc::SOL_SOCKET, libc::SO_OOBINLINE, 1)
+        };
+        match oob {
             Err(e) if !is_eopnotsupp(&e) => {
                 let mut p = Self::assemble(fd, info, mech, 0, kernel_off, false, stats);
                 p.inq_hint = inq_hint;
@@ -336,6 +381,7 @@ impl<F: AsFd> Peeker<F> {
         let auto = mode == PeekMode::Auto;
         let mut p = Self::assemble(fd, info, mech, 0, kernel_off, auto, stats);
         p.inq_hint = inq_hint;
+        p.urgent_caller = urgent_caller;
         Ok(p)
     }
 
@@ -360,6 +406,7 @@ impl<F: AsFd> Peeker<F> {
             head_pos: 0,
             moves: 0,
             inq_hint: InqHint::Off,
+            urgent_caller: false,
         }
     }
 
@@ -405,6 +452,7 @@ fn _fields_are_copy(p: &Peeker<BorrowedFd<'_>>) {
         head_pos,
         moves,
         inq_hint,
+        urgent_caller,
     } = p;
     copy(transport);
     copy(mech);
@@ -416,6 +464,7 @@ fn _fields_are_copy(p: &Peeker<BorrowedFd<'_>>) {
     copy(head_pos);
     copy(moves);
     copy(inq_hint);
+    copy(urgent_caller);
 }
 
 impl<'fd> Peeker<BorrowedFd<'fd>> {
@@ -462,7 +511,7 @@ fn setup(
                 Err(ref e) if is_eopnotsupp(e) => cache.store(2, Ordering::Relaxed),
                 Err(_) => {}
             }
-            r.map(|()| KernelOff::At(cursor))
+            r.map(|()| KernelOff::at(cursor))
         }
         Mechanism::Discard if own_peek_off => {
             stats.syscalls += 1;
@@ -578,12 +627,17 @@ impl<F: AsFd> Peeker<F> {
     /// no `setsockopt`); [`PeekMode::OffsetOrDiscard`] never does. The discard mechanism: one
     /// `recvmsg` per peek that finds bytes, and on TCP and MPTCP one per peek that finds
     /// nothing past `offset` with [`Flags::DONTWAIT`] (`TCP_INQ`'s hint says no more is queued
-    /// and the peer has not ended); more iovecs than fit beside the prefix below `IOV_MAX`
+    /// and the peer has not ended), and on AF_UNIX two (the `recvmsg` and a `poll`: a stream
+    /// peek from the head tells neither the peer's shutdown nor an out-of-band byte ahead,
+    /// which `POLLRDHUP` and `POLLPRI` do; a message with control data shows as
+    /// `MSG_CTRUNC`; the offset mechanism costs one there); more iovecs than fit beside the
+    /// prefix below `IOV_MAX`
     /// split the peek into several `recvmsg`, each into as many as fit, until one comes back
     /// short. Beyond those: with the low-water mark armed, a blocking call lowers it first (a
     /// `setsockopt`) and one that finds nothing sets it to `offset` + 1 (a `setsockopt`); the
-    /// discard mechanism, finding nothing past `offset` where the hint does not settle it
-    /// (AF_UNIX, an urgent mark, bytes arriving meanwhile, a blocking call), asks `ioctl(FIONREAD)`
+    /// discard mechanism, finding nothing past `offset` where neither settles it (an urgent
+    /// mark or out-of-band byte, control data, which credentials with `SO_PASSCRED` add to
+    /// every message, bytes arriving meanwhile, a blocking call), asks `ioctl(FIONREAD)`
     /// about a mark, `poll` whether the peer ended and `fcntl` whether the fd blocks, and waits
     /// as a peek at the cursor does. A reset (or a connection error) that leaves bytes queued
     /// before `offset` is not seen by that one `recvmsg`: a non-blocking peek there returns
@@ -714,7 +768,7 @@ impl<F: AsFd> Peeker<F> {
         self.cursor = self.cursor.saturating_sub(d);
         // The kernel lowers SO_PEEK_OFF by the bytes read, clamping at 0 (sk_peek_offset_bwd).
         if let KernelOff::At(k) = self.kernel_off {
-            self.kernel_off = KernelOff::At(k.saturating_sub(d));
+            self.kernel_off = KernelOff::at((k as usize).saturating_sub(d));
         }
         self.follow_lowat()?;
         Ok(d)
@@ -736,7 +790,7 @@ impl<F: AsFd> Peeker<F> {
         self.head_pos = self.head_pos.wrapping_add(n as u64);
         self.cursor = self.cursor.saturating_sub(n);
         if let KernelOff::At(k) = self.kernel_off {
-            self.kernel_off = KernelOff::At(k.saturating_sub(n));
+            self.kernel_off = KernelOff::at((k as usize).saturating_sub(n));
         }
         self.follow_lowat()
     }

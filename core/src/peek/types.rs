@@ -174,3 +174,72 @@ pub struct PeekResult {
     /// discard prefix: the kernel copied `offset` bytes to skip them) bits.
     pub flags: u32,
 }
+
+/// Who owns TCP urgent data (`MSG_OOB`) on a peeker's socket ([`PeekerOptions::urgent`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Urgent {
+    /// The peeker sets `SO_OOBINLINE`: urgent bytes are ordinary stream bytes (module docs,
+    /// "Urgent data"). The default, and what [`Peeker::new`] does.
+    #[default]
+    Inline,
+    // doc-source: urgent.caller
+    /// The caller owns the urgent-data policy: the peeker leaves `SO_OOBINLINE` as it is (no
+    /// `setsockopt`) and uses the discard mechanism (the kernel's `SO_PEEK_OFF` counts an
+    /// urgent byte that reads skip, so its offsets would drift from the caller's), on TCP and
+    /// MPTCP only. Peeks still deliver byte for byte what reads deliver: the kernel ends every
+    /// read and every peek at the urgent mark, so a peek whose bytes reach the mark returns
+    /// short, ending just before the mark, and a peek at or past the mark fails with `ENOMSG`
+    /// (blocking or not; nothing is copied, the cursor stays) for as long as the mark lies
+    /// ahead of the head of the queue. The caller deals with the urgent byte in its own way
+    /// (`recv(MSG_OOB)` for it, `SIOCATMARK` for where it is) and consumes the bytes before
+    /// the mark; from then on peeks pass the mark again. Without `SO_OOBINLINE` the urgent
+    /// byte is not part of what reads deliver (the kernel skips it), so neither peeks nor
+    /// offsets count it; with `SO_OOBINLINE` set by the caller it is an ordinary byte after
+    /// the mark. Errors at creation: `EINVAL` with [`PeekMode::Offset`], `EOPNOTSUPP` on
+    /// AF_UNIX (its out-of-band byte is delivered by peeks that reads skip, and has no mark a
+    /// peek stops at).
+    // doc-end
+    Caller,
+}
+
+/// How to make a [`Peeker`] ([`Peeker::with_options`]): the mode, the socket's kind if the
+/// caller knows it, and who owns urgent data.
+///
+/// ```
+/// use lowcopy::{PeekMode, PeekerOptions, StreamKind, Urgent};
+/// let o = PeekerOptions::new(PeekMode::Discard).kind(StreamKind::Tcp4).urgent(Urgent::Caller);
+/// assert_eq!(o.urgent, Urgent::Caller);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeekerOptions {
+    /// The mechanism ([`PeekMode`]).
+    pub mode: PeekMode,
+    /// The socket's kind as the caller states it ([`Peeker::with_kind`]); `None`: ask the
+    /// socket ([`Peeker::new`]).
+    pub kind: Option<StreamKind>,
+    /// Who owns urgent data ([`Urgent`]).
+    pub urgent: Urgent,
+}
+
+impl PeekerOptions {
+    /// `mode`, the kind asked of the socket, urgent bytes inline.
+    pub const fn new(mode: PeekMode) -> Self {
+        Self {
+            mode,
+            kind: None,
+            urgent: Urgent::Inline,
+        }
+    }
+
+    /// States the socket's kind.
+    pub const fn kind(mut self, kind: StreamKind) -> Self {
+        self.kind = Some(kind);
+        self
+    }
+
+    /// Who owns urgent data.
+    pub const fn urgent(mut self, urgent: Urgent) -> Self {
+        self.urgent = urgent;
+        self
+    }
+}
