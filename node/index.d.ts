@@ -706,6 +706,25 @@ export interface PeekerOptions {
    * socket.
    */
   kind?: 'tcp4' | 'tcp6' | 'mptcp4' | 'mptcp6' | 'unix'
+  /**
+   * Who owns TCP urgent data (`MSG_OOB`): `'inline'` (default: the peeker sets
+   * `SO_OOBINLINE`, urgent bytes are stream bytes) or `'caller'`:
+   * The caller owns the urgent-data policy: the peeker leaves `SO_OOBINLINE` as it is (no
+   * `setsockopt`) and uses the discard mechanism (the kernel's `SO_PEEK_OFF` counts an urgent
+   * byte that reads skip, so its offsets would drift from the caller's), on TCP and MPTCP only.
+   * Peeks still deliver byte for byte what reads deliver: the kernel ends every read and every
+   * peek at the urgent mark, so a peek whose bytes reach the mark returns short, ending just
+   * before the mark, and a peek at or past the mark fails with `ENOMSG` (blocking or not;
+   * nothing is copied, the cursor stays) for as long as the mark lies ahead of the head of the
+   * queue. The caller deals with the urgent byte in its own way (`recv(MSG_OOB)` for it,
+   * `SIOCATMARK` for where it is) and consumes the bytes before the mark; from then on peeks
+   * pass the mark again. Without `SO_OOBINLINE` the urgent byte is not part of what reads
+   * deliver (the kernel skips it), so neither peeks nor offsets count it; with `SO_OOBINLINE`
+   * set by the caller it is an ordinary byte after the mark. Errors at creation: `EINVAL` with
+   * `'offset'`, `EOPNOTSUPP` on AF_UNIX (its out-of-band byte is delivered by peeks that reads
+   * skip, and has no mark a peek stops at).
+   */
+  urgent?: 'inline' | 'caller'
 }
 
 /**
@@ -1216,6 +1235,8 @@ export declare namespace testing {
   export function peekRaw(fd: number, len: number): Buffer
   /** One read(2) of up to `len` bytes (blocking unless the fd is non-blocking). */
   export function read(fd: number, len: number): Buffer
+  /** `recv(fd, 1 byte, MSG_OOB)`: the urgent byte, as a one-byte Buffer. */
+  export function recvOob(fd: number): Buffer
   /** Closes `fd` with SO_LINGER 0: the peer gets a RST. */
   export function reset(fd: number): void
   /** `tcp_rmem[2] / 2`: the most SO_RCVLOWAT TCP keeps on an unlocked buffer. */
@@ -1228,6 +1249,8 @@ export declare namespace testing {
    * Returns the bytes sent.
    */
   export function sendFds(fd: number, data: Uint8Array, count: number): number
+  /** `send(fd, data, MSG_OOB)`: TCP urgent data, its last byte the urgent byte; bytes sent. */
+  export function sendOob(fd: number, data: Uint8Array): number
   /** Sets O_NONBLOCK on the open file (shared by every duplicate). */
   export function setNonblocking(fd: number): void
   /** SO_RCVTIMEO in milliseconds (0: none). */
@@ -1281,6 +1304,8 @@ export declare namespace testing {
    * ETIMEDOUT otherwise.
    */
   export function waitQueued(fd: number, bytes: number, timeoutMs?: number | undefined | null): void
+  /** Whether an urgent byte is there (`poll` for `POLLPRI`), waiting at most `ms`. */
+  export function waitUrgent(fd: number, ms: number): boolean
   /** Writes all of `data` to `fd` now (blocking). */
   export function writeAllSync(fd: number, data: Uint8Array): void
   /** How a spawned writer sends. */

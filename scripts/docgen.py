@@ -137,8 +137,8 @@ RENAMES = {
     "AUTO_DISCARD_MAX": {"c": "4096", "node": "4096", "python": "4096"},
     "Urgent::Caller": {
         "c": "`LOWCOPY_PEEK_URGENT_CALLER`",
-        "node": "the caller's urgent-data policy (not in Node yet)",
-        "python": "the caller's urgent-data policy (not in Python yet)",
+        "node": "`urgent: 'caller'`",
+        "python": "`Urgent.CALLER`",
     },
 }
 

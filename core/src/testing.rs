@@ -324,6 +324,60 @@ pub fn listening(transport: &str) -> io::Result<OwnedFd> {
     }
 }
 
+/// `send(fd, data, MSG_OOB)`: TCP urgent data; its last byte is the urgent byte. Returns the
+/// bytes sent.
+///
+/// # Errors
+/// The kernel's (`EOPNOTSUPP` on AF_UNIX stream sockets).
+pub fn send_oob(fd: BorrowedFd<'_>, data: &[u8]) -> io::Result<usize> {
+    // SAFETY: a live buffer of its length.
+    let n = unsafe {
+        libc::send(
+            fd.as_raw_fd(),
+            data.as_ptr().cast(),
+            data.len(),
+            libc::MSG_OOB,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// Whether an urgent byte is there to read (`poll` for `POLLPRI`), waiting at most `ms`.
+///
+/// # Errors
+/// `poll`'s.
+pub fn wait_urgent(fd: BorrowedFd<'_>, ms: i32) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLPRI,
+        revents: 0,
+    };
+    // SAFETY: one live pollfd.
+    let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n == 1 && pfd.revents & libc::POLLPRI != 0)
+}
+
+/// `recv(fd, 1 byte, MSG_OOB)`: the urgent byte (`EINVAL` when there is none, or it was
+/// read already; `EAGAIN` while it has not arrived).
+///
+/// # Errors
+/// The kernel's.
+pub fn recv_oob(fd: BorrowedFd<'_>) -> io::Result<u8> {
+    let mut b = 0u8;
+    // SAFETY: a live one-byte buffer.
+    let n = unsafe { libc::recv(fd.as_raw_fd(), (&mut b as *mut u8).cast(), 1, libc::MSG_OOB) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(b)
+}
+
 /// Sends `data` on the AF_UNIX socket `fd` in one `sendmsg` with `count` copies of the
 /// descriptor `pass` in an `SCM_RIGHTS` message (at most 253, the kernel's `SCM_MAX_FD`): the
 /// receiver gets `count` new descriptors of the same file. Returns the bytes sent.

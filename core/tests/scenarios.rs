@@ -4,12 +4,12 @@
 mod common;
 
 use std::io::{self, IoSliceMut};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use common::*;
 use lowcopy::peek::{PEEK_MOVED, PEEK_PREFIXED};
-use lowcopy::{Flags, PeekMode, PeekResult, Peeker, StreamKind};
+use lowcopy::{testing, Flags, PeekMode, PeekResult, Peeker, StreamKind};
 use serde_json::Value;
 
 /// common's errno names and those only this table uses.
@@ -213,43 +213,18 @@ impl<'a> Run<'a> {
             }
             "send_oob" => {
                 let d = step["data"].as_str().unwrap().as_bytes();
-                // SAFETY: a live buffer of the stated length.
-                let n = unsafe {
-                    libc::send(
-                        self.peer().as_raw_fd(),
-                        d.as_ptr().cast(),
-                        d.len(),
-                        libc::MSG_OOB,
-                    )
-                };
-                assert_eq!(n, d.len() as isize, "{ctx}: send(MSG_OOB)");
+                let n = testing::send_oob(self.peer().as_fd(), d).expect("send(MSG_OOB)");
+                assert_eq!(n, d.len(), "{ctx}: send(MSG_OOB)");
                 self.sent += d.len();
             }
             "wait_urgent" => {
-                let mut pfd = libc::pollfd {
-                    fd: self.fd.as_raw_fd(),
-                    events: libc::POLLPRI,
-                    revents: 0,
-                };
-                // SAFETY: one live pollfd.
-                let n = unsafe { libc::poll(&mut pfd, 1, 3000) };
-                assert!(
-                    n == 1 && pfd.revents & libc::POLLPRI != 0,
-                    "{ctx}: no urgent byte within 3 s"
-                );
+                let got = testing::wait_urgent(self.fd.as_fd(), 3000).expect("poll");
+                assert!(got, "{ctx}: no urgent byte within 3 s");
             }
             "recv_oob" => {
-                let mut b = [0u8; 1];
-                // SAFETY: a live one-byte buffer.
-                let n = unsafe {
-                    libc::recv(self.fd.as_raw_fd(), b.as_mut_ptr().cast(), 1, libc::MSG_OOB)
-                };
-                let r = if n < 0 {
-                    Err(io::Error::last_os_error())
-                } else {
-                    Ok(n as usize)
-                };
-                expect_result(step, r, &b, ctx);
+                let r = testing::recv_oob(self.fd.as_fd());
+                let b = [*r.as_ref().unwrap_or(&0)];
+                expect_result(step, r.map(|_| 1), &b, ctx);
             }
             "send" => {
                 let d = step["data"].as_str().unwrap().as_bytes();

@@ -327,6 +327,26 @@ pub struct PeekerOptions {
     /// socket.
     #[napi(ts_type = "'tcp4' | 'tcp6' | 'mptcp4' | 'mptcp6' | 'unix'")]
     pub kind: Option<String>,
+    /// Who owns TCP urgent data (`MSG_OOB`): `'inline'` (default: the peeker sets
+    /// `SO_OOBINLINE`, urgent bytes are stream bytes) or `'caller'`:
+    // doc-copy: urgent.caller
+    /// The caller owns the urgent-data policy: the peeker leaves `SO_OOBINLINE` as it is (no
+    /// `setsockopt`) and uses the discard mechanism (the kernel's `SO_PEEK_OFF` counts an urgent
+    /// byte that reads skip, so its offsets would drift from the caller's), on TCP and MPTCP only.
+    /// Peeks still deliver byte for byte what reads deliver: the kernel ends every read and every
+    /// peek at the urgent mark, so a peek whose bytes reach the mark returns short, ending just
+    /// before the mark, and a peek at or past the mark fails with `ENOMSG` (blocking or not;
+    /// nothing is copied, the cursor stays) for as long as the mark lies ahead of the head of the
+    /// queue. The caller deals with the urgent byte in its own way (`recv(MSG_OOB)` for it,
+    /// `SIOCATMARK` for where it is) and consumes the bytes before the mark; from then on peeks
+    /// pass the mark again. Without `SO_OOBINLINE` the urgent byte is not part of what reads
+    /// deliver (the kernel skips it), so neither peeks nor offsets count it; with `SO_OOBINLINE`
+    /// set by the caller it is an ordinary byte after the mark. Errors at creation: `EINVAL` with
+    /// `'offset'`, `EOPNOTSUPP` on AF_UNIX (its out-of-band byte is delivered by peeks that reads
+    /// skip, and has no mark a peek stops at).
+    // doc-end
+    #[napi(ts_type = "'inline' | 'caller'")]
+    pub urgent: Option<String>,
 }
 
 /// Options of `Peeker.close`.
@@ -540,6 +560,22 @@ impl Peeker {
             None => None,
             Some(o) => kind_opt(&env, o)?,
         };
+        let urgent = match &opts {
+            None => lowcopy::Urgent::Inline,
+            Some(o) => match args::string_opt(&env, o, "urgent")?.as_deref() {
+                None | Some("inline") => lowcopy::Urgent::Inline,
+                Some("caller") => lowcopy::Urgent::Caller,
+                Some(u) => {
+                    return Err(value_error(
+                        &env,
+                        format!(
+                            "The property 'options.urgent' must be one of: 'inline', 'caller'. \
+                             Received '{u}'"
+                        ),
+                    ))
+                }
+            },
+        };
         let mode = match opts {
             None => PeekMode::Auto,
             Some(o) => match args::string_opt(&env, &o, "mode")?.as_deref() {
@@ -560,11 +596,9 @@ impl Peeker {
         };
         let dup = args::dup_fd(&env, &fd, "Peeker")?;
         let raw = dup.as_raw_fd();
-        let p = match kind {
-            Some(k) => Core::with_kind(dup, mode, k),
-            None => Core::new(dup, mode),
-        }
-        .or_throw(&env, "Peeker")?;
+        let mut o = lowcopy::PeekerOptions::new(mode).urgent(urgent);
+        o.kind = kind;
+        let p = Core::with_options(dup, o).or_throw(&env, "Peeker")?;
         Ok(Peeker {
             shared: Arc::new(Shared {
                 peeker: Mutex::new(Some(p)),

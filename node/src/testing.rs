@@ -120,6 +120,25 @@ pub fn send_fds(env: Env, fd: i32, data: &[u8], count: u32) -> Result<u32> {
     Ok(r.or_throw(&env, "testing.sendFds")? as u32)
 }
 
+/// `send(fd, data, MSG_OOB)`: TCP urgent data, its last byte the urgent byte; bytes sent.
+#[napi(catch_unwind, namespace = "testing")]
+pub fn send_oob(env: Env, fd: i32, data: &[u8]) -> Result<u32> {
+    Ok(t::send_oob(borrow(fd), data).or_throw(&env, "testing.sendOob")? as u32)
+}
+
+/// Whether an urgent byte is there (`poll` for `POLLPRI`), waiting at most `ms`.
+#[napi(catch_unwind, namespace = "testing")]
+pub fn wait_urgent(env: Env, fd: i32, ms: i32) -> Result<bool> {
+    t::wait_urgent(borrow(fd), ms).or_throw(&env, "testing.waitUrgent")
+}
+
+/// `recv(fd, 1 byte, MSG_OOB)`: the urgent byte, as a one-byte Buffer.
+#[napi(catch_unwind, namespace = "testing")]
+pub fn recv_oob(env: Env, fd: i32) -> Result<Buffer> {
+    let b = t::recv_oob(borrow(fd)).or_throw(&env, "testing.recvOob")?;
+    Ok(vec![b].into())
+}
+
 /// A client connected to the listener `fd` (TCP_MAXSEG of `opts` before connect).
 #[napi(catch_unwind, namespace = "testing")]
 pub fn connect(env: Env, fd: i32, opts: Option<TcpOpts>) -> Result<i32> {

@@ -40,7 +40,6 @@ function runOne(table, sc, transport, mode, skip) {
   const listed = rule.transports.includes(transport)
   // The kernel's answer (probe), never the table's: TCP before 6.9/6.12 has none.
   const noPeekOff = listed || !probeHasPeekOff(transport)
-  if (sc.needs === 'urgent_caller') return skip(`peek.json: ${ctx0}`, 'not expressible: the Node binding has no urgent-data option yet (C LOWCOPY_PEEK_URGENT_CALLER, Rust Urgent::Caller)')
   if (noPeekOff && !listed) {
     if (sc.needs === 'peek_off') return skip(`peek.json: ${ctx0}`, 'not applicable: no SO_PEEK_OFF for this family here (probe)')
     if (mode === 'auto') {
@@ -106,6 +105,7 @@ function runOne(table, sc, transport, mode, skip) {
           if (peeker) peeker.close()
           peeker = null
           const o = { mode: step.mode || mode }
+          if (step.urgent !== undefined) o.urgent = step.urgent
           if (step.op === 'init') {
             o.kind = step.kind || transport
             assert.ok(KINDS.has(o.kind), `${ctx}: no kind for ${o.kind}`)
@@ -214,6 +214,18 @@ function runOne(table, sc, transport, mode, skip) {
         case 'read': {
           const r = attempt(() => testing.read(sock, step.len))
           return void check(step, r[1] ? r : [r[0].length, null], r[0] || Buffer.alloc(0), ctx)
+        }
+        case 'send_oob': {
+          const d = Buffer.from(step.data, 'latin1')
+          assert.equal(testing.sendOob(peerFd(), d), d.length, `${ctx}: send(MSG_OOB)`)
+          sent += d.length
+          return
+        }
+        case 'wait_urgent':
+          return void assert.ok(testing.waitUrgent(sock, 3000), `${ctx}: no urgent byte within 3 s`)
+        case 'recv_oob': {
+          const r = attempt(() => testing.recvOob(sock))
+          return void check(step, r[1] ? r : [1, null], r[0] || Buffer.alloc(0), ctx)
         }
         case 'arm':
           return void check(step, attempt(() => { P().setLowatArmed(step.on ?? true); return 0 }), null, ctx)

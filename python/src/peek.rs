@@ -419,8 +419,26 @@ impl Peeker {
     /// `TCP_INQ`, and the `setsockopt` of `SO_OOBINLINE`.
     // doc-end
     ///
-    /// Errors: `ValueError` for a mode that is not a `PeekMode`, or a `family`/`proto` pair
-    /// other than those above; `OSError`:
+    /// `urgent=Urgent.CALLER`:
+    // doc-copy: urgent.caller
+    /// The caller owns the urgent-data policy: the peeker leaves `SO_OOBINLINE` as it is (no
+    /// `setsockopt`) and uses the discard mechanism (the kernel's `SO_PEEK_OFF` counts an urgent
+    /// byte that reads skip, so its offsets would drift from the caller's), on TCP and MPTCP only.
+    /// Peeks still deliver byte for byte what reads deliver: the kernel ends every read and every
+    /// peek at the urgent mark, so a peek whose bytes reach the mark returns short, ending just
+    /// before the mark, and a peek at or past the mark fails with `ENOMSG` (blocking or not;
+    /// nothing is copied, the cursor stays) for as long as the mark lies ahead of the head of the
+    /// queue. The caller deals with the urgent byte in its own way (`recv(MSG_OOB)` for it,
+    /// `SIOCATMARK` for where it is) and consumes the bytes before the mark; from then on peeks
+    /// pass the mark again. Without `SO_OOBINLINE` the urgent byte is not part of what reads
+    /// deliver (the kernel skips it), so neither peeks nor offsets count it; with `SO_OOBINLINE`
+    /// set by the caller it is an ordinary byte after the mark. Errors at creation: `EINVAL` with
+    /// `PeekMode.OFFSET`, `EOPNOTSUPP` on AF_UNIX (its out-of-band byte is delivered by peeks that
+    /// reads skip, and has no mark a peek stops at).
+    // doc-end
+    ///
+    /// Errors: `ValueError` for a mode that is not a `PeekMode`, an `urgent` that is not an
+    /// `Urgent`, or a `family`/`proto` pair other than those above; `OSError`:
     // doc-copy: peeker_new.errors
     /// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` (not a TCP, MPTCP or AF_UNIX stream socket; or
     /// `PeekMode.OFFSET` on a socket without `SO_PEEK_OFF`), `ENOTCONN` (a listening TCP or MPTCP
@@ -429,8 +447,14 @@ impl Peeker {
     /// socket's); `setsockopt`/`getsockopt` errors.
     // doc-end
     #[new]
-    #[pyo3(signature = (sock, mode = 0, *, family = 0, proto = 0))]
-    fn new(sock: &Bound<'_, PyAny>, mode: u32, family: i32, proto: i32) -> PyResult<Self> {
+    #[pyo3(signature = (sock, mode = 0, *, family = 0, proto = 0, urgent = 0))]
+    fn new(
+        sock: &Bound<'_, PyAny>,
+        mode: u32,
+        family: i32,
+        proto: i32,
+        urgent: u32,
+    ) -> PyResult<Self> {
         guard(|| {
             let mode = lowcopy::PeekMode::try_from(mode)
                 .map_err(|_| PyValueError::new_err(format!("unknown PeekMode {mode}")))?;
@@ -439,13 +463,17 @@ impl Peeker {
                     "family {family} with proto {proto} is not a stream socket lowcopy peeks"
                 ))
             })?;
+            let urgent = match urgent {
+                0 => lowcopy::Urgent::Inline,
+                1 => lowcopy::Urgent::Caller,
+                u => return Err(PyValueError::new_err(format!("unknown Urgent {u}"))),
+            };
+            let mut opts = lowcopy::PeekerOptions::new(mode).urgent(urgent);
+            opts.kind = kind;
             let fd = dup_of(sock)?;
             let p = sock
                 .py()
-                .detach(|| match kind {
-                    Some(k) => lowcopy::Peeker::with_kind(fd, mode, k),
-                    None => lowcopy::Peeker::new(fd, mode),
-                })
+                .detach(|| lowcopy::Peeker::with_options(fd, opts))
                 .py()?;
             Ok(Peeker {
                 h: Handle::new("Peeker", p),

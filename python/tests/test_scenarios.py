@@ -238,12 +238,14 @@ class PeekRun:
                 self.peeker.close()
                 self.peeker = None
             mode = MODES[step.get("mode", self.mode)]
+            urgent = {"inline": lowcopy.Urgent.INLINE, "caller": lowcopy.Urgent.CALLER}[
+                step.get("urgent", "inline")]
             try:
                 if op == "init":
                     family, proto = KINDS[step.get("kind", self.transport)]
-                    p = lowcopy.Peeker(self.fd, mode, family=family, proto=proto)
+                    p = lowcopy.Peeker(self.fd, mode, family=family, proto=proto, urgent=urgent)
                 else:
-                    p = lowcopy.Peeker(self.fd, mode)
+                    p = lowcopy.Peeker(self.fd, mode, urgent=urgent)
             except OSError as e:
                 if "expect_err" in step:
                     check_err(step, e, ctx)
@@ -369,6 +371,21 @@ class PeekRun:
                 return len(d), d
 
             self.result(step, read, ctx)
+        elif op == "send_oob":
+            assert self.peer is not None
+            d = step["data"].encode()
+            assert self.peer.send(d, socket.MSG_OOB) == len(d), f"{ctx}: short send"
+        elif op == "wait_urgent":
+            po = select.poll()
+            po.register(self.fd, select.POLLPRI)
+            assert any(ev & select.POLLPRI for _, ev in po.poll(3000)), f"{ctx}: no urgent byte"
+        elif op == "recv_oob":
+            def recv_oob() -> tuple[int, bytes]:
+                with socket.socket(fileno=os.dup(self.fd)) as s:
+                    d = s.recv(1, socket.MSG_OOB)
+                return len(d), d
+
+            self.result(step, recv_oob, ctx)
         elif op == "arm":
             on = step.get("on", True)
 
@@ -454,9 +471,6 @@ def test_peek_table(deadline: None, table: dict[str, Any], sc: dict[str, Any], t
     listed = transport in rule["transports"]
     # The kernel's answer (probe), never the table's: TCP before 6.9/6.12 has none.
     no_peek_off = listed or not probe_has_peek_off(transport)
-    if sc.get("needs") == "urgent_caller":
-        skip_part(f"peek.json: {ctx}", "not expressible: the Python binding has no urgent-data "
-                  "option yet (C LOWCOPY_PEEK_URGENT_CALLER, Rust Urgent::Caller)")
     if no_peek_off and not listed:
         if sc.get("needs") == "peek_off":
             skip_part(f"peek.json: {ctx}", "not applicable: no SO_PEEK_OFF for this family here (probe)")

@@ -46,7 +46,7 @@ from ._lowcopy import (
     recv_atleast_stats,
     set_rcvlowat,
 )
-from ._types import PeekMode, ZcBackend, ZcFlag
+from ._types import PeekMode, Urgent, ZcBackend, ZcFlag
 
 #: Flags the calls take, re-exported from :mod:`socket` for convenience.
 MSG_DONTWAIT: int = _socket.MSG_DONTWAIT
@@ -62,6 +62,7 @@ __all__ = [
     "Chunk",
     "Completion",
     "PeekMode",
+    "Urgent",
     "PeekResult",
     "PeekStats",
     "Peeker",

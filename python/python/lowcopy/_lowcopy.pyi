@@ -8,7 +8,7 @@ from typing import Any, final
 from _typeshed import FileDescriptorLike
 from typing_extensions import Buffer, Self
 
-from ._types import PeekMode, ZcBackend, ZcFlag
+from ._types import PeekMode, Urgent, ZcBackend, ZcFlag
 
 __all__ = [
     "IOV_MAX",
@@ -136,6 +136,7 @@ class Peeker:
         *,
         family: int = 0,
         proto: int = 0,
+        urgent: Urgent | int = 0,
     ) -> Self: ...
     def peek(self, nbytes: int, flags: int = 0) -> bytes:
         """Up to nbytes bytes at the cursor; the buffer is sized as peek_at's (OverflowError

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["PeekMode", "ZcBackend", "ZcFlag"]
+__all__ = ["PeekMode", "Urgent", "ZcBackend", "ZcFlag"]
 
 
 class PeekMode(enum.IntEnum):
@@ -37,6 +37,30 @@ class PeekMode(enum.IntEnum):
     ``PeekMode.AUTO`` picks (probed once per family and cached), but with no small-offset
     shortcut: every peek goes through the mechanism picked, so the only ``SO_PEEK_OFF`` write is
     the one that moves the kernel's offset to a cursor it is not at (a rewind, a skip)."""
+
+
+class Urgent(enum.IntEnum):
+    """Who owns TCP urgent data (``MSG_OOB``) on a :class:`~lowcopy.Peeker`'s socket
+    (``Peeker(sock, mode, urgent=...)``)."""
+
+    INLINE = 0
+    """The peeker sets ``SO_OOBINLINE``: urgent bytes are ordinary stream bytes. The default."""
+    CALLER = 1
+    # doc-copy: urgent.caller
+    """The caller owns the urgent-data policy: the peeker leaves ``SO_OOBINLINE`` as it is (no
+    ``setsockopt``) and uses the discard mechanism (the kernel's ``SO_PEEK_OFF`` counts an urgent
+    byte that reads skip, so its offsets would drift from the caller's), on TCP and MPTCP only.
+    Peeks still deliver byte for byte what reads deliver: the kernel ends every read and every
+    peek at the urgent mark, so a peek whose bytes reach the mark returns short, ending just
+    before the mark, and a peek at or past the mark fails with ``ENOMSG`` (blocking or not;
+    nothing is copied, the cursor stays) for as long as the mark lies ahead of the head of the
+    queue. The caller deals with the urgent byte in its own way (``recv(MSG_OOB)`` for it,
+    ``SIOCATMARK`` for where it is) and consumes the bytes before the mark; from then on peeks
+    pass the mark again. Without ``SO_OOBINLINE`` the urgent byte is not part of what reads
+    deliver (the kernel skips it), so neither peeks nor offsets count it; with ``SO_OOBINLINE``
+    set by the caller it is an ordinary byte after the mark. Errors at creation: ``EINVAL`` with
+    ``PeekMode.OFFSET``, ``EOPNOTSUPP`` on AF_UNIX (its out-of-band byte is delivered by peeks
+    that reads skip, and has no mark a peek stops at)."""
 
 
 class ZcBackend(enum.IntEnum):
