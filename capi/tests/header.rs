@@ -316,7 +316,12 @@ fn use_lists(table: &[(String, Vec<String>)]) -> Vec<Use> {
             "USE_ZC_COPY",
             "a sender on the copy path (LOWCOPY_ZC_COPY, or AUTO where lowcopy_zc_backend says \
              so), every call on it, closed by lowcopy_zc_free or lowcopy_zc_close",
-            &["io_uring_setup", "io_uring_register", "io_uring_enter", "recvmmsg"],
+            &[
+                "io_uring_setup",
+                "io_uring_register",
+                "io_uring_enter",
+                "recvmmsg",
+            ],
         ),
         Use {
             name: "USE_STATELESS",
