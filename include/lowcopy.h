@@ -1982,7 +1982,7 @@ int lowcopy_zc_stats(const struct lowcopy_zc *z, struct lowcopy_zc_send_stats *o
  * `-ENOTRECOVERABLE`: treat every buffer it was given as in use by the kernel for ever.
  *
  * Syscalls: io_uring_enter, recvmmsg, read, getsockopt, poll, epoll_create1, epoll_ctl,
- * epoll_wait, connect, clock_nanosleep, close, clock_gettime, munmap, brk, madvise, futex, mmap,
+ * epoll_wait, connect, close, clock_gettime, munmap, brk, madvise, futex, mmap,
  * mremap, mprotect, getrandom.
  *
  * # Safety
@@ -2011,7 +2011,7 @@ int lowcopy_zc_free(struct lowcopy_zc *z);
  * or a bad `size` (the sender is released all the same when `z` is not NULL).
  *
  * Syscalls: io_uring_enter, recvmmsg, read, getsockopt, poll, epoll_create1, epoll_ctl,
- * epoll_wait, connect, clock_nanosleep, close, clock_gettime, munmap, brk, madvise, futex, mmap,
+ * epoll_wait, connect, close, clock_gettime, munmap, brk, madvise, futex, mmap,
  * mremap, mprotect, getrandom.
  *
  * # Safety

@@ -79,15 +79,14 @@
 #define LOWCOPY_SYSCALLS_lowcopy_zc_ring_close(X) X(munmap) X(close) X(brk) X(madvise) X(futex)
 #define LOWCOPY_SYSCALLS_lowcopy_zc_backend(X)
 #define LOWCOPY_SYSCALLS_lowcopy_zc_stats(X)
-#define LOWCOPY_SYSCALLS_lowcopy_zc_free(X) X(io_uring_enter) X(recvmmsg) X(read) X(getsockopt) X(poll) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(connect) X(clock_nanosleep) X(close) X(clock_gettime) X(munmap) X(brk) X(madvise) X(futex) X(mmap) X(mremap) X(mprotect) X(getrandom)
-#define LOWCOPY_SYSCALLS_lowcopy_zc_close(X) X(io_uring_enter) X(recvmmsg) X(read) X(getsockopt) X(poll) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(connect) X(clock_nanosleep) X(close) X(clock_gettime) X(munmap) X(brk) X(madvise) X(futex) X(mmap) X(mremap) X(mprotect) X(getrandom)
+#define LOWCOPY_SYSCALLS_lowcopy_zc_free(X) X(io_uring_enter) X(recvmmsg) X(read) X(getsockopt) X(poll) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(connect) X(close) X(clock_gettime) X(munmap) X(brk) X(madvise) X(futex) X(mmap) X(mremap) X(mprotect) X(getrandom)
+#define LOWCOPY_SYSCALLS_lowcopy_zc_close(X) X(io_uring_enter) X(recvmmsg) X(read) X(getsockopt) X(poll) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(connect) X(close) X(clock_gettime) X(munmap) X(brk) X(madvise) X(futex) X(mmap) X(mremap) X(mprotect) X(getrandom)
 
 #define LOWCOPY_SYSCALLS_ALL(X) \
     X(accept) \
     X(bind) \
     X(brk) \
     X(clock_gettime) \
-    X(clock_nanosleep) \
     X(clone) \
     X(clone3) \
     X(close) \
@@ -141,6 +140,12 @@
 #define LOWCOPY_SYSCALLS_USE_PEEKER_INIT_CLOSING(X) X(clock_gettime) X(close) X(fcntl) X(getsockopt) X(ioctl) X(poll) X(recvfrom) X(recvmsg) X(setsockopt)
 /* a peeker made by lowcopy_peeker_init whose mode is SO_PEEK_OFF (lowcopy_peeker_mode says LOWCOPY_PEEK_OFFSET: OFFSET, or AUTO with or without its shortcut, or OFFSET_OR_DISCARD, on a socket that has it), every call on it, released either way */
 #define LOWCOPY_SYSCALLS_USE_PEEKER_INIT_OFFSET(X) X(close) X(getsockopt) X(ioctl) X(recvfrom) X(recvmsg) X(setsockopt)
+/* a zerocopy sender on the error queue (lowcopy_zc_new or _new_opts with LOWCOPY_ZC_ERRQUEUE, or AUTO where lowcopy_zc_backend says so), every call on it, closed by lowcopy_zc_free or lowcopy_zc_close */
+#define LOWCOPY_SYSCALLS_USE_ZC_ERRQUEUE(X) X(brk) X(clock_gettime) X(close) X(connect) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(fcntl) X(futex) X(getrandom) X(getsockopt) X(madvise) X(mmap) X(mprotect) X(mremap) X(munmap) X(poll) X(read) X(recvmmsg) X(sendmsg) X(setsockopt)
+/* a zerocopy sender on io_uring (LOWCOPY_ZC_IO_URING, or AUTO where lowcopy_zc_backend says so), every call on it, closed by lowcopy_zc_free or lowcopy_zc_close, and lowcopy_zc_ring_close */
+#define LOWCOPY_SYSCALLS_USE_ZC_IO_URING(X) X(brk) X(clock_gettime) X(close) X(connect) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(fcntl) X(futex) X(getrandom) X(getsockopt) X(io_uring_enter) X(io_uring_register) X(io_uring_setup) X(madvise) X(mmap) X(mprotect) X(mremap) X(munmap) X(poll) X(read) X(sendmsg) X(setsockopt)
+/* a sender on the copy path (LOWCOPY_ZC_COPY, or AUTO where lowcopy_zc_backend says so), every call on it, closed by lowcopy_zc_free or lowcopy_zc_close */
+#define LOWCOPY_SYSCALLS_USE_ZC_COPY(X) X(brk) X(clock_gettime) X(close) X(connect) X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(fcntl) X(futex) X(getrandom) X(getsockopt) X(madvise) X(mmap) X(mprotect) X(mremap) X(munmap) X(poll) X(read) X(sendmsg) X(setsockopt)
 /* the stateless calls: lowcopy_peek_supported, lowcopy_peek_at, lowcopy_peekv_at, lowcopy_consume */
 #define LOWCOPY_SYSCALLS_USE_STATELESS(X) X(clock_gettime) X(close) X(fcntl) X(getsockopt) X(ioctl) X(poll) X(recvfrom) X(recvmsg) X(setsockopt)
 

@@ -987,7 +987,7 @@ crate::versions::default_version!("lowcopy_zc_stats", "LOWCOPY_0.2");
 /// `-ENOTRECOVERABLE`: treat every buffer it was given as in use by the kernel for ever.
 ///
 /// Syscalls: io_uring_enter, recvmmsg, read, getsockopt, poll, epoll_create1, epoll_ctl,
-/// epoll_wait, connect, clock_nanosleep, close, clock_gettime, munmap, brk, madvise, futex, mmap,
+/// epoll_wait, connect, close, clock_gettime, munmap, brk, madvise, futex, mmap,
 /// mremap, mprotect, getrandom.
 ///
 /// # Safety
@@ -1020,7 +1020,7 @@ pub unsafe extern "C" fn lowcopy_zc_free(z: *mut lowcopy_zc) -> c_int {
 /// or a bad `size` (the sender is released all the same when `z` is not NULL).
 ///
 /// Syscalls: io_uring_enter, recvmmsg, read, getsockopt, poll, epoll_create1, epoll_ctl,
-/// epoll_wait, connect, clock_nanosleep, close, clock_gettime, munmap, brk, madvise, futex, mmap,
+/// epoll_wait, connect, close, clock_gettime, munmap, brk, madvise, futex, mmap,
 /// mremap, mprotect, getrandom.
 ///
 /// # Safety

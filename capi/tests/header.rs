@@ -295,6 +295,34 @@ fn use_lists(table: &[(String, Vec<String>)]) -> Vec<Use> {
                    call on it, released either way",
             calls: offset,
         },
+        zc_use(
+            table,
+            "USE_ZC_ERRQUEUE",
+            "a zerocopy sender on the error queue (lowcopy_zc_new or _new_opts with \
+             LOWCOPY_ZC_ERRQUEUE, or AUTO where lowcopy_zc_backend says so), every call on it, \
+             closed by lowcopy_zc_free or lowcopy_zc_close",
+            &["io_uring_setup", "io_uring_register", "io_uring_enter"],
+        ),
+        zc_use(
+            table,
+            "USE_ZC_IO_URING",
+            "a zerocopy sender on io_uring (LOWCOPY_ZC_IO_URING, or AUTO where \
+             lowcopy_zc_backend says so), every call on it, closed by lowcopy_zc_free or \
+             lowcopy_zc_close, and lowcopy_zc_ring_close",
+            &["recvmmsg"],
+        ),
+        zc_use(
+            table,
+            "USE_ZC_COPY",
+            "a sender on the copy path (LOWCOPY_ZC_COPY, or AUTO where lowcopy_zc_backend says \
+             so), every call on it, closed by lowcopy_zc_free or lowcopy_zc_close",
+            &[
+                "io_uring_setup",
+                "io_uring_register",
+                "io_uring_enter",
+                "recvmmsg",
+            ],
+        ),
         Use {
             name: "USE_STATELESS",
             what: "the stateless calls: lowcopy_peek_supported, lowcopy_peek_at, \
@@ -302,6 +330,47 @@ fn use_lists(table: &[(String, Vec<String>)]) -> Vec<Use> {
             calls: union_of(table, &stateless, &[]),
         },
     ]
+}
+
+/// The calls on a zerocopy sender, its creation and end included (`lowcopy_zc_pollfd`, which
+/// makes an eventfd, is not among them: a program that asks for it adds its list).
+const ZC_CALLS: &[&str] = &[
+    "lowcopy_zc_new",
+    "lowcopy_zc_options_default",
+    "lowcopy_zc_new_opts",
+    "lowcopy_zc_send",
+    "lowcopy_zc_sendv",
+    "lowcopy_zc_sendmsg",
+    "lowcopy_zc_send_reap",
+    "lowcopy_zc_send_batch",
+    "lowcopy_zc_reap",
+    "lowcopy_zc_wait",
+    "lowcopy_zc_inflight",
+    "lowcopy_zc_backend",
+    "lowcopy_zc_stats",
+    "lowcopy_zc_free",
+    "lowcopy_zc_close",
+];
+
+/// A zerocopy sender's use on one backend: the union of [`ZC_CALLS`]' lists less what that
+/// backend never makes (`drop`): the error queue enters no ring, io_uring and the copy path
+/// never read the error queue (io_uring's notifications come as CQEs), the copy path has no
+/// ring. `lowcopy_zc_ring_close` belongs to io_uring's use.
+fn zc_use(
+    table: &[(String, Vec<String>)],
+    name: &'static str,
+    what: &'static str,
+    drop: &[&str],
+) -> Use {
+    let mut fns = ZC_CALLS.to_vec();
+    if name == "USE_ZC_IO_URING" {
+        fns.push("lowcopy_zc_ring_close");
+    }
+    Use {
+        name,
+        what,
+        calls: union_of(table, &fns, drop),
+    }
 }
 
 fn syscalls_header(table: &[(String, Vec<String>)], uses: &[Use]) -> String {
