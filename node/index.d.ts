@@ -526,8 +526,9 @@ export declare class ZeroCopySender {
   reap(): Array<ZcCompletion>
   /**
    * Waits (blocking the JS thread) until a completion is ready, at most `timeoutMs` (none:
-   * no limit), then reaps: returns the completions (empty at once when nothing is in
-   * flight).
+   * no limit); `reap` then hands the completions out.
+   * Returns the number ready to reap; 0 at once when nothing is in flight (it never waits for a
+   * notification that cannot come).
    *
    * Errors:
    * `ETIMEDOUT` when sends are in flight and none completed in time (TCP notifies only once the
@@ -537,15 +538,16 @@ export declare class ZeroCopySender {
    * (its ring was retired); a pending socket error (`ECONNRESET`, ...) when the socket reports
    * one instead of a completion; error-queue read errors.
    */
-  wait(timeoutMs?: number): Array<ZcCompletion>
+  wait(timeoutMs?: number): number
   /**
    * `wait` whose sleep runs off the JS thread (on a thread of its own: it polls the
-   * completion descriptor, the io_uring ring or the socket), then reaps on the JS thread, so
-   * the io_uring backend stays with its thread. Resolves with the completions (empty when
-   * nothing is in flight); rejects `ETIMEDOUT`, or with an `AbortError` when `close()` is
-   * called meanwhile. A worker's `terminate()` (or exit) ends it.
+   * completion descriptor, the io_uring ring or the socket), then collects on the JS thread, so
+   * the io_uring backend stays with its thread. Resolves with the number of completions
+   * ready to reap, as `wait` returns (0 when nothing is in flight); rejects `ETIMEDOUT`, or
+   * with an `AbortError` when `close()` is called meanwhile. A worker's `terminate()` (or
+   * exit) ends it.
    */
-  waitAsync(timeoutMs?: number): Promise<ZcCompletion[]>
+  waitAsync(timeoutMs?: number): Promise<number>
   /** The counters so far; after `close()`, as closing left them (with its `close*` counters). */
   stats(): ZcStats
   /**

@@ -244,7 +244,8 @@ async function viaSender(fd, backend, size) {
   const end = t0 + SECONDS * 1000
   while (performance.now() < end) {
     if (free.length === 0) {
-      collect(z.wait(1000)) // every buffer in flight: wait for one to come back
+      z.wait(1000) // every buffer in flight: wait for one to come back
+      collect(z.reap())
       continue
     }
     const i = free.pop()
@@ -254,7 +255,10 @@ async function viaSender(fd, backend, size) {
     else sends++
     collect(r.completions)
   }
-  while (z.inflight > 0) collect(z.wait(1000))
+  while (z.inflight > 0) {
+    z.wait(1000)
+    collect(z.reap())
+  }
   collect(z.reap())
   const secs = (performance.now() - t0) / 1000
   const cpu = cpuNow() - c0

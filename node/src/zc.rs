@@ -1077,8 +1077,11 @@ impl ZeroCopySender {
     }
 
     /// Waits (blocking the JS thread) until a completion is ready, at most `timeoutMs` (none:
-    /// no limit), then reaps: returns the completions (empty at once when nothing is in
-    /// flight).
+    /// no limit); `reap` then hands the completions out.
+    // doc-copy: zc_wait.kernel
+    /// Returns the number ready to reap; 0 at once when nothing is in flight (it never waits for a
+    /// notification that cannot come).
+    // doc-end
     ///
     /// Errors:
     // doc-copy: zc_wait.errors
@@ -1090,22 +1093,23 @@ impl ZeroCopySender {
     /// one instead of a completion; error-queue read errors.
     // doc-end
     #[napi(catch_unwind, ts_args_type = "timeoutMs?: number")]
-    pub fn wait(&self, env: Env, timeout_ms: Option<Unknown>) -> Result<Vec<ZcCompletion>> {
+    pub fn wait(&self, env: Env, timeout_ms: Option<Unknown>) -> Result<u32> {
         let mut this = self.inner.borrow_mut();
         let t = args::timeout_ms(&env, timeout_ms.as_ref())?;
-        this.core(&env, "wait")?.wait(t).or_throw(&env, "wait")?;
-        this.reap_all(&env, "wait")
+        let n = this.core(&env, "wait")?.wait(t).or_throw(&env, "wait")?;
+        Ok(n as u32)
     }
 
     /// `wait` whose sleep runs off the JS thread (on a thread of its own: it polls the
-    /// completion descriptor, the io_uring ring or the socket), then reaps on the JS thread, so
-    /// the io_uring backend stays with its thread. Resolves with the completions (empty when
-    /// nothing is in flight); rejects `ETIMEDOUT`, or with an `AbortError` when `close()` is
-    /// called meanwhile. A worker's `terminate()` (or exit) ends it.
+    /// completion descriptor, the io_uring ring or the socket), then collects on the JS thread, so
+    /// the io_uring backend stays with its thread. Resolves with the number of completions
+    /// ready to reap, as `wait` returns (0 when nothing is in flight); rejects `ETIMEDOUT`, or
+    /// with an `AbortError` when `close()` is called meanwhile. A worker's `terminate()` (or
+    /// exit) ends it.
     #[napi(
         catch_unwind,
         ts_args_type = "timeoutMs?: number",
-        ts_return_type = "Promise<ZcCompletion[]>"
+        ts_return_type = "Promise<number>"
     )]
     pub fn wait_async<'e>(&self, env: &'e Env, timeout_ms: Option<Unknown>) -> Result<Object<'e>> {
         let mut this = self.inner.borrow_mut();
@@ -1222,7 +1226,7 @@ unsafe impl Send for ZcWaitTask {}
 
 impl Task for ZcWaitTask {
     type Output = std::result::Result<(), Fail>;
-    type JsValue = Vec<ZcCompletion>;
+    type JsValue = u32;
 
     fn compute(&mut self) -> Result<Self::Output> {
         if self.nothing {
@@ -1243,7 +1247,7 @@ impl Task for ZcWaitTask {
         )
     }
 
-    fn resolve(&mut self, env: Env, out: Self::Output) -> Result<Vec<ZcCompletion>> {
+    fn resolve(&mut self, env: Env, out: Self::Output) -> Result<u32> {
         out.map_err(|f| f.into_error(&env, "waitAsync"))?;
         if self.cancel.is_aborted() {
             return Err(Fail::Aborted.into_error(&env, "waitAsync"));
@@ -1252,10 +1256,15 @@ impl Task for ZcWaitTask {
         // `close()` needs is alive; on the JS thread, no other borrow of it is live.
         let this = unsafe { &*self.this };
         let mut this = this.inner.borrow_mut();
-        if let Some(c) = this.core.as_mut() {
-            // Post deferred io_uring notifications / read the error queue.
-            let _ = c.wait(Some(std::time::Duration::ZERO));
+        let Some(c) = this.core.as_mut() else {
+            return Ok(0);
+        };
+        // Post deferred io_uring notifications / read the error queue: the count ready. A wake
+        // that found none ready (an error-queue entry that was no completion) is 0.
+        match c.wait(Some(std::time::Duration::ZERO)) {
+            Ok(n) => Ok(n as u32),
+            Err(e) if e.raw_os_error() == Some(libc::ETIMEDOUT) => Ok(0),
+            Err(e) => Err(e).or_throw(&env, "waitAsync"),
         }
-        this.reap_all(&env, "waitAsync")
     }
 }
