@@ -496,6 +496,30 @@ export declare class ZeroCopySender {
    */
   sendReap(data: ArrayBufferView | ArrayBufferView[], userData?: unknown, options?: ZcSendOptions): { bytes: number, completions: ZcCompletion[] }
   /**
+   * `sendReap` without objects: `userData` is a number, kept by the sender (no JS value
+   * held), and the completions that are ready are written into `out` (a `Float64Array`
+   * reused from call to call) as `reapInto` writes them: their count in `out[0]`, then a
+   * (userData, result, flags) triple each from `out[1]`, at most `(out.length - 1) / 3`
+   * (the rest stay for the next call). Returns the bytes accepted, as `send`. `flags` are
+   * the `ZcFlag` bits (`COPIED` 1, `FALLBACK` 2).
+   *
+   * Errors: `TypeError` for a `userData` that is not a number or an `out` that is not a
+   * `Float64Array`, `RangeError` for an `out` shorter than 4; as `sendReap`.
+   */
+  sendReapInto(data: ArrayBufferView | ArrayBufferView[], userData: number, out: Float64Array, options?: ZcSendOptions): number
+  /**
+   * `reap` without objects: writes the completions that are ready into `out` (a
+   * `Float64Array`, reused from call to call): their count in `out[0]`, then a (userData,
+   * result, flags) triple each from `out[1]`, at most `(out.length - 1) / 3` (call again
+   * when it was full). A `userData` that is not a number is written as NaN (`reap` hands
+   * such values out). Returns the count. `flags` are the `ZcFlag` bits (`COPIED` 1,
+   * `FALLBACK` 2).
+   *
+   * Errors: `TypeError` for an `out` that is not a `Float64Array`, `RangeError` for one
+   * shorter than 4; as `reap`.
+   */
+  reapInto(out: Float64Array): number
+  /**
    * Sends each buffer of `buffers` as a send of its own, with `userDatas[i]` (or
    * `undefined`) and its own completion, in order; then the completions that are ready.
    * Returns `{ sends, bytes, completions }`: the sends made (from `buffers[0]` on), the bytes

@@ -306,6 +306,15 @@ pub struct Inner {
     /// The counters as closing left them (`stats()` after `close()`).
     last: Option<lowcopy::ZcStats>,
     out: Vec<Completion>,
+    /// Numeric user data by slot (`sendReapInto`), kept here rather than in the slab: `None`
+    /// for a slot whose user value is in the slab.
+    nums: Vec<Option<f64>>,
+}
+
+/// A released slot's user value: a number kept in Rust, or the JS value from the slab.
+enum Ud {
+    Num(f64),
+    Js(napi::sys::napi_value),
 }
 
 impl ObjectFinalize for ZeroCopySender {
@@ -343,38 +352,70 @@ impl Inner {
         })
     }
 
-    fn release(&mut self, env: &Env, slot: u32) -> Result<(Unknown<'static>, Unknown<'static>)> {
+    /// Drops the slot's hold on its data and hands back its user value.
+    fn release(&mut self, env: &Env, slot: u32) -> Result<Ud> {
         let slab = self.slab(env)?;
-        let data: Unknown = slab.get_element(2 * slot)?;
-        let ud: Unknown = slab.get_element(2 * slot + 1)?;
         set_undefined(env, &slab, 2 * slot)?;
-        set_undefined(env, &slab, 2 * slot + 1)?;
+        let ud = match self.nums.get_mut(slot as usize).and_then(Option::take) {
+            Some(x) => Ud::Num(x),
+            None => {
+                let ud: Unknown = slab.get_element(2 * slot + 1)?;
+                set_undefined(env, &slab, 2 * slot + 1)?;
+                Ud::Js(ud.raw())
+            }
+        };
         self.free.push(slot);
         self.held -= 1;
-        // SAFETY: the values are returned to JS within this call (napi handles are valid for
-        // the callback's scope; 'static here only names that scope).
-        Ok(unsafe {
-            (
-                std::mem::transmute::<Unknown<'_>, Unknown<'static>>(data),
-                std::mem::transmute::<Unknown<'_>, Unknown<'static>>(ud),
-            )
-        })
+        Ok(ud)
     }
 
     /// Turns the completions in `self.out` into JS objects, releasing their buffers.
     fn completions(&mut self, env: &Env, n: usize) -> Result<Vec<ZcCompletion>> {
-        let out: Vec<Completion> = self.out[..n].to_vec();
         let mut v = Vec::with_capacity(n);
-        for c in out {
-            let (_data, ud) = self.release(env, c.user_data as u32)?;
+        for i in 0..n {
+            let c = self.out[i];
+            let raw = match self.release(env, c.user_data as u32)? {
+                Ud::Js(v) => v,
+                Ud::Num(x) => {
+                    let mut v = std::ptr::null_mut();
+                    // SAFETY: creates a number in this env.
+                    unsafe { napi::sys::napi_create_double(env.raw(), x, &mut v) };
+                    v
+                }
+            };
             v.push(ZcCompletion {
-                user_data: ud,
+                // SAFETY: a live value of this call, returned to JS within it ('static here
+                // only names the callback's scope).
+                user_data: unsafe { Unknown::from_raw_unchecked(env.raw(), raw) },
                 result: c.result as f64,
                 copied: c.flags & COPIED != 0,
                 fallback: c.flags & FALLBACK != 0,
             });
         }
         Ok(v)
+    }
+
+    /// Writes the first `n` completions of `self.out` into `out[1..]` as (userData, result,
+    /// flags) triples and `n` into `out[0]`, releasing their buffers; a user value that is not
+    /// a number is written as NaN.
+    fn completions_into(&mut self, env: &Env, n: usize, out: &mut [f64]) -> Result<()> {
+        for i in 0..n {
+            let c = self.out[i];
+            let ud = match self.release(env, c.user_data as u32)? {
+                Ud::Num(x) => x,
+                Ud::Js(v) => {
+                    let mut x = f64::NAN;
+                    // SAFETY: a live value of this call; fails (leaving NaN) for a non-number.
+                    unsafe { napi::sys::napi_get_value_double(env.raw(), v, &mut x) };
+                    x
+                }
+            };
+            out[1 + 3 * i] = ud;
+            out[2 + 3 * i] = c.result as f64;
+            out[3 + 3 * i] = c.flags as f64;
+        }
+        out[0] = n as f64;
+        Ok(())
     }
 
     fn reap_all(&mut self, env: &Env, what: &str) -> Result<Vec<ZcCompletion>> {
@@ -628,6 +669,60 @@ fn send_flags(env: &Env, options: Option<&Unknown>, what: &str) -> Result<Flags>
     Ok(f)
 }
 
+/// A number argument.
+fn number_arg(env: &Env, v: &Unknown, name: &str) -> Result<f64> {
+    if v.get_type()? != ValueType::Number {
+        return Err(type_error(
+            env,
+            format!(
+                "The \"{name}\" argument must be of type number. Received {}",
+                crate::error::describe_value(v)
+            ),
+        ));
+    }
+    let mut x = 0.0;
+    // SAFETY: a live number of this call.
+    unsafe { napi::sys::napi_get_value_double(env.raw(), v.raw(), &mut x) };
+    Ok(x)
+}
+
+/// The elements of a `Float64Array` argument of at least 4 (one completion), for the call.
+fn f64_out<'a>(env: &Env, v: &Unknown<'a>) -> Result<&'a mut [f64]> {
+    let mut ty = napi::sys::TypedarrayType::int8_array;
+    let mut len = 0usize;
+    let mut data = std::ptr::null_mut();
+    // SAFETY: plain N-API query on a live value of this call into locals.
+    let st = unsafe {
+        napi::sys::napi_get_typedarray_info(
+            env.raw(),
+            v.raw(),
+            &mut ty,
+            &mut len,
+            &mut data,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    if st != napi::sys::Status::napi_ok || ty != napi::sys::TypedarrayType::float64_array {
+        return Err(type_error(
+            env,
+            format!(
+                "The \"out\" argument must be an instance of Float64Array. Received {}",
+                crate::error::describe_value(v)
+            ),
+        ));
+    }
+    if len < 4 {
+        return Err(crate::error::range_error(
+            env,
+            format!("The value of \"out.length\" is out of range. It must be >= 4. Received {len}"),
+        ));
+    }
+    // SAFETY: a Float64Array's elements, aligned and alive for the call ('a); the JS thread is
+    // inside this call, and no other view of them is made in it.
+    Ok(unsafe { std::slice::from_raw_parts_mut(data.cast::<f64>(), len) })
+}
+
 #[napi]
 impl ZeroCopySender {
     /// Creates a sender on (a duplicate of) `fd`: a TCP or UDP socket for zerocopy; any other
@@ -724,6 +819,7 @@ impl ZeroCopySender {
             close_timeout: lowcopy::zc::DEFAULT_CLOSE_TIMEOUT,
             last: None,
             out: vec![Completion::default(); 256],
+            nums: Vec::new(),
         }));
         st.add_sender(&inner);
         Ok(ZeroCopySender { inner })
@@ -957,6 +1053,86 @@ impl ZeroCopySender {
         obj.set_named_property("bytes", n as f64)?;
         obj.set_named_property("completions", done)?;
         Ok(obj)
+    }
+
+    /// `sendReap` without objects: `userData` is a number, kept by the sender (no JS value
+    /// held), and the completions that are ready are written into `out` (a `Float64Array`
+    /// reused from call to call) as `reapInto` writes them: their count in `out[0]`, then a
+    /// (userData, result, flags) triple each from `out[1]`, at most `(out.length - 1) / 3`
+    /// (the rest stay for the next call). Returns the bytes accepted, as `send`. `flags` are
+    /// the `ZcFlag` bits (`COPIED` 1, `FALLBACK` 2).
+    ///
+    /// Errors: `TypeError` for a `userData` that is not a number or an `out` that is not a
+    /// `Float64Array`, `RangeError` for an `out` shorter than 4; as `sendReap`.
+    #[napi(
+        catch_unwind,
+        ts_args_type = "data: ArrayBufferView | ArrayBufferView[], userData: number, out: Float64Array, options?: ZcSendOptions"
+    )]
+    pub fn send_reap_into(
+        &self,
+        env: Env,
+        data: Unknown,
+        user_data: Unknown,
+        out: Unknown,
+        options: Option<Unknown>,
+    ) -> Result<f64> {
+        let mut this = self.inner.borrow_mut();
+        let flags = send_flags(&env, options.as_ref(), "sendReapInto")?;
+        let ud = number_arg(&env, &user_data, "userData")?;
+        let dst = f64_out(&env, &out)?;
+        let views = this.views(&env, &data)?;
+        this.core(&env, "sendReapInto")?;
+        this.guard(&env, &views)?;
+        let slot = this.take_slot();
+        let iov: Vec<libc::iovec> = views.iter().map(|v| v.iovec()).collect();
+        let room = ((dst.len() - 1) / 3).min(this.out.len());
+        let mut cs = std::mem::take(&mut this.out);
+        let core = this.core.as_mut().expect("checked");
+        // SAFETY: the views' buffers are kept in the slab (below) until the completion is
+        // reaped, or by the close policy's abandoned sends for ever.
+        let r = unsafe { core.send_reap_raw(&iov, flags, slot as u64, &mut cs[..room]) };
+        this.out = cs;
+        let (n, k) = match r {
+            Ok(v) => v,
+            Err(e) => {
+                this.free.push(slot);
+                return Err(e).or_throw(&env, "sendReapInto");
+            }
+        };
+        if n > 0 {
+            this.slab(&env)?.set_element(2 * slot, data)?;
+            if this.nums.len() <= slot as usize {
+                this.nums.resize(slot as usize + 1, None);
+            }
+            this.nums[slot as usize] = Some(ud);
+            this.held += 1;
+        } else {
+            this.free.push(slot);
+        }
+        this.completions_into(&env, k, dst)?;
+        Ok(n as f64)
+    }
+
+    /// `reap` without objects: writes the completions that are ready into `out` (a
+    /// `Float64Array`, reused from call to call): their count in `out[0]`, then a (userData,
+    /// result, flags) triple each from `out[1]`, at most `(out.length - 1) / 3` (call again
+    /// when it was full). A `userData` that is not a number is written as NaN (`reap` hands
+    /// such values out). Returns the count. `flags` are the `ZcFlag` bits (`COPIED` 1,
+    /// `FALLBACK` 2).
+    ///
+    /// Errors: `TypeError` for an `out` that is not a `Float64Array`, `RangeError` for one
+    /// shorter than 4; as `reap`.
+    #[napi(catch_unwind, ts_args_type = "out: Float64Array")]
+    pub fn reap_into(&self, env: Env, out: Unknown) -> Result<u32> {
+        let mut this = self.inner.borrow_mut();
+        let dst = f64_out(&env, &out)?;
+        let room = ((dst.len() - 1) / 3).min(this.out.len());
+        let mut cs = std::mem::take(&mut this.out);
+        let r = this.core(&env, "reapInto")?.reap(&mut cs[..room]);
+        this.out = cs;
+        let k = r.or_throw(&env, "reapInto")?;
+        this.completions_into(&env, k, dst)?;
+        Ok(k as u32)
     }
 
     /// Sends each buffer of `buffers` as a send of its own, with `userDatas[i]` (or

@@ -359,3 +359,50 @@ test('waitAsync resolves with the number ready, reaped on the JS thread (io_urin
     testing.close(p.peer)
   }
 })
+
+for (const backend of backends) {
+  test(`sendReapInto/reapInto write completions into a reused Float64Array (${backend})`, () => {
+    const p = testing.pair('tcp4')
+    const z = new lc.ZeroCopySender(p.sock, { backend })
+    const out = new Float64Array(1 + 3 * 2) // room for two a call
+    const got = new Map()
+    const take = () => {
+      assert.ok(out[0] <= 2)
+      for (let j = 0; j < out[0]; j++) {
+        assert.ok(!got.has(out[1 + 3 * j]))
+        got.set(out[1 + 3 * j], [out[2 + 3 * j], out[3 + 3 * j]])
+      }
+    }
+    try {
+      let pos = 0
+      for (let i = 0; i < 5; i++) {
+        const n = z.sendReapInto(pattern(pos, 100 + i), 1000 + i + 0.5, out)
+        assert.equal(n, 100 + i)
+        take()
+        pos += n
+      }
+      z.send(pattern(pos, 7), 'not a number')
+      pos += 7
+      assert.equal(testing.drainPattern(p.peer, 0, pos, 3000), pos)
+      const deadline = Date.now() + 3000
+      while (got.size < 6 && Date.now() < deadline) {
+        const k = z.reapInto(out)
+        assert.equal(k, out[0])
+        take()
+        if (k === 0) z.wait(100)
+      }
+      assert.equal(got.size, 6)
+      for (let i = 0; i < 5; i++) assert.equal(got.get(1000 + i + 0.5)[0], 100 + i, 'numbers kept exactly')
+      assert.ok([...got.keys()].some(Number.isNaN), 'a userData that is not a number: NaN')
+      if (backend === 'copy') assert.ok([...got.values()].every(([, fl]) => fl & 1), 'COPIED')
+      assert.equal(z.held, 0)
+      assert.throws(() => z.reapInto(new Float64Array(3)), { name: 'RangeError', code: 'ERR_OUT_OF_RANGE' })
+      assert.throws(() => z.reapInto(new Uint8Array(64)), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' })
+      assert.throws(() => z.sendReapInto(Buffer.from('x'), 'u', out), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' })
+    } finally {
+      z.close()
+      testing.close(p.sock)
+      testing.close(p.peer)
+    }
+  })
+}
