@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lowcopy::zc::{Completion, COPIED, FALLBACK};
-use lowcopy::{AbortHandle, Flags, Interest, Waiter, Wakeup, ZcBackend, ZcOptions};
+use lowcopy::{AbortHandle, Flags, Wakeup, ZcBackend, ZcOptions};
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
@@ -785,17 +785,12 @@ impl ZeroCopySender {
         }
         let dup = args::dup_fd(&env, &fd, "ZeroCopySender")?;
         let raw = dup.as_raw_fd();
-        let core = if libuv && opts.backend == ZcBackend::Auto {
-            // Never the error queue on a socket libuv polls: io_uring, else copy.
-            let dup2 = dup.try_clone().or_throw(&env, "ZeroCopySender")?;
-            match Core::with_options(dup, opts.backend(ZcBackend::IoUring)) {
-                Ok(c) => c,
-                Err(_) => Core::with_options(dup2, opts.backend(ZcBackend::Copy))
-                    .or_throw(&env, "ZeroCopySender")?,
-            }
+        let core = if libuv {
+            Core::with_options_polled(dup, opts) // never the error queue on a socket libuv polls
         } else {
-            Core::with_options(dup, opts).or_throw(&env, "ZeroCopySender")?
-        };
+            Core::with_options(dup, opts)
+        }
+        .or_throw(&env, "ZeroCopySender")?;
         let mut arr = std::ptr::null_mut();
         // SAFETY: creates an empty JS array in this env.
         let st = unsafe { napi::sys::napi_create_array(env.raw(), &mut arr) };
@@ -1206,15 +1201,8 @@ impl ZeroCopySender {
         // Sends that accepted bytes keep their buffer until their completion; the others
         // (not sent, or zero-length) none.
         let mut slab = this.slab(env)?;
-        let mut left = done.bytes;
         for (i, &slot) in slots.iter().enumerate() {
-            let took = if i < done.sends {
-                iov[i].iov_len.min(left)
-            } else {
-                0
-            };
-            left -= took;
-            if took > 0 {
+            if done.completes(i, iov[i].iov_len) {
                 slab.set_element(2 * slot as u32, items[i])?;
                 match &uds {
                     Some(u) => slab.set_element(2 * slot as u32 + 1, u[i])?,
@@ -1290,16 +1278,13 @@ impl ZeroCopySender {
     pub fn wait_async<'e>(&self, env: &'e Env, timeout_ms: Option<Unknown>) -> Result<Object<'e>> {
         let mut this = self.inner.borrow_mut();
         let t = args::timeout_ms(env, timeout_ms.as_ref())?;
-        let core = this.core(env, "waitAsync")?;
-        let inflight = core.inflight();
-        let pollfd = core
-            .completion_fd()
-            .try_clone_to_owned()
+        let wait = this
+            .core(env, "waitAsync")?
+            .detached_wait()
             .or_throw(env, "waitAsync")?;
         let cancel = Arc::new(AbortHandle::new().or_throw(env, "waitAsync")?);
         this.waiters.retain(|w| Arc::strong_count(w) > 1);
         this.waiters.push(cancel.clone());
-        let ring = this.backend == ZcBackend::IoUring;
         let abort = cancel.clone();
         crate::teardown::spawn(
             env,
@@ -1307,15 +1292,9 @@ impl ZeroCopySender {
             Some(&abort),
             ZcWaitTask {
                 this: self as *const ZeroCopySender,
-                pollfd,
+                wait,
                 cancel,
                 deadline: crate::peek::deadline(t),
-                nothing: inflight == 0 || this.backend == ZcBackend::Copy,
-                interest: if ring {
-                    Interest::Readable
-                } else {
-                    Interest::Errors
-                },
             },
         )
     }
@@ -1387,13 +1366,10 @@ pub struct ZcWaitTask {
     /// The sender, used only in `resolve` (JS thread), where the JS object is alive: the
     /// promise's task keeps no reference, so `resolve` checks `closed` through `cancel`.
     this: *const ZeroCopySender,
-    pollfd: OwnedFd,
+    wait: lowcopy::zc::DetachedWait,
     cancel: Arc<AbortHandle>,
     /// When the wait ends (`None`: no limit), counted from the call.
     deadline: Option<std::time::Instant>,
-    nothing: bool,
-    /// The ring's completions (readable), or the socket's error queue.
-    interest: Interest,
 }
 
 // SAFETY: `this` is dereferenced only in `resolve`, on the JS thread that owns the object; the
@@ -1405,22 +1381,13 @@ impl Task for ZcWaitTask {
     type JsValue = u32;
 
     fn compute(&mut self) -> Result<Self::Output> {
-        if self.nothing {
-            return Ok(Ok(()));
-        }
-        Ok(
-            match Waiter::new().wait_ready(
-                &self.pollfd,
-                self.interest,
-                Some(&self.cancel),
-                crate::peek::left(self.deadline),
-            ) {
-                Ok(Wakeup::Ready) => Ok(()),
-                Ok(Wakeup::Aborted) => Err(Fail::Aborted),
-                Ok(Wakeup::TimedOut) => Err(Fail::Errno(libc::ETIMEDOUT)),
-                Err(e) => Err(e.into()),
-            },
-        )
+        let left = crate::peek::left(self.deadline);
+        Ok(match self.wait.wait(Some(&self.cancel), left) {
+            Ok(Wakeup::Ready) => Ok(()),
+            Ok(Wakeup::Aborted) => Err(Fail::Aborted),
+            Ok(Wakeup::TimedOut) => Err(Fail::Errno(libc::ETIMEDOUT)),
+            Err(e) => Err(e.into()),
+        })
     }
 
     fn resolve(&mut self, env: Env, out: Self::Output) -> Result<u32> {

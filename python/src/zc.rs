@@ -325,7 +325,7 @@ impl Sender {
         };
         // Entries of buffers not sent, and of zero-byte sends: no completion comes for them.
         for (i, &t) in tokens.iter().enumerate() {
-            if i >= sent || iovs[i].iov_len == 0 {
+            if !r.as_ref().is_ok_and(|b| b.completes(i, iovs[i].iov_len)) {
                 if let Some(e) = self.slab.remove(t) {
                     e.pins.release(py, &mut self.spare);
                 }
