@@ -591,11 +591,7 @@ fn with_out_i64<R>(
         )
     };
     let bad = || {
-        let name = obj
-            .get_type()
-            .name()
-            .map(|n| n.to_string())
-            .unwrap_or_default();
+        let name = crate::util::type_name(obj);
         PyTypeError::new_err(format!(
             "out must be a writable buffer of int64 ('q'), such as array.array('q', ...), not '{name}'"
         ))
@@ -646,11 +642,7 @@ fn tuple_of<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Bound<'py, PyT
         return Ok(l.to_tuple());
     }
     let it = obj.try_iter().map_err(|_| {
-        let name = obj
-            .get_type()
-            .name()
-            .map(|n| n.to_string())
-            .unwrap_or_default();
+        let name = crate::util::type_name(obj);
         PyTypeError::new_err(format!("{what} must be iterable, not '{name}'"))
     })?;
     let items = it.collect::<PyResult<Vec<_>>>()?;
