@@ -105,8 +105,44 @@ if (typeof Symbol.dispose === 'symbol') {
   native.testing.classSeek = classSeek
 }
 
+// ZeroCopySender.sendReapInto without options, the hot call of a sender loop, the same way:
+// a native function bound to the sender (native._senderBind), else the class method.
+{
+  const Z = native.ZeroCopySender
+  const classSendReapInto = Z.prototype.sendReapInto
+  const kBound = Symbol('lowcopy.boundSender')
+  const bind = (self) => {
+    if (!(self instanceof Z)) return undefined
+    let b
+    try {
+      b = native._senderBind(self) // type-checked: throws for a forged instance
+    } catch {
+      return undefined
+    }
+    b.owner = self
+    try {
+      Object.defineProperty(self, kBound, { value: b })
+    } catch {} // a frozen sender: bound again on each call
+    return b
+  }
+  Object.defineProperty(Z.prototype, 'sendReapInto', {
+    value: function sendReapInto(data, userData, out, options) {
+      if (options === undefined && this != null) {
+        let b = this[kBound]
+        if (b === undefined || b.owner !== this) b = bind(this)
+        if (b !== undefined) return b.sendReapInto(data, userData, out)
+      }
+      return classSendReapInto.call(this, data, userData, out, options)
+    },
+    configurable: true,
+    writable: true,
+  })
+  native.testing.classSendReapInto = classSendReapInto
+}
+
 const api = { ...native }
 delete api._setTransferGuard
 delete api._peekerBind
+delete api._senderBind
 delete api.testing // fixtures of lowcopy's own tests: require('lowcopy/index.js').testing
 module.exports = api

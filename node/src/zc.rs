@@ -1071,41 +1071,7 @@ impl ZeroCopySender {
         out: Unknown,
         options: Option<Unknown>,
     ) -> Result<f64> {
-        let mut this = self.inner.borrow_mut();
-        let flags = send_flags(&env, options.as_ref(), "sendReapInto")?;
-        let ud = number_arg(&env, &user_data, "userData")?;
-        let dst = f64_out(&env, &out)?;
-        let views = this.views(&env, &data)?;
-        this.core(&env, "sendReapInto")?;
-        this.guard(&env, &views)?;
-        let slot = this.take_slot();
-        let iov: Vec<libc::iovec> = views.iter().map(|v| v.iovec()).collect();
-        let room = ((dst.len() - 1) / 3).min(this.out.len());
-        let mut cs = std::mem::take(&mut this.out);
-        let core = this.core.as_mut().expect("checked");
-        // SAFETY: the views' buffers are kept in the slab (below) until the completion is
-        // reaped, or by the close policy's abandoned sends for ever.
-        let r = unsafe { core.send_reap_raw(&iov, flags, slot as u64, &mut cs[..room]) };
-        this.out = cs;
-        let (n, k) = match r {
-            Ok(v) => v,
-            Err(e) => {
-                this.free.push(slot);
-                return Err(e).or_throw(&env, "sendReapInto");
-            }
-        };
-        if n > 0 {
-            this.slab(&env)?.set_element(2 * slot, data)?;
-            if this.nums.len() <= slot as usize {
-                this.nums.resize(slot as usize + 1, None);
-            }
-            this.nums[slot as usize] = Some(ud);
-            this.held += 1;
-        } else {
-            this.free.push(slot);
-        }
-        this.completions_into(&env, k, dst)?;
-        Ok(n as f64)
+        send_reap_into(&env, &self.inner, data, user_data, out, options)
     }
 
     /// `reap` without objects: writes the completions that are ready into `out` (a
@@ -1359,6 +1325,160 @@ impl ZeroCopySender {
         let t = this.close_timeout;
         this.shut(Some(&env), t) as u32
     }
+}
+
+/// `ZeroCopySender.sendReapInto`'s work (the class method and the bound function's).
+fn send_reap_into(
+    env: &Env,
+    inner: &RefCell<Inner>,
+    data: Unknown,
+    user_data: Unknown,
+    out: Unknown,
+    options: Option<Unknown>,
+) -> Result<f64> {
+    let mut this = inner.borrow_mut();
+    let flags = send_flags(env, options.as_ref(), "sendReapInto")?;
+    let ud = number_arg(env, &user_data, "userData")?;
+    let dst = f64_out(env, &out)?;
+    let views = this.views(env, &data)?;
+    this.core(env, "sendReapInto")?;
+    this.guard(env, &views)?;
+    let slot = this.take_slot();
+    let iov: Vec<libc::iovec> = views.iter().map(|v| v.iovec()).collect();
+    let room = ((dst.len() - 1) / 3).min(this.out.len());
+    let mut cs = std::mem::take(&mut this.out);
+    let core = this.core.as_mut().expect("checked");
+    // SAFETY: the views' buffers are kept in the slab (below) until the completion is
+    // reaped, or by the close policy's abandoned sends for ever.
+    let r = unsafe { core.send_reap_raw(&iov, flags, slot as u64, &mut cs[..room]) };
+    this.out = cs;
+    let (n, k) = match r {
+        Ok(v) => v,
+        Err(e) => {
+            this.free.push(slot);
+            return Err(e).or_throw(env, "sendReapInto");
+        }
+    };
+    if n > 0 {
+        this.slab(env)?.set_element(2 * slot, data)?;
+        if this.nums.len() <= slot as usize {
+            this.nums.resize(slot as usize + 1, None);
+        }
+        this.nums[slot as usize] = Some(ud);
+        this.held += 1;
+    } else {
+        this.free.push(slot);
+    }
+    this.completions_into(env, k, dst)?;
+    Ok(n as f64)
+}
+
+// `sendReapInto` without options as a function bound to its sender (`lowcopy.js` calls it in
+// place of the class method), skipping what a napi-rs class method does on every call before
+// any of lowcopy's work (a type-tag check and an unwrap of `this`, each a V8 private-property
+// lookup, and a native-borrow registration), as `Peeker.peekInto` does (`node/src/peek.rs`).
+/// `sender`'s `sendReapInto` (without options) as a function bound to it. Internal.
+#[napi(
+    js_name = "_senderBind",
+    catch_unwind,
+    ts_return_type = "{ sendReapInto(data: ArrayBufferView | ArrayBufferView[], userData: number, out: Float64Array): number }"
+)]
+pub fn sender_bind<'a>(env: &'a Env, sender: &ZeroCopySender) -> Result<Object<'a>> {
+    use napi::sys::{self as ns, Status as St};
+    let data = Rc::into_raw(sender.inner.clone())
+        .cast_mut()
+        .cast::<std::ffi::c_void>();
+    let name = "sendReapInto";
+    let mut f = std::ptr::null_mut();
+    // SAFETY: N-API calls on this call's env; `data` is an `Rc` leaked above, dropped by the
+    // function's finalizer (on the JS thread), or here if it cannot be attached.
+    unsafe {
+        let mut st = ns::napi_create_function(
+            env.raw(),
+            name.as_ptr().cast(),
+            name.len() as isize,
+            Some(send_reap_into_cb),
+            data,
+            &mut f,
+        );
+        if st == St::napi_ok {
+            st = ns::napi_add_finalizer(
+                env.raw(),
+                f,
+                data,
+                Some(drop_inner),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            );
+        }
+        if st != St::napi_ok {
+            drop(Rc::from_raw(data.cast::<RefCell<Inner>>()));
+            return Err(Error::new(
+                Status::GenericFailure,
+                "_senderBind: napi_create_function",
+            ));
+        }
+    }
+    let mut obj = Object::new(env)?;
+    // SAFETY: a live value of this call.
+    obj.set_named_property(name, unsafe { Unknown::from_raw_unchecked(env.raw(), f) })?;
+    Ok(obj)
+}
+
+/// Finalizer of a bound function: drops its reference to the sender's state.
+unsafe extern "C" fn drop_inner(
+    _: napi::sys::napi_env,
+    data: *mut std::ffi::c_void,
+    _: *mut std::ffi::c_void,
+) {
+    // SAFETY: the `Rc` leaked by `sender_bind` for this function, dropped once.
+    drop(unsafe { Rc::from_raw(data.cast::<RefCell<Inner>>()) });
+}
+
+unsafe extern "C" fn send_reap_into_cb(
+    raw_env: napi::sys::napi_env,
+    info: napi::sys::napi_callback_info,
+) -> napi::sys::napi_value {
+    let env = Env::from_raw(raw_env);
+    let run = || -> Result<napi::sys::napi_value> {
+        let mut argc = 3usize;
+        let mut argv = [std::ptr::null_mut(); 3];
+        let mut data = std::ptr::null_mut();
+        // SAFETY: N-API reads at most 3 arguments (missing ones `undefined`) from this call.
+        let st = unsafe {
+            napi::sys::napi_get_cb_info(
+                raw_env,
+                info,
+                &mut argc,
+                argv.as_mut_ptr(),
+                std::ptr::null_mut(),
+                &mut data,
+            )
+        };
+        if st != napi::sys::Status::napi_ok || data.is_null() {
+            return Err(Error::new(
+                Status::GenericFailure,
+                "sendReapInto: napi_get_cb_info",
+            ));
+        }
+        // SAFETY: the function's `Rc`, kept until its finalizer; on the JS thread.
+        let inner = unsafe { &*data.cast::<RefCell<Inner>>() };
+        // SAFETY: live values of this call.
+        let arg = |i: usize| unsafe { Unknown::from_raw_unchecked(raw_env, argv[i]) };
+        let n = send_reap_into(&env, inner, arg(0), arg(1), arg(2), None)?;
+        let mut v = std::ptr::null_mut();
+        // SAFETY: creates a number in this env.
+        unsafe { napi::sys::napi_create_double(raw_env, n, &mut v) };
+        Ok(v)
+    };
+    let e = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        Ok(Ok(v)) => return v,
+        Ok(Err(e)) => e,
+        Err(_) => Error::new(Status::GenericFailure, "panic in sendReapInto"),
+    };
+    // SAFETY: `env` is live (inside the callback).
+    unsafe { napi::JsError::from(e).throw_into(raw_env) };
+    std::ptr::null_mut()
 }
 
 /// `waitAsync`: polls on its own thread, reaps in `resolve` on the JS thread.

@@ -398,7 +398,16 @@ for (const backend of backends) {
       assert.equal(z.held, 0)
       assert.throws(() => z.reapInto(new Float64Array(3)), { name: 'RangeError', code: 'ERR_OUT_OF_RANGE' })
       assert.throws(() => z.reapInto(new Uint8Array(64)), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' })
+      // Without options, sendReapInto is the function bound to the sender (lowcopy.js): the
+      // same checks as the class method.
       assert.throws(() => z.sendReapInto(Buffer.from('x'), 'u', out), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' })
+      assert.throws(() => z.sendReapInto(Buffer.from('x'), 1, new Uint8Array(64)), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' })
+      assert.throws(() => z.sendReapInto('x', 1, out), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' })
+      assert.throws(() => z.sendReapInto(Buffer.from('x'), 1, out, { flags: 1 << 30 }), { code: 'EINVAL' })
+      assert.equal(z.held, 0)
+      z.close()
+      assert.throws(() => z.sendReapInto(Buffer.from('x'), 1, out), { code: 'EBADF' })
+      assert.throws(() => z.sendReapInto(Buffer.from('x'), 1, out, {}), { code: 'EBADF' })
     } finally {
       z.close()
       testing.close(p.sock)
