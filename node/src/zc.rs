@@ -470,7 +470,7 @@ impl Inner {
                         .into(),
                 ));
             };
-            let func = f.get_value(env)?;
+            let mut func = None; // fetched only for an ArrayBuffer not tagged yet
             for v in views {
                 let mut ab = std::ptr::null_mut();
                 // SAFETY: `v` is a live ArrayBufferView of this call; only `ab` is asked for.
@@ -511,6 +511,10 @@ impl Inner {
                 if st == napi::sys::Status::napi_ok && tagged {
                     continue; // this guard marked it untransferable before: for good
                 }
+                let func = match func {
+                    Some(f) => f,
+                    None => *func.insert(f.get_value(env)?),
+                };
                 let mut ret = std::ptr::null_mut();
                 let mut undef = std::ptr::null_mut();
                 // SAFETY: calling a JS function of this env with one live argument.
@@ -671,19 +675,20 @@ fn send_flags(env: &Env, options: Option<&Unknown>, what: &str) -> Result<Flags>
 
 /// A number argument.
 fn number_arg(env: &Env, v: &Unknown, name: &str) -> Result<f64> {
-    if v.get_type()? != ValueType::Number {
-        return Err(type_error(
-            env,
-            format!(
-                "The \"{name}\" argument must be of type number. Received {}",
-                crate::error::describe_value(v)
-            ),
-        ));
-    }
     let mut x = 0.0;
-    // SAFETY: a live number of this call.
-    unsafe { napi::sys::napi_get_value_double(env.raw(), v.raw(), &mut x) };
-    Ok(x)
+    // SAFETY: a live value of this call; `napi_number_expected` for anything but a number.
+    if unsafe { napi::sys::napi_get_value_double(env.raw(), v.raw(), &mut x) }
+        == napi::sys::Status::napi_ok
+    {
+        return Ok(x);
+    }
+    Err(type_error(
+        env,
+        format!(
+            "The \"{name}\" argument must be of type number. Received {}",
+            crate::error::describe_value(v)
+        ),
+    ))
 }
 
 /// The elements of a `Float64Array` argument of at least 4 (one completion), for the call.
