@@ -1003,33 +1003,61 @@ pub fn peeker_bind<'a>(env: &'a Env, peeker: &Peeker) -> Result<Object<'a>> {
         ("peekInto", peek_into_cb as RawCallback),
         ("seek", seek_cb as RawCallback),
     ] {
-        let f = bound_fn(env, &peeker.shared, name, cb)?;
+        let f = bound_fn(env, peeker.shared.clone(), name, cb)?;
         // SAFETY: a live value of this call.
         obj.set_named_property(name, unsafe { Unknown::from_raw_unchecked(env.raw(), f) })?;
     }
     Ok(obj)
 }
 
-type RawCallback = unsafe extern "C" fn(
+pub(crate) type RawCallback = unsafe extern "C" fn(
     napi::sys::napi_env,
     napi::sys::napi_callback_info,
 ) -> napi::sys::napi_value;
 
-/// A JS function named `name` calling `cb` with a reference to `shared` as its data.
-fn bound_fn(
+/// What a bound function keeps as its data: an `Arc` or `Rc`, leaked into the function and
+/// dropped by its finalizer.
+pub(crate) trait BoundData {
+    fn into_data(self) -> *mut std::ffi::c_void;
+    /// # Safety
+    /// `p` came from `into_data` of this type, and is dropped once.
+    unsafe fn drop_data(p: *mut std::ffi::c_void);
+}
+
+impl<T> BoundData for Arc<T> {
+    fn into_data(self) -> *mut std::ffi::c_void {
+        Arc::into_raw(self).cast_mut().cast()
+    }
+    unsafe fn drop_data(p: *mut std::ffi::c_void) {
+        // SAFETY: per the trait's contract.
+        drop(unsafe { Arc::from_raw(p.cast::<T>()) });
+    }
+}
+
+impl<T> BoundData for std::rc::Rc<T> {
+    fn into_data(self) -> *mut std::ffi::c_void {
+        std::rc::Rc::into_raw(self).cast_mut().cast()
+    }
+    unsafe fn drop_data(p: *mut std::ffi::c_void) {
+        // SAFETY: per the trait's contract.
+        drop(unsafe { std::rc::Rc::from_raw(p.cast::<T>()) });
+    }
+}
+
+/// A JS function named `name` calling `cb` with `shared` as its data (the peeker's state, or
+/// a sender's: `node/src/zc.rs`).
+pub(crate) fn bound_fn<D: BoundData>(
     env: &Env,
-    shared: &Arc<Shared>,
+    shared: D,
     name: &str,
     cb: RawCallback,
 ) -> Result<napi::sys::napi_value> {
     use napi::sys::{self as ns, Status as St};
-    let data = Arc::into_raw(shared.clone())
-        .cast_mut()
-        .cast::<std::ffi::c_void>();
+    let data = shared.into_data();
     let mut f = std::ptr::null_mut();
-    // SAFETY: N-API calls on this call's env; `data` is an `Arc<Shared>` leaked above, handed
-    // to the finalizer (which drops it) once the function is collected, or dropped here if the
-    // finalizer cannot be attached (the function is then unreachable and never called).
+    // SAFETY: N-API calls on this call's env; `data` is leaked above, handed to the finalizer
+    // (which drops it) once the function is collected, or dropped here if the finalizer
+    // cannot be attached (the function is then unreachable and never called).
     unsafe {
         let mut st = ns::napi_create_function(
             env.raw(),
@@ -1044,13 +1072,13 @@ fn bound_fn(
                 env.raw(),
                 f,
                 data,
-                Some(drop_shared),
+                Some(drop_bound::<D>),
                 std::ptr::null_mut(),
                 std::ptr::null_mut(),
             );
         }
         if st != St::napi_ok {
-            drop(Arc::from_raw(data.cast::<Shared>()));
+            D::drop_data(data);
             return Err(Error::new(
                 Status::GenericFailure,
                 format!("{name}: napi_create_function"),
@@ -1060,15 +1088,15 @@ fn bound_fn(
     Ok(f)
 }
 
-/// Finalizer of a bound function: drops its reference to the peeker.
-unsafe extern "C" fn drop_shared(
+/// Finalizer of a bound function: drops its data.
+unsafe extern "C" fn drop_bound<D: BoundData>(
     _env: napi::sys::napi_env,
     data: *mut std::ffi::c_void,
     _hint: *mut std::ffi::c_void,
 ) {
-    // SAFETY: `data` is the `Arc<Shared>` leaked by `bound_fn` for this function, dropped once
-    // (N-API calls a finalizer once).
-    drop(unsafe { Arc::from_raw(data.cast::<Shared>()) });
+    // SAFETY: `data` is what `bound_fn` leaked for this function, dropped once (N-API calls a
+    // finalizer once).
+    unsafe { D::drop_data(data) };
 }
 
 /// The body of a bound function: its peeker and first argument in, its result out; an `Err`

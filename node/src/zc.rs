@@ -1389,55 +1389,12 @@ fn send_reap_into(
     ts_return_type = "{ sendReapInto(data: ArrayBufferView | ArrayBufferView[], userData: number, out: Float64Array): number }"
 )]
 pub fn sender_bind<'a>(env: &'a Env, sender: &ZeroCopySender) -> Result<Object<'a>> {
-    use napi::sys::{self as ns, Status as St};
-    let data = Rc::into_raw(sender.inner.clone())
-        .cast_mut()
-        .cast::<std::ffi::c_void>();
     let name = "sendReapInto";
-    let mut f = std::ptr::null_mut();
-    // SAFETY: N-API calls on this call's env; `data` is an `Rc` leaked above, dropped by the
-    // function's finalizer (on the JS thread), or here if it cannot be attached.
-    unsafe {
-        let mut st = ns::napi_create_function(
-            env.raw(),
-            name.as_ptr().cast(),
-            name.len() as isize,
-            Some(send_reap_into_cb),
-            data,
-            &mut f,
-        );
-        if st == St::napi_ok {
-            st = ns::napi_add_finalizer(
-                env.raw(),
-                f,
-                data,
-                Some(drop_inner),
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-            );
-        }
-        if st != St::napi_ok {
-            drop(Rc::from_raw(data.cast::<RefCell<Inner>>()));
-            return Err(Error::new(
-                Status::GenericFailure,
-                "_senderBind: napi_create_function",
-            ));
-        }
-    }
+    let f = crate::peek::bound_fn(env, sender.inner.clone(), name, send_reap_into_cb)?;
     let mut obj = Object::new(env)?;
     // SAFETY: a live value of this call.
     obj.set_named_property(name, unsafe { Unknown::from_raw_unchecked(env.raw(), f) })?;
     Ok(obj)
-}
-
-/// Finalizer of a bound function: drops its reference to the sender's state.
-unsafe extern "C" fn drop_inner(
-    _: napi::sys::napi_env,
-    data: *mut std::ffi::c_void,
-    _: *mut std::ffi::c_void,
-) {
-    // SAFETY: the `Rc` leaked by `sender_bind` for this function, dropped once.
-    drop(unsafe { Rc::from_raw(data.cast::<RefCell<Inner>>()) });
 }
 
 unsafe extern "C" fn send_reap_into_cb(
