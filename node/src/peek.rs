@@ -1110,11 +1110,30 @@ unsafe fn bound_call(
     what: &str,
     body: fn(napi::sys::napi_env, &Shared, napi::sys::napi_value) -> Result<napi::sys::napi_value>,
 ) -> napi::sys::napi_value {
+    // SAFETY: forwarded; the data of a peeker's bound function is its `Arc<Shared>`.
+    unsafe { bound_call_n::<Shared, 1>(env, info, what, |env, s, [a]| body(env, s, a)) }
+}
+
+/// [`bound_call`] for any data type `T` (what [`bound_fn`] was given, behind its `Arc` or
+/// `Rc`) and `N` arguments (missing ones `undefined`).
+///
+/// # Safety
+/// `env` and `info` are those of a call of a function made by `bound_fn` with a `T`.
+pub(crate) unsafe fn bound_call_n<T, const N: usize>(
+    env: napi::sys::napi_env,
+    info: napi::sys::napi_callback_info,
+    what: &str,
+    body: impl FnOnce(
+        napi::sys::napi_env,
+        &T,
+        [napi::sys::napi_value; N],
+    ) -> Result<napi::sys::napi_value>,
+) -> napi::sys::napi_value {
     let run = || -> Result<napi::sys::napi_value> {
-        let mut argc = 1usize;
-        let mut argv = [std::ptr::null_mut(); 1];
+        let mut argc = N;
+        let mut argv = [std::ptr::null_mut(); N];
         let mut data = std::ptr::null_mut();
-        // SAFETY: N-API reads at most `argc` (1) arguments into `argv` (missing ones are
+        // SAFETY: N-API reads at most `argc` (N) arguments into `argv` (missing ones are
         // `undefined`) from the live `info` of this call.
         let st = unsafe {
             napi::sys::napi_get_cb_info(
@@ -1132,12 +1151,12 @@ unsafe fn bound_call(
                 format!("{what}: napi_get_cb_info"),
             ));
         }
-        // SAFETY: `data` is the function's `Arc<Shared>`, kept by the function (its finalizer
-        // drops it), which is alive while it is being called.
-        let shared = unsafe { &*data.cast::<Shared>() };
-        body(env, shared, argv[0])
+        // SAFETY: `data` is the function's `T` (in its `Arc` or `Rc`), kept by the function
+        // (its finalizer drops it), which is alive while it is being called.
+        let shared = unsafe { &*data.cast::<T>() };
+        body(env, shared, argv)
     };
-    let e = match std::panic::catch_unwind(run) {
+    let e = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
         Ok(Ok(v)) => return v,
         Ok(Err(e)) => e,
         Err(_) => Error::new(Status::GenericFailure, format!("panic in {what}")),

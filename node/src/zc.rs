@@ -1401,46 +1401,18 @@ unsafe extern "C" fn send_reap_into_cb(
     raw_env: napi::sys::napi_env,
     info: napi::sys::napi_callback_info,
 ) -> napi::sys::napi_value {
-    let env = Env::from_raw(raw_env);
-    let run = || -> Result<napi::sys::napi_value> {
-        let mut argc = 3usize;
-        let mut argv = [std::ptr::null_mut(); 3];
-        let mut data = std::ptr::null_mut();
-        // SAFETY: N-API reads at most 3 arguments (missing ones `undefined`) from this call.
-        let st = unsafe {
-            napi::sys::napi_get_cb_info(
-                raw_env,
-                info,
-                &mut argc,
-                argv.as_mut_ptr(),
-                std::ptr::null_mut(),
-                &mut data,
-            )
-        };
-        if st != napi::sys::Status::napi_ok || data.is_null() {
-            return Err(Error::new(
-                Status::GenericFailure,
-                "sendReapInto: napi_get_cb_info",
-            ));
-        }
-        // SAFETY: the function's `Rc`, kept until its finalizer; on the JS thread.
-        let inner = unsafe { &*data.cast::<RefCell<Inner>>() };
+    let body = |raw_env, inner: &RefCell<Inner>, argv: [napi::sys::napi_value; 3]| {
         // SAFETY: live values of this call.
         let arg = |i: usize| unsafe { Unknown::from_raw_unchecked(raw_env, argv[i]) };
+        let env = Env::from_raw(raw_env);
         let n = send_reap_into(&env, inner, arg(0), arg(1), arg(2), None)?;
         let mut v = std::ptr::null_mut();
         // SAFETY: creates a number in this env.
         unsafe { napi::sys::napi_create_double(raw_env, n, &mut v) };
         Ok(v)
     };
-    let e = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
-        Ok(Ok(v)) => return v,
-        Ok(Err(e)) => e,
-        Err(_) => Error::new(Status::GenericFailure, "panic in sendReapInto"),
-    };
-    // SAFETY: `env` is live (inside the callback).
-    unsafe { napi::JsError::from(e).throw_into(raw_env) };
-    std::ptr::null_mut()
+    // SAFETY: called by N-API as the callback of the function `sender_bind` made.
+    unsafe { crate::peek::bound_call_n(raw_env, info, "sendReapInto", body) }
 }
 
 /// `waitAsync`: polls on its own thread, reaps in `resolve` on the JS thread.
