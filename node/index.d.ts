@@ -500,6 +500,30 @@ export declare class ZeroCopySender {
    */
   sendReap(data: ArrayBufferView | ArrayBufferView[], userData?: unknown, options?: ZcSendOptions): { bytes: number, completions: ZcCompletion[] }
   /**
+   * `sendReap` without objects: `userData` is a number, kept by the sender (no JS value
+   * held), and the completions that are ready are written into `out` (a `Float64Array`
+   * reused from call to call) as `reapInto` writes them: their count in `out[0]`, then a
+   * (userData, result, flags) triple each from `out[1]`, at most `(out.length - 1) / 3`
+   * (the rest stay for the next call). Returns the bytes accepted, as `send`. `flags` are
+   * the `ZcFlag` bits (`COPIED` 1, `FALLBACK` 2).
+   *
+   * Errors: `TypeError` for a `userData` that is not a number or an `out` that is not a
+   * `Float64Array`, `RangeError` for an `out` shorter than 4; as `sendReap`.
+   */
+  sendReapInto(data: ArrayBufferView | ArrayBufferView[], userData: number, out: Float64Array, options?: ZcSendOptions): number
+  /**
+   * `reap` without objects: writes the completions that are ready into `out` (a
+   * `Float64Array`, reused from call to call): their count in `out[0]`, then a (userData,
+   * result, flags) triple each from `out[1]`, at most `(out.length - 1) / 3` (call again
+   * when it was full). A `userData` that is not a number is written as NaN (`reap` hands
+   * such values out). Returns the count. `flags` are the `ZcFlag` bits (`COPIED` 1,
+   * `FALLBACK` 2).
+   *
+   * Errors: `TypeError` for an `out` that is not a `Float64Array`, `RangeError` for one
+   * shorter than 4; as `reap`.
+   */
+  reapInto(out: Float64Array): number
+  /**
    * Sends each buffer of `buffers` as a send of its own, with `userDatas[i]` (or
    * `undefined`) and its own completion, in order; then the completions that are ready.
    * Returns `{ sends, bytes, completions }`: the sends made (from `buffers[0]` on), the bytes
@@ -530,8 +554,9 @@ export declare class ZeroCopySender {
   reap(): Array<ZcCompletion>
   /**
    * Waits (blocking the JS thread) until a completion is ready, at most `timeoutMs` (none:
-   * no limit), then reaps: returns the completions (empty at once when nothing is in
-   * flight).
+   * no limit); `reap` then hands the completions out.
+   * Returns the number ready to reap; 0 at once when nothing is in flight (it never waits for a
+   * notification that cannot come).
    *
    * Errors:
    * `ETIMEDOUT` when sends are in flight and none completed in time (TCP notifies only once the
@@ -541,15 +566,16 @@ export declare class ZeroCopySender {
    * (its ring was retired); a pending socket error (`ECONNRESET`, ...) when the socket reports
    * one instead of a completion; error-queue read errors.
    */
-  wait(timeoutMs?: number): Array<ZcCompletion>
+  wait(timeoutMs?: number): number
   /**
    * `wait` whose sleep runs off the JS thread (on a thread of its own: it polls the
-   * completion descriptor, the io_uring ring or the socket), then reaps on the JS thread, so
-   * the io_uring backend stays with its thread. Resolves with the completions (empty when
-   * nothing is in flight); rejects `ETIMEDOUT`, or with an `AbortError` when `close()` is
-   * called meanwhile. A worker's `terminate()` (or exit) ends it.
+   * completion descriptor, the io_uring ring or the socket), then collects on the JS thread, so
+   * the io_uring backend stays with its thread. Resolves with the number of completions
+   * ready to reap, as `wait` returns (0 when nothing is in flight); rejects `ETIMEDOUT`, or
+   * with an `AbortError` when `close()` is called meanwhile. A worker's `terminate()` (or
+   * exit) ends it.
    */
-  waitAsync(timeoutMs?: number): Promise<ZcCompletion[]>
+  waitAsync(timeoutMs?: number): Promise<number>
   /** The counters so far; after `close()`, as closing left them (with its `close*` counters). */
   stats(): ZcStats
   /**
@@ -583,6 +609,9 @@ export declare class ZeroCopySender {
  * Internal.
  */
 export declare function _peekerBind(peeker: Peeker): { peekInto(buf: ArrayBufferView): number; seek(offset: number): void }
+
+/** `sender`'s `sendReapInto` (without options) as a function bound to it. Internal. */
+export declare function _senderBind(sender: ZeroCopySender): { sendReapInto(data: ArrayBufferView | ArrayBufferView[], userData: number, out: Float64Array): number }
 
 /**
  * Installs the function called with each ArrayBuffer before a zerocopy-capable send (done by

@@ -840,6 +840,7 @@ module.exports.Receiver = nativeBinding.Receiver
 module.exports.ZeroCopyReceiver = nativeBinding.ZeroCopyReceiver
 module.exports.ZeroCopySender = nativeBinding.ZeroCopySender
 module.exports._peekerBind = nativeBinding._peekerBind
+module.exports._senderBind = nativeBinding._senderBind
 module.exports._setTransferGuard = nativeBinding._setTransferGuard
 module.exports.consume = nativeBinding.consume
 module.exports.errnoName = nativeBinding.errnoName

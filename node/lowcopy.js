@@ -57,56 +57,71 @@ if (typeof Symbol.dispose === 'symbol') {
   }
 }
 
-// The per-call hot paths of a Peeker (a sniffer's or parser's loop): peekInto(buf) without
-// options and seek(offset). Each peeker gets native functions bound to it
-// (native._peekerBind), which skip what a napi-rs class method does on every call before any
+// The per-call hot paths (a sniffer's or parser's loop, a sender's loop): Peeker's
+// peekInto(buf) without options and seek(offset), ZeroCopySender's sendReapInto without
+// options. Each object gets native functions bound to it (native._peekerBind,
+// native._senderBind), which skip what a napi-rs class method does on every call before any
 // of lowcopy's own work (checking `this`'s type tag, unwrapping it, registering the borrow).
-// Anything else (options, a `this` that is not a Peeker) takes the class method, which checks
-// it as before.
+// Anything else (options, a `this` that is not one) takes the class method, which checks it
+// as before.
+const binder = (Cls, nativeBind) => {
+  const kBound = Symbol('lowcopy.bound')
+  const bind = (self) => {
+    if (!(self instanceof Cls)) return undefined
+    let b
+    try {
+      b = nativeBind(self) // type-checked: throws for a forged instance
+    } catch {
+      return undefined
+    }
+    b.owner = self // not inherited: an object made from this one is not it
+    try {
+      Object.defineProperty(self, kBound, { value: b })
+    } catch {} // a frozen object: bound again on each call
+    return b
+  }
+  // The bound functions of `self`, or undefined (then the class method).
+  return (self) => {
+    if (self == null) return undefined
+    const b = self[kBound]
+    return b !== undefined && b.owner === self ? b : bind(self)
+  }
+}
+const method = (Cls, name, value) =>
+  Object.defineProperty(Cls.prototype, name, { value, configurable: true, writable: true })
 {
   const P = native.Peeker
   const classPeekInto = P.prototype.peekInto
   const classSeek = P.prototype.seek
-  const kBound = Symbol('lowcopy.bound')
-  const bind = (self) => {
-    if (!(self instanceof P)) return undefined
-    let b
-    try {
-      b = native._peekerBind(self) // type-checked: throws for a forged instance
-    } catch {
-      return undefined
-    }
-    b.owner = self // not inherited: an object made from a peeker is not that peeker
-    try {
-      Object.defineProperty(self, kBound, { value: b })
-    } catch {} // a frozen peeker: bound again on each call
-    return b
-  }
-  const method = (name, value) =>
-    Object.defineProperty(P.prototype, name, { value, configurable: true, writable: true })
-  method('peekInto', function peekInto(buf, options) {
-    if (options === undefined && this != null) {
-      let b = this[kBound]
-      if (b === undefined || b.owner !== this) b = bind(this)
-      if (b !== undefined) return b.peekInto(buf)
-    }
-    return classPeekInto.call(this, buf, options)
+  const bound = binder(P, native._peekerBind)
+  method(P, 'peekInto', function peekInto(buf, options) {
+    const b = options === undefined ? bound(this) : undefined
+    return b !== undefined ? b.peekInto(buf) : classPeekInto.call(this, buf, options)
   })
-  method('seek', function seek(offset) {
-    if (this != null) {
-      let b = this[kBound]
-      if (b === undefined || b.owner !== this) b = bind(this)
-      if (b !== undefined) return b.seek(offset)
-    }
-    return classSeek.call(this, offset)
+  method(P, 'seek', function seek(offset) {
+    const b = bound(this)
+    return b !== undefined ? b.seek(offset) : classSeek.call(this, offset)
   })
   // The class methods themselves, for the benchmark's before/after (examples/node/bench.js).
   native.testing.classPeekInto = classPeekInto
   native.testing.classSeek = classSeek
 }
+{
+  const Z = native.ZeroCopySender
+  const classSendReapInto = Z.prototype.sendReapInto
+  const bound = binder(Z, native._senderBind)
+  method(Z, 'sendReapInto', function sendReapInto(data, userData, out, options) {
+    const b = options === undefined ? bound(this) : undefined
+    return b !== undefined
+      ? b.sendReapInto(data, userData, out)
+      : classSendReapInto.call(this, data, userData, out, options)
+  })
+  native.testing.classSendReapInto = classSendReapInto
+}
 
 const api = { ...native }
 delete api._setTransferGuard
 delete api._peekerBind
+delete api._senderBind
 delete api.testing // fixtures of lowcopy's own tests: require('lowcopy/index.js').testing
 module.exports = api

@@ -149,6 +149,8 @@ section_check() {
 	suite "cargo fmt" cargo fmt --all -- --check
 	suite "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
 	suite "docs: adapters' doc copies match core (scripts/docgen.py --check)" python3 scripts/docgen.py --check
+	suite "docs: docs/calls.md lists every call of every language (scripts/calls_table.py --check)" \
+		python3 scripts/calls_table.py --check
 	suite "rust: core's unit tests" cargo test -q -p lowcopy --lib
 	suite "rust: behaviour tables (peek, zc, zc_scale, rx)" \
 		cargo test -q -p lowcopy --test scenarios --test zc_scenarios --test rx_scenarios

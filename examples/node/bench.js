@@ -11,8 +11,8 @@
 //    "before" is the napi-rs class method, "now" Peeker.peekInto as lowcopy.js defines it (a
 //    native function bound to the peeker); the Node seek column is what one napi-rs method
 //    call costs by itself. Goal: Node's peek at most 1 microsecond more than C's.
-// 2. Throughput, TCP over loopback: socket.write against ZeroCopySender (copy, errqueue,
-//    io_uring) on a descriptor of its own, 64 KiB sends for SECONDS to a child process that
+// 2. Throughput, TCP over loopback: socket.write against ZeroCopySender (AUTO with the
+//    adaptive copy policy, copy, errqueue, io_uring) on a descriptor of its own, 64 KiB sends for SECONDS to a child process that
 //    reads and discards. Loopback copies every "zerocopy" send anyway (completions COPIED):
 //    these rows price the API, not what zerocopy saves.
 // 3. Throughput, UDP tx-only: dgram's socket.send against ZeroCopySender, beside the C
@@ -33,7 +33,8 @@ const lowcopy = require('lowcopy')
 const { testing } = require('lowcopy/index.js') // loopback pairs without Node's net layer
 
 const REPEAT = Number(process.env.REPEAT || 5)
-const SECONDS = Number(process.env.SECONDS || 2)
+// (NODE_BENCH_SECONDS: how the tx-only child, run by a bash script, gets it: bash owns SECONDS.)
+const SECONDS = Number(process.env.NODE_BENCH_SECONDS || process.env.SECONDS || 2)
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1]
 
 // One round of the Node side: the loops of peek_bench.c (seek alone; seek + peek), made two
@@ -222,12 +223,17 @@ async function viaDgram(dst, port, size) {
 }
 
 // ZeroCopySender on a descriptor of its own (so every backend is allowed, the error queue
-// too): blocking sendReap of NBUF `size`-byte buffers taking turns, each sent again once its
+// too): blocking sends of NBUF `size`-byte buffers taking turns, each sent again once its
 // completion came back; `copied` is the share of completions the kernel marked COPIED.
-async function viaSender(fd, backend, size) {
-  const z = new lowcopy.ZeroCopySender(fd, { backend })
+// `how`: 'into' (sendReapInto/reapInto: numeric userData, completions written into one
+// reused Float64Array: no object per send or completion), 'objects' (sendReap/reap: a result
+// object and one object per completion), 'batch' (sendBatch of every free buffer in one call).
+// `opts`: the sender's options ({ backend, adaptive }).
+async function viaSender(fd, opts, size, how = 'into') {
+  const z = new lowcopy.ZeroCopySender(fd, opts)
   const bufs = Array.from({ length: NBUF }, (_, i) => Buffer.alloc(size, i))
   const free = Array.from({ length: NBUF }, (_, i) => i)
+  const out = new Float64Array(1 + 3 * NBUF)
   let bytes = 0
   let copied = 0
   let done = 0
@@ -239,28 +245,61 @@ async function viaSender(fd, backend, size) {
       if (c.copied) copied++
     }
   }
+  const collectInto = () => {
+    const k = out[0]
+    for (let j = 0; j < k; j++) {
+      free.push(out[1 + 3 * j])
+      done++
+      if (out[3 + 3 * j] & 1) copied++
+    }
+  }
+  const reapAll = () => {
+    if (how === 'into') {
+      while (z.reapInto(out) > 0) collectInto()
+    } else collect(z.reap())
+  }
   const t0 = performance.now()
   const c0 = cpuNow()
   const end = t0 + SECONDS * 1000
   while (performance.now() < end) {
     if (free.length === 0) {
-      collect(z.wait(1000)) // every buffer in flight: wait for one to come back
+      z.wait(1000) // every buffer in flight: wait for one to come back
+      reapAll()
+      continue
+    }
+    if (how === 'batch') {
+      const ids = free.splice(0, free.length)
+      const r = z.sendBatch(ids.map((i) => bufs[i]), ids)
+      bytes += r.bytes
+      sends += r.sends
+      for (let j = r.sends; j < ids.length; j++) free.push(ids[j])
+      collect(r.completions)
       continue
     }
     const i = free.pop()
-    const r = z.sendReap(bufs[i], i) // blocking send: the socket is ours alone
-    bytes += r.bytes
-    if (r.bytes === 0) free.push(i)
+    let n
+    if (how === 'into') {
+      n = z.sendReapInto(bufs[i], i, out) // blocking send: the socket is ours alone
+      collectInto()
+    } else {
+      const r = z.sendReap(bufs[i], i)
+      n = r.bytes
+      collect(r.completions)
+    }
+    bytes += n
+    if (n === 0) free.push(i)
     else sends++
-    collect(r.completions)
   }
-  while (z.inflight > 0) collect(z.wait(1000))
-  collect(z.reap())
+  while (z.inflight > 0) {
+    z.wait(1000)
+    reapAll()
+  }
+  reapAll()
   const secs = (performance.now() - t0) / 1000
   const cpu = cpuNow() - c0
   z.close()
   testing.close(fd)
-  if (done !== sends) throw new Error(`ZeroCopySender ${backend}: ${sends} sends, ${done} completions`)
+  if (done !== sends) throw new Error(`ZeroCopySender ${JSON.stringify(opts)} ${how}: ${sends} sends, ${done} completions`)
   return { bytes, secs, cpu, copied: done ? `${Math.round((100 * copied) / done)}%` : '-' }
 }
 
@@ -285,13 +324,13 @@ function viaC(cbin, dst, port, mode, size) {
 // alike), and prints one line per row: the median run by MB per CPU-second; "x first" is the
 // median of per-round ratios against the first row (run seconds apart, so other load on the
 // machine disturbs it less than a ratio of medians); spread is (max - min) / median of MB/CPU-s.
-async function throughputRows(title, rows) {
+async function throughputRows(title, rows, goals = []) {
   const results = {}
   for (let r = 0; r < REPEAT; r++) {
     for (const [name, run] of rows) (results[name] ||= []).push(await run())
   }
   console.log(`\n${title} (${SECONDS} s per run, median of ${REPEAT} by MB per CPU-second)`)
-  const hdr = `${'mode'.padEnd(32)} | ${'MB/s'.padStart(7)} | ${'MB/CPU-s'.padStart(8)} | ${'CPU s/GB'.padStart(8)} | ${'x first'.padStart(7)} | ${'spread'.padStart(6)} | copied`
+  const hdr = `${'mode'.padEnd(36)} | ${'MB/s'.padStart(7)} | ${'MB/CPU-s'.padStart(8)} | ${'CPU s/GB'.padStart(8)} | ${'x first'.padStart(7)} | ${'spread'.padStart(6)} | copied`
   console.log(hdr)
   console.log('-'.repeat(hdr.length))
   const eff = (x) => x.bytes / 1e6 / x.cpu
@@ -302,7 +341,15 @@ async function throughputRows(title, rows) {
     const m = sorted[sorted.length >> 1]
     const ratios = runs.map((x, i) => eff(x) / eff(base[i]))
     const spread = (eff(sorted[sorted.length - 1]) - eff(sorted[0])) / eff(m)
-    console.log(`${name.padEnd(32)} | ${(m.bytes / 1e6 / m.secs).toFixed(0).padStart(7)} | ${eff(m).toFixed(0).padStart(8)} | ${(m.cpu / (m.bytes / 1e9)).toFixed(3).padStart(8)} | ${median(ratios).toFixed(2).padStart(7)} | ${`${(100 * spread).toFixed(0)}%`.padStart(6)} | ${m.copied}`)
+    console.log(`${name.padEnd(36)} | ${(m.bytes / 1e6 / m.secs).toFixed(0).padStart(7)} | ${eff(m).toFixed(0).padStart(8)} | ${(m.cpu / (m.bytes / 1e9)).toFixed(3).padStart(8)} | ${median(ratios).toFixed(2).padStart(7)} | ${`${(100 * spread).toFixed(0)}%`.padStart(6)} | ${m.copied}`)
+  }
+  // The issue's rows as ratios of MB per CPU-second: [row, against, goal]; the median of the
+  // per-round ratios (rows of one round run seconds apart), with the rounds' range.
+  for (const [a, b, goal] of goals) {
+    if (!results[a] || !results[b]) continue
+    const rs = results[a].map((x, i) => eff(x) / eff(results[b][i])).sort((p, q) => p - q)
+    const x = median(rs)
+    console.log(`  ${a} / ${b} = ${x.toFixed(2)}x (rounds ${rs[0].toFixed(2)}..${rs[rs.length - 1].toFixed(2)}; goal >= ${goal}: ${x >= goal ? 'yes' : 'NO'})`)
   }
 }
 
@@ -312,9 +359,14 @@ async function loopbackTable() {
   try {
     await throughputRows(`Throughput: TCP over loopback, ${size / 1024} KiB sends to a reading child process; the kernel copies every "zerocopy" send here`, [
       ['socket.write', () => viaSocketWrite(port, size)],
-      ['ZeroCopySender copy', () => viaSender(testing.connectPort(port), 'copy', size)],
-      ['ZeroCopySender errqueue', () => viaSender(testing.connectPort(port), 'errqueue', size)],
-      ['ZeroCopySender io_uring', () => viaSender(testing.connectPort(port), 'io_uring', size)],
+      ['ZeroCopySender AUTO adaptive', () => viaSender(testing.connectPort(port), { adaptive: true }, size)],
+      ['ZeroCopySender AUTO adaptive objects', () => viaSender(testing.connectPort(port), { adaptive: true }, size, 'objects')],
+      ['ZeroCopySender copy', () => viaSender(testing.connectPort(port), { backend: 'copy' }, size)],
+      ['ZeroCopySender errqueue', () => viaSender(testing.connectPort(port), { backend: 'errqueue' }, size)],
+      ['ZeroCopySender io_uring', () => viaSender(testing.connectPort(port), { backend: 'io_uring' }, size)],
+    ], [
+      ['ZeroCopySender AUTO adaptive', 'socket.write', 0.95],
+      ['ZeroCopySender AUTO adaptive objects', 'socket.write', 0.95],
     ])
   } finally {
     child.kill()
@@ -334,12 +386,21 @@ async function txonlyTable() {
   const fd = () => testing.udpConnect(dst, port, 1 << 21)
   await throughputRows(`Throughput: UDP tx-only (routed out of a dropping ifb device: true zerocopy), ${size}-byte datagrams to ${dst}`, [
     ['dgram socket.send', () => viaDgram(dst, port, size)],
-    ['ZeroCopySender copy', () => viaSender(fd(), 'copy', size)],
-    ['ZeroCopySender errqueue', () => viaSender(fd(), 'errqueue', size)],
-    ['ZeroCopySender io_uring', () => viaSender(fd(), 'io_uring', size)],
+    ['ZeroCopySender errqueue', () => viaSender(fd(), { backend: 'errqueue' }, size)],
+    ['ZeroCopySender io_uring', () => viaSender(fd(), { backend: 'io_uring' }, size)],
+    ['ZeroCopySender errqueue objects', () => viaSender(fd(), { backend: 'errqueue' }, size, 'objects')],
+    ['ZeroCopySender errqueue sendBatch', () => viaSender(fd(), { backend: 'errqueue' }, size, 'batch')],
+    ['ZeroCopySender copy', () => viaSender(fd(), { backend: 'copy' }, size)],
     ['C zc_bench copy (sendmsg)', () => viaC(cbin, dst, port, 'copy', size)],
     ['C lowcopy errqueue (lc-errq)', () => viaC(cbin, dst, port, 'lc-errq', size)],
     ['C lowcopy io_uring (lc-uring)', () => viaC(cbin, dst, port, 'lc-uring', size)],
+  ], [
+    ['ZeroCopySender errqueue', 'dgram socket.send', 1.0],
+    ['ZeroCopySender io_uring', 'dgram socket.send', 1.0],
+    ['ZeroCopySender errqueue objects', 'dgram socket.send', 1.0],
+    ['ZeroCopySender errqueue', 'C lowcopy errqueue (lc-errq)', 0.9],
+    ['ZeroCopySender errqueue sendBatch', 'C lowcopy errqueue (lc-errq)', 0.9],
+    ['ZeroCopySender io_uring', 'C lowcopy io_uring (lc-uring)', 0.9],
   ])
 }
 
@@ -350,7 +411,7 @@ function txonlyViaScript() {
   const cmd = `exec ${JSON.stringify(process.execPath)} ${JSON.stringify(__filename)} --txonly`
   const r = spawnSync(script, [], {
     stdio: ['ignore', 'inherit', 'inherit'],
-    env: { ...process.env, ZC_BENCH_TXONLY_CMD: cmd },
+    env: { ...process.env, ZC_BENCH_TXONLY_CMD: cmd, ZC_BENCH_REPEAT: String(REPEAT), NODE_BENCH_SECONDS: String(SECONDS) },
   })
   if (r.status === 3) console.log('\nThroughput tx-only: skipped (no ifb device)')
   else if (r.status !== 0) throw new Error(`tx-only table: ${script} exited with ${r.status ?? r.signal}`)

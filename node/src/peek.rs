@@ -1041,33 +1041,61 @@ pub fn peeker_bind<'a>(env: &'a Env, peeker: &Peeker) -> Result<Object<'a>> {
         ("peekInto", peek_into_cb as RawCallback),
         ("seek", seek_cb as RawCallback),
     ] {
-        let f = bound_fn(env, &peeker.shared, name, cb)?;
+        let f = bound_fn(env, peeker.shared.clone(), name, cb)?;
         // SAFETY: a live value of this call.
         obj.set_named_property(name, unsafe { Unknown::from_raw_unchecked(env.raw(), f) })?;
     }
     Ok(obj)
 }
 
-type RawCallback = unsafe extern "C" fn(
+pub(crate) type RawCallback = unsafe extern "C" fn(
     napi::sys::napi_env,
     napi::sys::napi_callback_info,
 ) -> napi::sys::napi_value;
 
-/// A JS function named `name` calling `cb` with a reference to `shared` as its data.
-fn bound_fn(
+/// What a bound function keeps as its data: an `Arc` or `Rc`, leaked into the function and
+/// dropped by its finalizer.
+pub(crate) trait BoundData {
+    fn into_data(self) -> *mut std::ffi::c_void;
+    /// # Safety
+    /// `p` came from `into_data` of this type, and is dropped once.
+    unsafe fn drop_data(p: *mut std::ffi::c_void);
+}
+
+impl<T> BoundData for Arc<T> {
+    fn into_data(self) -> *mut std::ffi::c_void {
+        Arc::into_raw(self).cast_mut().cast()
+    }
+    unsafe fn drop_data(p: *mut std::ffi::c_void) {
+        // SAFETY: per the trait's contract.
+        drop(unsafe { Arc::from_raw(p.cast::<T>()) });
+    }
+}
+
+impl<T> BoundData for std::rc::Rc<T> {
+    fn into_data(self) -> *mut std::ffi::c_void {
+        std::rc::Rc::into_raw(self).cast_mut().cast()
+    }
+    unsafe fn drop_data(p: *mut std::ffi::c_void) {
+        // SAFETY: per the trait's contract.
+        drop(unsafe { std::rc::Rc::from_raw(p.cast::<T>()) });
+    }
+}
+
+/// A JS function named `name` calling `cb` with `shared` as its data (the peeker's state, or
+/// a sender's: `node/src/zc.rs`).
+pub(crate) fn bound_fn<D: BoundData>(
     env: &Env,
-    shared: &Arc<Shared>,
+    shared: D,
     name: &str,
     cb: RawCallback,
 ) -> Result<napi::sys::napi_value> {
     use napi::sys::{self as ns, Status as St};
-    let data = Arc::into_raw(shared.clone())
-        .cast_mut()
-        .cast::<std::ffi::c_void>();
+    let data = shared.into_data();
     let mut f = std::ptr::null_mut();
-    // SAFETY: N-API calls on this call's env; `data` is an `Arc<Shared>` leaked above, handed
-    // to the finalizer (which drops it) once the function is collected, or dropped here if the
-    // finalizer cannot be attached (the function is then unreachable and never called).
+    // SAFETY: N-API calls on this call's env; `data` is leaked above, handed to the finalizer
+    // (which drops it) once the function is collected, or dropped here if the finalizer
+    // cannot be attached (the function is then unreachable and never called).
     unsafe {
         let mut st = ns::napi_create_function(
             env.raw(),
@@ -1082,13 +1110,13 @@ fn bound_fn(
                 env.raw(),
                 f,
                 data,
-                Some(drop_shared),
+                Some(drop_bound::<D>),
                 std::ptr::null_mut(),
                 std::ptr::null_mut(),
             );
         }
         if st != St::napi_ok {
-            drop(Arc::from_raw(data.cast::<Shared>()));
+            D::drop_data(data);
             return Err(Error::new(
                 Status::GenericFailure,
                 format!("{name}: napi_create_function"),
@@ -1098,15 +1126,15 @@ fn bound_fn(
     Ok(f)
 }
 
-/// Finalizer of a bound function: drops its reference to the peeker.
-unsafe extern "C" fn drop_shared(
+/// Finalizer of a bound function: drops its data.
+unsafe extern "C" fn drop_bound<D: BoundData>(
     _env: napi::sys::napi_env,
     data: *mut std::ffi::c_void,
     _hint: *mut std::ffi::c_void,
 ) {
-    // SAFETY: `data` is the `Arc<Shared>` leaked by `bound_fn` for this function, dropped once
-    // (N-API calls a finalizer once).
-    drop(unsafe { Arc::from_raw(data.cast::<Shared>()) });
+    // SAFETY: `data` is what `bound_fn` leaked for this function, dropped once (N-API calls a
+    // finalizer once).
+    unsafe { D::drop_data(data) };
 }
 
 /// The body of a bound function: its peeker and first argument in, its result out; an `Err`
@@ -1120,11 +1148,30 @@ unsafe fn bound_call(
     what: &str,
     body: fn(napi::sys::napi_env, &Shared, napi::sys::napi_value) -> Result<napi::sys::napi_value>,
 ) -> napi::sys::napi_value {
+    // SAFETY: forwarded; the data of a peeker's bound function is its `Arc<Shared>`.
+    unsafe { bound_call_n::<Shared, 1>(env, info, what, |env, s, [a]| body(env, s, a)) }
+}
+
+/// [`bound_call`] for any data type `T` (what [`bound_fn`] was given, behind its `Arc` or
+/// `Rc`) and `N` arguments (missing ones `undefined`).
+///
+/// # Safety
+/// `env` and `info` are those of a call of a function made by `bound_fn` with a `T`.
+pub(crate) unsafe fn bound_call_n<T, const N: usize>(
+    env: napi::sys::napi_env,
+    info: napi::sys::napi_callback_info,
+    what: &str,
+    body: impl FnOnce(
+        napi::sys::napi_env,
+        &T,
+        [napi::sys::napi_value; N],
+    ) -> Result<napi::sys::napi_value>,
+) -> napi::sys::napi_value {
     let run = || -> Result<napi::sys::napi_value> {
-        let mut argc = 1usize;
-        let mut argv = [std::ptr::null_mut(); 1];
+        let mut argc = N;
+        let mut argv = [std::ptr::null_mut(); N];
         let mut data = std::ptr::null_mut();
-        // SAFETY: N-API reads at most `argc` (1) arguments into `argv` (missing ones are
+        // SAFETY: N-API reads at most `argc` (N) arguments into `argv` (missing ones are
         // `undefined`) from the live `info` of this call.
         let st = unsafe {
             napi::sys::napi_get_cb_info(
@@ -1142,12 +1189,12 @@ unsafe fn bound_call(
                 format!("{what}: napi_get_cb_info"),
             ));
         }
-        // SAFETY: `data` is the function's `Arc<Shared>`, kept by the function (its finalizer
-        // drops it), which is alive while it is being called.
-        let shared = unsafe { &*data.cast::<Shared>() };
-        body(env, shared, argv[0])
+        // SAFETY: `data` is the function's `T` (in its `Arc` or `Rc`), kept by the function
+        // (its finalizer drops it), which is alive while it is being called.
+        let shared = unsafe { &*data.cast::<T>() };
+        body(env, shared, argv)
     };
-    let e = match std::panic::catch_unwind(run) {
+    let e = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
         Ok(Ok(v)) => return v,
         Ok(Err(e)) => e,
         Err(_) => Error::new(Status::GenericFailure, format!("panic in {what}")),

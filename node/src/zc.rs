@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lowcopy::zc::{Completion, COPIED, FALLBACK};
-use lowcopy::{AbortHandle, Flags, Interest, Waiter, Wakeup, ZcBackend, ZcOptions};
+use lowcopy::{AbortHandle, Flags, Wakeup, ZcBackend, ZcOptions};
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
@@ -309,6 +309,15 @@ pub struct Inner {
     /// The counters as closing left them (`stats()` after `close()`).
     last: Option<lowcopy::ZcStats>,
     out: Vec<Completion>,
+    /// Numeric user data by slot (`sendReapInto`), kept here rather than in the slab: `None`
+    /// for a slot whose user value is in the slab.
+    nums: Vec<Option<f64>>,
+}
+
+/// A released slot's user value: a number kept in Rust, or the JS value from the slab.
+enum Ud {
+    Num(f64),
+    Js(napi::sys::napi_value),
 }
 
 impl ObjectFinalize for ZeroCopySender {
@@ -346,38 +355,70 @@ impl Inner {
         })
     }
 
-    fn release(&mut self, env: &Env, slot: u32) -> Result<(Unknown<'static>, Unknown<'static>)> {
+    /// Drops the slot's hold on its data and hands back its user value.
+    fn release(&mut self, env: &Env, slot: u32) -> Result<Ud> {
         let slab = self.slab(env)?;
-        let data: Unknown = slab.get_element(2 * slot)?;
-        let ud: Unknown = slab.get_element(2 * slot + 1)?;
         set_undefined(env, &slab, 2 * slot)?;
-        set_undefined(env, &slab, 2 * slot + 1)?;
+        let ud = match self.nums.get_mut(slot as usize).and_then(Option::take) {
+            Some(x) => Ud::Num(x),
+            None => {
+                let ud: Unknown = slab.get_element(2 * slot + 1)?;
+                set_undefined(env, &slab, 2 * slot + 1)?;
+                Ud::Js(ud.raw())
+            }
+        };
         self.free.push(slot);
         self.held -= 1;
-        // SAFETY: the values are returned to JS within this call (napi handles are valid for
-        // the callback's scope; 'static here only names that scope).
-        Ok(unsafe {
-            (
-                std::mem::transmute::<Unknown<'_>, Unknown<'static>>(data),
-                std::mem::transmute::<Unknown<'_>, Unknown<'static>>(ud),
-            )
-        })
+        Ok(ud)
     }
 
     /// Turns the completions in `self.out` into JS objects, releasing their buffers.
     fn completions(&mut self, env: &Env, n: usize) -> Result<Vec<ZcCompletion>> {
-        let out: Vec<Completion> = self.out[..n].to_vec();
         let mut v = Vec::with_capacity(n);
-        for c in out {
-            let (_data, ud) = self.release(env, c.user_data as u32)?;
+        for i in 0..n {
+            let c = self.out[i];
+            let raw = match self.release(env, c.user_data as u32)? {
+                Ud::Js(v) => v,
+                Ud::Num(x) => {
+                    let mut v = std::ptr::null_mut();
+                    // SAFETY: creates a number in this env.
+                    unsafe { napi::sys::napi_create_double(env.raw(), x, &mut v) };
+                    v
+                }
+            };
             v.push(ZcCompletion {
-                user_data: ud,
+                // SAFETY: a live value of this call, returned to JS within it ('static here
+                // only names the callback's scope).
+                user_data: unsafe { Unknown::from_raw_unchecked(env.raw(), raw) },
                 result: c.result as f64,
                 copied: c.flags & COPIED != 0,
                 fallback: c.flags & FALLBACK != 0,
             });
         }
         Ok(v)
+    }
+
+    /// Writes the first `n` completions of `self.out` into `out[1..]` as (userData, result,
+    /// flags) triples and `n` into `out[0]`, releasing their buffers; a user value that is not
+    /// a number is written as NaN.
+    fn completions_into(&mut self, env: &Env, n: usize, out: &mut [f64]) -> Result<()> {
+        for i in 0..n {
+            let c = self.out[i];
+            let ud = match self.release(env, c.user_data as u32)? {
+                Ud::Num(x) => x,
+                Ud::Js(v) => {
+                    let mut x = f64::NAN;
+                    // SAFETY: a live value of this call; fails (leaving NaN) for a non-number.
+                    unsafe { napi::sys::napi_get_value_double(env.raw(), v, &mut x) };
+                    x
+                }
+            };
+            out[1 + 3 * i] = ud;
+            out[2 + 3 * i] = c.result as f64;
+            out[3 + 3 * i] = c.flags as f64;
+        }
+        out[0] = n as f64;
+        Ok(())
     }
 
     fn reap_all(&mut self, env: &Env, what: &str) -> Result<Vec<ZcCompletion>> {
@@ -432,7 +473,7 @@ impl Inner {
                         .into(),
                 ));
             };
-            let func = f.get_value(env)?;
+            let mut func = None; // fetched only for an ArrayBuffer not tagged yet
             for v in views {
                 let mut ab = std::ptr::null_mut();
                 // SAFETY: `v` is a live ArrayBufferView of this call; only `ab` is asked for.
@@ -473,6 +514,10 @@ impl Inner {
                 if st == napi::sys::Status::napi_ok && tagged {
                     continue; // this guard marked it untransferable before: for good
                 }
+                let func = match func {
+                    Some(f) => f,
+                    None => *func.insert(f.get_value(env)?),
+                };
                 let mut ret = std::ptr::null_mut();
                 let mut undef = std::ptr::null_mut();
                 // SAFETY: calling a JS function of this env with one live argument.
@@ -631,6 +676,61 @@ fn send_flags(env: &Env, options: Option<&Unknown>, what: &str) -> Result<Flags>
     Ok(f)
 }
 
+/// A number argument.
+fn number_arg(env: &Env, v: &Unknown, name: &str) -> Result<f64> {
+    let mut x = 0.0;
+    // SAFETY: a live value of this call; `napi_number_expected` for anything but a number.
+    if unsafe { napi::sys::napi_get_value_double(env.raw(), v.raw(), &mut x) }
+        == napi::sys::Status::napi_ok
+    {
+        return Ok(x);
+    }
+    Err(type_error(
+        env,
+        format!(
+            "The \"{name}\" argument must be of type number. Received {}",
+            crate::error::describe_value(v)
+        ),
+    ))
+}
+
+/// The elements of a `Float64Array` argument of at least 4 (one completion), for the call.
+fn f64_out<'a>(env: &Env, v: &Unknown<'a>) -> Result<&'a mut [f64]> {
+    let mut ty = napi::sys::TypedarrayType::int8_array;
+    let mut len = 0usize;
+    let mut data = std::ptr::null_mut();
+    // SAFETY: plain N-API query on a live value of this call into locals.
+    let st = unsafe {
+        napi::sys::napi_get_typedarray_info(
+            env.raw(),
+            v.raw(),
+            &mut ty,
+            &mut len,
+            &mut data,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    if st != napi::sys::Status::napi_ok || ty != napi::sys::TypedarrayType::float64_array {
+        return Err(type_error(
+            env,
+            format!(
+                "The \"out\" argument must be an instance of Float64Array. Received {}",
+                crate::error::describe_value(v)
+            ),
+        ));
+    }
+    if len < 4 {
+        return Err(crate::error::range_error(
+            env,
+            format!("The value of \"out.length\" is out of range. It must be >= 4. Received {len}"),
+        ));
+    }
+    // SAFETY: a Float64Array's elements, aligned and alive for the call ('a); the JS thread is
+    // inside this call, and no other view of them is made in it.
+    Ok(unsafe { std::slice::from_raw_parts_mut(data.cast::<f64>(), len) })
+}
+
 #[napi]
 impl ZeroCopySender {
     /// Creates a sender on (a duplicate of) `fd`: a TCP or UDP socket for zerocopy; any other
@@ -693,17 +793,12 @@ impl ZeroCopySender {
         }
         let dup = args::dup_fd(&env, &fd, "ZeroCopySender")?;
         let raw = dup.as_raw_fd();
-        let core = if libuv && opts.backend == ZcBackend::Auto {
-            // Never the error queue on a socket libuv polls: io_uring, else copy.
-            let dup2 = dup.try_clone().or_throw(&env, "ZeroCopySender")?;
-            match Core::with_options(dup, opts.backend(ZcBackend::IoUring)) {
-                Ok(c) => c,
-                Err(_) => Core::with_options(dup2, opts.backend(ZcBackend::Copy))
-                    .or_throw(&env, "ZeroCopySender")?,
-            }
+        let core = if libuv {
+            Core::with_options_polled(dup, opts) // never the error queue on a socket libuv polls
         } else {
-            Core::with_options(dup, opts).or_throw(&env, "ZeroCopySender")?
-        };
+            Core::with_options(dup, opts)
+        }
+        .or_throw(&env, "ZeroCopySender")?;
         let mut arr = std::ptr::null_mut();
         // SAFETY: creates an empty JS array in this env.
         let st = unsafe { napi::sys::napi_create_array(env.raw(), &mut arr) };
@@ -727,6 +822,7 @@ impl ZeroCopySender {
             close_timeout: lowcopy::zc::DEFAULT_CLOSE_TIMEOUT,
             last: None,
             out: vec![Completion::default(); 256],
+            nums: Vec::new(),
         }));
         st.add_sender(&inner);
         Ok(ZeroCopySender { inner })
@@ -962,6 +1058,52 @@ impl ZeroCopySender {
         Ok(obj)
     }
 
+    /// `sendReap` without objects: `userData` is a number, kept by the sender (no JS value
+    /// held), and the completions that are ready are written into `out` (a `Float64Array`
+    /// reused from call to call) as `reapInto` writes them: their count in `out[0]`, then a
+    /// (userData, result, flags) triple each from `out[1]`, at most `(out.length - 1) / 3`
+    /// (the rest stay for the next call). Returns the bytes accepted, as `send`. `flags` are
+    /// the `ZcFlag` bits (`COPIED` 1, `FALLBACK` 2).
+    ///
+    /// Errors: `TypeError` for a `userData` that is not a number or an `out` that is not a
+    /// `Float64Array`, `RangeError` for an `out` shorter than 4; as `sendReap`.
+    #[napi(
+        catch_unwind,
+        ts_args_type = "data: ArrayBufferView | ArrayBufferView[], userData: number, out: Float64Array, options?: ZcSendOptions"
+    )]
+    pub fn send_reap_into(
+        &self,
+        env: Env,
+        data: Unknown,
+        user_data: Unknown,
+        out: Unknown,
+        options: Option<Unknown>,
+    ) -> Result<f64> {
+        send_reap_into(&env, &self.inner, data, user_data, out, options)
+    }
+
+    /// `reap` without objects: writes the completions that are ready into `out` (a
+    /// `Float64Array`, reused from call to call): their count in `out[0]`, then a (userData,
+    /// result, flags) triple each from `out[1]`, at most `(out.length - 1) / 3` (call again
+    /// when it was full). A `userData` that is not a number is written as NaN (`reap` hands
+    /// such values out). Returns the count. `flags` are the `ZcFlag` bits (`COPIED` 1,
+    /// `FALLBACK` 2).
+    ///
+    /// Errors: `TypeError` for an `out` that is not a `Float64Array`, `RangeError` for one
+    /// shorter than 4; as `reap`.
+    #[napi(catch_unwind, ts_args_type = "out: Float64Array")]
+    pub fn reap_into(&self, env: Env, out: Unknown) -> Result<u32> {
+        let mut this = self.inner.borrow_mut();
+        let dst = f64_out(&env, &out)?;
+        let room = ((dst.len() - 1) / 3).min(this.out.len());
+        let mut cs = std::mem::take(&mut this.out);
+        let r = this.core(&env, "reapInto")?.reap(&mut cs[..room]);
+        this.out = cs;
+        let k = r.or_throw(&env, "reapInto")?;
+        this.completions_into(&env, k, dst)?;
+        Ok(k as u32)
+    }
+
     /// Sends each buffer of `buffers` as a send of its own, with `userDatas[i]` (or
     /// `undefined`) and its own completion, in order; then the completions that are ready.
     /// Returns `{ sends, bytes, completions }`: the sends made (from `buffers[0]` on), the bytes
@@ -1033,15 +1175,8 @@ impl ZeroCopySender {
         // Sends that accepted bytes keep their buffer until their completion; the others
         // (not sent, or zero-length) none.
         let mut slab = this.slab(env)?;
-        let mut left = done.bytes;
         for (i, &slot) in slots.iter().enumerate() {
-            let took = if i < done.sends {
-                iov[i].iov_len.min(left)
-            } else {
-                0
-            };
-            left -= took;
-            if took > 0 {
+            if done.completes(i, iov[i].iov_len) {
                 slab.set_element(2 * slot as u32, items[i])?;
                 match &uds {
                     Some(u) => slab.set_element(2 * slot as u32 + 1, u[i])?,
@@ -1080,8 +1215,11 @@ impl ZeroCopySender {
     }
 
     /// Waits (blocking the JS thread) until a completion is ready, at most `timeoutMs` (none:
-    /// no limit), then reaps: returns the completions (empty at once when nothing is in
-    /// flight).
+    /// no limit); `reap` then hands the completions out.
+    // doc-copy: zc_wait.kernel
+    /// Returns the number ready to reap; 0 at once when nothing is in flight (it never waits for a
+    /// notification that cannot come).
+    // doc-end
     ///
     /// Errors:
     // doc-copy: zc_wait.errors
@@ -1093,36 +1231,34 @@ impl ZeroCopySender {
     /// one instead of a completion; error-queue read errors.
     // doc-end
     #[napi(catch_unwind, ts_args_type = "timeoutMs?: number")]
-    pub fn wait(&self, env: Env, timeout_ms: Option<Unknown>) -> Result<Vec<ZcCompletion>> {
+    pub fn wait(&self, env: Env, timeout_ms: Option<Unknown>) -> Result<u32> {
         let mut this = self.inner.borrow_mut();
         let t = args::timeout_ms(&env, timeout_ms.as_ref())?;
-        this.core(&env, "wait")?.wait(t).or_throw(&env, "wait")?;
-        this.reap_all(&env, "wait")
+        let n = this.core(&env, "wait")?.wait(t).or_throw(&env, "wait")?;
+        Ok(n as u32)
     }
 
     /// `wait` whose sleep runs off the JS thread (on a thread of its own: it polls the
-    /// completion descriptor, the io_uring ring or the socket), then reaps on the JS thread, so
-    /// the io_uring backend stays with its thread. Resolves with the completions (empty when
-    /// nothing is in flight); rejects `ETIMEDOUT`, or with an `AbortError` when `close()` is
-    /// called meanwhile. A worker's `terminate()` (or exit) ends it.
+    /// completion descriptor, the io_uring ring or the socket), then collects on the JS thread, so
+    /// the io_uring backend stays with its thread. Resolves with the number of completions
+    /// ready to reap, as `wait` returns (0 when nothing is in flight); rejects `ETIMEDOUT`, or
+    /// with an `AbortError` when `close()` is called meanwhile. A worker's `terminate()` (or
+    /// exit) ends it.
     #[napi(
         catch_unwind,
         ts_args_type = "timeoutMs?: number",
-        ts_return_type = "Promise<ZcCompletion[]>"
+        ts_return_type = "Promise<number>"
     )]
     pub fn wait_async<'e>(&self, env: &'e Env, timeout_ms: Option<Unknown>) -> Result<Object<'e>> {
         let mut this = self.inner.borrow_mut();
         let t = args::timeout_ms(env, timeout_ms.as_ref())?;
-        let core = this.core(env, "waitAsync")?;
-        let inflight = core.inflight();
-        let pollfd = core
-            .completion_fd()
-            .try_clone_to_owned()
+        let wait = this
+            .core(env, "waitAsync")?
+            .detached_wait()
             .or_throw(env, "waitAsync")?;
         let cancel = Arc::new(AbortHandle::new().or_throw(env, "waitAsync")?);
         this.waiters.retain(|w| Arc::strong_count(w) > 1);
         this.waiters.push(cancel.clone());
-        let ring = this.backend == ZcBackend::IoUring;
         let abort = cancel.clone();
         crate::teardown::spawn(
             env,
@@ -1130,15 +1266,9 @@ impl ZeroCopySender {
             Some(&abort),
             ZcWaitTask {
                 this: self as *const ZeroCopySender,
-                pollfd,
+                wait,
                 cancel,
                 deadline: crate::peek::deadline(t),
-                nothing: inflight == 0 || this.backend == ZcBackend::Copy,
-                interest: if ring {
-                    Interest::Readable
-                } else {
-                    Interest::Errors
-                },
             },
         )
     }
@@ -1205,18 +1335,98 @@ impl ZeroCopySender {
     }
 }
 
+/// `ZeroCopySender.sendReapInto`'s work (the class method and the bound function's).
+fn send_reap_into(
+    env: &Env,
+    inner: &RefCell<Inner>,
+    data: Unknown,
+    user_data: Unknown,
+    out: Unknown,
+    options: Option<Unknown>,
+) -> Result<f64> {
+    let mut this = inner.borrow_mut();
+    let flags = send_flags(env, options.as_ref(), "sendReapInto")?;
+    let ud = number_arg(env, &user_data, "userData")?;
+    let dst = f64_out(env, &out)?;
+    let views = this.views(env, &data)?;
+    this.core(env, "sendReapInto")?;
+    this.guard(env, &views)?;
+    let slot = this.take_slot();
+    let iov: Vec<libc::iovec> = views.iter().map(|v| v.iovec()).collect();
+    let room = ((dst.len() - 1) / 3).min(this.out.len());
+    let mut cs = std::mem::take(&mut this.out);
+    let core = this.core.as_mut().expect("checked");
+    // SAFETY: the views' buffers are kept in the slab (below) until the completion is
+    // reaped, or by the close policy's abandoned sends for ever.
+    let r = unsafe { core.send_reap_raw(&iov, flags, slot as u64, &mut cs[..room]) };
+    this.out = cs;
+    let (n, k) = match r {
+        Ok(v) => v,
+        Err(e) => {
+            this.free.push(slot);
+            return Err(e).or_throw(env, "sendReapInto");
+        }
+    };
+    if n > 0 {
+        this.slab(env)?.set_element(2 * slot, data)?;
+        if this.nums.len() <= slot as usize {
+            this.nums.resize(slot as usize + 1, None);
+        }
+        this.nums[slot as usize] = Some(ud);
+        this.held += 1;
+    } else {
+        this.free.push(slot);
+    }
+    this.completions_into(env, k, dst)?;
+    Ok(n as f64)
+}
+
+// `sendReapInto` without options as a function bound to its sender (`lowcopy.js` calls it in
+// place of the class method), skipping what a napi-rs class method does on every call before
+// any of lowcopy's work (a type-tag check and an unwrap of `this`, each a V8 private-property
+// lookup, and a native-borrow registration), as `Peeker.peekInto` does (`node/src/peek.rs`).
+/// `sender`'s `sendReapInto` (without options) as a function bound to it. Internal.
+#[napi(
+    js_name = "_senderBind",
+    catch_unwind,
+    ts_return_type = "{ sendReapInto(data: ArrayBufferView | ArrayBufferView[], userData: number, out: Float64Array): number }"
+)]
+pub fn sender_bind<'a>(env: &'a Env, sender: &ZeroCopySender) -> Result<Object<'a>> {
+    let name = "sendReapInto";
+    let f = crate::peek::bound_fn(env, sender.inner.clone(), name, send_reap_into_cb)?;
+    let mut obj = Object::new(env)?;
+    // SAFETY: a live value of this call.
+    obj.set_named_property(name, unsafe { Unknown::from_raw_unchecked(env.raw(), f) })?;
+    Ok(obj)
+}
+
+unsafe extern "C" fn send_reap_into_cb(
+    raw_env: napi::sys::napi_env,
+    info: napi::sys::napi_callback_info,
+) -> napi::sys::napi_value {
+    let body = |raw_env, inner: &RefCell<Inner>, argv: [napi::sys::napi_value; 3]| {
+        // SAFETY: live values of this call.
+        let arg = |i: usize| unsafe { Unknown::from_raw_unchecked(raw_env, argv[i]) };
+        let env = Env::from_raw(raw_env);
+        let n = send_reap_into(&env, inner, arg(0), arg(1), arg(2), None)?;
+        let mut v = std::ptr::null_mut();
+        // SAFETY: creates a number in this env.
+        unsafe { napi::sys::napi_create_double(raw_env, n, &mut v) };
+        Ok(v)
+    };
+    // SAFETY: called by N-API as the callback of the function `sender_bind` made.
+    unsafe { crate::peek::bound_call_n(raw_env, info, "sendReapInto", body) }
+}
+
 /// `waitAsync`: polls on its own thread, reaps in `resolve` on the JS thread.
 pub struct ZcWaitTask {
     /// The sender, used only in `resolve` (JS thread), where the JS object is alive: the
     /// promise's task keeps no reference, so `resolve` checks `closed` through `cancel`.
     this: *const ZeroCopySender,
-    pollfd: OwnedFd,
+    wait: lowcopy::zc::DetachedWait,
     cancel: Arc<AbortHandle>,
     /// When the wait ends (`None`: no limit), counted from the call.
     deadline: Option<std::time::Instant>,
-    nothing: bool,
-    /// The ring's completions (readable), or the socket's error queue.
-    interest: Interest,
 }
 
 // SAFETY: `this` is dereferenced only in `resolve`, on the JS thread that owns the object; the
@@ -1225,28 +1435,19 @@ unsafe impl Send for ZcWaitTask {}
 
 impl Task for ZcWaitTask {
     type Output = std::result::Result<(), Fail>;
-    type JsValue = Vec<ZcCompletion>;
+    type JsValue = u32;
 
     fn compute(&mut self) -> Result<Self::Output> {
-        if self.nothing {
-            return Ok(Ok(()));
-        }
-        Ok(
-            match Waiter::new().wait_ready(
-                &self.pollfd,
-                self.interest,
-                Some(&self.cancel),
-                crate::peek::left(self.deadline),
-            ) {
-                Ok(Wakeup::Ready) => Ok(()),
-                Ok(Wakeup::Aborted) => Err(Fail::Aborted),
-                Ok(Wakeup::TimedOut) => Err(Fail::Errno(libc::ETIMEDOUT)),
-                Err(e) => Err(e.into()),
-            },
-        )
+        let left = crate::peek::left(self.deadline);
+        Ok(match self.wait.wait(Some(&self.cancel), left) {
+            Ok(Wakeup::Ready) => Ok(()),
+            Ok(Wakeup::Aborted) => Err(Fail::Aborted),
+            Ok(Wakeup::TimedOut) => Err(Fail::Errno(libc::ETIMEDOUT)),
+            Err(e) => Err(e.into()),
+        })
     }
 
-    fn resolve(&mut self, env: Env, out: Self::Output) -> Result<Vec<ZcCompletion>> {
+    fn resolve(&mut self, env: Env, out: Self::Output) -> Result<u32> {
         out.map_err(|f| f.into_error(&env, "waitAsync"))?;
         if self.cancel.is_aborted() {
             return Err(Fail::Aborted.into_error(&env, "waitAsync"));
@@ -1255,10 +1456,15 @@ impl Task for ZcWaitTask {
         // `close()` needs is alive; on the JS thread, no other borrow of it is live.
         let this = unsafe { &*self.this };
         let mut this = this.inner.borrow_mut();
-        if let Some(c) = this.core.as_mut() {
-            // Post deferred io_uring notifications / read the error queue.
-            let _ = c.wait(Some(std::time::Duration::ZERO));
+        let Some(c) = this.core.as_mut() else {
+            return Ok(0);
+        };
+        // Post deferred io_uring notifications / read the error queue: the count ready. A wake
+        // that found none ready (an error-queue entry that was no completion) is 0.
+        match c.wait(Some(std::time::Duration::ZERO)) {
+            Ok(n) => Ok(n as u32),
+            Err(e) if e.raw_os_error() == Some(libc::ETIMEDOUT) => Ok(0),
+            Err(e) => Err(e).or_throw(&env, "waitAsync"),
         }
-        this.reap_all(&env, "waitAsync")
     }
 }

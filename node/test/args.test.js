@@ -71,6 +71,8 @@ const KINDS = {
   uds: { base: () => [1, 2], optional: true, accepts: ['array'], ok: (v) => Array.isArray(v) },
   timeout: { base: () => 0, optional: true, numeric: true, accepts: ['fraction', 'negative', 'big', 'huge-ms'] },
   any: { base: () => 1, optional: true, skip: true },
+  number: { base: () => 1, accepts: ['fraction', 'negative', 'nan', 'huge', 'big'] }, // numeric userData: any number
+  f64out: { base: () => new Float64Array(7), accepts: [] },
 }
 const bool = { kind: 'bool', optional: true }
 const FIELDS = {
@@ -121,6 +123,8 @@ const ARGS = {
   'new ZeroCopySender': ['fd', opts('sender', { backend: 'copy' })],
   'ZeroCopySender.close': [],
   'ZeroCopySender.reap': [],
+  'ZeroCopySender.reapInto': ['f64out'],
+  'ZeroCopySender.sendReapInto': ['data', 'number', 'f64out', opts('send', { dontWait: true })],
   'ZeroCopySender.send': ['data', 'any', opts('send', { dontWait: true })],
   'ZeroCopySender.trySend': ['data', 'any', opts('send')],
   'ZeroCopySender.sendReap': ['data', 'any', opts('send', { dontWait: true })],

@@ -39,7 +39,7 @@ switch (kind) {
     // Take what completed already (the bytes the peer's kernel queued), until nothing comes.
     for (;;) {
       try {
-        if (z.wait(200).length === 0) break
+        if (z.wait(200) === 0 || z.reap().length === 0) break
       } catch (e) {
         if (e.code === 'ETIMEDOUT') break
         throw e

@@ -17,6 +17,14 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyInt};
 
+/// The name of `obj`'s type, for error messages ("... not 'int'").
+pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_default()
+}
+
 /// `OSError(errno, strerror)`: CPython picks the subclass (`BlockingIOError` for `EAGAIN`,
 /// `TimeoutError` for `ETIMEDOUT`, ...) and sets `.errno` (pyo3's own `From<io::Error>`
 /// would leave `.errno` unset).
@@ -233,11 +241,7 @@ impl WriteBuf {
     pub fn get(obj: &Bound<'_, PyAny>, nbytes: i64) -> PyResult<WriteBuf> {
         let nbytes = size_of_arg(nbytes, "buffersize")?;
         let buf = PyUntypedBuffer::get(obj).map_err(|_| {
-            let name = obj
-                .get_type()
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_default();
+            let name = crate::util::type_name(obj);
             PyTypeError::new_err(format!(
                 "a writable bytes-like object is required, not '{name}'"
             ))
@@ -357,11 +361,7 @@ impl ReadBuf {
         };
         if r != 0 {
             spare.push(slot);
-            let name = obj
-                .get_type()
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_default();
+            let name = crate::util::type_name(obj);
             // (The exporter's own error is replaced, as socket.send does.)
             drop(PyErr::take(obj.py()));
             return Err(PyTypeError::new_err(format!(

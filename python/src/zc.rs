@@ -222,6 +222,32 @@ impl Sender {
         Ok(list)
     }
 
+    /// Writes the first `n` core completions into `out[1..]` as (user_data, result, flags)
+    /// triples and `n` into `out[0]`, releasing their pins; a user_data that is not an int of
+    /// 64 bits is written as -1.
+    fn completions_into(&mut self, py: Python<'_>, n: usize, out: &mut [i64]) {
+        let mut k = 0;
+        for c in &self.out[..n] {
+            let Some(e) = self.slab.remove(c.user_data) else {
+                continue; // cannot happen: every token sent is in the slab until reaped
+            };
+            e.pins.release(py, &mut self.spare);
+            // SAFETY: attached; a failed conversion's error is cleared (-1 stands for it).
+            let ud = unsafe {
+                let x = ffi::PyLong_AsLongLong(e.user_data.as_ptr());
+                if x == -1 && !ffi::PyErr_Occurred().is_null() {
+                    ffi::PyErr_Clear();
+                }
+                x
+            };
+            out[1 + 3 * k] = ud;
+            out[2 + 3 * k] = c.result;
+            out[3 + 3 * k] = i64::from(c.flags);
+            k += 1;
+        }
+        out[0] = k as i64;
+    }
+
     /// Every completion ready now. An error after some were taken is left for the next
     /// call (it recurs), so none is lost.
     fn reap_all(&mut self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
@@ -300,7 +326,7 @@ impl Sender {
         };
         // Entries of buffers not sent, and of zero-byte sends: no completion comes for them.
         for (i, &t) in tokens.iter().enumerate() {
-            if i >= sent || iovs[i].iov_len == 0 {
+            if !r.as_ref().is_ok_and(|b| b.completes(i, iovs[i].iov_len)) {
                 if let Some(e) = self.slab.remove(t) {
                     e.pins.release(py, &mut self.spare);
                 }
@@ -456,8 +482,14 @@ impl ZeroCopySender {
         user_data: Py<PyAny>,
         flags: lowcopy::Flags,
         addr: Option<SocketAddr>,
-        reap: bool,
+        reap: Reap<'_>,
     ) -> PyResult<(usize, Option<Bound<'py, PyList>>)> {
+        // How many completions the core may hand back: all it has room for, or what `out`
+        // holds.
+        let room = match &reap {
+            Reap::Into(o) => out_room(o),
+            _ => usize::MAX,
+        };
         self.h.with(|s| {
             let pins = match data {
                 Data::One(obj) => Pins::One(ReadBuf::get(obj, &mut s.spare)?),
@@ -479,12 +511,14 @@ impl ZeroCopySender {
             let token = s.slab.insert(Entry { user_data, pins });
             let iov = PinnedIov(iov);
             let zc = &mut s.zc;
-            let out = &mut s.out;
+            let room = room.min(s.out.len());
+            let out = &mut s.out[..room];
+            let want = !matches!(reap, Reap::No);
             let mut call = || -> io::Result<(usize, usize)> {
                 // SAFETY: the iovecs describe buffers pinned in the slab entry `token` until
                 // its completion is reaped (or the sender is retired with it).
                 unsafe {
-                    match (addr, reap) {
+                    match (addr, want) {
                         (Some(a), _) => zc
                             .send_raw_to(iov.get(), Some(&a), flags, token)
                             .map(|n| (n, 0)),
@@ -506,10 +540,13 @@ impl ZeroCopySender {
                             e.pins.release(py, &mut s.spare);
                         }
                     }
-                    let got = if reap {
-                        Some(s.completion_list(py, k)?)
-                    } else {
-                        None
+                    let got = match reap {
+                        Reap::List => Some(s.completion_list(py, k)?),
+                        Reap::Into(o) => {
+                            s.completions_into(py, k, o);
+                            None
+                        }
+                        Reap::No => None,
                     };
                     Ok((n, got))
                 }
@@ -524,6 +561,78 @@ impl ZeroCopySender {
     }
 }
 
+/// Where a send's ready completions go.
+enum Reap<'a> {
+    No,
+    /// A new list of `Completion`s.
+    List,
+    /// Into a caller's int64 buffer (`out_i64`).
+    Into(&'a mut [i64]),
+}
+
+/// The completions an `out` buffer holds: `out[0]` the count, then a triple each.
+fn out_room(out: &[i64]) -> usize {
+    (out.len() - 1) / 3
+}
+
+/// Runs `f` on the elements of `obj`, a writable C-contiguous buffer of int64 (`array('q')`,
+/// a `memoryview` cast to `'q'`, ...) of at least 4, exported for the call alone (on the
+/// stack: no allocation).
+fn with_out_i64<R>(
+    obj: &Bound<'_, PyAny>,
+    f: impl FnOnce(&mut [i64]) -> PyResult<R>,
+) -> PyResult<R> {
+    let mut view = std::mem::MaybeUninit::<ffi::Py_buffer>::uninit();
+    // SAFETY: `view` is room for one export, released below before it goes out of scope.
+    let rc = unsafe {
+        ffi::PyObject_GetBuffer(
+            obj.as_ptr(),
+            view.as_mut_ptr(),
+            ffi::PyBUF_WRITABLE | ffi::PyBUF_FORMAT | ffi::PyBUF_C_CONTIGUOUS,
+        )
+    };
+    let bad = || {
+        let name = crate::util::type_name(obj);
+        PyTypeError::new_err(format!(
+            "out must be a writable buffer of int64 ('q'), such as array.array('q', ...), not '{name}'"
+        ))
+    };
+    if rc != 0 {
+        // SAFETY: attached; the error GetBuffer set is replaced by ours.
+        unsafe { ffi::PyErr_Clear() };
+        return Err(bad());
+    }
+    // SAFETY: GetBuffer filled the view.
+    let v = unsafe { view.assume_init_mut() };
+    let fmt = if v.format.is_null() {
+        b"B".as_slice()
+    } else {
+        // SAFETY: a NUL-terminated format string of the export.
+        unsafe { std::ffi::CStr::from_ptr(v.format) }.to_bytes()
+    };
+    let fmt = fmt
+        .strip_prefix(b"@")
+        .or(fmt.strip_prefix(b"="))
+        .or(fmt.strip_prefix(b"<"))
+        .unwrap_or(fmt);
+    let r = if v.itemsize != 8 || !(fmt == b"q" || fmt == b"l") {
+        Err(bad())
+    } else if v.len < 32 {
+        Err(PyValueError::new_err(format!(
+            "out must hold at least 4 int64 (one completion), it holds {}",
+            v.len / 8
+        )))
+    } else {
+        // SAFETY: a writable, C-contiguous export of `len` bytes of int64, aligned (its
+        // format is a native 'q'), alive until released below; attached, so no Python code
+        // touches it meanwhile.
+        f(unsafe { std::slice::from_raw_parts_mut(v.buf.cast::<i64>(), v.len as usize / 8) })
+    };
+    // SAFETY: the export made above, released once.
+    unsafe { ffi::PyBuffer_Release(v) };
+    r
+}
+
 /// `obj` as a tuple: itself, a list's copy, or an iterable's items; `TypeError` for what
 /// is not iterable.
 fn tuple_of<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Bound<'py, PyTuple>> {
@@ -534,11 +643,7 @@ fn tuple_of<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Bound<'py, PyT
         return Ok(l.to_tuple());
     }
     let it = obj.try_iter().map_err(|_| {
-        let name = obj
-            .get_type()
-            .name()
-            .map(|n| n.to_string())
-            .unwrap_or_default();
+        let name = crate::util::type_name(obj);
         PyTypeError::new_err(format!("{what} must be iterable, not '{name}'"))
     })?;
     let items = it.collect::<PyResult<Vec<_>>>()?;
@@ -695,7 +800,7 @@ impl ZeroCopySender {
             let flags = send_flags(flags)?;
             let ud = user_data.unwrap_or_else(|| py.None());
             Ok(self
-                .send_pinned(py, Data::One(data), ud, flags, None, false)?
+                .send_pinned(py, Data::One(data), ud, flags, None, Reap::No)?
                 .0)
         })
     }
@@ -742,7 +847,7 @@ impl ZeroCopySender {
             }
             let ud = user_data.unwrap_or_else(|| py.None());
             Ok(self
-                .send_pinned(py, Data::Many(pins), ud, flags, addr, false)?
+                .send_pinned(py, Data::Many(pins), ud, flags, addr, Reap::No)?
                 .0)
         })
     }
@@ -773,12 +878,63 @@ impl ZeroCopySender {
         guard(|| {
             let flags = send_flags(flags)?;
             let ud = user_data.unwrap_or_else(|| py.None());
-            let (n, got) = self.send_pinned(py, Data::One(data), ud, flags, None, true)?;
+            let (n, got) = self.send_pinned(py, Data::One(data), ud, flags, None, Reap::List)?;
             let got = match got {
                 Some(l) => l,
                 None => PyList::empty(py),
             };
             Ok(pair(py, n, got)?.unbind())
+        })
+    }
+
+    /// `send_reap` without objects: `user_data` is an int (of 64 bits), and the completions
+    /// that are ready are written into `out`, a writable buffer of int64 reused from call to
+    /// call (`array.array('q', bytes(8 * (1 + 3 * n)))`), as `reap_into` writes them: their
+    /// count in `out[0]`, then a (user_data, result, flags) triple each from `out[1]`, at most
+    /// `(len(out) - 1) // 3` (the rest stay for the next call). Returns the bytes accepted, as
+    /// `send`.
+    ///
+    /// Errors: `TypeError` for a `user_data` that is not an int or an `out` that is not a
+    /// writable int64 buffer, `ValueError` for one shorter than 4; as `send_reap`.
+    #[pyo3(signature = (data, user_data, out, flags = 0))]
+    fn send_reap_into(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        user_data: &Bound<'_, PyAny>,
+        out: &Bound<'_, PyAny>,
+        flags: i32,
+    ) -> PyResult<usize> {
+        guard(|| {
+            let flags = send_flags(flags)?;
+            user_data.extract::<i64>()?;
+            with_out_i64(out, |o| {
+                let ud = user_data.clone().unbind();
+                let (n, _) =
+                    self.send_pinned(py, Data::One(data), ud, flags, None, Reap::Into(o))?;
+                Ok(n)
+            })
+        })
+    }
+
+    /// `reap` without objects: writes the completions that are ready into `out`, a writable
+    /// buffer of int64 reused from call to call: their count in `out[0]`, then a (user_data,
+    /// result, flags) triple each from `out[1]`, at most `(len(out) - 1) // 3` (call again
+    /// when it was full). A `user_data` that is not an int of 64 bits is written as -1 (`reap`
+    /// hands such objects out). Returns the count. `flags` are the `ZcFlag` bits.
+    ///
+    /// Errors: `TypeError` for an `out` that is not a writable int64 buffer, `ValueError` for
+    /// one shorter than 4; as `reap`.
+    fn reap_into(&self, py: Python<'_>, out: &Bound<'_, PyAny>) -> PyResult<usize> {
+        guard(|| {
+            with_out_i64(out, |o| {
+                self.h.with(|s| {
+                    let room = out_room(o).min(s.out.len());
+                    let k = s.zc.reap(&mut s.out[..room]).py()?;
+                    s.completions_into(py, k, o);
+                    Ok(k)
+                })
+            })
         })
     }
 

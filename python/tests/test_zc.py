@@ -615,3 +615,58 @@ def test_process_exit_with_sends_in_flight(stalled: Pair, how: str) -> None:
     assert 0 < got <= sent
     if how == "os._exit":
         assert got == sent, "the kernel sent every pinned byte"
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS, ids=lambda b: b.name)
+def test_send_reap_into_and_reap_into_write_a_reused_int64_array(backend: lowcopy.ZcBackend) -> None:
+    import array
+
+    p = tcp_pair()
+    assert p.peer is not None
+    out = array.array("q", bytes(8 * (1 + 3 * 2)))  # room for two completions a call
+    try:
+        with lowcopy.ZeroCopySender(p.sock, backend) as z:
+            pos = 0
+            got: dict[int, tuple[int, int]] = {}
+
+            def take() -> None:
+                for j in range(out[0]):
+                    ud, res, fl = out[1 + 3 * j : 4 + 3 * j]
+                    assert ud not in got
+                    got[ud] = (res, fl)
+
+            for i in range(5):
+                n = z.send_reap_into(pattern(pos, 100 + i), 1000 + i, out)
+                assert n == 100 + i
+                assert 0 <= out[0] <= 2
+                take()
+                pos += n
+            z.send(pattern(pos, 7), "not an int")
+            pos += 7
+            drain(p.peer, pos)
+            end = time.monotonic() + 5
+            while len(got) < 6:
+                assert time.monotonic() < end, f"completions: {got}"
+                k = z.reap_into(out)
+                assert k == out[0] and k <= 2
+                take()
+                if k == 0:
+                    try:
+                        z.wait(0.05)
+                    except TimeoutError:
+                        pass
+            assert {ud: r for ud, (r, _) in got.items()} == {
+                **{1000 + i: 100 + i for i in range(5)}, -1: 7}, "a user_data not an int: -1"
+            if backend == lowcopy.ZcBackend.COPY:
+                assert all(fl & lowcopy.ZcFlag.COPIED for _, fl in got.values())
+            with pytest.raises(TypeError):
+                z.send_reap_into(b"x", "ud", out)
+            with pytest.raises(TypeError):
+                z.reap_into(bytearray(64))  # not int64
+            with pytest.raises(TypeError):
+                z.reap_into(bytes(64))  # read-only
+            with pytest.raises(ValueError):
+                z.reap_into(array.array("q", [0, 0, 0]))  # no room for one completion
+            assert z.inflight == 0
+    finally:
+        p.close()

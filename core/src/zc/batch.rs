@@ -102,3 +102,30 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
         Ok(done)
     }
 }
+
+impl Batch {
+    /// Whether buffer `i` of the batch, `len` bytes long, has a completion to come: it was sent
+    /// (`i < sends`) and accepted bytes (a zero-length buffer is a send that gets none). The
+    /// bindings hold a buffer for exactly these, and release the others when the call returns.
+    pub fn completes(&self, i: usize, len: usize) -> bool {
+        i < self.sends && len > 0
+    }
+}
+
+#[cfg(test)]
+mod batch_tests {
+    use super::Batch;
+
+    #[test]
+    fn completes_names_the_sent_buffers_that_took_bytes() {
+        let b = Batch {
+            sends: 2,
+            bytes: 10,
+            completions: 0,
+        };
+        assert!(b.completes(0, 5));
+        assert!(!b.completes(1, 0), "a zero-length send gets no completion");
+        assert!(b.completes(1, 9), "the last send, short, has one");
+        assert!(!b.completes(2, 5), "not sent");
+    }
+}

@@ -70,8 +70,10 @@ mod addr;
 mod batch;
 mod buf;
 mod close;
+mod detached;
 mod errqueue;
 mod options;
+mod polled;
 mod ring_send;
 mod stats;
 #[cfg(test)]
@@ -95,6 +97,7 @@ use crate::Flags;
 use adaptive::Adaptive;
 use addr::RawAddr;
 pub use buf::{Owned, SendError, Slice, ZcBuf};
+pub use detached::DetachedWait;
 use errqueue::{enable_so_zerocopy, plain_engine};
 pub use options::*;
 use ring_send::{apply_notif, Ring};
