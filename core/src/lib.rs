@@ -115,8 +115,8 @@ pub use lowat::{
     RecvStats,
 };
 pub use peek::{
-    consume, peek_at, peek_supported, PeekMode, PeekResult, PeekStats, Peeker, PeekerOptions,
-    StreamKind, Urgent,
+    consume, peek_at, peek_at_abortable, peek_supported, PeekMode, PeekResult, PeekStats, Peeker,
+    PeekerOptions, StreamKind, Urgent,
 };
 pub use probe::{probe, Caps};
 pub use recvlen::{recv_buffer_len, RECV_BUFFER_FLOOR};

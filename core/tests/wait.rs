@@ -266,3 +266,55 @@ fn recv_atleast_is_abortable() {
         assert_eq!(&buf[..n], b"abc", "{tr}");
     }
 }
+
+/// The async peeks' core calls: a peeker's and the stateless one wait for a byte beyond the
+/// offset (and return it), end with ETIMEDOUT when none comes, and with ECANCELED when another
+/// thread aborts, or at once when the handle was aborted before.
+#[test]
+fn abortable_peeks() {
+    use lowcopy::{peek_at_abortable, PeekMode, Peeker};
+    use std::io::IoSliceMut;
+    let p = pair("tcp4");
+    write_all(p.peer.as_fd(), b"ab");
+    let mut pk = Peeker::new(p.sock.as_fd(), PeekMode::Auto).unwrap();
+    let mut b = [0u8; 8];
+    let h = Arc::new(AbortHandle::new().unwrap());
+    // Bytes there: no wait.
+    let n = pk
+        .peek_abortable(&mut [IoSliceMut::new(&mut b)], &h, Some(MS))
+        .unwrap();
+    assert_eq!(&b[..n], b"ab");
+    // Nothing beyond the cursor: the limit ends it.
+    let t0 = Instant::now();
+    let e = pk.peek_abortable(&mut [IoSliceMut::new(&mut b)], &h, Some(50 * MS));
+    assert_eq!(e.unwrap_err().raw_os_error(), Some(libc::ETIMEDOUT));
+    assert!(t0.elapsed() >= 50 * MS);
+    // A byte that comes while it sleeps.
+    let peer = p.peer.try_clone().unwrap();
+    let w = std::thread::spawn(move || {
+        std::thread::sleep(30 * MS);
+        write_all(peer.as_fd(), b"c");
+    });
+    let n = pk
+        .peek_abortable(&mut [IoSliceMut::new(&mut b)], &h, None)
+        .unwrap();
+    assert_eq!(&b[..n], b"c");
+    w.join().unwrap();
+    // The stateless one, beyond offset 3: aborted from another thread.
+    let a = abort_after(&h, 30);
+    let e = peek_at_abortable(p.sock.as_fd(), 3, &mut [IoSliceMut::new(&mut b)], &h, None);
+    assert_eq!(e.unwrap_err().raw_os_error(), Some(libc::ECANCELED));
+    a.join().unwrap();
+    // Aborted before: no peek at all, even with bytes there.
+    let e = pk.peek_abortable(&mut [IoSliceMut::new(&mut b)], &h, None);
+    assert_eq!(e.unwrap_err().raw_os_error(), Some(libc::ECANCELED));
+    let n = peek_at_abortable(
+        p.sock.as_fd(),
+        1,
+        &mut [IoSliceMut::new(&mut b)],
+        &Arc::new(AbortHandle::new().unwrap()),
+        None,
+    )
+    .unwrap();
+    assert_eq!(&b[..n], b"bc");
+}

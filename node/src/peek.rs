@@ -6,7 +6,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
 
-use lowcopy::{AbortHandle, Flags, PeekMode, Wakeup};
+use lowcopy::{AbortHandle, Flags, PeekMode};
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
@@ -1319,6 +1319,14 @@ pub(crate) fn left(deadline: Option<std::time::Instant>) -> Option<std::time::Du
     deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()))
 }
 
+/// core's `ECANCELED` (the abort handle ended the wait) as the `AbortError` it is in JS.
+fn aborted(e: std::io::Error) -> Fail {
+    match e.raw_os_error() {
+        Some(libc::ECANCELED) => Fail::Aborted,
+        _ => e.into(),
+    }
+}
+
 /// What an async peek reads from.
 pub enum Src {
     /// A `Peeker`'s cursor.
@@ -1358,25 +1366,12 @@ impl PeekTask {
                 if let Some(p) = g.as_ref() {
                     buf = alloc(p.as_fd())?;
                 }
-                let r = loop {
-                    if sh.close_requested.load(Ordering::Acquire) {
-                        break Err(Fail::Aborted);
-                    }
-                    let Some(p) = g.as_mut() else {
-                        break Err(Fail::Errno(libc::EBADF));
-                    };
-                    match p.peek(&mut [IoSliceMut::new(&mut buf)], Flags::DONTWAIT) {
-                        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {}
-                        r => break r.map_err(Fail::from),
-                    }
-                    let off = p.offset();
-                    let left = left(deadline);
-                    match lowcopy::wait_beyond(p.as_fd(), off, Some(&**cancel), left) {
-                        Ok(Wakeup::Aborted) => break Err(Fail::Aborted),
-                        Ok(Wakeup::TimedOut) => break Err(Fail::Errno(libc::ETIMEDOUT)),
-                        Ok(_) => {}
-                        Err(e) => break Err(e.into()),
-                    }
+                let r = match g.as_mut() {
+                    _ if sh.close_requested.load(Ordering::Acquire) => Err(Fail::Aborted),
+                    None => Err(Fail::Errno(libc::EBADF)),
+                    Some(p) => p
+                        .peek_abortable(&mut [IoSliceMut::new(&mut buf)], cancel, left(deadline))
+                        .map_err(aborted),
                 };
                 if sh.close_requested.load(Ordering::Acquire) {
                     g.take(); // close() came while this held the peeker
@@ -1390,22 +1385,9 @@ impl PeekTask {
             }
             Src::At { fd, offset, cancel } => {
                 buf = alloc(fd.as_fd())?;
-                loop {
-                    match lowcopy::peek_at(
-                        fd,
-                        *offset,
-                        &mut [IoSliceMut::new(&mut buf)],
-                        Flags::DONTWAIT,
-                    ) {
-                        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {}
-                        r => break r?,
-                    }
-                    match lowcopy::wait_beyond(fd, *offset, Some(&**cancel), left(deadline))? {
-                        Wakeup::TimedOut => return Err(Fail::Errno(libc::ETIMEDOUT)),
-                        Wakeup::Aborted => return Err(Fail::Aborted),
-                        _ => {}
-                    }
-                }
+                let bufs = &mut [IoSliceMut::new(&mut buf)];
+                lowcopy::peek_at_abortable(fd, *offset, bufs, cancel, left(deadline))
+                    .map_err(aborted)?
             }
         };
         buf.truncate(n);

@@ -76,6 +76,7 @@ use libc::{c_int, iovec};
 use crate::sys::{self, errno, IOV_MAX, SCRATCH_LEN, SO_PEEK_OFF};
 use crate::Flags;
 
+mod abortable;
 mod boundary;
 mod classify;
 mod lowat;
@@ -85,6 +86,7 @@ mod stateless;
 mod tests;
 mod types;
 
+pub use abortable::peek_at_abortable;
 use classify::{check_stated, classify, is_eopnotsupp, SockInfo, Transport};
 use lowat::Lowat;
 use mechanism::{InqHint, KernelOff, Mechanism};
