@@ -24,7 +24,9 @@
 #     only those;
 #   - NEEDED libc alone (no libgcc_s), no TLS segment;
 #   - a -static link with no warning at all (glibc's static-NSS warnings among them), and
-#     that static daemon run under its filter too.
+#     that static daemon run under its filter too;
+#   - no panic path left in the archive (nm: none of core's panicking functions);
+#   - calls.c, every export of the peek archive, gives the same results linked with either.
 set -eu
 cd "$(dirname "$0")/../.."
 export PKG_CONFIG_PATH="$PWD/build/lib/pkgconfig"
@@ -93,7 +95,7 @@ allowed() {
 	case $1 in
 	memcpy | memmove | memset | memcmp | bcmp) return 0 ;;
 	esac
-	for a in $PEEK_LIBC; do [ "$1" = "$a" ] && return 0; done
+	for allowed_w in $PEEK_LIBC; do [ "$1" = "$allowed_w" ] && return 0; done
 	return 1
 }
 plibs="$(pkg-config --static --libs lowcopy-peek)"
@@ -135,18 +137,38 @@ fi
 # members define) is the documented list, whatever a program uses of it. The other members
 # are Rust's compiler-builtins (compiler-rt's C helpers among them), linked only by reference:
 # none is (the daemon's symbols above show it).
-a=build/lib/liblowcopy_peek.a
-nm -A "$a" 2>/dev/null | awk '$2 == "T" && $3 ~ /^lowcopy_/ { sub(/:[0-9a-f]*$/, "", $1); print $1 }' | sort -u > "$t/a.members"
-nm -A "$a" 2>/dev/null | awk 'NR == FNR { m[$0] = 1; next } $2 == "U" { k = $1; sub(/:$/, "", k); if (k in m) print $3 }' "$t/a.members" - |
+archive=build/lib/liblowcopy_peek.a
+nm -A "$archive" 2>/dev/null | awk '$2 == "T" && $3 ~ /^lowcopy_/ { sub(/:[0-9a-f]*$/, "", $1); print $1 }' | sort -u > "$t/a.members"
+nm -A "$archive" 2>/dev/null | awk 'NR == FNR { m[$0] = 1; next } $2 == "U" { k = $1; sub(/:$/, "", k); if (k in m) print $3 }' "$t/a.members" - |
 	sort -u > "$t/a.undef"
-nm -A "$a" 2>/dev/null | awk 'NF == 3 && $2 != "U" && $2 != "w" { print $3 }' | sort -u > "$t/a.def"
+nm -A "$archive" 2>/dev/null | awk 'NF == 3 && $2 != "U" && $2 != "w" { print $3 }' | sort -u > "$t/a.def"
 comm -23 "$t/a.undef" "$t/a.def" > "$t/a.ext"
 printf 'liblowcopy_peek.a: undefined symbols: %s\n' "$(tr '\n' ' ' < "$t/a.ext")"
 while read -r s; do
 	allowed "$s" || { echo "FAIL (peek): the archive references $s, not in its list"; fail=1; }
 done < "$t/a.ext"
-if objdump -h "$a" 2>/dev/null | grep -Eq '\.t(data|bss)'; then
+# No panic left: every path to core's panicking functions (bounds checks, unwraps, overflow
+# checks) proven unreachable and removed by the optimiser, and with them the panic handler.
+panics=$(nm -A "$archive" 2>/dev/null | grep -F -f "$t/a.members" | grep -Ec 'panicking|rust_begin_unwind' || true)
+printf 'liblowcopy_peek.a: panic paths left: %d symbols\n' "$panics"
+[ "$panics" -eq 0 ] || { nm -A "$archive" 2>/dev/null | grep -E 'panicking|rust_begin_unwind'; echo "FAIL (peek): a panic path is left"; fail=1; }
+if objdump -h "$archive" 2>/dev/null | grep -Eq '\.t(data|bss)'; then
 	echo "FAIL (peek): the archive has thread-local data"
+	fail=1
+fi
+# Same symbols, same semantics: tests/footprint/calls.c calls every export of the peek archive
+# (every mode, TCP and AF_UNIX, the argument errors) linked with each archive; the two
+# transcripts must be identical and each program's own checks hold.
+# shellcheck disable=SC2086
+cc $cflags tests/footprint/calls.c -o "$t/calls-peek" $plibs
+# shellcheck disable=SC2086
+cc $cflags tests/footprint/calls.c -o "$t/calls-full" $libs
+"$t/calls-peek" > "$t/calls-peek.out" || { tail -3 "$t/calls-peek.out"; echo "FAIL: calls.c (liblowcopy_peek.a)"; fail=1; }
+"$t/calls-full" > "$t/calls-full.out" || { tail -3 "$t/calls-full.out"; echo "FAIL: calls.c (liblowcopy.a)"; fail=1; }
+if diff "$t/calls-full.out" "$t/calls-peek.out"; then
+	printf 'calls.c: %d results, the same from both archives\n' "$(grep -c ': ' "$t/calls-peek.out")"
+else
+	echo "FAIL: the peek archive's results differ from the full archive's (diff above: < full, > peek)"
 	fail=1
 fi
 if [ $fail -ne 0 ]; then

@@ -26,7 +26,7 @@ impl Mechanism {
     /// AUTO without touching the socket when the family's answer is cached; callers that
     /// get `Offset` still handle `EOPNOTSUPP` from the first `setsockopt`.
     pub(super) fn resolve_auto(info: SockInfo) -> Self {
-        match PEEK_OFF_CACHE[info.family].load(Ordering::Relaxed) {
+        match peek_off_cache(info.family).load(Ordering::Relaxed) {
             2 => Self::Discard,
             _ => Self::Offset,
         }

@@ -25,7 +25,7 @@ pub fn peek_supported(fd: impl AsFd) -> io::Result<bool> {
     };
     match sys::setsockopt_int(fd, libc::SOL_SOCKET, SO_PEEK_OFF, cur) {
         Ok(()) => {
-            PEEK_OFF_CACHE[info.family].store(1, Ordering::Relaxed);
+            peek_off_cache(info.family).store(1, Ordering::Relaxed);
             Ok(true)
         }
         Err(e) if is_eopnotsupp(&e) => Ok(false),
