@@ -14,6 +14,9 @@
 #                  lowcopy-static.pc (the archive, libc alone), the per-use syscall lists
 #                  (SYSCALLSDIR: include/syscalls/*.list), the man pages
 #                  (MANDIR: lowcopy(7) and one section-3 page per function)
+#   make peek-lib  build/lib/liblowcopy_peek.a (capi/peek: the peeker's calls alone over core's
+#                  no_std peek engine; tens of KB of text, libc's syscall wrappers and mem*) and
+#                  its lowcopy-peek.pc (the archive and nothing but libc)
 #   make man       the man pages in build/man, generated from include/lowcopy.h
 #   make dist      every release artifact in dist/ (scripts/dist.sh): the Python wheel and
 #                  sdist, the two npm tarballs, the C source tarball, the Debian packages
@@ -37,7 +40,7 @@ PKGENV   := PKG_CONFIG_PATH=$(BUILD)/lib/pkgconfig
 # program, libgcc_eh.a with -static, where -lgcc_s does not exist and failed the link).
 STATIC_PRIVATE := -lutil -lrt -lpthread -lm -ldl -lc
 
-.PHONY: all lib fault-lib docs header examples c-tests demo python-demo test check test-c \
+.PHONY: all lib peek-lib fault-lib docs header examples c-tests demo python-demo test check test-c \
 	test-python test-node test-examples install clean valgrind \
 	fuzz fuzz-replay man man-check abi-check version version-check dist
 
@@ -54,6 +57,27 @@ lib:
 	cp -f target/release/liblowcopy.a $(BUILD)/lib/.liblowcopy.a.tmp
 	mv -f $(BUILD)/lib/.liblowcopy.a.tmp $(BUILD)/lib/liblowcopy.a
 	$(call write_pc,$(CURDIR),$(BUILD)/lib,$(CURDIR)/include,$(BUILD)/lib/pkgconfig/lowcopy.pc)
+
+# liblowcopy_peek.a: capi/peek is a workspace of its own (core without its default `std`
+# feature; in this workspace cargo would unify std back in), built with its profile `peek`
+# (panic=abort, LTO, one codegen unit, opt-level s) into target/peek.
+PEEK_TARGET := $(CURDIR)/target/peek
+peek-lib:
+	$(CARGO) build --manifest-path capi/peek/Cargo.toml --profile peek --target-dir $(PEEK_TARGET)
+	mkdir -p $(BUILD)/lib/pkgconfig
+	cp -f $(PEEK_TARGET)/peek/liblowcopy_peek.a $(BUILD)/lib/.liblowcopy_peek.a.tmp
+	mv -f $(BUILD)/lib/.liblowcopy_peek.a.tmp $(BUILD)/lib/liblowcopy_peek.a
+	$(call write_peek_pc,$(CURDIR),$(BUILD)/lib,$(CURDIR)/include,$(BUILD)/lib/pkgconfig/lowcopy-peek.pc)
+
+# write_peek_pc(prefix, libdir, includedir, file): the peek archive; libc is the cc driver's.
+define write_peek_pc
+	printf '%s\n' 'prefix=$(1)' 'libdir=$(2)' 'includedir=$(3)' '' \
+	  'Name: lowcopy-peek' \
+	  'Description: the peek path of lowcopy as a no_std archive: libc alone, no libgcc_s, no TLS' \
+	  'Version: $(VERSION)' \
+	  'Libs: -L$${libdir} -l:liblowcopy_peek.a' \
+	  'Cflags: -I$${includedir}' > $(4)
+endef
 
 # write_pc(prefix, libdir, includedir, file)
 define write_pc
@@ -116,7 +140,7 @@ C_ABI_BINS := $(BUILD)/bin/layout_older $(BUILD)/bin/layout_newer $(BUILD)/bin/a
 # The same runners with every lowcopy call held to its documented syscalls (tests/seccomp/):
 # no ASan (its runtime makes syscalls of its own inside the filtered calls).
 SECCOMP_RUNNERS := $(patsubst tests/c/%.c,$(BUILD)/bin/seccomp_%,$(wildcard tests/c/*scenarios.c))
-c-tests: lib $(C_TEST_BINS) $(C_RUNNERS) $(C_ABI_BINS) $(SECCOMP_RUNNERS) $(BUILD)/bin/faultrun \
+c-tests: lib peek-lib $(C_TEST_BINS) $(C_RUNNERS) $(C_ABI_BINS) $(SECCOMP_RUNNERS) $(BUILD)/bin/faultrun \
 	$(BUILD)/bin/seccomp_uses
 
 $(C_TEST_BINS): tests/c/check.h tests/c/common.h
@@ -344,7 +368,7 @@ dist:
 # Installs stripped libraries; the shared library's debug info goes apart, to
 # $(LIBDIR)/.debug/ (where gdb looks for the file its .gnu_debuglink names).
 DEBUGDIR := $(LIBDIR)/.debug
-install: lib man
+install: lib peek-lib man
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR) $(DESTDIR)$(DEBUGDIR) \
 	  $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man7 $(BUILD)/stripped
 	objcopy --only-keep-debug $(BUILD)/lib/liblowcopy.so.$(VERSION) \
@@ -353,17 +377,20 @@ install: lib man
 	  --add-gnu-debuglink=liblowcopy.so.$(VERSION).debug \
 	  $(BUILD)/lib/liblowcopy.so.$(VERSION) liblowcopy.so.$(VERSION)
 	strip --strip-debug -o $(BUILD)/stripped/liblowcopy.a $(BUILD)/lib/liblowcopy.a
+	strip --strip-debug -o $(BUILD)/stripped/liblowcopy_peek.a $(BUILD)/lib/liblowcopy_peek.a
 	install -m 0755 $(BUILD)/stripped/liblowcopy.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
 	install -m 0644 $(BUILD)/stripped/liblowcopy.so.$(VERSION).debug $(DESTDIR)$(DEBUGDIR)/
 	ln -sf liblowcopy.so.$(VERSION) $(DESTDIR)$(LIBDIR)/liblowcopy.so.0
 	ln -sf liblowcopy.so.0 $(DESTDIR)$(LIBDIR)/liblowcopy.so
 	install -m 0644 $(BUILD)/stripped/liblowcopy.a $(DESTDIR)$(LIBDIR)/
+	install -m 0644 $(BUILD)/stripped/liblowcopy_peek.a $(DESTDIR)$(LIBDIR)/
 	install -m 0644 include/lowcopy.h include/lowcopy_syscalls.h $(DESTDIR)$(INCDIR)/
 	install -d $(DESTDIR)$(SYSCALLSDIR)
 	install -m 0644 include/syscalls/*.list $(DESTDIR)$(SYSCALLSDIR)/
 	install -m 0644 $(BUILD)/man/man3/*.3 $(DESTDIR)$(MANDIR)/man3/
 	install -m 0644 $(BUILD)/man/man7/lowcopy.7 $(DESTDIR)$(MANDIR)/man7/
 	$(call write_pc,$(PREFIX),$(LIBDIR),$(INCDIR),$(DESTDIR)$(LIBDIR)/pkgconfig/lowcopy.pc)
+	$(call write_peek_pc,$(PREFIX),$(LIBDIR),$(INCDIR),$(DESTDIR)$(LIBDIR)/pkgconfig/lowcopy-peek.pc)
 
 clean:
 	$(CARGO) clean

@@ -91,6 +91,12 @@ install_smoke() ( # a subshell: its EXIT trap cleans up whatever happens
 		tr '\n' ' ')
 	[ "$needed" = "libc.so.6 " ] || { echo "lowcopy-static.pc: NEEDED $needed"; return 1; }
 	"$d/ts" | tail -1
+	# lowcopy-peek.pc: the peek archive, a -static program from the installed files, silent.
+	# shellcheck disable=SC2046
+	cc -static -Wall -Wextra -Werror $("${pc[@]}" pkg-config --cflags lowcopy-peek) \
+		tests/footprint/daemon.c -o "$d/tp" $("${pc[@]}" pkg-config --static --libs lowcopy-peek) \
+		2> "$d/tp.err" && ! [ -s "$d/tp.err" ] || { cat "$d/tp.err"; echo "lowcopy-peek.pc: link"; return 1; }
+	"$d/tp" include/syscalls/use_peeker_init_closing.list | tail -1
 	# Only lowcopy_* symbols leave the shared library, all under a version node.
 	bad=$(nm -D --defined-only "$d/usr/local/lib/liblowcopy.so.0" | awk '{print $3}' |
 		grep -v '^lowcopy_' | grep -v '^LOWCOPY_0' || true)
@@ -148,6 +154,7 @@ build_once() {
 section_check() {
 	suite "cargo fmt" cargo fmt --all -- --check
 	suite "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
+	no_std_lints
 	suite "docs: adapters' doc copies match core (scripts/docgen.py --check)" python3 scripts/docgen.py --check
 	suite "docs: docs/calls.md lists every call of every language (scripts/calls_table.py --check)" \
 		python3 scripts/calls_table.py --check
@@ -156,9 +163,19 @@ section_check() {
 		cargo test -q -p lowcopy --test scenarios --test zc_scenarios --test rx_scenarios
 }
 
+# The no_std builds, which the workspace's clippy does not see: core without std (the peek
+# engine alone), and capi/peek (liblowcopy_peek.a), a workspace of its own.
+no_std_lints() {
+	suite "cargo clippy, core without std" cargo clippy -q -p lowcopy --no-default-features -- -D warnings
+	suite "cargo fmt and clippy, capi/peek (liblowcopy_peek.a)" sh -c \
+		'cargo fmt --manifest-path capi/peek/Cargo.toml -- --check &&
+		cargo clippy -q --manifest-path capi/peek/Cargo.toml --target-dir target/peek -- -D warnings'
+}
+
 section_rust() {
 	suite "cargo fmt" cargo fmt --all -- --check
 	suite "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
+	no_std_lints
 	# The binding crates are tested from their languages (python/run-tests.sh, the node
 	# suites below): a cargo test binary would load the ld cache's libpython, and cannot load
 	# napi.

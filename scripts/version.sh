@@ -6,7 +6,8 @@
 #                                 packages (node/package.json, node/npm/*/package.json,
 #                                 package-lock.json), napi's
 #                                 generated loader (node/index.js), the header's
-#                                 LOWCOPY_VERSION_* (include/lowcopy.h) and debian/changelog
+#                                 LOWCOPY_VERSION_* (include/lowcopy.h), capi/peek/Cargo.toml
+#                                 (a workspace of its own) and debian/changelog
 #   scripts/version.sh --set X    writes X into Cargo.toml and every file above that is not
 #                                 generated; then `make header` and `node/scripts/ci.sh build`
 #                                 regenerate lowcopy.h and index.js, and --check passes
@@ -52,6 +53,9 @@ h = open("include/lowcopy.h").read()
 hv = ".".join(re.search(rf"#define LOWCOPY_VERSION_{k} (\d+)", h).group(1)
               for k in ("MAJOR", "MINOR", "PATCH"))
 want("include/lowcopy.h LOWCOPY_VERSION_* (make header)", hv)
+# capi/peek is a workspace of its own (liblowcopy_peek.a): it cannot inherit the version.
+pm = re.search(r'^version = "([^"]+)"', open("capi/peek/Cargo.toml").read(), re.M)
+want("capi/peek/Cargo.toml version", pm.group(1) if pm else None)
 m = re.match(r"lowcopy \(([^)]+)\)", open("debian/changelog").read())
 want("debian/changelog's latest entry (upstream part)", m.group(1).split("-")[0] if m else None)
 if bad:
@@ -81,6 +85,8 @@ def lock(d):
 edit("node/package-lock.json", lock)
 edit("examples/node/package-lock.json", lambda d: d["packages"]["../../node"].update(version=v))
 PY
+	sed -i "0,/^version = \".*\"/s//version = \"$new\"/" capi/peek/Cargo.toml
+	(cd capi/peek && cargo update -w -q 2>/dev/null) || true
 	if ! head -1 debian/changelog | grep -q "($new-"; then
 		{
 			echo "lowcopy ($new-1) unstable; urgency=medium"

@@ -1,18 +1,19 @@
 //! Offset peek: `SO_PEEK_OFF` and the discard prefix.
 
+#[cfg(lowcopy_full)]
 use std::io::IoSliceMut;
-
-use std::os::fd::BorrowedFd;
-
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use libc::{c_int, c_void, iovec, size_t, ssize_t, EINVAL, ENOTRECOVERABLE};
 use lowcopy::peek::{PEEK_MOVED, PEEK_PREFIXED};
 use lowcopy::{Flags, PeekMode, PeekResult, PeekStats, Peeker, PeekerOptions, StreamKind, Urgent};
 
+use lowcopy::__private::{io, BorrowedFd};
+
+#[cfg(lowcopy_full)]
+use crate::new_handle;
 use crate::{
-    borrow, check_size, guard, iov_slice, neg, new_handle, out_sized, ret_size, ret_unit,
-    with_handle, with_handle_ref, write_sized, Guarded,
+    borrow, catch, check_size, guard, iov_slice, neg, out_sized, ret_size, ret_unit, with_handle,
+    with_handle_ref, write_sized, Guarded,
 };
 
 /// Peek mechanism:
@@ -68,7 +69,7 @@ pub const LOWCOPY_PEEK_URGENT_CALLER: u32 = 0x100;
 
 /// The C `mode` argument: a `LOWCOPY_PEEK_*` mechanism, optionally with
 /// `LOWCOPY_PEEK_URGENT_CALLER`. Unknown values and bits are `EINVAL`.
-fn c_mode(mode: u32) -> std::io::Result<PeekerOptions> {
+fn c_mode(mode: u32) -> io::Result<PeekerOptions> {
     let urgent = if mode & LOWCOPY_PEEK_URGENT_CALLER != 0 {
         Urgent::Caller
     } else {
@@ -76,7 +77,7 @@ fn c_mode(mode: u32) -> std::io::Result<PeekerOptions> {
     };
     let m = PeekMode::try_from(mode & !LOWCOPY_PEEK_URGENT_CALLER)?;
     if urgent == Urgent::Caller && m == PeekMode::Offset {
-        return Err(std::io::Error::from_raw_os_error(EINVAL));
+        return Err(io::Error::from_raw_os_error(EINVAL));
     }
     Ok(PeekerOptions::new(m).urgent(urgent))
 }
@@ -124,6 +125,7 @@ pub const LOWCOPY_PEEKER_LIVE: u64 = 0x6c63_7065_656b_6572;
 pub const LOWCOPY_PEEKER_RELEASED: u64 = 0x6c63_7065_6572_6564;
 /// The tag of a peeker made by `lowcopy_peeker_new` (its memory the library's, freed by
 /// release): the tag tells who owns the memory, so no flag beside it is needed.
+#[cfg(lowcopy_full)]
 const TAG_HEAP: u64 = 0x6c63_7065_6865_6170;
 
 /// Alignment that `lowcopy_peeker_init` requires of its memory (`lowcopy_peeker_storage` has
@@ -135,13 +137,13 @@ const _: () = {
     assert!(LOWCOPY_PEEK_PREFIXED == PEEK_PREFIXED);
     // The header promises exactly what the library needs (the storage the size of what it
     // holds, issue 22.2); growing it takes a new symbol version (docs/abi.md).
-    assert!(std::mem::size_of::<lowcopy_peeker>() == LOWCOPY_PEEKER_SIZE);
-    assert!(std::mem::align_of::<lowcopy_peeker>() <= LOWCOPY_PEEKER_ALIGN);
-    assert!(std::mem::size_of::<lowcopy_peeker_storage>() == LOWCOPY_PEEKER_SIZE);
+    assert!(core::mem::size_of::<lowcopy_peeker>() == LOWCOPY_PEEKER_SIZE);
+    assert!(core::mem::align_of::<lowcopy_peeker>() <= LOWCOPY_PEEKER_ALIGN);
+    assert!(core::mem::size_of::<lowcopy_peeker_storage>() == LOWCOPY_PEEKER_SIZE);
     // LOWCOPY_PEEKER_LIVE is the uint64_t at `mem`: `tag` is first in the #[repr(C)] Tagged,
     // and Tagged, the handle's one field, at its start (checked for this compiler's layout).
-    assert!(std::mem::offset_of!(lowcopy_peeker, t) == 0);
-    assert!(std::mem::align_of::<lowcopy_peeker_storage>() == LOWCOPY_PEEKER_ALIGN);
+    assert!(core::mem::offset_of!(lowcopy_peeker, t) == 0);
+    assert!(core::mem::align_of::<lowcopy_peeker_storage>() == LOWCOPY_PEEKER_ALIGN);
 };
 
 /// Caller memory for one peeker (`LOWCOPY_PEEKER_SIZE` bytes, aligned for it): declare one per
@@ -197,6 +199,7 @@ type CPeeker = Peeker<BorrowedFd<'static>>;
 // doc-end
 ///
 /// Syscalls: getsockopt, setsockopt.
+#[cfg(lowcopy_full)]
 #[no_mangle]
 pub extern "C" fn lowcopy_peek_supported(fd: c_int) -> c_int {
     guard(-ENOTRECOVERABLE, || {
@@ -244,6 +247,7 @@ pub extern "C" fn lowcopy_peek_supported(fd: c_int) -> c_int {
 ///
 /// # Safety
 /// `buf` must be NULL or writable for `len` bytes.
+#[cfg(lowcopy_full)]
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_peek_at(
     fd: c_int,
@@ -271,6 +275,7 @@ pub unsafe extern "C" fn lowcopy_peek_at(
 ///
 /// # Safety
 /// `iov` must be NULL or point to `iovcnt` iovecs, each describing writable memory.
+#[cfg(lowcopy_full)]
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_peekv_at(
     fd: c_int,
@@ -314,6 +319,7 @@ pub unsafe extern "C" fn lowcopy_peekv_at(
 // doc-end
 ///
 /// Syscalls: getsockopt, recvfrom, recvmsg, ioctl, close (descriptors that came with the bytes).
+#[cfg(lowcopy_full)]
 #[no_mangle]
 pub extern "C" fn lowcopy_consume(fd: c_int, n: size_t, flags: c_int) -> ssize_t {
     guard(-ENOTRECOVERABLE as ssize_t, || {
@@ -401,6 +407,7 @@ pub extern "C" fn lowcopy_consume(fd: c_int, n: size_t, flags: c_int) -> ssize_t
 ///
 /// # Safety
 /// `out` must be NULL or writable for one pointer.
+#[cfg(lowcopy_full)]
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_peeker_new(
     fd: c_int,
@@ -673,6 +680,7 @@ crate::versions::default_version!("lowcopy_peeker_stats", "LOWCOPY_0.2");
 ///
 /// # Safety
 /// `p` must be NULL or a live peeker not yet released.
+#[cfg(lowcopy_full)]
 #[no_mangle]
 pub unsafe extern "C" fn lowcopy_peeker_free(p: *mut lowcopy_peeker) {
     // SAFETY: NULL or a live peeker not yet released, per the caller.
@@ -685,7 +693,7 @@ pub unsafe extern "C" fn lowcopy_peeker_free(p: *mut lowcopy_peeker) {
 /// Syscalls: none.
 #[no_mangle]
 pub extern "C" fn lowcopy_peeker_size() -> size_t {
-    std::mem::size_of::<lowcopy_peeker>()
+    core::mem::size_of::<lowcopy_peeker>()
 }
 crate::versions::default_version!("lowcopy_peeker_size", "LOWCOPY_0.3");
 
@@ -754,7 +762,7 @@ pub unsafe extern "C" fn lowcopy_peeker_init(
         let at = mem.cast::<lowcopy_peeker>();
         if mem.is_null()
             || out.is_null()
-            || size < std::mem::size_of::<lowcopy_peeker>()
+            || size < core::mem::size_of::<lowcopy_peeker>()
             || !at.is_aligned()
         {
             return -EINVAL;
@@ -839,8 +847,14 @@ unsafe fn release(p: *mut lowcopy_peeker, closing: bool) -> c_int {
         unsafe { (&raw mut (*p).t.tag).write(LOWCOPY_PEEKER_RELEASED) };
         h
     } else {
+        #[cfg(lowcopy_full)]
         // SAFETY: allocated by Box::into_raw in lowcopy_peeker_new, freed only here, once.
-        *unsafe { Box::from_raw(p) }
+        let h = *unsafe { Box::from_raw(p) };
+        // liblowcopy_peek.a has no lowcopy_peeker_new: memory not tagged live holds no peeker.
+        #[cfg(not(lowcopy_full))]
+        return -EINVAL;
+        #[cfg(lowcopy_full)]
+        h
     };
     let panicked = h.t.g.panicked();
     let run = move || {
@@ -851,8 +865,9 @@ unsafe fn release(p: *mut lowcopy_peeker, closing: bool) -> c_int {
             drop(h);
         }
     };
+    #[cfg(lowcopy_full)]
     let _no_cancel = crate::NoCancel::new();
-    match catch_unwind(AssertUnwindSafe(run)) {
+    match catch(run) {
         Ok(()) if !panicked => 0,
         _ => -ENOTRECOVERABLE,
     }

@@ -1,11 +1,11 @@
 //! [`Flags`]: what a single call may do, as a Rust value instead of `MSG_*` integers.
 
-use std::fmt;
-use std::io;
-use std::ops::{BitOr, BitOrAssign};
+use core::fmt;
+use core::ops::{BitOr, BitOrAssign};
 
 use libc::c_int;
 
+use crate::compat::io;
 use crate::sys::errno;
 
 /// Per-call flags of peeks, consumes, zerocopy sends and zero-copy receives.
@@ -86,17 +86,13 @@ impl BitOrAssign for Flags {
 
 impl fmt::Debug for Flags {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut names = Vec::new();
-        if self.contains(Self::DONTWAIT) {
-            names.push("DONTWAIT");
-        }
-        if self.contains(Self::MORE) {
-            names.push("MORE");
-        }
-        if names.is_empty() {
-            names.push("NONE");
-        }
-        write!(f, "Flags({})", names.join(" | "))
+        let names = match (self.contains(Self::DONTWAIT), self.contains(Self::MORE)) {
+            (true, true) => "DONTWAIT | MORE",
+            (true, false) => "DONTWAIT",
+            (false, true) => "MORE",
+            (false, false) => "NONE",
+        };
+        write!(f, "Flags({names})")
     }
 }
 

@@ -89,44 +89,65 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+#![cfg_attr(not(feature = "std"), no_std)]
+// Without std only the peek engine is built: what else sys.rs holds is left unused.
+#![cfg_attr(not(feature = "std"), allow(dead_code))]
 #![deny(missing_docs, missing_debug_implementations)]
 #![deny(clippy::missing_errors_doc, clippy::missing_safety_doc)]
 
+mod compat;
 mod flags;
+#[cfg(feature = "std")]
 pub mod lowat;
 pub mod peek;
+#[cfg(feature = "std")]
 pub mod probe;
+#[cfg(feature = "std")]
 mod recvlen;
 mod sys;
 #[doc(hidden)]
-/// For the C ABI crate only: not part of the API.
+/// For the C ABI crates only: not part of the API.
 pub mod __private {
+    /// The descriptor type and errors the `no_std` build's API takes (std's own with std).
+    pub use crate::compat::{io, BorrowedFd};
+    #[cfg(feature = "std")]
     pub use crate::sys::CancelOff;
 }
 #[cfg(feature = "testing")]
 pub mod testing;
+#[cfg(feature = "std")]
 pub mod wait;
+#[cfg(feature = "std")]
 pub mod zc;
+#[cfg(feature = "std")]
 pub mod zcrx;
 
 pub use flags::Flags;
+#[cfg(feature = "std")]
 pub use lowat::{
     recv_atleast, recv_atleast_abortable, recv_atleast_with_stats, set_rcvlowat, Receiver,
     RecvStats,
 };
 pub use peek::{
-    consume, peek_at, peek_at_abortable, peek_supported, PeekMode, PeekResult, PeekStats, Peeker,
-    PeekerOptions, StreamKind, Urgent,
+    consume, peek_supported, PeekMode, PeekResult, PeekStats, Peeker, PeekerOptions, StreamKind,
+    Urgent,
 };
+#[cfg(feature = "std")]
+pub use peek::{peek_at, peek_at_abortable};
+#[cfg(feature = "std")]
 pub use probe::{probe, Caps};
+#[cfg(feature = "std")]
 pub use recvlen::{recv_buffer_len, RECV_BUFFER_FLOOR};
+#[cfg(feature = "std")]
 pub use wait::{wait_beyond, AbortHandle, Interest, Waiter, Wakeup};
+#[cfg(feature = "std")]
 pub use zc::{Batch, Completion, ZcBackend, ZcOptions, ZcStats, ZeroCopySender};
 
 /// Internals for fuzz/ (cargo feature `fuzzing`, test-only).
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub use zc::fuzzing;
+#[cfg(feature = "std")]
 pub use zcrx::{Chunk, ZcrxStats, ZeroCopyReceiver};
 
 /// `IOV_MAX`: the most iovecs one call takes.

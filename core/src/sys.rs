@@ -3,11 +3,13 @@
 //! Every `unsafe` block of the crate that calls into libc lives here; each wrapper turns
 //! `-1/errno` into an [`io::Error`] that keeps the errno, so callers above are safe code.
 
-use std::cell::UnsafeCell;
-use std::io;
-use std::mem::size_of;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::ptr;
+use core::cell::UnsafeCell;
+use core::mem::size_of;
+use core::ptr;
+#[cfg(feature = "std")]
+use std::os::fd::{FromRawFd, OwnedFd};
+
+use crate::compat::{io, AsFd, AsRawFd, BorrowedFd, RawFd};
 
 use libc::{c_int, c_void, iovec, msghdr, socklen_t};
 
@@ -54,7 +56,7 @@ pub(crate) mod raw {
     /// `recv(2)`, as glibc makes it: `recvfrom` without an address. Safety: as `libc::recv`.
     #[inline]
     pub unsafe fn recv(fd: c_int, buf: *mut c_void, len: size_t, flags: c_int) -> ssize_t {
-        let none: *mut c_void = std::ptr::null_mut();
+        let none: *mut c_void = core::ptr::null_mut();
         // SAFETY: the caller's guarantee on `buf`; no address is written (NULL).
         unsafe {
             libc::syscall(
@@ -72,7 +74,7 @@ pub(crate) mod raw {
     /// `recvmmsg(2)` without a timeout. Safety: as `libc::recvmmsg`.
     #[inline]
     pub unsafe fn recvmmsg(fd: c_int, v: *mut libc::mmsghdr, n: u32, flags: c_int) -> c_int {
-        let none: *mut c_void = std::ptr::null_mut();
+        let none: *mut c_void = core::ptr::null_mut();
         // SAFETY: the caller's guarantee on `v`; no timeout (NULL).
         unsafe {
             libc::syscall(
@@ -99,11 +101,11 @@ pub(crate) mod raw {
                 tv_nsec: ((timeout_ms % 1000) * 1_000_000) as _,
             };
             let tsp: *const libc::timespec = if timeout_ms < 0 {
-                std::ptr::null()
+                core::ptr::null()
             } else {
                 &ts
             };
-            let mask: *const c_void = std::ptr::null();
+            let mask: *const c_void = core::ptr::null();
             // SAFETY: the caller's guarantee on `fds`; `ts` lives across the call.
             unsafe { libc::syscall(libc::SYS_ppoll, fds, n, tsp, mask, 8 as c_long) as c_int }
         }
@@ -125,7 +127,7 @@ pub(crate) mod raw {
         };
         #[cfg(not(target_arch = "x86_64"))]
         {
-            let mask: *const c_void = std::ptr::null();
+            let mask: *const c_void = core::ptr::null();
             // SAFETY: the caller's guarantee on `ev`; no signal mask (NULL).
             unsafe {
                 libc::syscall(
@@ -212,7 +214,7 @@ impl Drop for CancelOff {
 
 /// Sleeps `d` (whole milliseconds, rounded up) in [`raw::poll`] with no descriptors: unlike
 /// `std::thread::sleep` (glibc's `nanosleep`), not a cancellation point.
-pub fn nap(d: std::time::Duration) {
+pub fn nap(d: core::time::Duration) {
     let ms = d.as_nanos().div_ceil(1_000_000).min(c_int::MAX as u128) as c_int;
     // SAFETY: no descriptors to read or write.
     unsafe { raw::poll(ptr::null_mut(), 0, ms) };
@@ -248,6 +250,21 @@ impl Drop for Fd {
         // SAFETY: owned by `self`, which is going away.
         unsafe { raw::close(self.0) };
     }
+}
+
+/// `CLOCK_MONOTONIC` now, as a duration since an unspecified start (what `std::time::Instant`
+/// reads on Linux, without std).
+pub fn monotonic() -> core::time::Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    core::time::Duration::new(
+        ts.tv_sec.max(0) as u64,
+        ts.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
 }
 
 pub fn errno(code: c_int) -> io::Error {
@@ -290,7 +307,7 @@ pub fn getsockopt_int(fd: BorrowedFd<'_>, level: c_int, name: c_int) -> io::Resu
 /// never-connected, still-connecting or reset TCP socket).
 pub fn check_connected(fd: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: all-zero is a valid sockaddr_storage.
-    let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut addr: libc::sockaddr_storage = unsafe { core::mem::zeroed() };
     let mut len = size_of::<libc::sockaddr_storage>() as socklen_t;
     // SAFETY: `addr` and `len` are live locals; the kernel writes at most `len` bytes.
     let ret = unsafe {
@@ -345,7 +362,7 @@ pub fn getsockopt_bytes(
 /// duration of the call.
 pub unsafe fn recvmsg_iov(fd: BorrowedFd<'_>, iov: &[iovec], flags: c_int) -> io::Result<usize> {
     // SAFETY: all-zero is a valid msghdr (no name, no control).
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    let mut msg: libc::msghdr = unsafe { core::mem::zeroed() };
     msg.msg_iov = iov.as_ptr() as *mut iovec;
     msg.msg_iovlen = iov.len() as _;
     // SAFETY: msghdr points at `iov`, whose buffers the caller vouches for.
@@ -364,11 +381,11 @@ pub unsafe fn recvmsg_iov_flags(
     flags: c_int,
 ) -> io::Result<(usize, c_int)> {
     // SAFETY: all-zero is a valid msghdr (no name, no control).
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    let mut msg: libc::msghdr = unsafe { core::mem::zeroed() };
     msg.msg_iov = iov.as_ptr() as *mut iovec;
     msg.msg_iovlen = iov.len() as _;
     // SAFETY: msghdr points at `iov`, whose buffers the caller vouches for.
-    let n = cvt_size(unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, flags) })?;
+    let n = cvt_size(unsafe { raw::recvmsg(fd.as_raw_fd(), &mut msg, flags) })?;
     Ok((n, msg.msg_flags))
 }
 
@@ -383,9 +400,9 @@ pub unsafe fn recvmsg_inq(
     iov: &[iovec],
     flags: c_int,
 ) -> io::Result<(usize, Option<usize>)> {
-    let mut control = std::mem::MaybeUninit::<[u64; 4]>::uninit();
+    let mut control = core::mem::MaybeUninit::<[u64; 4]>::uninit();
     // SAFETY: all-zero is a valid msghdr (no name).
-    let mut msg: msghdr = unsafe { std::mem::zeroed() };
+    let mut msg: msghdr = unsafe { core::mem::zeroed() };
     msg.msg_iov = iov.as_ptr() as *mut iovec;
     msg.msg_iovlen = iov.len() as _;
     msg.msg_control = control.as_mut_ptr().cast();
@@ -407,7 +424,7 @@ pub unsafe fn recvmsg_inq(
             && h.cmsg_len as usize >= want
         {
             // SAFETY: the data of this cmsg holds one int (checked above), maybe unaligned.
-            let v = unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<c_int>()) };
+            let v = unsafe { core::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<c_int>()) };
             hint = usize::try_from(v).ok();
         }
         // SAFETY: as above.
@@ -478,9 +495,9 @@ pub unsafe fn recvmsg_closing_fds(
     iov: &[iovec],
     flags: c_int,
 ) -> io::Result<FdRead> {
-    let mut control = std::mem::MaybeUninit::<[u64; FD_CONTROL_WORDS]>::uninit();
+    let mut control = core::mem::MaybeUninit::<[u64; FD_CONTROL_WORDS]>::uninit();
     // SAFETY: all-zero is a valid msghdr (no name).
-    let mut msg: msghdr = unsafe { std::mem::zeroed() };
+    let mut msg: msghdr = unsafe { core::mem::zeroed() };
     msg.msg_iov = iov.as_ptr() as *mut iovec;
     msg.msg_iovlen = iov.len() as _;
     msg.msg_control = control.as_mut_ptr().cast();
@@ -512,7 +529,7 @@ pub unsafe fn recvmsg_closing_fds(
             let data = unsafe { libc::CMSG_DATA(c) }.cast::<c_int>();
             for i in 0..n {
                 // SAFETY: `i < n`, within the cmsg's data (see above).
-                let raw = unsafe { std::ptr::read_unaligned(data.add(i)) };
+                let raw = unsafe { core::ptr::read_unaligned(data.add(i)) };
                 // SAFETY: the kernel just installed `raw` in this process for this call
                 // alone: nothing else knows the number, so closing it closes nobody's fd.
                 unsafe { raw::close(raw) };
@@ -634,7 +651,7 @@ pub fn epoll_wait_one(ep: BorrowedFd<'_>, timeout_ms: c_int) -> io::Result<u32> 
 /// purged, which releases the pages zerocopy sends left in them); the descriptor stays open.
 pub fn disconnect(fd: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: all-zero is a valid sockaddr; only the family is read for AF_UNSPEC.
-    let mut sa: libc::sockaddr = unsafe { std::mem::zeroed() };
+    let mut sa: libc::sockaddr = unsafe { core::mem::zeroed() };
     sa.sa_family = libc::AF_UNSPEC as libc::sa_family_t;
     // SAFETY: `sa` is a live sockaddr of the length given.
     cvt(unsafe {
@@ -655,6 +672,7 @@ pub fn is_nonblocking(fd: BorrowedFd<'_>) -> io::Result<bool> {
 }
 
 /// A new socket, owned (closed on drop). Used only by the capability probe.
+#[cfg(feature = "std")]
 pub fn socket(domain: c_int, ty: c_int, protocol: c_int) -> io::Result<OwnedFd> {
     // SAFETY: socket() takes no pointers; on success we own the new fd.
     let fd = cvt(unsafe { libc::socket(domain, ty | libc::SOCK_CLOEXEC, protocol) })?;
@@ -663,6 +681,7 @@ pub fn socket(domain: c_int, ty: c_int, protocol: c_int) -> io::Result<OwnedFd> 
 }
 
 /// A TCP socket pair over IPv4 loopback (client, accepted server side). Probe helper.
+#[cfg(feature = "std")]
 pub fn tcp_loopback_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     let l = socket(libc::AF_INET, libc::SOCK_STREAM, 0)?;
     let mut addr = libc::sockaddr_in {
@@ -739,7 +758,7 @@ pub fn next_datagram_len(fd: BorrowedFd<'_>) -> io::Result<usize> {
 pub fn getsockopt_timeval(
     fd: BorrowedFd<'_>,
     name: c_int,
-) -> io::Result<Option<std::time::Duration>> {
+) -> io::Result<Option<core::time::Duration>> {
     let mut tv = libc::timeval {
         tv_sec: 0,
         tv_usec: 0,
@@ -756,7 +775,7 @@ pub fn getsockopt_timeval(
         )
     };
     cvt(ret)?;
-    let d = std::time::Duration::new(tv.tv_sec.max(0) as u64, tv.tv_usec.max(0) as u32 * 1000);
+    let d = core::time::Duration::new(tv.tv_sec.max(0) as u64, tv.tv_usec.max(0) as u32 * 1000);
     Ok((!d.is_zero()).then_some(d))
 }
 
@@ -949,7 +968,7 @@ pub unsafe fn zerocopy_notice(msg: &msghdr) -> Option<ZcNotice> {
             // SAFETY: the cmsg holds at least a sock_extended_err (length checked); it may be
             // unaligned in the buffer, so read it unaligned.
             let ee = unsafe {
-                std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::sock_extended_err>())
+                core::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::sock_extended_err>())
             };
             if ee.ee_origin == SO_EE_ORIGIN_ZEROCOPY && ee.ee_errno == 0 {
                 return Some(ZcNotice {

@@ -1,7 +1,8 @@
 /*
  * daemon.c - a test that is a sandboxed daemon (issue 22.7): what a user-mode network stack
  * keeping unacknowledged data in the kernel does with lowcopy, linked from the archive
- * (`pkg-config --static --libs lowcopy-static`) and run under its own seccomp filter.
+ * (`pkg-config --static --libs lowcopy-static`, and `lowcopy-peek`: liblowcopy_peek.a, the
+ * peek path alone) and run under its own seccomp filter.
  *
  * - A static table of connection entries, each holding its peeker's storage
  *   (lowcopy_peeker_storage, LOWCOPY_PEEKER_SIZE bytes) and one offset of its own (the bytes

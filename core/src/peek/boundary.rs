@@ -131,7 +131,7 @@ impl<F: AsFd> Peeker<F> {
         let iov = discard_iov(&mut space, skip + 1, &[])?;
         self.stats.syscalls += 1;
         let f = libc::MSG_PEEK | libc::MSG_WAITALL;
-        let t0 = std::time::Instant::now();
+        let t0 = sys::monotonic();
         // SAFETY: the iovecs all cover the shared scratch buffer.
         let n = unsafe { sys::recvmsg_iov(self.fd.as_fd(), iov, f) }?;
         self.stats.bytes_skipped_copied += n as u64;
@@ -147,7 +147,9 @@ impl<F: AsFd> Peeker<F> {
         self.stats.syscalls += 1;
         let timeo = sys::getsockopt_timeval(self.fd.as_fd(), libc::SO_RCVTIMEO)?;
         match timeo {
-            Some(t) if t0.elapsed() + JIFFY_MAX >= t => Err(errno(libc::EAGAIN)),
+            Some(t) if sys::monotonic().saturating_sub(t0) + JIFFY_MAX >= t => {
+                Err(errno(libc::EAGAIN))
+            }
             _ => Err(errno(libc::EINTR)),
         }
     }

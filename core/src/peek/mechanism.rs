@@ -26,7 +26,7 @@ impl Mechanism {
     /// AUTO without touching the socket when the family's answer is cached; callers that
     /// get `Offset` still handle `EOPNOTSUPP` from the first `setsockopt`.
     pub(super) fn resolve_auto(info: SockInfo) -> Self {
-        match PEEK_OFF_CACHE[info.family].load(Ordering::Relaxed) {
+        match peek_off_cache(info.family).load(Ordering::Relaxed) {
             2 => Self::Discard,
             _ => Self::Offset,
         }
@@ -273,7 +273,7 @@ impl<F: AsFd> Peeker<F> {
             }
             // Once only: after a wait the slow path below settles what the wait ended on.
             if hint == Some(n)
-                && !std::mem::replace(&mut hint_used, true)
+                && !core::mem::replace(&mut hint_used, true)
                 && self.inq_hint == InqHint::On
             {
                 // TCP_INQ's hint counts every byte queued, a FIN as one more and an urgent
@@ -311,7 +311,7 @@ impl<F: AsFd> Peeker<F> {
             }
             if self.transport == Transport::Unix
                 && !ctrunc
-                && !std::mem::replace(&mut unix_polled, true)
+                && !core::mem::replace(&mut unix_polled, true)
             {
                 // An AF_UNIX stream peek ends early at a message with control data (it then
                 // sets MSG_CTRUNC: no control buffer) and at an out-of-band byte (poll then

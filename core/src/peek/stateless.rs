@@ -25,7 +25,7 @@ pub fn peek_supported(fd: impl AsFd) -> io::Result<bool> {
     };
     match sys::setsockopt_int(fd, libc::SOL_SOCKET, SO_PEEK_OFF, cur) {
         Ok(()) => {
-            PEEK_OFF_CACHE[info.family].store(1, Ordering::Relaxed);
+            peek_off_cache(info.family).store(1, Ordering::Relaxed);
             Ok(true)
         }
         Err(e) if is_eopnotsupp(&e) => Ok(false),
@@ -77,6 +77,7 @@ pub fn peek_supported(fd: impl AsFd) -> io::Result<bool> {
 /// several `recvmsg`; never truncated), `ECONNRESET` and other
 /// `recvmsg` errors.
 // doc-end
+#[cfg(feature = "std")]
 pub fn peek_at(
     fd: impl AsFd,
     offset: usize,
@@ -244,5 +245,5 @@ pub(super) fn discard_iov<'a>(
         v.write(*u);
     }
     // SAFETY: the first `total` entries were written just above.
-    Ok(unsafe { std::slice::from_raw_parts(space.as_ptr().cast::<iovec>(), total) })
+    Ok(unsafe { core::slice::from_raw_parts(space.as_ptr().cast::<iovec>(), total) })
 }
