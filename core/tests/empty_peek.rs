@@ -15,16 +15,6 @@ use common::*;
 use lowcopy::peek::PEEK_MOVED;
 use lowcopy::{Flags, PeekMode, Peeker};
 
-fn has_peek_off(transport: &str) -> bool {
-    let caps = lowcopy::probe().unwrap();
-    match transport {
-        "tcp4" => caps.peek_off_tcp4,
-        "tcp6" => caps.peek_off_tcp6,
-        "unix" => caps.peek_off_unix,
-        _ => false,
-    }
-}
-
 /// The syscalls of an empty non-blocking peek at offset 8 (8 bytes queued) and at 0 (an
 /// empty queue), and that the peek says EAGAIN.
 fn empty_cost(transport: &str, mode: PeekMode) -> Option<(u32, u32)> {

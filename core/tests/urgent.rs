@@ -17,31 +17,8 @@ use lowcopy::{Flags, PeekMode, Peeker};
 /// Sends `data` with MSG_OOB: its last byte becomes the urgent byte (TCP) or the
 /// out-of-band byte (AF_UNIX).
 fn send_oob(fd: BorrowedFd<'_>, data: &[u8]) {
-    // SAFETY: a live buffer of the stated length.
-    let n = unsafe {
-        libc::send(
-            fd.as_raw_fd(),
-            data.as_ptr().cast(),
-            data.len(),
-            libc::MSG_OOB,
-        )
-    };
-    assert_eq!(
-        n,
-        data.len() as isize,
-        "send(MSG_OOB): {}",
-        std::io::Error::last_os_error()
-    );
-}
-
-fn has_peek_off(transport: &str) -> bool {
-    let caps = lowcopy::probe().unwrap();
-    match transport {
-        "tcp4" => caps.peek_off_tcp4,
-        "tcp6" => caps.peek_off_tcp6,
-        "unix" => caps.peek_off_unix,
-        t => panic!("{t}"),
-    }
+    let n = lowcopy::testing::send_oob(fd, data).expect("send(MSG_OOB)");
+    assert_eq!(n, data.len(), "send(MSG_OOB)");
 }
 
 fn mode_of(m: &str) -> PeekMode {

@@ -451,6 +451,19 @@ thread_local! {
 }
 
 /// Root: what network namespaces (`ip netns add`: CAP_SYS_ADMIN and CAP_NET_ADMIN) need.
+/// Whether this kernel has `SO_PEEK_OFF` for a stream transport's family (`lowcopy::probe`);
+/// false for any other transport.
+pub fn has_peek_off(transport: &str) -> bool {
+    let caps = lowcopy::probe().unwrap();
+    match transport {
+        "tcp4" => caps.peek_off_tcp4,
+        "tcp6" => caps.peek_off_tcp6,
+        "unix" => caps.peek_off_unix,
+        "mptcp4" => caps.peek_off_mptcp,
+        _ => false,
+    }
+}
+
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
