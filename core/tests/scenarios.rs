@@ -495,12 +495,8 @@ impl Epoll {
 /// Whether this kernel has SO_PEEK_OFF for the transport's family (lowcopy::probe); true for
 /// the fds that are not peekable streams (the question does not arise).
 fn probe_has_peek_off(transport: &str) -> bool {
-    let caps = lowcopy::probe().unwrap();
     match transport {
-        "tcp4" => caps.peek_off_tcp4,
-        "tcp6" => caps.peek_off_tcp6,
-        "unix" => caps.peek_off_unix,
-        "mptcp4" => caps.peek_off_mptcp,
+        "tcp4" | "tcp6" | "unix" | "mptcp4" => has_peek_off(transport),
         _ => true,
     }
 }
