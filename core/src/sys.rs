@@ -735,6 +735,7 @@ pub fn scratch_iov(len: usize) -> iovec {
 ///
 /// # Safety
 /// `buf` must be valid for writes of `len` bytes for the duration of the call.
+#[inline]
 pub unsafe fn recv_raw(
     fd: BorrowedFd<'_>,
     buf: *mut u8,
