@@ -716,7 +716,9 @@ pub const SCRATCH_LEN: usize = 64 * 1024;
 ///
 /// It is shared by every thread on purpose (as passt's `tcp_buf_discard`): concurrent
 /// kernel writes into it are harmless because Rust code never reads or references its
-/// contents; only its address is handed to the kernel.
+/// contents; only its address is handed to the kernel. Page-aligned, as the raw loops' scratch
+/// in peek_sweep is: the kernel's copies into it start on a page whatever the linker does.
+#[repr(C, align(4096))]
 struct Scratch(UnsafeCell<[u8; SCRATCH_LEN]>);
 // SAFETY: see the type's comment: the contents are never read, only written by the kernel.
 unsafe impl Sync for Scratch {}
@@ -735,6 +737,7 @@ pub fn scratch_iov(len: usize) -> iovec {
 ///
 /// # Safety
 /// `buf` must be valid for writes of `len` bytes for the duration of the call.
+#[inline]
 pub unsafe fn recv_raw(
     fd: BorrowedFd<'_>,
     buf: *mut u8,

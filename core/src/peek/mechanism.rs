@@ -68,6 +68,7 @@ impl<F: AsFd> Peeker<F> {
     ///
     /// # Safety
     /// As [`Peeker::peek_raw`].
+    #[inline]
     pub(super) unsafe fn peek_checked(&mut self, iov: &[iovec], flags: c_int) -> io::Result<usize> {
         let r = match self.mech {
             // AUTO: a cursor a little ahead of the kernel's offset costs less as a discard
@@ -197,6 +198,7 @@ impl<F: AsFd> Peeker<F> {
 
     /// # Safety
     /// As [`Peeker::peek_raw`].
+    #[inline]
     pub(super) unsafe fn peek_offset(&mut self, iov: &[iovec], flags: c_int) -> io::Result<usize> {
         if self.cursor > OFFSET_MAX {
             return Err(errno(libc::EOVERFLOW));

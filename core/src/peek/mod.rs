@@ -138,6 +138,7 @@ pub const AUTO_DISCARD_MAX: usize = 4096;
 ///
 /// # Safety
 /// Every iovec must describe memory valid for writes of its length during the call.
+#[inline]
 unsafe fn recv_iov(fd: BorrowedFd<'_>, iov: &[iovec], flags: c_int) -> io::Result<usize> {
     match iov {
         // SAFETY: forwarded caller guarantee.
@@ -613,6 +614,7 @@ impl<F: AsFd> Peeker<F> {
     ///
     /// # Safety
     /// Every iovec must describe memory valid for writes of its length during the call.
+    #[inline]
     pub unsafe fn peek_raw(&mut self, iov: &[iovec], flags: Flags) -> io::Result<usize> {
         let flags = check_peek_args(iov, flags)?;
         // SAFETY: forwarded caller guarantee on `iov`.
