@@ -77,7 +77,7 @@ mod tests {
     fn disabled_never_turns_off() {
         let mut a = Adaptive::default();
         a.note(true, 10 * ADAPTIVE_AFTER);
-        assert!(!a.off);
+        assert!(!a.off, "only with the ADAPTIVE flag");
         a.note_copy_send();
         assert!(!a.off);
     }

@@ -642,22 +642,6 @@ fn advance_walks_iovecs() {
     assert_eq!(first, 2);
 }
 
-#[test]
-fn adaptive_needs_a_streak() {
-    let mut a = Adaptive {
-        enabled: true,
-        ..Adaptive::default()
-    };
-    a.note(true, ADAPTIVE_AFTER - 1);
-    a.note(false, 1);
-    assert!(!a.off);
-    a.note(true, ADAPTIVE_AFTER);
-    assert!(a.off);
-    let mut a = Adaptive::default();
-    a.note(true, 100);
-    assert!(!a.off, "only with the ADAPTIVE flag");
-}
-
 /// The adaptive option on a path that copies every zerocopy send (UDP over loopback), driven
 /// through `send_reap_raw` (the C ABI's call, and its copy fast path): zerocopy is turned
 /// off, asked for again after ADAPTIVE_PROBE_EVERY plain copies, and turned off again; every
