@@ -96,6 +96,7 @@
 #![deny(clippy::missing_errors_doc, clippy::missing_safety_doc)]
 
 mod compat;
+mod errno;
 mod flags;
 #[cfg(feature = "std")]
 pub mod lowat;
@@ -122,6 +123,7 @@ pub mod zc;
 #[cfg(feature = "std")]
 pub mod zcrx;
 
+pub use errno::errno_name;
 pub use flags::Flags;
 #[cfg(feature = "std")]
 pub use lowat::{

@@ -106,26 +106,7 @@ pub fn reset(fd: OwnedFd) {
 }
 
 pub fn errno_name(code: i32) -> &'static str {
-    match code {
-        libc::EAGAIN => "EAGAIN",
-        libc::EBADF => "EBADF",
-        libc::EINVAL => "EINVAL",
-        libc::ENOTSOCK => "ENOTSOCK",
-        libc::EOPNOTSUPP => "EOPNOTSUPP",
-        libc::EOVERFLOW => "EOVERFLOW",
-        libc::EMSGSIZE => "EMSGSIZE",
-        libc::ECONNRESET => "ECONNRESET",
-        libc::EPIPE => "EPIPE",
-        libc::ETIMEDOUT => "ETIMEDOUT",
-        libc::EBUSY => "EBUSY",
-        libc::ENOBUFS => "ENOBUFS",
-        libc::ECONNREFUSED => "ECONNREFUSED",
-        libc::EPERM => "EPERM",
-        libc::ENOPROTOOPT => "ENOPROTOOPT",
-        libc::ENOMEM => "ENOMEM",
-        libc::ENOTCONN => "ENOTCONN",
-        _ => "E?",
-    }
+    lowcopy::errno_name(code).unwrap_or("E?")
 }
 
 // ---- Receive-side fixtures (low-water mark, zero-copy receive) ----
