@@ -63,8 +63,8 @@ fn raw<'a>(o: *mut ffi::PyObject) -> &'a Raw {
 
 unsafe extern "C" fn dealloc(o: *mut ffi::PyObject) {
     // SAFETY: `o` is an instance of our heap type at refcount 0: its user_data reference
-    // is ours to drop, its memory came from PyType_GenericAlloc (PyObject_Malloc for a type
-    // that is not a GC container), and the instance holds a reference to its heap type.
+    // is ours to drop, its memory came from PyObject_Malloc ([`new`]), and the instance
+    // holds a reference to its heap type (PyObject_Init's).
     unsafe {
         let tp = ffi::Py_TYPE(o);
         let c = o.cast::<Raw>();
@@ -190,14 +190,17 @@ pub fn completion_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
 /// A new completion holding `user_data` (the reference is moved in).
 pub fn new(py: Python<'_>, user_data: Py<PyAny>, result: i64, flags: u32) -> PyResult<Py<PyAny>> {
     let tp = completion_type(py)?;
-    // SAFETY: our type (not a GC container) allocates a zeroed instance of `Raw`'s size with
-    // a reference to the type, or returns NULL with an exception set; the fields are then
-    // written once, before anyone else sees the object.
+    // SAFETY: room for one `Raw` from the object allocator (what `dealloc` frees), or NULL
+    // (then `MemoryError`); PyObject_Init sets its type, takes a reference to our heap type
+    // (dropped by `dealloc`) and its refcount of 1; every field is then written once, before
+    // anyone else sees the object. (PyType_GenericAlloc did the same plus a zero fill of
+    // what is written here anyway: about 60 instructions more per completion.)
     unsafe {
-        let o = ffi::PyType_GenericAlloc(tp.as_type_ptr(), 0);
+        let o = ffi::PyObject_Malloc(std::mem::size_of::<Raw>()).cast::<ffi::PyObject>();
         if o.is_null() {
-            return Err(PyErr::fetch(py));
+            return Err(pyo3::exceptions::PyMemoryError::new_err(()));
         }
+        ffi::PyObject_Init(o, tp.as_type_ptr());
         let c = o.cast::<Raw>();
         (*c).user_data = user_data.into_ptr();
         (*c).result = result;

@@ -354,33 +354,36 @@ impl ReadBuf {
             return Ok(ReadBuf::Bytes(b.clone().unbind()));
         }
         let mut slot = spare.pop().unwrap_or_else(|| ViewSlot(Box::new_uninit()));
+        // A C-contiguous export asked for at once (the exporter checks, and no
+        // PyBuffer_IsContiguous follows); only when it is refused does a second, full request
+        // tell an object without the buffer protocol (TypeError) from a buffer that is not
+        // C-contiguous (BufferError), as one full request and a check did.
         // SAFETY: `slot` is writable room for one Py_buffer, which the call fills on success
         // (and leaves unexported on failure).
+        let r = unsafe {
+            ffi::PyObject_GetBuffer(obj.as_ptr(), slot.0.as_mut_ptr(), ffi::PyBUF_C_CONTIGUOUS)
+        };
+        if r == 0 {
+            return Ok(ReadBuf::Export(Export(Some(slot))));
+        }
+        // (The exporter's own error is replaced, as socket.send does.)
+        drop(PyErr::take(obj.py()));
+        // SAFETY: as above.
         let r = unsafe {
             ffi::PyObject_GetBuffer(obj.as_ptr(), slot.0.as_mut_ptr(), ffi::PyBUF_FULL_RO)
         };
         if r != 0 {
             spare.push(slot);
             let name = crate::util::type_name(obj);
-            // (The exporter's own error is replaced, as socket.send does.)
             drop(PyErr::take(obj.py()));
             return Err(PyTypeError::new_err(format!(
                 "a bytes-like object is required, not '{name}'"
             )));
         }
-        let e = Export(Some(slot));
-        let contiguous = match e.view() {
-            // SAFETY: a live exported view.
-            Some(v) => (unsafe { ffi::PyBuffer_IsContiguous(v, b'C' as std::ffi::c_char) }) != 0,
-            None => false,
-        };
-        if !contiguous {
-            if let Some(slot) = e.release(obj.py()) {
-                spare.push(slot);
-            }
-            return Err(PyBufferError::new_err("the buffer is not C-contiguous"));
+        if let Some(slot) = Export(Some(slot)).release(obj.py()) {
+            spare.push(slot);
         }
-        Ok(ReadBuf::Export(e))
+        Err(PyBufferError::new_err("the buffer is not C-contiguous"))
     }
 
     pub fn iovec(&self, py: Python<'_>) -> libc::iovec {
