@@ -262,7 +262,7 @@ $(BUILD)/bin/vg_test_%: tests/c/test_%.c tests/c/check.h tests/c/common.h includ
 valgrind: $(VALGRIND_BINS)
 	@set -e; for t in $(VALGRIND_TESTS); do \
 	  echo "valgrind: test_$$t"; \
-	  $(VALGRIND) $(BUILD)/bin/vg_test_$$t; \
+	  LOWCOPY_TEST_UNDER_VALGRIND=1 $(VALGRIND) $(BUILD)/bin/vg_test_$$t; \
 	done
 
 # Fuzzing (fuzz/README.md). `make fuzz` runs every target for FUZZ_SECONDS each on nightly
