@@ -34,6 +34,7 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
     ///
     /// # Safety
     /// As [`ZeroCopySender::send_parts`].
+    #[inline]
     pub(super) unsafe fn send_plain(
         &mut self,
         slot: SlotId,

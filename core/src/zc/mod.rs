@@ -816,6 +816,7 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
     /// bytes) and `control` (`controllen` bytes) must be valid for reads during the call (or
     /// null with length 0).
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     unsafe fn send_parts(
         &mut self,
         iov: &[iovec],
@@ -986,6 +987,7 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
         Ok(self.pop_with(max, &mut f))
     }
 
+    #[inline]
     fn pop(&mut self, out: &mut [Completion]) -> usize {
         if !self.held.is_empty() {
             let mut it = out.iter_mut();
@@ -1169,6 +1171,7 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
         Ok((n, 1))
     }
 
+    #[inline]
     fn after_send_reap(&mut self, out: &mut [Completion]) -> usize {
         self.sends_since_reap += 1;
         let low = self.tracker.low();
