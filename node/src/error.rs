@@ -39,11 +39,19 @@ fn describe(errno: i32) -> String {
 pub fn sys_error(env: &Env, errno: i32, syscall: &str) -> Error {
     let code = errno_name(errno);
     let msg = format!("{code}: {}, {syscall}", describe(errno));
+    js_error(env, msg, |o| {
+        o.set_named_property("code", code)?;
+        o.set_named_property("errno", -errno)?;
+        o.set_named_property("syscall", syscall)
+    })
+}
+
+/// A JS `Error` of `msg` with the properties `set` gives it (or the error making it failed
+/// with).
+fn js_error(env: &Env, msg: String, set: impl FnOnce(&mut Object) -> Result<()>) -> Error {
     let build = || -> Result<Error> {
-        let mut obj = env.create_error(Error::new(Status::GenericFailure, msg.clone()))?;
-        obj.set_named_property("code", code)?;
-        obj.set_named_property("errno", -errno)?;
-        obj.set_named_property("syscall", syscall)?;
+        let mut obj = env.create_error(Error::new(Status::GenericFailure, msg))?;
+        set(&mut obj)?;
         Ok(Error::from(obj.to_unknown()))
     };
     build().unwrap_or_else(|e| e)
@@ -67,46 +75,48 @@ impl<T> OrThrow<T> for io::Result<T> {
     }
 }
 
-fn with_code<E>(env: &Env, code: &str, msg: String, make: impl FnOnce(Error<String>) -> E) -> Error
-where
-    E: IntoUnknownErr,
-{
-    let e = make(Error::new(code.to_string(), msg));
-    Error::from(e.into_unknown_err(env))
-}
-
-/// The two error kinds below share `with_code`.
-pub trait IntoUnknownErr {
-    /// The JS error object.
-    fn into_unknown_err(self, env: &Env) -> Unknown<'_>;
-}
-
-impl IntoUnknownErr for JsTypeError<String> {
-    fn into_unknown_err(self, env: &Env) -> Unknown<'_> {
-        self.into_unknown(*env)
-    }
-}
-
-impl IntoUnknownErr for JsRangeError<String> {
-    fn into_unknown_err(self, env: &Env) -> Unknown<'_> {
-        self.into_unknown(*env)
-    }
+/// A `RangeError` (else a `TypeError`) of `msg` with `code`.
+fn with_code(env: &Env, code: &str, msg: String, range: bool) -> Error {
+    let e = Error::new(code.to_string(), msg);
+    Error::from(if range {
+        JsRangeError::from(e).into_unknown(*env)
+    } else {
+        JsTypeError::from(e).into_unknown(*env)
+    })
 }
 
 /// `TypeError` with `code: 'ERR_INVALID_ARG_TYPE'`.
 pub fn type_error(env: &Env, msg: String) -> Error {
-    with_code(env, "ERR_INVALID_ARG_TYPE", msg, JsTypeError::from)
+    with_code(env, "ERR_INVALID_ARG_TYPE", msg, false)
 }
 
 /// `RangeError` with `code: 'ERR_OUT_OF_RANGE'`.
 pub fn range_error(env: &Env, msg: String) -> Error {
-    with_code(env, "ERR_OUT_OF_RANGE", msg, JsRangeError::from)
+    with_code(env, "ERR_OUT_OF_RANGE", msg, true)
 }
 
 /// `TypeError` with `code: 'ERR_INVALID_ARG_VALUE'` (a value of the right type that makes no
 /// sense: an unknown backend name).
 pub fn value_error(env: &Env, msg: String) -> Error {
-    with_code(env, "ERR_INVALID_ARG_VALUE", msg, JsTypeError::from)
+    with_code(env, "ERR_INVALID_ARG_VALUE", msg, false)
+}
+
+/// The `TypeError` of Node's validators for `v` given as `name`: `The "name" argument must be
+/// {must}. Received ...` (a "property" for `options.x`).
+pub fn arg_type_error(env: &Env, name: &str, must: &str, v: &Unknown) -> Error {
+    let (what, got) = (
+        ["argument", "property"][name.contains('.') as usize],
+        describe_value(v),
+    );
+    let msg = format!("The \"{name}\" {what} must be {must}. Received {got}");
+    type_error(env, msg)
+}
+
+/// The `RangeError` of Node's validators: `The value of "name" is out of range. It must be
+/// {must}. Received {got}`.
+pub fn out_of_range(env: &Env, name: &str, must: &str, got: impl std::fmt::Display) -> Error {
+    let msg = format!("The value of \"{name}\" is out of range. It must be {must}. Received {got}");
+    range_error(env, msg)
 }
 
 /// How Node's validators describe a received value at the end of their messages ("Received
@@ -303,13 +313,10 @@ pub fn received_number(n: f64) -> String {
 /// An `Error` named `AbortError` with `code: 'ABORT_ERR'`, as Node rejects an aborted operation
 /// (`lib/internal/errors.js` `AbortError`).
 pub fn abort_error(env: &Env, msg: &str) -> Error {
-    let build = || -> Result<Error> {
-        let mut obj = env.create_error(Error::new(Status::GenericFailure, msg.to_string()))?;
-        obj.set_named_property("name", "AbortError")?;
-        obj.set_named_property("code", "ABORT_ERR")?;
-        Ok(Error::from(obj.to_unknown()))
-    };
-    build().unwrap_or_else(|e| e)
+    js_error(env, msg.to_string(), |o| {
+        o.set_named_property("name", "AbortError")?;
+        o.set_named_property("code", "ABORT_ERR")
+    })
 }
 
 /// Why an operation that ran off the JS thread failed; turned into a JS error on the JS thread

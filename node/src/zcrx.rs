@@ -13,9 +13,9 @@ use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
 
+use crate::args::flags;
 use crate::args::{self, size};
 use crate::error::{sys_error, OrThrow};
-use crate::peek::flags;
 
 type Core = lowcopy::ZeroCopyReceiver<OwnedFd>;
 
@@ -182,7 +182,7 @@ impl ZeroCopyReceiver {
     // doc-end
     #[napi(catch_unwind, ts_args_type = "options?: PeekOptions")]
     pub fn recv(&self, env: Env, options: Option<Unknown>) -> Result<ZcrxChunk> {
-        let f = flags(&env, options.as_ref(), "recv")?;
+        let f = flags(&env, options.as_ref(), "recv", false)?;
         let mut g = self.inner.borrow_mut();
         let core = g
             .as_mut()
