@@ -245,6 +245,13 @@ pub struct Shared {
     waiters: Mutex<Vec<Arc<AbortHandle>>>,
 }
 
+impl Shared {
+    /// The abort handles of pending async peeks.
+    fn waiters(&self) -> std::sync::MutexGuard<'_, Vec<Arc<AbortHandle>>> {
+        self.waiters.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 fn lock(m: &Mutex<Option<Core>>) -> std::sync::MutexGuard<'_, Option<Core>> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -766,11 +773,7 @@ impl Peeker {
             return Err(sys_error(env, libc::EBADF, "peekAsync"));
         }
         let cancel = Arc::new(AbortHandle::new().or_throw(env, "peekAsync")?);
-        self.shared
-            .waiters
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(cancel.clone());
+        self.shared.waiters().push(cancel.clone());
         let abort = cancel.clone();
         crate::teardown::spawn(
             env,
@@ -891,15 +894,7 @@ impl Peeker {
     pub fn close(&self, env: Env, options: Option<Unknown>) -> Result<()> {
         let restore = args::bool_opt(&env, options.as_ref(), "restore", true)?;
         self.shared.close_requested.store(true, Ordering::Release);
-        for w in self
-            .shared
-            .waiters
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-        {
-            w.abort();
-        }
+        self.shared.waiters().iter().for_each(|w| w.abort());
         // An async peek holding the peeker drops it when it ends.
         if let Ok(mut g) = self.shared.peeker.try_lock() {
             match g.take() {
@@ -1138,10 +1133,7 @@ impl PeekTask {
                     g.take(); // close() came while this held the peeker
                 }
                 drop(g);
-                sh.waiters
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .retain(|w| !Arc::ptr_eq(w, cancel));
+                sh.waiters().retain(|w| !Arc::ptr_eq(w, cancel));
                 r?
             }
             Src::At { fd, offset, cancel } => {

@@ -329,12 +329,7 @@ impl ObjectFinalize for ZeroCopySender {
     fn finalize(self, env: Env) -> Result<()> {
         // Collected by the GC without close(): close now, as close() does (nothing left to do
         // when the environment's teardown closed it already).
-        if let Some(st) = crate::teardown::existing(&env) {
-            st.remove_sender(&self.inner);
-        }
-        let mut this = self.inner.borrow_mut();
-        let t = this.close_timeout;
-        this.shut(Some(&env), t);
+        self.close(env);
         Ok(())
     }
 }
@@ -653,10 +648,8 @@ fn set_undefined(env: &Env, slab: &Object, i: u32) -> Result<()> {
         napi::sys::napi_set_element(env.raw(), slab.raw(), i, u)
     };
     if st != napi::sys::Status::napi_ok {
-        return Err(Error::new(
-            Status::GenericFailure,
-            "napi_set_element failed".to_string(),
-        ));
+        let msg = "napi_set_element failed".to_string();
+        return Err(Error::new(Status::GenericFailure, msg));
     }
     Ok(())
 }
@@ -737,16 +730,7 @@ impl ZeroCopySender {
             Core::with_options(dup, opts)
         }
         .or_throw(&env, "ZeroCopySender")?;
-        let mut arr = std::ptr::null_mut();
-        // SAFETY: creates an empty JS array in this env.
-        let st = unsafe { napi::sys::napi_create_array(env.raw(), &mut arr) };
-        if st != napi::sys::Status::napi_ok {
-            return Err(Error::new(
-                Status::GenericFailure,
-                "napi_create_array failed".to_string(),
-            ));
-        }
-        let arr = Object::from_raw(env.raw(), arr);
+        let arr = Object::from_raw(env.raw(), env.create_array(0)?.raw());
         let st = crate::teardown::state(&env)?;
         let inner = Rc::new(RefCell::new(Inner {
             backend: core.backend(),
