@@ -360,6 +360,11 @@ pub fn one_of<T: Copy>(
     Err(crate::error::value_error(env, msg))
 }
 
+/// The name `v` has in `choices` (the table of a [`one_of`] option; every value has one).
+pub fn name_of<T: PartialEq>(choices: &[(&'static str, T)], v: T) -> &'static str {
+    choices.iter().find(|c| c.1 == v).map_or("", |c| c.0)
+}
+
 /// Checks the object option `name` (`undefined`/`null`: absent): a `TypeError` for anything
 /// but an object.
 pub fn object_opt(env: &Env, opts: Option<&Unknown>, name: &str) -> Result<()> {

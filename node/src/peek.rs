@@ -252,10 +252,6 @@ impl Shared {
     }
 }
 
-fn lock(m: &Mutex<Option<Core>>) -> std::sync::MutexGuard<'_, Option<Core>> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// The names of the `mode` option, in the order its error lists them.
 const MODES: &[(&str, PeekMode)] = &[
     ("auto", PeekMode::Auto),
@@ -569,12 +565,7 @@ impl Peeker {
     /// The mechanism in use: `'offset'` (`SO_PEEK_OFF`) or `'discard'`, never `'auto'`.
     #[napi(getter, catch_unwind)]
     pub fn mode(&self, env: Env) -> Result<&'static str> {
-        self.with(&env, "mode", |p| {
-            Ok(MODES
-                .iter()
-                .find(|m| m.1 == p.mode())
-                .map_or("auto", |m| m.0))
-        })
+        self.with(&env, "mode", |p| Ok(args::name_of(MODES, p.mode())))
     }
 
     /// The cursor: bytes between the head of the receive queue and the next peek.
@@ -772,19 +763,10 @@ impl Peeker {
         if self.closed() {
             return Err(sys_error(env, libc::EBADF, "peekAsync"));
         }
-        let cancel = Arc::new(AbortHandle::new().or_throw(env, "peekAsync")?);
-        self.shared.waiters().push(cancel.clone());
-        let abort = cancel.clone();
-        crate::teardown::spawn(
-            env,
-            "peekAsync",
-            Some(&abort),
-            PeekTask {
-                src: Src::Peeker(self.shared.clone(), cancel),
-                len,
-                deadline: deadline(timeout),
-            },
-        )
+        PeekTask::spawn(env, "peekAsync", len, timeout, |cancel| {
+            self.shared.waiters().push(cancel.clone());
+            Src::Peeker(self.shared.clone(), cancel)
+        })
     }
 
     // doc-copy: seek.kernel
@@ -1111,6 +1093,24 @@ pub struct PeekTask {
 }
 
 impl PeekTask {
+    /// Starts the peek of `what` on its own thread, reading from `src` (made with the abort
+    /// handle that ends its wait: `close()`, the environment's teardown).
+    fn spawn<'e>(
+        env: &'e Env,
+        what: &'static str,
+        len: usize,
+        timeout: Option<std::time::Duration>,
+        src: impl FnOnce(Arc<AbortHandle>) -> Src,
+    ) -> Result<Object<'e>> {
+        let cancel = Arc::new(AbortHandle::new().or_throw(env, what)?);
+        let task = PeekTask {
+            src: src(cancel.clone()),
+            len,
+            deadline: deadline(timeout),
+        };
+        crate::teardown::spawn(env, what, Some(&cancel), task)
+    }
+
     fn run(&mut self) -> std::result::Result<Vec<u8>, Fail> {
         let deadline = self.deadline;
         // Sized by what the socket can hold (`recv_buffer_len`), not by `length` alone.
@@ -1118,7 +1118,7 @@ impl PeekTask {
         let mut buf = Vec::new();
         let n = match &self.src {
             Src::Peeker(sh, cancel) => {
-                let mut g = lock(&sh.peeker);
+                let mut g = sh.peeker.lock().unwrap_or_else(|p| p.into_inner());
                 if let Some(p) = g.as_ref() {
                     buf = alloc(p.as_fd())?;
                 }
@@ -1186,20 +1186,9 @@ pub fn peek_at_async<'e>(
     let len = alloc_len(env, &length, "length")?;
     let timeout = args::timeout_opt(env, options.as_ref())?;
     let dup = args::dup_fd(env, &fd, "peekAtAsync")?;
-    let cancel = Arc::new(AbortHandle::new().or_throw(env, "peekAtAsync")?);
-    let abort = cancel.clone();
-    crate::teardown::spawn(
-        env,
-        "peekAtAsync",
-        Some(&abort),
-        PeekTask {
-            src: Src::At {
-                fd: dup,
-                offset,
-                cancel,
-            },
-            len,
-            deadline: deadline(timeout),
-        },
-    )
+    PeekTask::spawn(env, "peekAtAsync", len, timeout, |cancel| Src::At {
+        fd: dup,
+        offset,
+        cancel,
+    })
 }

@@ -1,6 +1,6 @@
 //! Low-water-mark receive: `setRcvlowat`, `recvAtLeast`, `recvAtLeastAsync`.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -225,19 +225,7 @@ pub fn recv_at_least_async<'e>(
     let timeout = args::timeout_opt(env, options.as_ref())?;
     args::object_opt(env, options.as_ref(), "stats")?;
     let fd = args::dup_fd(env, &fd, "recvAtLeastAsync")?;
-    let abort = Arc::new(lowcopy::AbortHandle::new().or_throw(env, "recvAtLeastAsync")?);
-    crate::teardown::spawn(
-        env,
-        "recvAtLeastAsync",
-        Some(&abort),
-        RecvTask {
-            src: Src::Fd(fd),
-            len,
-            min,
-            timeout,
-            abort: abort.clone(),
-        },
-    )
+    RecvTask::spawn(env, Src::Fd(fd), len, min, timeout)
 }
 
 /// What an async receive reads from.
@@ -260,6 +248,25 @@ pub struct RecvTask {
 }
 
 impl RecvTask {
+    /// Starts the receive on its own thread: the promise of `recvAtLeastAsync`.
+    fn spawn<'e>(
+        env: &'e Env,
+        src: Src,
+        len: usize,
+        min: usize,
+        timeout: Option<Duration>,
+    ) -> Result<Object<'e>> {
+        let abort = Arc::new(lowcopy::AbortHandle::new().or_throw(env, "recvAtLeastAsync")?);
+        let task = RecvTask {
+            src,
+            len,
+            min,
+            timeout,
+            abort: abort.clone(),
+        };
+        crate::teardown::spawn(env, "recvAtLeastAsync", Some(&abort), task)
+    }
+
     fn run(&self) -> std::result::Result<Vec<u8>, Fail> {
         let (len, min, t, abort) = (self.len, self.min, self.timeout, &*self.abort);
         let (mut buf, n) = match &self.src {
@@ -298,11 +305,7 @@ impl Task for RecvTask {
 
 /// The buffer of an async receive of up to `len` bytes, at least `min` of them: sized by what
 /// the socket can hold (`lowcopy::recv_buffer_len`), never below `min` (within `len`).
-fn buffer_for(
-    fd: std::os::fd::BorrowedFd<'_>,
-    len: usize,
-    min: usize,
-) -> std::result::Result<Vec<u8>, Fail> {
+fn buffer_for(fd: BorrowedFd<'_>, len: usize, min: usize) -> std::result::Result<Vec<u8>, Fail> {
     args::try_alloc(lowcopy::recv_buffer_len(fd, len).max(min.min(len)))
 }
 
@@ -447,19 +450,7 @@ impl Receiver {
         let min = size(env, &min, "min")?;
         let timeout = args::timeout_opt(env, options.as_ref())?;
         args::object_opt(env, options.as_ref(), "stats")?;
-        let abort = Arc::new(lowcopy::AbortHandle::new().or_throw(env, "recvAtLeastAsync")?);
-        crate::teardown::spawn(
-            env,
-            "recvAtLeastAsync",
-            Some(&abort),
-            RecvTask {
-                src: Src::Rx(self.inner.clone()),
-                len,
-                min,
-                timeout,
-                abort: abort.clone(),
-            },
-        )
+        RecvTask::spawn(env, Src::Rx(self.inner.clone()), len, min, timeout)
     }
 
     /// The counters so far (`new`'s syscalls included).

@@ -334,13 +334,13 @@ impl ObjectFinalize for ZeroCopySender {
     }
 }
 
-impl Inner {
-    fn core(&mut self, env: &Env, what: &str) -> Result<&mut Core> {
-        self.core
-            .as_mut()
-            .ok_or_else(|| sys_error(env, libc::EBADF, what))
-    }
+/// The sender's open core: `EBADF` once closed.
+fn open<'c>(core: &'c mut Option<Core>, env: &Env, what: &str) -> Result<&'c mut Core> {
+    core.as_mut()
+        .ok_or_else(|| sys_error(env, libc::EBADF, what))
+}
 
+impl Inner {
     fn slab<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
         match &self.slab {
             Some(r) => r.get_value(env),
@@ -424,9 +424,8 @@ impl Inner {
     fn reap_all(&mut self, env: &Env, what: &str) -> Result<Vec<ZcCompletion>> {
         let mut all = Vec::new();
         loop {
-            let core = self.core.as_mut();
-            let core = core.ok_or_else(|| sys_error(env, libc::EBADF, what))?;
-            let n = core.reap(&mut self.out).or_throw(env, what)?;
+            let n = open(&mut self.core, env, what)?.reap(&mut self.out);
+            let n = n.or_throw(env, what)?;
             all.extend(self.completions(env, n)?);
             if n < self.out.len() {
                 return Ok(all);
@@ -541,7 +540,7 @@ impl Inner {
         data: &Unknown<'a>,
     ) -> Result<(Vec<View<'a>>, u32)> {
         let views = self.views(env, data)?;
-        self.core(env, what)?;
+        open(&mut self.core, env, what)?;
         self.guard(env, &views)?;
         Ok((views, self.take_slot()))
     }
@@ -753,29 +752,20 @@ impl ZeroCopySender {
     /// The backend in use: `'io_uring'`, `'errqueue'` or `'copy'` (never `'auto'`).
     #[napi(getter, catch_unwind)]
     pub fn backend(&self) -> &'static str {
-        let this = self.inner.borrow();
-        BACKENDS
-            .iter()
-            .find(|b| b.1 == this.backend)
-            .map_or("auto", |b| b.0)
+        args::name_of(BACKENDS, self.inner.borrow().backend)
     }
 
     /// The sender's own descriptor (its duplicate); -1 once closed.
     #[napi(getter, catch_unwind)]
     pub fn fd(&self) -> i32 {
         let this = self.inner.borrow();
-        if this.core.is_some() {
-            this.fd
-        } else {
-            -1
-        }
+        this.core.as_ref().map_or(-1, |_| this.fd)
     }
 
     /// Whether `close()` was called.
     #[napi(getter, catch_unwind)]
     pub fn closed(&self) -> bool {
-        let this = self.inner.borrow();
-        this.core.is_none()
+        self.inner.borrow().core.is_none()
     }
 
     // doc-copy: zc_inflight
@@ -784,15 +774,17 @@ impl ZeroCopySender {
     // doc-end
     #[napi(getter, catch_unwind)]
     pub fn inflight(&self) -> u32 {
-        let this = self.inner.borrow();
-        this.core.as_ref().map_or(0, |c| c.inflight() as u32)
+        self.inner
+            .borrow()
+            .core
+            .as_ref()
+            .map_or(0, |c| c.inflight() as u32)
     }
 
     /// Buffers held for sends not yet reaped (in flight or completed).
     #[napi(getter, catch_unwind)]
     pub fn held(&self) -> u32 {
-        let this = self.inner.borrow();
-        this.held as u32
+        self.inner.borrow().held as u32
     }
 
     /// Sends `data` (an `ArrayBufferView`, or an array of them sent as one, like `writev`);
@@ -996,11 +988,8 @@ impl ZeroCopySender {
         let this = &mut *self.inner.borrow_mut();
         let dst = f64_out(&env, &out)?;
         let room = ((dst.len() - 1) / 3).min(this.out.len());
-        let core = this.core.as_mut();
-        let core = core.ok_or_else(|| sys_error(&env, libc::EBADF, "reapInto"))?;
-        let k = core
-            .reap(&mut this.out[..room])
-            .or_throw(&env, "reapInto")?;
+        let k = open(&mut this.core, &env, "reapInto")?.reap(&mut this.out[..room]);
+        let k = k.or_throw(&env, "reapInto")?;
         this.completions_into(&env, k, dst)?;
         Ok(k as u32)
     }
@@ -1044,7 +1033,7 @@ impl ZeroCopySender {
             return Err(out_of_range(env, "userDatas", &must, u.len()));
         }
         let views = crate::peek::views_of(env, &items, "buffers")?;
-        this.core(env, "sendBatch")?;
+        open(&mut this.core, env, "sendBatch")?;
         this.guard(env, &views)?;
         let slots: Vec<u64> = views.iter().map(|_| this.take_slot() as u64).collect();
         let iov: Vec<libc::iovec> = views.iter().map(View::iovec).collect();
@@ -1112,7 +1101,9 @@ impl ZeroCopySender {
     pub fn wait(&self, env: Env, timeout_ms: Option<Unknown>) -> Result<u32> {
         let mut this = self.inner.borrow_mut();
         let t = args::timeout_ms(&env, timeout_ms.as_ref())?;
-        let n = this.core(&env, "wait")?.wait(t).or_throw(&env, "wait")?;
+        let n = open(&mut this.core, &env, "wait")?
+            .wait(t)
+            .or_throw(&env, "wait")?;
         Ok(n as u32)
     }
 
@@ -1130,25 +1121,18 @@ impl ZeroCopySender {
     pub fn wait_async<'e>(&self, env: &'e Env, timeout_ms: Option<Unknown>) -> Result<Object<'e>> {
         let mut this = self.inner.borrow_mut();
         let t = args::timeout_ms(env, timeout_ms.as_ref())?;
-        let wait = this
-            .core(env, "waitAsync")?
-            .detached_wait()
-            .or_throw(env, "waitAsync")?;
+        let wait = open(&mut this.core, env, "waitAsync")?.detached_wait();
+        let wait = wait.or_throw(env, "waitAsync")?;
         let cancel = Arc::new(AbortHandle::new().or_throw(env, "waitAsync")?);
         this.waiters.retain(|w| Arc::strong_count(w) > 1);
         this.waiters.push(cancel.clone());
-        let abort = cancel.clone();
-        crate::teardown::spawn(
-            env,
-            "waitAsync",
-            Some(&abort),
-            ZcWaitTask {
-                this: self as *const ZeroCopySender,
-                wait,
-                cancel,
-                deadline: crate::peek::deadline(t),
-            },
-        )
+        let task = ZcWaitTask {
+            this: self as *const ZeroCopySender,
+            wait,
+            cancel: cancel.clone(),
+            deadline: crate::peek::deadline(t),
+        };
+        crate::teardown::spawn(env, "waitAsync", Some(&cancel), task)
     }
 
     /// The counters so far; after `close()`, as closing left them (with its `close*` counters).
@@ -1218,9 +1202,8 @@ fn send_reap_into(
     let r = unsafe { core.send_reap_raw(&iov, flags, slot as u64, &mut this.out[..room]) };
     // The user value is a number the sender keeps (no JS value held).
     if this.settle(env, slot, matches!(r, Ok((n, _)) if n > 0), data, None)? {
-        if this.nums.len() <= slot as usize {
-            this.nums.resize(slot as usize + 1, None);
-        }
+        this.nums
+            .resize(this.nums.len().max(slot as usize + 1), None);
         this.nums[slot as usize] = Some(ud);
     }
     let (n, k) = r.or_throw(env, "sendReapInto")?;

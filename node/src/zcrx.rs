@@ -158,11 +158,7 @@ impl ZeroCopyReceiver {
     /// The receiver's own descriptor (its duplicate); -1 once closed.
     #[napi(getter, catch_unwind)]
     pub fn fd(&self) -> i32 {
-        if self.inner.borrow().is_some() {
-            self.fd
-        } else {
-            -1
-        }
+        self.inner.borrow().as_ref().map_or(-1, |_| self.fd)
     }
 
     /// The next piece of the stream: mapped pages or copied bytes, in stream order (`eof` at
