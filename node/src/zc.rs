@@ -379,12 +379,8 @@ impl Inner {
             let c = self.out[i];
             let raw = match self.release(env, c.user_data as u32)? {
                 Ud::Js(v) => v,
-                Ud::Num(x) => {
-                    let mut v = std::ptr::null_mut();
-                    // SAFETY: creates a number in this env.
-                    unsafe { napi::sys::napi_create_double(env.raw(), x, &mut v) };
-                    v
-                }
+                // SAFETY: creates a number in this env.
+                Ud::Num(x) => unsafe { f64::to_napi_value(env.raw(), x)? },
             };
             v.push(ZcCompletion {
                 // SAFETY: a live value of this call, returned to JS within it ('static here
@@ -406,12 +402,8 @@ impl Inner {
             let c = self.out[i];
             let ud = match self.release(env, c.user_data as u32)? {
                 Ud::Num(x) => x,
-                Ud::Js(v) => {
-                    let mut x = f64::NAN;
-                    // SAFETY: a live value of this call; fails (leaving NaN) for a non-number.
-                    unsafe { napi::sys::napi_get_value_double(env.raw(), v, &mut x) };
-                    x
-                }
+                // SAFETY: a live value of this call; fails (NaN) for a non-number.
+                Ud::Js(v) => unsafe { f64::from_napi_value(env.raw(), v) }.unwrap_or(f64::NAN),
             };
             out[1 + 3 * i] = ud;
             out[2 + 3 * i] = c.result as f64;
@@ -462,33 +454,22 @@ impl Inner {
                         .into(),
                 ));
             };
+            use napi::sys as ns;
+            use std::ptr::null_mut;
+            // The outputs not asked for (NULL).
+            let (ty, size, data) = (null_mut(), null_mut(), null_mut());
             let mut func = None; // fetched only for an ArrayBuffer not tagged yet
             for v in views {
                 let mut ab = std::ptr::null_mut();
                 // SAFETY: `v` is a live ArrayBufferView of this call; only `ab` is asked for.
                 let st = unsafe {
-                    napi::sys::napi_get_typedarray_info(
-                        env.raw(),
-                        v.raw(),
-                        std::ptr::null_mut(),
-                        std::ptr::null_mut(),
-                        std::ptr::null_mut(),
-                        &mut ab,
-                        std::ptr::null_mut(),
-                    )
+                    ns::napi_get_typedarray_info(env.raw(), v.raw(), ty, size, data, &mut ab, size)
                 };
-                if st != napi::sys::Status::napi_ok {
+                if st != ns::Status::napi_ok {
                     // A DataView.
                     // SAFETY: as above.
                     unsafe {
-                        napi::sys::napi_get_dataview_info(
-                            env.raw(),
-                            v.raw(),
-                            std::ptr::null_mut(),
-                            std::ptr::null_mut(),
-                            &mut ab,
-                            std::ptr::null_mut(),
-                        )
+                        ns::napi_get_dataview_info(env.raw(), v.raw(), size, data, &mut ab, size)
                     };
                 }
                 if ab.is_null() {
