@@ -630,6 +630,43 @@ pub fn send(fd: BorrowedFd<'_>, buf: &[u8], flags: c_int) -> io::Result<usize> {
     cvt_size(unsafe { libc::send(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), flags) })
 }
 
+/// Byte `p` of the tests' stream pattern: `(p * 131 + 7) % 251` (251 is prime, so no
+/// power-of-two shift lines it up with itself).
+pub fn pattern_byte(p: usize) -> u8 {
+    ((p as u64 * 131 + 7) % 251) as u8
+}
+
+/// Receives stream positions `from..to` of the pattern from `fd` (retrying `EINTR`, in reads
+/// of up to 1 MiB), checking every byte.
+///
+/// # Errors
+/// What went wrong, with the position: an end of stream or a receive error (`SO_RCVTIMEO`
+/// running out is `EAGAIN`) before `to`, or the first wrong byte.
+pub fn read_pattern(fd: BorrowedFd<'_>, from: usize, to: usize) -> Result<(), String> {
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = from;
+    while at < to {
+        let want = buf.len().min(to - at);
+        let n = match recv(fd, &mut buf[..want], 0) {
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+            Ok(0) => {
+                return Err(format!(
+                    "got {} of {} bytes (end of stream)",
+                    at - from,
+                    to - from
+                ))
+            }
+            Err(e) => return Err(format!("got {} of {} bytes ({e})", at - from, to - from)),
+            Ok(n) => n,
+        };
+        if let Some(i) = (0..n).find(|&i| buf[i] != pattern_byte(at + i)) {
+            return Err(format!("wrong byte at stream position {}", at + i));
+        }
+        at += n;
+    }
+    Ok(())
+}
+
 /// Reads and discards whatever the error queue holds (never blocks).
 pub fn drain_errqueue(fd: BorrowedFd<'_>) {
     let mut control = [0u64; 16];
@@ -859,6 +896,20 @@ mod tests {
         );
         assert!(!is_open(1 << 20));
         assert!(is_open(p.sock.as_raw_fd()));
+    }
+
+    #[test]
+    fn read_pattern_checks_every_byte() {
+        let p = pair("unix").unwrap();
+        let data: Vec<u8> = (10..3000).map(pattern_byte).collect();
+        write_all(p.peer.as_fd(), &data).unwrap();
+        read_pattern(p.sock.as_fd(), 10, 1000).unwrap();
+        write_all(p.peer.as_fd(), &[pattern_byte(3000) ^ 1]).unwrap();
+        let e = read_pattern(p.sock.as_fd(), 1000, 3001).unwrap_err();
+        assert_eq!(e, "wrong byte at stream position 3000");
+        shutdown_write(p.peer.as_fd()).unwrap();
+        let e = read_pattern(p.sock.as_fd(), 3001, 3002).unwrap_err();
+        assert_eq!(e, "got 0 of 1 bytes (end of stream)");
     }
 
     #[test]

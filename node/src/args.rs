@@ -4,10 +4,11 @@
 use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
 use std::time::Duration;
 
+use lowcopy::Flags;
 use napi::bindgen_prelude::*;
 use napi::Env;
 
-use crate::error::{describe_value, range_error, received_number, sys_error, type_error};
+use crate::error::{arg_type_error, out_of_range, received_number, sys_error, OrThrow};
 
 /// The descriptor `v` stands for: an int fd; a `net.Socket` (or `dgram.Socket`, or anything
 /// else whose `_handle.fd` is libuv's descriptor); or an object with a numeric `fd`
@@ -15,11 +16,9 @@ use crate::error::{describe_value, range_error, received_number, sys_error, type
 /// with fd -1 is `EBADF`, as Python's `fileno() == -1` is; a negative or non-integer number is
 /// a `RangeError`; anything else a `TypeError`. `what` names the call in errors.
 pub fn raw_fd(env: &Env, v: &Unknown, what: &str) -> Result<RawFd> {
+    let not_fd = || arg_type_error(env, "fd", "of type number or a net.Socket", v);
     match v.get_type()? {
-        ValueType::Number => {
-            let n = v.coerce_to_number()?.get_double()?;
-            fd_number(env, n, "fd")
-        }
+        ValueType::Number => fd_number(env, v.coerce_to_number()?.get_double()?, "fd"),
         ValueType::Object => {
             // SAFETY: `v` is an object (checked just above).
             let obj: Object = unsafe { v.cast()? };
@@ -29,32 +28,18 @@ pub fn raw_fd(env: &Env, v: &Unknown, what: &str) -> Result<RawFd> {
                 ValueType::Object => {
                     // SAFETY: an object (checked just above).
                     let h: Object = unsafe { handle.cast()? };
-                    let fd: Unknown = h.get_named_property("fd")?;
-                    object_fd(env, &fd, what, "socket._handle.fd")
+                    object_fd(env, &h.get_named_property("fd")?, what, "socket._handle.fd")
                 }
                 _ => {
                     let fd: Unknown = obj.get_named_property("fd")?;
                     if fd.get_type()? != ValueType::Number {
-                        return Err(type_error(
-                            env,
-                            format!(
-                                "The \"fd\" argument must be of type number or a net.Socket. \
-                                 Received {}",
-                                describe_value(v)
-                            ),
-                        ));
+                        return Err(not_fd());
                     }
                     object_fd(env, &fd, what, "fd")
                 }
             }
         }
-        _ => Err(type_error(
-            env,
-            format!(
-                "The \"fd\" argument must be of type number or a net.Socket. Received {}",
-                describe_value(v)
-            ),
-        )),
+        _ => Err(not_fd()),
     }
 }
 
@@ -73,14 +58,8 @@ fn object_fd(env: &Env, fd: &Unknown, what: &str, name: &str) -> Result<RawFd> {
 
 fn fd_number(env: &Env, n: f64, name: &str) -> Result<RawFd> {
     if n.fract() != 0.0 || !(0.0..=i32::MAX as f64).contains(&n) {
-        return Err(range_error(
-            env,
-            format!(
-                "The value of \"{name}\" is out of range. It must be an integer >= 0 && <= \
-                 2147483647. Received {}",
-                received_number(n)
-            ),
-        ));
+        let must = "an integer >= 0 && <= 2147483647";
+        return Err(out_of_range(env, name, must, received_number(n)));
     }
     Ok(n as RawFd)
 }
@@ -101,12 +80,7 @@ pub fn is_libuv_handle(v: &Unknown) -> Result<bool> {
 /// object works on its own, so a number closed and reused elsewhere is never touched.
 /// `EBADF` for a closed fd, `EMFILE` when the process is out of descriptors.
 pub fn dup_fd(env: &Env, v: &Unknown, what: &str) -> Result<OwnedFd> {
-    let raw = raw_fd(env, v, what)?;
-    // SAFETY: the fd is only used for the fcntl below, during which the caller's object keeps
-    // it open (the JS thread is inside this call); a number no fd has gives EBADF.
-    let b = unsafe { BorrowedFd::borrow_raw(raw) };
-    b.try_clone_to_owned()
-        .map_err(|e| sys_error(env, e.raw_os_error().unwrap_or(libc::EBADF), what))
+    with_fd(env, v, what, |b| b.try_clone_to_owned().or_throw(env, what))
 }
 
 /// `fd` borrowed for a synchronous call: the JS thread is inside the call, so the number
@@ -124,6 +98,24 @@ pub fn with_fd<T>(
     f(b)
 }
 
+/// Runs `f` on the object in `m`: `EBUSY` while another thread (an async call) holds it,
+/// `EBADF` once closed (`None`), both as system errors of `what`.
+pub fn with_locked<C, T>(
+    env: &Env,
+    m: &std::sync::Mutex<Option<C>>,
+    what: &str,
+    f: impl FnOnce(&mut C) -> Result<T>,
+) -> Result<T> {
+    use std::sync::TryLockError;
+    let mut g = match m.try_lock() {
+        Ok(g) => g,
+        Err(TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(TryLockError::WouldBlock) => return Err(sys_error(env, libc::EBUSY, what)),
+    };
+    g.as_mut()
+        .map_or_else(|| Err(sys_error(env, libc::EBADF, what)), f)
+}
+
 /// A number argument: a `TypeError` for anything else.
 pub fn number(env: &Env, v: &Unknown, name: &str) -> Result<f64> {
     // One N-API call on the data path; it fails (napi_number_expected) for anything else.
@@ -135,19 +127,7 @@ pub fn number(env: &Env, v: &Unknown, name: &str) -> Result<f64> {
         return Ok(n);
     }
     if v.get_type()? != ValueType::Number {
-        // "options.x" is a property, as Node's validators word it.
-        let what = if name.contains('.') {
-            "property"
-        } else {
-            "argument"
-        };
-        return Err(type_error(
-            env,
-            format!(
-                "The \"{name}\" {what} must be of type number. Received {}",
-                describe_value(v)
-            ),
-        ));
+        return Err(arg_type_error(env, name, "of type number", v));
     }
     v.coerce_to_number()?.get_double()
 }
@@ -163,12 +143,11 @@ pub fn size(env: &Env, v: &Unknown, name: &str) -> Result<usize> {
 /// [`size`] of an already-read number.
 pub fn size_arg(env: &Env, v: f64, name: &str) -> Result<usize> {
     if v.is_nan() || v.fract() != 0.0 || v < 0.0 {
-        return Err(range_error(
+        return Err(out_of_range(
             env,
-            format!(
-                "The value of \"{name}\" is out of range. It must be an integer >= 0. Received {}",
-                received_number(v)
-            ),
+            name,
+            "an integer >= 0",
+            received_number(v),
         ));
     }
     Ok(v as usize)
@@ -182,33 +161,47 @@ pub const MAX_ALLOC: usize = i32::MAX as usize;
 pub fn alloc_len(env: &Env, v: &Unknown, name: &str) -> Result<usize> {
     let n = size(env, v, name)?;
     if n > MAX_ALLOC {
-        return Err(range_error(
-            env,
-            format!(
-                "The value of \"{name}\" is out of range. It must be >= 0 && <= {MAX_ALLOC}. \
-                 Received {}",
-                received_number(n as f64)
-            ),
-        ));
+        let must = format!(">= 0 && <= {MAX_ALLOC}");
+        return Err(out_of_range(env, name, &must, received_number(n as f64)));
     }
     Ok(n)
 }
 
 /// A zero-filled buffer of `n` bytes, or `ENOMEM` instead of an abort.
-pub fn alloc(env: &Env, n: usize, what: &str) -> Result<Vec<u8>> {
+pub fn try_alloc(n: usize) -> std::result::Result<Vec<u8>, crate::error::Fail> {
     let mut v = Vec::new();
     v.try_reserve_exact(n)
-        .map_err(|_| sys_error(env, libc::ENOMEM, what))?;
+        .map_err(|_| crate::error::Fail::Errno(libc::ENOMEM))?;
     v.resize(n, 0);
     Ok(v)
+}
+
+/// [`try_alloc`] on the JS thread: `ENOMEM` thrown as a system error of `what`.
+pub fn alloc(env: &Env, n: usize, what: &str) -> Result<Vec<u8>> {
+    try_alloc(n).map_err(|f| f.into_error(env, what))
+}
+
+/// The `n` bytes received into `buf` as a `Buffer`, its spare capacity given back when large.
+pub fn into_buffer(mut buf: Vec<u8>, n: usize) -> Buffer {
+    buf.truncate(n);
+    if buf.capacity() > 2 * n.max(4096) {
+        buf.shrink_to_fit();
+    }
+    buf.into()
+}
+
+/// Whether `v` is `undefined` or `null`.
+fn nullish(v: &Unknown) -> Result<bool> {
+    Ok(matches!(
+        v.get_type()?,
+        ValueType::Undefined | ValueType::Null
+    ))
 }
 
 /// A timeout in milliseconds: `undefined`/`null`/negative (-1) is no limit, 0 does not wait.
 pub fn timeout_ms(env: &Env, v: Option<&Unknown>) -> Result<Option<Duration>> {
     let v = match v {
-        Some(u) if !matches!(u.get_type()?, ValueType::Undefined | ValueType::Null) => {
-            Some(number(env, u, "timeoutMs")?)
-        }
+        Some(u) if !nullish(u)? => Some(number(env, u, "timeoutMs")?),
         _ => None,
     };
     timeout_of(env, v)
@@ -229,72 +222,73 @@ pub fn timeout_of(env: &Env, v: Option<f64>) -> Result<Option<Duration>> {
         Some(ms) => Duration::try_from_secs_f64(ms / 1000.0)
             .map(Some)
             .map_err(|_| {
-                range_error(
-                    env,
-                    format!(
-                    "The value of \"timeoutMs\" is out of range. It must be a finite number of \
-                     milliseconds. Received {}",
-                    received_number(ms)
-                ),
-                )
+                let must = "a finite number of milliseconds";
+                out_of_range(env, "timeoutMs", must, received_number(ms))
             }),
     }
 }
 
-/// Reads the boolean option `name` of an options object (`undefined` is false): a
+/// The property `name` of the options object `opts` (None without one: [`options_object`]).
+fn opt<'a>(env: &Env, opts: Option<&Unknown<'a>>, name: &str) -> Result<Option<Unknown<'a>>> {
+    match options_object(env, opts)? {
+        None => Ok(None),
+        Some(o) => o.get_named_property(name).map(Some),
+    }
+}
+
+/// Reads the boolean option `name` of an options object (`undefined`: `default`): a
 /// `TypeError` when `opts` is neither an object nor `undefined`, or the option not a boolean.
-pub fn bool_opt(env: &Env, opts: Option<&Unknown>, name: &str) -> Result<bool> {
-    let Some(obj) = options_object(env, opts)? else {
-        return Ok(false);
-    };
-    let v: Unknown = obj.get_named_property(name)?;
-    match v.get_type()? {
-        ValueType::Undefined => Ok(false),
-        ValueType::Boolean => v.coerce_to_bool(),
-        _ => Err(type_error(
-            env,
-            format!(
-                "The \"options.{name}\" property must be of type boolean. Received {}",
-                describe_value(&v)
-            ),
-        )),
+pub fn bool_opt(env: &Env, opts: Option<&Unknown>, name: &str, default: bool) -> Result<bool> {
+    match opt(env, opts, name)? {
+        Some(v) if v.get_type()? != ValueType::Undefined => {
+            boolean(env, &v, &format!("options.{name}"))
+        }
+        _ => Ok(default),
     }
 }
 
 /// Reads the integer option `name` (`undefined`: None); `TypeError`/`RangeError` otherwise.
 pub fn int_opt(env: &Env, opts: Option<&Unknown>, name: &str) -> Result<Option<i32>> {
-    let Some(obj) = options_object(env, opts)? else {
-        return Ok(None);
-    };
-    let v: Unknown = obj.get_named_property(name)?;
-    if v.get_type()? == ValueType::Undefined {
-        return Ok(None);
+    match opt(env, opts, name)? {
+        Some(v) if v.get_type()? != ValueType::Undefined => {
+            int32(env, &v, &format!("options.{name}")).map(Some)
+        }
+        _ => Ok(None),
     }
-    let n = number(env, &v, &format!("options.{name}"))?;
-    Ok(Some(int32_arg(env, n, &format!("options.{name}"))?))
+}
+
+/// The per-call flags of `options` (`dontWait`; for a send, `more`; or raw `flags`); `EINVAL`
+/// (as a system error of `what`) for C bits a call does not take (a send ignores
+/// `MSG_NOSIGNAL`, which lowcopy always sets).
+pub fn flags(env: &Env, options: Option<&Unknown>, what: &str, send: bool) -> Result<Flags> {
+    if options.is_none() {
+        return Ok(Flags::NONE);
+    }
+    let mut f = Flags::NONE;
+    if bool_opt(env, options, "dontWait", false)? {
+        f |= Flags::DONTWAIT;
+    }
+    if send && bool_opt(env, options, "more", false)? {
+        f |= Flags::MORE;
+    }
+    if let Some(raw) = int_opt(env, options, "flags")? {
+        let raw = if send { raw & !libc::MSG_NOSIGNAL } else { raw };
+        f |= Flags::from_raw(raw).or_throw(env, what)?;
+    }
+    Ok(f)
 }
 
 /// An `int32` argument (Node's `validateInt32`): `TypeError` if not a number, `RangeError` if
 /// not an integer or outside -2^31..2^31-1.
 pub fn int32(env: &Env, v: &Unknown, name: &str) -> Result<i32> {
     let n = number(env, v, name)?;
-    int32_arg(env, n, name)
-}
-
-fn int32_arg(env: &Env, n: f64, name: &str) -> Result<i32> {
     if n.fract() != 0.0 || !(i32::MIN as f64..=i32::MAX as f64).contains(&n) {
         let must = if n.is_finite() && n.fract() == 0.0 {
             ">= -2147483648 && <= 2147483647"
         } else {
             "an integer"
         };
-        return Err(range_error(
-            env,
-            format!(
-                "The value of \"{name}\" is out of range. It must be {must}. Received {}",
-                received_number(n)
-            ),
-        ));
+        return Err(out_of_range(env, name, must, received_number(n)));
     }
     Ok(n as i32)
 }
@@ -302,31 +296,24 @@ fn int32_arg(env: &Env, n: f64, name: &str) -> Result<i32> {
 /// A boolean argument (Node's `validateBoolean`): a `TypeError` for anything else.
 pub fn boolean(env: &Env, v: &Unknown, name: &str) -> Result<bool> {
     if v.get_type()? != ValueType::Boolean {
-        return Err(type_error(
-            env,
-            format!(
-                "The \"{name}\" argument must be of type boolean. Received {}",
-                describe_value(v)
-            ),
-        ));
+        return Err(arg_type_error(env, name, "of type boolean", v));
     }
     v.coerce_to_bool()
+}
+
+/// Whether `v` is an array (`napi_is_array`).
+pub fn is_array(env: &Env, v: &Unknown) -> bool {
+    let mut is_array = false;
+    // SAFETY: plain N-API query on a live value of this call into a local.
+    unsafe { napi::sys::napi_is_array(env.raw(), v.raw(), &mut is_array) };
+    is_array
 }
 
 /// The elements of an array argument (Node's `validateArray`): a `TypeError` for anything
 /// else.
 pub fn array<'a>(env: &Env, v: &Unknown<'a>, name: &str) -> Result<Vec<Unknown<'a>>> {
-    let mut is_array = false;
-    // SAFETY: plain N-API query on a live value of this call into a local.
-    unsafe { napi::sys::napi_is_array(env.raw(), v.raw(), &mut is_array) };
-    if !is_array {
-        return Err(type_error(
-            env,
-            format!(
-                "The \"{name}\" argument must be an instance of Array. Received {}",
-                describe_value(v)
-            ),
-        ));
+    if !is_array(env, v) {
+        return Err(arg_type_error(env, name, "an instance of Array", v));
     }
     // SAFETY: an array is an object.
     let arr: Object = unsafe { v.cast()? };
@@ -336,39 +323,59 @@ pub fn array<'a>(env: &Env, v: &Unknown<'a>, name: &str) -> Result<Vec<Unknown<'
 
 /// Reads the string option `name` of an options object (`undefined`/`null`: None); a
 /// `TypeError` when it is anything but a string.
-pub fn string_opt(env: &Env, obj: &Object, name: &str) -> Result<Option<String>> {
-    let v: Unknown = obj.get_named_property(name)?;
-    match v.get_type()? {
-        ValueType::Undefined | ValueType::Null => Ok(None),
-        ValueType::String => Ok(Some(
+pub fn string_opt(env: &Env, opts: Option<&Unknown>, name: &str) -> Result<Option<String>> {
+    match opt(env, opts, name)? {
+        Some(v) if v.get_type()? == ValueType::String => Ok(Some(
             v.coerce_to_string()?.into_utf8()?.as_str()?.to_owned(),
         )),
-        _ => Err(type_error(
+        Some(v) if !nullish(&v)? => Err(arg_type_error(
             env,
-            format!(
-                "The \"options.{name}\" property must be of type string. Received {}",
-                describe_value(&v)
-            ),
+            &format!("options.{name}"),
+            "of type string",
+            &v,
         )),
+        _ => Ok(None),
     }
+}
+
+/// The string option `name`, one of the names of `choices` (`undefined`/`null`: None): a
+/// `TypeError` for a non-string, `ERR_INVALID_ARG_VALUE` for another string.
+pub fn one_of<T: Copy>(
+    env: &Env,
+    opts: Option<&Unknown>,
+    name: &str,
+    choices: &[(&str, T)],
+) -> Result<Option<T>> {
+    let Some(s) = string_opt(env, opts, name)? else {
+        return Ok(None);
+    };
+    if let Some(&(_, v)) = choices.iter().find(|c| c.0 == s) {
+        return Ok(Some(v));
+    }
+    let names: Vec<String> = choices.iter().map(|c| format!("'{}'", c.0)).collect();
+    let msg = format!(
+        "The property 'options.{name}' must be one of: {}. Received '{s}'",
+        names.join(", ")
+    );
+    Err(crate::error::value_error(env, msg))
+}
+
+/// The name `v` has in `choices` (the table of a [`one_of`] option; every value has one).
+pub fn name_of<T: PartialEq>(choices: &[(&'static str, T)], v: T) -> &'static str {
+    choices.iter().find(|c| c.1 == v).map_or("", |c| c.0)
 }
 
 /// Checks the object option `name` (`undefined`/`null`: absent): a `TypeError` for anything
 /// but an object.
 pub fn object_opt(env: &Env, opts: Option<&Unknown>, name: &str) -> Result<()> {
-    let Some(obj) = options_object(env, opts)? else {
-        return Ok(());
-    };
-    let v: Unknown = obj.get_named_property(name)?;
-    match v.get_type()? {
-        ValueType::Undefined | ValueType::Null | ValueType::Object => Ok(()),
-        _ => Err(type_error(
+    match opt(env, opts, name)? {
+        Some(v) if !nullish(&v)? && v.get_type()? != ValueType::Object => Err(arg_type_error(
             env,
-            format!(
-                "The \"options.{name}\" property must be of type object. Received {}",
-                describe_value(&v)
-            ),
+            &format!("options.{name}"),
+            "of type object",
+            &v,
         )),
+        _ => Ok(()),
     }
 }
 
@@ -376,31 +383,18 @@ pub fn object_opt(env: &Env, opts: Option<&Unknown>, name: &str) -> Result<()> {
 /// Node's `validateObject`).
 pub fn options_object<'a>(env: &Env, opts: Option<&Unknown<'a>>) -> Result<Option<Object<'a>>> {
     let Some(o) = opts else { return Ok(None) };
-    let mut is_array = false;
-    // SAFETY: plain N-API query on a live value of this call into a local.
-    unsafe { napi::sys::napi_is_array(env.raw(), o.raw(), &mut is_array) };
     match o.get_type()? {
         ValueType::Undefined | ValueType::Null => Ok(None),
         // SAFETY: an object (checked by the match).
-        ValueType::Object if !is_array => Ok(Some(unsafe { o.cast()? })),
-        _ => Err(type_error(
-            env,
-            format!(
-                "The \"options\" argument must be of type object. Received {}",
-                describe_value(o)
-            ),
-        )),
+        ValueType::Object if !is_array(env, o) => Ok(Some(unsafe { o.cast()? })),
+        _ => Err(arg_type_error(env, "options", "of type object", o)),
     }
 }
 
 /// Reads the number option `name` (`undefined`: None).
 pub fn number_opt(env: &Env, opts: Option<&Unknown>, name: &str) -> Result<Option<f64>> {
-    let Some(obj) = options_object(env, opts)? else {
-        return Ok(None);
-    };
-    let v: Unknown = obj.get_named_property(name)?;
-    match v.get_type()? {
-        ValueType::Undefined | ValueType::Null => Ok(None),
-        _ => Ok(Some(number(env, &v, &format!("options.{name}"))?)),
+    match opt(env, opts, name)? {
+        Some(v) if !nullish(&v)? => number(env, &v, &format!("options.{name}")).map(Some),
+        _ => Ok(None),
     }
 }

@@ -39,11 +39,19 @@ fn describe(errno: i32) -> String {
 pub fn sys_error(env: &Env, errno: i32, syscall: &str) -> Error {
     let code = errno_name(errno);
     let msg = format!("{code}: {}, {syscall}", describe(errno));
+    js_error(env, msg, |o| {
+        o.set_named_property("code", code)?;
+        o.set_named_property("errno", -errno)?;
+        o.set_named_property("syscall", syscall)
+    })
+}
+
+/// A JS `Error` of `msg` with the properties `set` gives it (or the error making it failed
+/// with).
+fn js_error(env: &Env, msg: String, set: impl FnOnce(&mut Object) -> Result<()>) -> Error {
     let build = || -> Result<Error> {
-        let mut obj = env.create_error(Error::new(Status::GenericFailure, msg.clone()))?;
-        obj.set_named_property("code", code)?;
-        obj.set_named_property("errno", -errno)?;
-        obj.set_named_property("syscall", syscall)?;
+        let mut obj = env.create_error(Error::new(Status::GenericFailure, msg))?;
+        set(&mut obj)?;
         Ok(Error::from(obj.to_unknown()))
     };
     build().unwrap_or_else(|e| e)
@@ -67,53 +75,54 @@ impl<T> OrThrow<T> for io::Result<T> {
     }
 }
 
-fn with_code<E>(env: &Env, code: &str, msg: String, make: impl FnOnce(Error<String>) -> E) -> Error
-where
-    E: IntoUnknownErr,
-{
-    let e = make(Error::new(code.to_string(), msg));
-    Error::from(e.into_unknown_err(env))
-}
-
-/// The two error kinds below share `with_code`.
-pub trait IntoUnknownErr {
-    /// The JS error object.
-    fn into_unknown_err(self, env: &Env) -> Unknown<'_>;
-}
-
-impl IntoUnknownErr for JsTypeError<String> {
-    fn into_unknown_err(self, env: &Env) -> Unknown<'_> {
-        self.into_unknown(*env)
-    }
-}
-
-impl IntoUnknownErr for JsRangeError<String> {
-    fn into_unknown_err(self, env: &Env) -> Unknown<'_> {
-        self.into_unknown(*env)
-    }
+/// A `RangeError` (else a `TypeError`) of `msg` with `code`.
+fn with_code(env: &Env, code: &str, msg: String, range: bool) -> Error {
+    let e = Error::new(code.to_string(), msg);
+    Error::from(if range {
+        JsRangeError::from(e).into_unknown(*env)
+    } else {
+        JsTypeError::from(e).into_unknown(*env)
+    })
 }
 
 /// `TypeError` with `code: 'ERR_INVALID_ARG_TYPE'`.
 pub fn type_error(env: &Env, msg: String) -> Error {
-    with_code(env, "ERR_INVALID_ARG_TYPE", msg, JsTypeError::from)
+    with_code(env, "ERR_INVALID_ARG_TYPE", msg, false)
 }
 
 /// `RangeError` with `code: 'ERR_OUT_OF_RANGE'`.
 pub fn range_error(env: &Env, msg: String) -> Error {
-    with_code(env, "ERR_OUT_OF_RANGE", msg, JsRangeError::from)
+    with_code(env, "ERR_OUT_OF_RANGE", msg, true)
 }
 
 /// `TypeError` with `code: 'ERR_INVALID_ARG_VALUE'` (a value of the right type that makes no
 /// sense: an unknown backend name).
 pub fn value_error(env: &Env, msg: String) -> Error {
-    with_code(env, "ERR_INVALID_ARG_VALUE", msg, JsTypeError::from)
+    with_code(env, "ERR_INVALID_ARG_VALUE", msg, false)
+}
+
+/// The `TypeError` of Node's validators for `v` given as `name`: `The "name" argument must be
+/// {must}. Received ...` (a "property" for `options.x`).
+pub fn arg_type_error(env: &Env, name: &str, must: &str, v: &Unknown) -> Error {
+    let (what, got) = (
+        ["argument", "property"][name.contains('.') as usize],
+        describe_value(v),
+    );
+    let msg = format!("The \"{name}\" {what} must be {must}. Received {got}");
+    type_error(env, msg)
+}
+
+/// The `RangeError` of Node's validators: `The value of "name" is out of range. It must be
+/// {must}. Received {got}`.
+pub fn out_of_range(env: &Env, name: &str, must: &str, got: impl std::fmt::Display) -> Error {
+    let msg = format!("The value of \"{name}\" is out of range. It must be {must}. Received {got}");
+    range_error(env, msg)
 }
 
 /// How Node's validators describe a received value at the end of their messages ("Received
 /// type string ('x')", "Received an instance of Array", "Received null": Node's
 /// `determineSpecificType`, lib/internal/errors.js).
 pub fn describe_value(v: &Unknown) -> String {
-    let env = v.value().env;
     match v.get_type() {
         Ok(ValueType::Undefined) => "undefined".into(),
         Ok(ValueType::Null) => "null".into(),
@@ -122,7 +131,7 @@ pub fn describe_value(v: &Unknown) -> String {
             Ok(n) => format!("type number ({})", js_number(n)),
             Err(_) => "type number".into(),
         },
-        Ok(ValueType::String) => match js_string(env, v.raw()) {
+        Ok(ValueType::String) => match js_string(v) {
             Some(s) => {
                 let s = if s.encode_utf16().count() > 28 {
                     format!("{}...", s.chars().take(25).collect::<String>())
@@ -141,22 +150,22 @@ pub fn describe_value(v: &Unknown) -> String {
             Ok(b) => format!("type boolean ({b})"),
             Err(_) => "type boolean".into(),
         },
-        Ok(ValueType::BigInt) => match js_string(env, v.raw()) {
+        Ok(ValueType::BigInt) => match js_string(v) {
             Some(s) => format!("type bigint ({s}n)"),
             None => "type bigint".into(),
         },
-        Ok(ValueType::Symbol) => match js_string(env, v.raw()) {
+        Ok(ValueType::Symbol) => match js_string(v) {
             Some(s) => format!("type symbol ({s})"),
             None => "type symbol".into(),
         },
         Ok(ValueType::Function) => {
-            let name = property(env, v.raw(), "name").and_then(|n| js_string(env, n));
+            let name = property(v, "name").and_then(|n| js_string(&n));
             format!("function {}", name.unwrap_or_default())
         }
         Ok(ValueType::Object) => {
-            let name = property(env, v.raw(), "constructor")
-                .and_then(|c| property(env, c, "name"))
-                .and_then(|n| js_string(env, n))
+            let name = property(v, "constructor")
+                .and_then(|c| property(&c, "name"))
+                .and_then(|n| js_string(&n))
                 .filter(|n| !n.is_empty());
             match name {
                 Some(n) => format!("an instance of {n}"),
@@ -169,57 +178,22 @@ pub fn describe_value(v: &Unknown) -> String {
 
 /// `String(v)` (a primitive: never throws for strings, numbers, bigints, symbols); `None` when
 /// anything fails (a pending exception is cleared).
-fn js_string(env: napi::sys::napi_env, v: napi::sys::napi_value) -> Option<String> {
-    use napi::sys::{self as ns, Status as St};
-    let mut global = std::ptr::null_mut();
-    let mut string = std::ptr::null_mut();
-    let mut out = std::ptr::null_mut();
-    // SAFETY: N-API calls on this call's env and live values, writing into locals.
-    let ok = unsafe {
-        ns::napi_get_global(env, &mut global) == St::napi_ok
-            && ns::napi_get_named_property(env, global, c"String".as_ptr(), &mut string)
-                == St::napi_ok
-            && ns::napi_call_function(env, global, string, 1, &v, &mut out) == St::napi_ok
+fn js_string(v: &Unknown) -> Option<String> {
+    let env = Env::from_raw(v.value().env);
+    let string = || -> Result<String> {
+        let f: Function<Unknown, Unknown> = env.get_global()?.get_named_property("String")?;
+        f.call(*v)?.coerce_to_string()?.into_utf8()?.into_owned()
     };
-    if !ok {
-        clear_exception(env);
-        return None;
-    }
-    let mut len = 0usize;
-    // SAFETY: asks for the length only (NULL buffer).
-    if unsafe { ns::napi_get_value_string_utf8(env, out, std::ptr::null_mut(), 0, &mut len) }
-        != St::napi_ok
-    {
-        return None;
-    }
-    let mut buf = vec![0u8; len + 1];
-    // SAFETY: `buf` holds `len + 1` bytes (the string and its NUL).
-    if unsafe {
-        ns::napi_get_value_string_utf8(env, out, buf.as_mut_ptr().cast(), len + 1, &mut len)
-    } != St::napi_ok
-    {
-        return None;
-    }
-    buf.truncate(len);
-    String::from_utf8(buf).ok()
+    string().map_err(|_| clear_exception(env.raw())).ok()
 }
 
 /// `v[name]` (a getter may throw: `None`, the exception cleared).
-fn property(
-    env: napi::sys::napi_env,
-    v: napi::sys::napi_value,
-    name: &str,
-) -> Option<napi::sys::napi_value> {
-    let key = std::ffi::CString::new(name).ok()?;
-    let mut out = std::ptr::null_mut();
-    // SAFETY: N-API read of a live value's property into a local.
-    if unsafe { napi::sys::napi_get_named_property(env, v, key.as_ptr(), &mut out) }
-        != napi::sys::Status::napi_ok
-    {
-        clear_exception(env);
-        return None;
-    }
-    Some(out)
+fn property<'a>(v: &Unknown<'a>, name: &str) -> Option<Unknown<'a>> {
+    // SAFETY: only wraps the value: napi_get_named_property takes any (it converts it to an
+    // object, failing for undefined and null).
+    let o: Object = unsafe { v.cast() }.ok()?;
+    let r = o.get_named_property(name);
+    r.map_err(|_| clear_exception(v.value().env)).ok()
 }
 
 fn clear_exception(env: napi::sys::napi_env) {
@@ -303,13 +277,10 @@ pub fn received_number(n: f64) -> String {
 /// An `Error` named `AbortError` with `code: 'ABORT_ERR'`, as Node rejects an aborted operation
 /// (`lib/internal/errors.js` `AbortError`).
 pub fn abort_error(env: &Env, msg: &str) -> Error {
-    let build = || -> Result<Error> {
-        let mut obj = env.create_error(Error::new(Status::GenericFailure, msg.to_string()))?;
-        obj.set_named_property("name", "AbortError")?;
-        obj.set_named_property("code", "ABORT_ERR")?;
-        Ok(Error::from(obj.to_unknown()))
-    };
-    build().unwrap_or_else(|e| e)
+    js_error(env, msg.to_string(), |o| {
+        o.set_named_property("name", "AbortError")?;
+        o.set_named_property("code", "ABORT_ERR")
+    })
 }
 
 /// Why an operation that ran off the JS thread failed; turned into a JS error on the JS thread

@@ -12,6 +12,19 @@
 // napi-derive registers the exports only outside `cfg(test)` (clippy --all-targets builds that too).
 #![cfg_attr(test, allow(dead_code))]
 
+/// `From<&core struct>` for the `#[napi(object)]` mirror `$js` of a core struct, field by field
+/// with `as` (a counter becomes a JS number). The mirror is written out (napi-derive reads its
+/// doc comments for index.d.ts).
+macro_rules! mirror {
+    ($js:ident from $core:ty { $($f:ident),* $(,)? }) => {
+        impl From<&$core> for $js {
+            fn from(s: &$core) -> Self {
+                $js { $($f: s.$f as _),* }
+            }
+        }
+    };
+}
+
 mod args;
 mod error;
 mod peek;

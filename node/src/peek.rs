@@ -4,15 +4,15 @@
 use std::io::IoSliceMut;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, TryLockError};
+use std::sync::{Arc, Mutex};
 
 use lowcopy::{AbortHandle, Flags, PeekMode};
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
 
-use crate::args::{self, alloc, alloc_len, bool_opt, size, size_arg, with_fd};
-use crate::error::{sys_error, type_error, value_error, Fail, OrThrow};
+use crate::args::{self, alloc, alloc_len, size, with_fd};
+use crate::error::{sys_error, Fail, OrThrow};
 
 /// Options of a peek or consume.
 // Read field by field by the calls (for their TypeErrors); here for the types.
@@ -28,20 +28,6 @@ pub struct PeekOptions {
     pub flags: Option<i32>,
 }
 
-/// The per-call flags of `options` (`dontWait`, or raw `flags`); `EINVAL` (as a system error
-/// of `what`) for C bits a call does not take.
-pub(crate) fn flags(env: &Env, options: Option<&Unknown>, what: &str) -> Result<Flags> {
-    let mut f = if bool_opt(env, options, "dontWait")? {
-        Flags::DONTWAIT
-    } else {
-        Flags::NONE
-    };
-    if let Some(raw) = args::int_opt(env, options, "flags")? {
-        f |= Flags::from_raw(raw).or_throw(env, what)?;
-    }
-    Ok(f)
-}
-
 /// A writable byte view of a `Buffer`/`TypedArray`/`DataView` argument (its own bytes:
 /// `byteOffset` and `byteLength` are honoured, so a pooled `Buffer` slice is written only where
 /// it lies), or a `TypeError`.
@@ -53,14 +39,8 @@ pub(crate) fn bytes_arg<'a>(env: &Env, v: &Unknown<'a>, name: &str) -> Result<Vi
     // SAFETY: plain N-API query on a live value of this call into locals.
     let st = unsafe { napi::sys::napi_get_buffer_info(env.raw(), v.raw(), &mut data, &mut len) };
     if st != napi::sys::Status::napi_ok {
-        return Err(type_error(
-            env,
-            format!(
-                "The \"{name}\" argument must be an instance of Buffer, TypedArray, or DataView. \
-                 Received {}",
-                crate::error::describe_value(v)
-            ),
-        ));
+        let must = "an instance of Buffer, TypedArray, or DataView";
+        return Err(crate::error::arg_type_error(env, name, must, v));
     }
     Ok(View {
         ptr: if len == 0 {
@@ -72,6 +52,17 @@ pub(crate) fn bytes_arg<'a>(env: &Env, v: &Unknown<'a>, name: &str) -> Result<Vi
         raw: v.raw(),
         _scope: std::marker::PhantomData,
     })
+}
+
+/// [`bytes_arg`] of each element of the array argument `name` (`name[i]` in errors).
+pub(crate) fn views_arg<'a>(env: &Env, v: &Unknown<'a>, name: &str) -> Result<Vec<View<'a>>> {
+    views_of(env, &args::array(env, v, name)?, name)
+}
+
+/// [`bytes_arg`] of each of `items`, the elements of the array argument `name`.
+pub(crate) fn views_of<'a>(env: &Env, items: &[Unknown<'a>], name: &str) -> Result<Vec<View<'a>>> {
+    let view = |(i, b): (usize, &Unknown<'a>)| bytes_arg(env, b, &format!("{name}[{i}]"));
+    items.iter().enumerate().map(view).collect()
 }
 
 /// The bytes of an `ArrayBufferView` argument, for the call it was passed to (the value is
@@ -162,18 +153,14 @@ pub fn peek_at(
 ) -> Result<Buffer> {
     let offset = size(&env, &offset, "offset")?;
     let len = alloc_len(&env, &length, "length")?;
-    let flags = flags(&env, options.as_ref(), "peekAt")?;
+    let flags = args::flags(&env, options.as_ref(), "peekAt", false)?;
     let mut buf = Vec::new();
     let n = with_fd(&env, &fd, "peekAt", |fd| {
         buf = alloc(&env, lowcopy::recv_buffer_len(fd, len), "peekAt")?;
         lowcopy::peek_at(fd, offset, &mut [IoSliceMut::new(&mut buf)], flags)
             .or_throw(&env, "peekAt")
     })?;
-    buf.truncate(n);
-    if buf.capacity() > 2 * n.max(4096) {
-        buf.shrink_to_fit();
-    }
-    Ok(buf.into())
+    Ok(args::into_buffer(buf, n))
 }
 
 /// [`peek_at`] into the caller's `buf` (its own `byteLength` bytes at its `byteOffset`); returns
@@ -191,7 +178,7 @@ pub fn peek_into(
 ) -> Result<u32> {
     let offset = size(&env, &offset, "offset")?;
     let mut b = bytes_arg(&env, &buf, "buf")?;
-    let flags = flags(&env, options.as_ref(), "peekInto")?;
+    let flags = args::flags(&env, options.as_ref(), "peekInto", false)?;
     let n = with_fd(&env, &fd, "peekInto", |fd| {
         lowcopy::peek_at(fd, offset, &mut [IoSliceMut::new(b.bytes_mut())], flags)
             .or_throw(&env, "peekInto")
@@ -219,7 +206,7 @@ pub fn peek_into(
 )]
 pub fn consume(env: Env, fd: Unknown, n: Unknown, options: Option<Unknown>) -> Result<f64> {
     let n = size(&env, &n, "n")?;
-    let flags = flags(&env, options.as_ref(), "consume")?;
+    let flags = args::flags(&env, options.as_ref(), "consume", false)?;
     let r = with_fd(&env, &fd, "consume", |fd| {
         lowcopy::consume(fd, n, flags).or_throw(&env, "consume")
     })?;
@@ -258,18 +245,20 @@ pub struct Shared {
     waiters: Mutex<Vec<Arc<AbortHandle>>>,
 }
 
-fn lock(m: &Mutex<Option<Core>>) -> std::sync::MutexGuard<'_, Option<Core>> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn mode_name(m: PeekMode) -> &'static str {
-    match m {
-        PeekMode::Auto => "auto",
-        PeekMode::Offset => "offset",
-        PeekMode::Discard => "discard",
-        PeekMode::OffsetOrDiscard => "offset_or_discard",
+impl Shared {
+    /// The abort handles of pending async peeks.
+    fn waiters(&self) -> std::sync::MutexGuard<'_, Vec<Arc<AbortHandle>>> {
+        self.waiters.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
+
+/// The names of the `mode` option, in the order its error lists them.
+const MODES: &[(&str, PeekMode)] = &[
+    ("auto", PeekMode::Auto),
+    ("offset", PeekMode::Offset),
+    ("discard", PeekMode::Discard),
+    ("offset_or_discard", PeekMode::OffsetOrDiscard),
+];
 
 /// Counters of a `Peeker` (bytes in bytes); see the core's `PeekStats`.
 #[napi(object)]
@@ -310,6 +299,9 @@ pub struct PeekStats {
     // doc-end
     pub fds_closed: f64,
 }
+
+mirror!(PeekStats from lowcopy::PeekStats { syscalls, peeks, bytes_peeked, bytes_skipped_copied,
+    bytes_consumed, rcvlowat_updates, fds_closed });
 
 /// Options of `new Peeker`.
 // Read field by field by the calls (for their TypeErrors); here for the types.
@@ -402,28 +394,6 @@ impl From<lowcopy::PeekResult> for PeekResult {
     }
 }
 
-/// The `kind` option of `new Peeker`: `None` when absent (ask the socket).
-fn kind_opt(env: &Env, o: &Object) -> Result<Option<lowcopy::StreamKind>> {
-    use lowcopy::StreamKind as K;
-    Ok(Some(match args::string_opt(env, o, "kind")?.as_deref() {
-        None => return Ok(None),
-        Some("tcp4") => K::Tcp4,
-        Some("tcp6") => K::Tcp6,
-        Some("mptcp4") => K::Mptcp4,
-        Some("mptcp6") => K::Mptcp6,
-        Some("unix") => K::Unix,
-        Some(k) => {
-            return Err(value_error(
-                env,
-                format!(
-                    "The property 'options.kind' must be one of: 'tcp4', 'tcp6', 'mptcp4', \
-                         'mptcp6', 'unix'. Received '{k}'"
-                ),
-            ))
-        }
-    }))
-}
-
 /// Options of `peekAsync`.
 // Read field by field by the calls (for their TypeErrors); here for the types.
 #[allow(dead_code)]
@@ -458,15 +428,7 @@ pub struct Peeker {
 impl Peeker {
     /// Runs `f` on the core peeker: `EBADF` once closed, `EBUSY` while a `peekAsync` holds it.
     fn with<T>(&self, env: &Env, what: &str, f: impl FnOnce(&mut Core) -> Result<T>) -> Result<T> {
-        let mut g = match self.shared.peeker.try_lock() {
-            Ok(g) => g,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => return Err(sys_error(env, libc::EBUSY, what)),
-        };
-        match g.as_mut() {
-            Some(p) => f(p),
-            None => Err(sys_error(env, libc::EBADF, what)),
-        }
+        args::with_locked(env, &self.shared.peeker, what, f)
     }
 }
 
@@ -555,48 +517,22 @@ impl Peeker {
         ts_args_type = "fd: number | import('node:net').Socket | { fd: number }, options?: PeekerOptions"
     )]
     pub fn new(env: Env, fd: Unknown, options: Option<Unknown>) -> Result<Self> {
-        let opts = args::options_object(&env, options.as_ref())?;
-        let kind = match &opts {
-            None => None,
-            Some(o) => kind_opt(&env, o)?,
-        };
-        let urgent = match &opts {
-            None => lowcopy::Urgent::Inline,
-            Some(o) => match args::string_opt(&env, o, "urgent")?.as_deref() {
-                None | Some("inline") => lowcopy::Urgent::Inline,
-                Some("caller") => lowcopy::Urgent::Caller,
-                Some(u) => {
-                    return Err(value_error(
-                        &env,
-                        format!(
-                            "The property 'options.urgent' must be one of: 'inline', 'caller'. \
-                             Received '{u}'"
-                        ),
-                    ))
-                }
-            },
-        };
-        let mode = match opts {
-            None => PeekMode::Auto,
-            Some(o) => match args::string_opt(&env, &o, "mode")?.as_deref() {
-                None | Some("auto") => PeekMode::Auto,
-                Some("offset") => PeekMode::Offset,
-                Some("discard") => PeekMode::Discard,
-                Some("offset_or_discard") => PeekMode::OffsetOrDiscard,
-                Some(m) => {
-                    return Err(value_error(
-                        &env,
-                        format!(
-                            "The property 'options.mode' must be one of: 'auto', 'offset', \
-                             'discard', 'offset_or_discard'. Received '{m}'"
-                        ),
-                    ))
-                }
-            },
-        };
+        use lowcopy::{StreamKind as K, Urgent as U};
+        let o = options.as_ref();
+        let kinds = [
+            ("tcp4", K::Tcp4),
+            ("tcp6", K::Tcp6),
+            ("mptcp4", K::Mptcp4),
+            ("mptcp6", K::Mptcp6),
+            ("unix", K::Unix),
+        ];
+        let kind = args::one_of(&env, o, "kind", &kinds)?;
+        let urgents = [("inline", U::Inline), ("caller", U::Caller)];
+        let urgent = args::one_of(&env, o, "urgent", &urgents)?;
+        let mode = args::one_of(&env, o, "mode", MODES)?.unwrap_or(PeekMode::Auto);
         let dup = args::dup_fd(&env, &fd, "Peeker")?;
         let raw = dup.as_raw_fd();
-        let mut o = lowcopy::PeekerOptions::new(mode).urgent(urgent);
+        let mut o = lowcopy::PeekerOptions::new(mode).urgent(urgent.unwrap_or(U::Inline));
         o.kind = kind;
         let p = Core::with_options(dup, o).or_throw(&env, "Peeker")?;
         Ok(Peeker {
@@ -629,7 +565,7 @@ impl Peeker {
     /// The mechanism in use: `'offset'` (`SO_PEEK_OFF`) or `'discard'`, never `'auto'`.
     #[napi(getter, catch_unwind)]
     pub fn mode(&self, env: Env) -> Result<&'static str> {
-        self.with(&env, "mode", |p| Ok(mode_name(p.mode())))
+        self.with(&env, "mode", |p| Ok(args::name_of(MODES, p.mode())))
     }
 
     /// The cursor: bytes between the head of the receive queue and the next peek.
@@ -651,18 +587,14 @@ impl Peeker {
     #[napi(catch_unwind, ts_args_type = "length: number, options?: PeekOptions")]
     pub fn peek(&self, env: Env, length: Unknown, options: Option<Unknown>) -> Result<Buffer> {
         let len = alloc_len(&env, &length, "length")?;
-        let f = flags(&env, options.as_ref(), "peek")?;
+        let f = args::flags(&env, options.as_ref(), "peek", false)?;
         let mut buf = Vec::new();
         let n = self.with(&env, "peek", |p| {
             buf = alloc(&env, lowcopy::recv_buffer_len(p.as_fd(), len), "peek")?;
             p.peek(&mut [IoSliceMut::new(&mut buf)], f)
                 .or_throw(&env, "peek")
         })?;
-        buf.truncate(n);
-        if buf.capacity() > 2 * n.max(4096) {
-            buf.shrink_to_fit();
-        }
-        Ok(buf.into())
+        Ok(args::into_buffer(buf, n))
     }
 
     /// Peeks at the cursor into `buf` (its own `byteLength` bytes at its `byteOffset`); the
@@ -690,10 +622,7 @@ impl Peeker {
     )]
     pub fn peek_into(&self, env: Env, buf: Unknown, options: Option<Unknown>) -> Result<u32> {
         let b = bytes_arg(&env, &buf, "buf")?;
-        let f = match options {
-            None => Flags::NONE,
-            Some(ref o) => flags(&env, Some(o), "peekInto")?,
-        };
+        let f = args::flags(&env, options.as_ref(), "peekInto", false)?;
         let iov = [b.iovec()];
         let n = self.with(&env, "peekInto", |p| {
             // SAFETY: the iovec covers the caller's view, writable and alive for this call.
@@ -709,12 +638,8 @@ impl Peeker {
         ts_args_type = "buffers: ArrayBufferView[], options?: PeekOptions"
     )]
     pub fn peekv(&self, env: Env, buffers: Unknown, options: Option<Unknown>) -> Result<u32> {
-        let buffers = args::array(&env, &buffers, "buffers")?;
-        let mut views: Vec<View> = Vec::with_capacity(buffers.len());
-        for (i, b) in buffers.iter().enumerate() {
-            views.push(bytes_arg(&env, b, &format!("buffers[{i}]"))?);
-        }
-        let f = flags(&env, options.as_ref(), "peekv")?;
+        let views = views_arg(&env, &buffers, "buffers")?;
+        let f = args::flags(&env, options.as_ref(), "peekv", false)?;
         let iov: Vec<libc::iovec> = views.iter().map(View::iovec).collect();
         let n = self.with(&env, "peekv", |p| {
             // SAFETY: the iovecs cover the caller's views, writable and alive for this call
@@ -774,7 +699,7 @@ impl Peeker {
     ) -> Result<PeekResult> {
         let off = size(&env, &offset, "offset")?;
         let b = bytes_arg(&env, &buf, "buf")?;
-        let f = flags(&env, options.as_ref(), "peekAtInto")?;
+        let f = args::flags(&env, options.as_ref(), "peekAtInto", false)?;
         let iov = [b.iovec()];
         self.with(&env, "peekAtInto", |p| {
             // SAFETY: the iovec covers the caller's view, writable and alive for this call.
@@ -797,12 +722,8 @@ impl Peeker {
         options: Option<Unknown>,
     ) -> Result<PeekResult> {
         let off = size(&env, &offset, "offset")?;
-        let buffers = args::array(&env, &buffers, "buffers")?;
-        let mut views: Vec<View> = Vec::with_capacity(buffers.len());
-        for (i, b) in buffers.iter().enumerate() {
-            views.push(bytes_arg(&env, b, &format!("buffers[{i}]"))?);
-        }
-        let f = flags(&env, options.as_ref(), "peekvAt")?;
+        let views = views_arg(&env, &buffers, "buffers")?;
+        let f = args::flags(&env, options.as_ref(), "peekvAt", false)?;
         let iov: Vec<libc::iovec> = views.iter().map(View::iovec).collect();
         self.with(&env, "peekvAt", |p| {
             // SAFETY: the iovecs cover the caller's views, writable and alive for this call.
@@ -842,23 +763,10 @@ impl Peeker {
         if self.closed() {
             return Err(sys_error(env, libc::EBADF, "peekAsync"));
         }
-        let cancel = Arc::new(AbortHandle::new().or_throw(env, "peekAsync")?);
-        self.shared
-            .waiters
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(cancel.clone());
-        let abort = cancel.clone();
-        crate::teardown::spawn(
-            env,
-            "peekAsync",
-            Some(&abort),
-            PeekTask {
-                src: Src::Peeker(self.shared.clone(), cancel),
-                len,
-                deadline: deadline(timeout),
-            },
-        )
+        PeekTask::spawn(env, "peekAsync", len, timeout, |cancel| {
+            self.shared.waiters().push(cancel.clone());
+            Src::Peeker(self.shared.clone(), cancel)
+        })
     }
 
     // doc-copy: seek.kernel
@@ -953,18 +861,7 @@ impl Peeker {
     /// The counters so far.
     #[napi(catch_unwind)]
     pub fn stats(&self, env: Env) -> Result<PeekStats> {
-        self.with(&env, "stats", |p| {
-            let s = p.stats();
-            Ok(PeekStats {
-                syscalls: s.syscalls as f64,
-                peeks: s.peeks as f64,
-                bytes_peeked: s.bytes_peeked as f64,
-                bytes_skipped_copied: s.bytes_skipped_copied as f64,
-                bytes_consumed: s.bytes_consumed as f64,
-                rcvlowat_updates: s.rcvlowat_updates as f64,
-                fds_closed: s.fds_closed as f64,
-            })
-        })
+        self.with(&env, "stats", |p| Ok((&p.stats()).into()))
     }
 
     /// Closes the peeker's duplicate; queued bytes stay queued for the next reader.
@@ -977,36 +874,9 @@ impl Peeker {
     /// does nothing.
     #[napi(catch_unwind, ts_args_type = "options?: PeekerCloseOptions")]
     pub fn close(&self, env: Env, options: Option<Unknown>) -> Result<()> {
-        let restore = match args::options_object(&env, options.as_ref())? {
-            None => true,
-            Some(o) => {
-                let v: Unknown = o.get_named_property("restore")?;
-                match v.get_type()? {
-                    napi::ValueType::Undefined => true,
-                    napi::ValueType::Boolean => v.coerce_to_bool()?,
-                    _ => {
-                        return Err(type_error(
-                            &env,
-                            format!(
-                                "The \"options.restore\" property must be of type boolean. \
-                                 Received {}",
-                                crate::error::describe_value(&v)
-                            ),
-                        ))
-                    }
-                }
-            }
-        };
+        let restore = args::bool_opt(&env, options.as_ref(), "restore", true)?;
         self.shared.close_requested.store(true, Ordering::Release);
-        for w in self
-            .shared
-            .waiters
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-        {
-            w.abort();
-        }
+        self.shared.waiters().iter().for_each(|w| w.abort());
         // An async peek holding the peeker drops it when it ends.
         if let Ok(mut g) = self.shared.peeker.try_lock() {
             match g.take() {
@@ -1053,146 +923,82 @@ pub(crate) type RawCallback = unsafe extern "C" fn(
     napi::sys::napi_callback_info,
 ) -> napi::sys::napi_value;
 
-/// What a bound function keeps as its data: an `Arc` or `Rc`, leaked into the function and
-/// dropped by its finalizer.
-pub(crate) trait BoundData {
-    fn into_data(self) -> *mut std::ffi::c_void;
-    /// # Safety
-    /// `p` came from `into_data` of this type, and is dropped once.
-    unsafe fn drop_data(p: *mut std::ffi::c_void);
-}
-
-impl<T> BoundData for Arc<T> {
-    fn into_data(self) -> *mut std::ffi::c_void {
-        Arc::into_raw(self).cast_mut().cast()
-    }
-    unsafe fn drop_data(p: *mut std::ffi::c_void) {
-        // SAFETY: per the trait's contract.
-        drop(unsafe { Arc::from_raw(p.cast::<T>()) });
-    }
-}
-
-impl<T> BoundData for std::rc::Rc<T> {
-    fn into_data(self) -> *mut std::ffi::c_void {
-        std::rc::Rc::into_raw(self).cast_mut().cast()
-    }
-    unsafe fn drop_data(p: *mut std::ffi::c_void) {
-        // SAFETY: per the trait's contract.
-        drop(unsafe { std::rc::Rc::from_raw(p.cast::<T>()) });
-    }
-}
-
 /// A JS function named `name` calling `cb` with `shared` as its data (the peeker's state, or
-/// a sender's: `node/src/zc.rs`).
-pub(crate) fn bound_fn<D: BoundData>(
+/// a sender's: `node/src/zc.rs`), boxed into the function and dropped by its finalizer.
+pub(crate) fn bound_fn<D: 'static>(
     env: &Env,
     shared: D,
     name: &str,
     cb: RawCallback,
 ) -> Result<napi::sys::napi_value> {
     use napi::sys::{self as ns, Status as St};
-    let data = shared.into_data();
+    let data = Box::into_raw(Box::new(shared)).cast::<std::ffi::c_void>();
     let mut f = std::ptr::null_mut();
     // SAFETY: N-API calls on this call's env; `data` is leaked above, handed to the finalizer
     // (which drops it) once the function is collected, or dropped here if the finalizer
     // cannot be attached (the function is then unreachable and never called).
     unsafe {
-        let mut st = ns::napi_create_function(
-            env.raw(),
-            name.as_ptr().cast(),
-            name.len() as isize,
-            Some(cb),
-            data,
-            &mut f,
-        );
+        let len = name.len() as isize;
+        let mut st =
+            ns::napi_create_function(env.raw(), name.as_ptr().cast(), len, Some(cb), data, &mut f);
         if st == St::napi_ok {
-            st = ns::napi_add_finalizer(
-                env.raw(),
-                f,
-                data,
-                Some(drop_bound::<D>),
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-            );
+            let (hint, result) = (std::ptr::null_mut(), std::ptr::null_mut());
+            st = ns::napi_add_finalizer(env.raw(), f, data, Some(drop_bound::<D>), hint, result);
         }
         if st != St::napi_ok {
-            D::drop_data(data);
-            return Err(Error::new(
-                Status::GenericFailure,
-                format!("{name}: napi_create_function"),
-            ));
+            drop(Box::from_raw(data.cast::<D>()));
+            let msg = format!("{name}: napi_create_function");
+            return Err(Error::new(Status::GenericFailure, msg));
         }
     }
     Ok(f)
 }
 
 /// Finalizer of a bound function: drops its data.
-unsafe extern "C" fn drop_bound<D: BoundData>(
+unsafe extern "C" fn drop_bound<D>(
     _env: napi::sys::napi_env,
     data: *mut std::ffi::c_void,
     _hint: *mut std::ffi::c_void,
 ) {
-    // SAFETY: `data` is what `bound_fn` leaked for this function, dropped once (N-API calls a
-    // finalizer once).
-    unsafe { D::drop_data(data) };
+    // SAFETY: `data` is the `Box<D>` `bound_fn` leaked for this function, dropped once (N-API
+    // calls a finalizer once).
+    drop(unsafe { Box::from_raw(data.cast::<D>()) });
 }
 
-/// The body of a bound function: its peeker and first argument in, its result out; an `Err`
-/// (or a panic, as an `Error`) is thrown.
-///
-/// # Safety
-/// `env` and `info` are those of a call of a function made by `bound_fn`.
-unsafe fn bound_call(
-    env: napi::sys::napi_env,
-    info: napi::sys::napi_callback_info,
-    what: &str,
-    body: fn(napi::sys::napi_env, &Shared, napi::sys::napi_value) -> Result<napi::sys::napi_value>,
-) -> napi::sys::napi_value {
-    // SAFETY: forwarded; the data of a peeker's bound function is its `Arc<Shared>`.
-    unsafe { bound_call_n::<Shared, 1>(env, info, what, |env, s, [a]| body(env, s, a)) }
-}
-
-/// [`bound_call`] for any data type `T` (what [`bound_fn`] was given, behind its `Arc` or
-/// `Rc`) and `N` arguments (missing ones `undefined`).
+/// The body of a bound function: its data (what [`bound_fn`] was given, a `T`) and `N`
+/// arguments (missing ones `undefined`) in, its result out; an `Err` (or a panic, as an
+/// `Error`) is thrown.
 ///
 /// # Safety
 /// `env` and `info` are those of a call of a function made by `bound_fn` with a `T`.
-pub(crate) unsafe fn bound_call_n<T, const N: usize>(
+pub(crate) unsafe fn bound_call<T, R: ToNapiValue, const N: usize>(
     env: napi::sys::napi_env,
     info: napi::sys::napi_callback_info,
     what: &str,
-    body: impl FnOnce(
-        napi::sys::napi_env,
-        &T,
-        [napi::sys::napi_value; N],
-    ) -> Result<napi::sys::napi_value>,
+    body: impl FnOnce(&Env, &T, [Unknown<'_>; N]) -> Result<R>,
 ) -> napi::sys::napi_value {
     let run = || -> Result<napi::sys::napi_value> {
         let mut argc = N;
         let mut argv = [std::ptr::null_mut(); N];
         let mut data = std::ptr::null_mut();
+        let this = std::ptr::null_mut();
         // SAFETY: N-API reads at most `argc` (N) arguments into `argv` (missing ones are
         // `undefined`) from the live `info` of this call.
         let st = unsafe {
-            napi::sys::napi_get_cb_info(
-                env,
-                info,
-                &mut argc,
-                argv.as_mut_ptr(),
-                std::ptr::null_mut(),
-                &mut data,
-            )
+            napi::sys::napi_get_cb_info(env, info, &mut argc, argv.as_mut_ptr(), this, &mut data)
         };
         if st != napi::sys::Status::napi_ok || data.is_null() {
-            return Err(Error::new(
-                Status::GenericFailure,
-                format!("{what}: napi_get_cb_info"),
-            ));
+            let msg = format!("{what}: napi_get_cb_info");
+            return Err(Error::new(Status::GenericFailure, msg));
         }
-        // SAFETY: `data` is the function's `T` (in its `Arc` or `Rc`), kept by the function
-        // (its finalizer drops it), which is alive while it is being called.
+        // SAFETY: `data` is the function's `T` (boxed), kept by the function (its finalizer
+        // drops it), which is alive while it is being called.
         let shared = unsafe { &*data.cast::<T>() };
-        body(env, shared, argv)
+        // SAFETY: live values of this call.
+        let args = argv.map(|a| unsafe { Unknown::from_raw_unchecked(env, a) });
+        let r = body(&Env::from_raw(env), shared, args)?;
+        // SAFETY: a value made in this call's env.
+        unsafe { R::to_napi_value(env, r) }
     };
     let e = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
         Ok(Ok(v)) => return v,
@@ -1208,105 +1014,44 @@ pub(crate) unsafe fn bound_call_n<T, const N: usize>(
 /// `EBADF` once closed; other errors are the core's errno, all thrown as system errors of
 /// `what`.
 fn bound_core<T>(
-    env: napi::sys::napi_env,
+    env: &Env,
     shared: &Shared,
     what: &str,
     f: impl FnOnce(&mut Core) -> std::io::Result<T>,
 ) -> Result<T> {
-    let r = match shared.peeker.try_lock() {
-        Ok(mut g) => g.as_mut().map_or(Err(libc::EBADF), |p| {
-            f(p).map_err(|e| crate::error::errno_of(&e))
-        }),
-        Err(TryLockError::Poisoned(p)) => p.into_inner().as_mut().map_or(Err(libc::EBADF), |p| {
-            f(p).map_err(|e| crate::error::errno_of(&e))
-        }),
-        Err(TryLockError::WouldBlock) => Err(libc::EBUSY),
-    };
-    r.map_err(|errno| sys_error(&Env::from_raw(env), errno, what))
+    args::with_locked(env, &shared.peeker, what, |p| f(p).or_throw(env, what))
 }
 
 unsafe extern "C" fn peek_into_cb(
     env: napi::sys::napi_env,
     info: napi::sys::napi_callback_info,
 ) -> napi::sys::napi_value {
-    // SAFETY: called by N-API as the callback of a function made by `bound_fn`.
-    unsafe { bound_call(env, info, "peekInto", peek_into_body) }
-}
-
-fn peek_into_body(
-    env: napi::sys::napi_env,
-    shared: &Shared,
-    buf: napi::sys::napi_value,
-) -> Result<napi::sys::napi_value> {
-    let mut ptr = std::ptr::null_mut();
-    let mut len = 0usize;
-    // SAFETY: plain N-API query of a live argument into locals. The memory stays valid for
-    // the call: the argument keeps its ArrayBuffer alive, and no JS runs until we return (no
-    // transfer, detach or resize can come in between).
-    if unsafe { napi::sys::napi_get_buffer_info(env, buf, &mut ptr, &mut len) }
-        != napi::sys::Status::napi_ok
-    {
-        let env = Env::from_raw(env);
-        // SAFETY: a live value of this call.
-        let v = unsafe { Unknown::from_raw_unchecked(env.raw(), buf) };
-        return Err(bytes_arg(&env, &v, "buf").err().unwrap_or_else(|| {
-            Error::new(Status::InvalidArg, "peekInto: not a buffer".to_string())
-        }));
-    }
-    let iov = [libc::iovec {
-        // Empty (or detached): the core refuses it (EINVAL) before using the pointer.
-        iov_base: if len == 0 {
-            std::ptr::NonNull::<u8>::dangling().as_ptr().cast()
-        } else {
-            ptr
-        },
-        iov_len: len,
-    }];
-    // SAFETY: the iovec covers the caller's view, writable and alive for this call.
-    let n = bound_core(env, shared, "peekInto", |p| unsafe {
-        p.peek_raw(&iov, Flags::NONE)
-    })?;
-    let mut out = std::ptr::null_mut();
-    // SAFETY: plain N-API constructor into a local.
-    if unsafe { napi::sys::napi_create_uint32(env, n as u32, &mut out) }
-        != napi::sys::Status::napi_ok
-    {
-        return Err(Error::new(
-            Status::GenericFailure,
-            "peekInto: napi_create_uint32",
-        ));
-    }
-    Ok(out)
+    let body = |env: &Env, shared: &Arc<Shared>, [buf]: [Unknown; 1]| {
+        // The memory stays valid for the call: the argument keeps its ArrayBuffer alive, and
+        // no JS runs until we return (no transfer, detach or resize can come in between).
+        let iov = [bytes_arg(env, &buf, "buf")?.iovec()];
+        // SAFETY: the iovec covers the caller's view, writable and alive for this call.
+        let n = bound_core(env, shared, "peekInto", |p| unsafe {
+            p.peek_raw(&iov, Flags::NONE)
+        })?;
+        Ok(n as u32)
+    };
+    // SAFETY: called by N-API as the callback of a function made by `bound_fn` (an
+    // `Arc<Shared>`).
+    unsafe { bound_call(env, info, "peekInto", body) }
 }
 
 unsafe extern "C" fn seek_cb(
     env: napi::sys::napi_env,
     info: napi::sys::napi_callback_info,
 ) -> napi::sys::napi_value {
-    // SAFETY: called by N-API as the callback of a function made by `bound_fn`.
-    unsafe { bound_call(env, info, "seek", seek_body) }
-}
-
-fn seek_body(
-    env: napi::sys::napi_env,
-    shared: &Shared,
-    offset: napi::sys::napi_value,
-) -> Result<napi::sys::napi_value> {
-    let mut n = 0f64;
-    // SAFETY: plain N-API read of a live argument into a local; fails for a non-number.
-    let off = if unsafe { napi::sys::napi_get_value_double(env, offset, &mut n) }
-        == napi::sys::Status::napi_ok
-    {
-        size_arg(&Env::from_raw(env), n, "offset")?
-    } else {
-        let env = Env::from_raw(env);
-        // SAFETY: a live value of this call.
-        let v = unsafe { Unknown::from_raw_unchecked(env.raw(), offset) };
-        size(&env, &v, "offset")?
+    let body = |env: &Env, shared: &Arc<Shared>, [offset]: [Unknown; 1]| {
+        let off = size(env, &offset, "offset")?;
+        bound_core(env, shared, "seek", |p| p.seek(off))
     };
-    bound_core(env, shared, "seek", |p| p.seek(off))?;
-    // NULL: the call returns `undefined`.
-    Ok(std::ptr::null_mut())
+    // SAFETY: called by N-API as the callback of a function made by `bound_fn` (an
+    // `Arc<Shared>`).
+    unsafe { bound_call(env, info, "seek", body) }
 }
 
 /// The deadline `timeout` from now (`None`: no limit, or one beyond what an `Instant` holds).
@@ -1348,21 +1093,32 @@ pub struct PeekTask {
 }
 
 impl PeekTask {
+    /// Starts the peek of `what` on its own thread, reading from `src` (made with the abort
+    /// handle that ends its wait: `close()`, the environment's teardown).
+    fn spawn<'e>(
+        env: &'e Env,
+        what: &'static str,
+        len: usize,
+        timeout: Option<std::time::Duration>,
+        src: impl FnOnce(Arc<AbortHandle>) -> Src,
+    ) -> Result<Object<'e>> {
+        let cancel = Arc::new(AbortHandle::new().or_throw(env, what)?);
+        let task = PeekTask {
+            src: src(cancel.clone()),
+            len,
+            deadline: deadline(timeout),
+        };
+        crate::teardown::spawn(env, what, Some(&cancel), task)
+    }
+
     fn run(&mut self) -> std::result::Result<Vec<u8>, Fail> {
         let deadline = self.deadline;
         // Sized by what the socket can hold (`recv_buffer_len`), not by `length` alone.
-        let alloc = |fd: std::os::fd::BorrowedFd<'_>| -> std::result::Result<Vec<u8>, Fail> {
-            let len = lowcopy::recv_buffer_len(fd, self.len);
-            let mut buf = Vec::new();
-            buf.try_reserve_exact(len)
-                .map_err(|_| Fail::Errno(libc::ENOMEM))?;
-            buf.resize(len, 0);
-            Ok(buf)
-        };
+        let alloc = |fd| args::try_alloc(lowcopy::recv_buffer_len(fd, self.len));
         let mut buf = Vec::new();
         let n = match &self.src {
             Src::Peeker(sh, cancel) => {
-                let mut g = lock(&sh.peeker);
+                let mut g = sh.peeker.lock().unwrap_or_else(|p| p.into_inner());
                 if let Some(p) = g.as_ref() {
                     buf = alloc(p.as_fd())?;
                 }
@@ -1377,10 +1133,7 @@ impl PeekTask {
                     g.take(); // close() came while this held the peeker
                 }
                 drop(g);
-                sh.waiters
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .retain(|w| !Arc::ptr_eq(w, cancel));
+                sh.waiters().retain(|w| !Arc::ptr_eq(w, cancel));
                 r?
             }
             Src::At { fd, offset, cancel } => {
@@ -1433,20 +1186,9 @@ pub fn peek_at_async<'e>(
     let len = alloc_len(env, &length, "length")?;
     let timeout = args::timeout_opt(env, options.as_ref())?;
     let dup = args::dup_fd(env, &fd, "peekAtAsync")?;
-    let cancel = Arc::new(AbortHandle::new().or_throw(env, "peekAtAsync")?);
-    let abort = cancel.clone();
-    crate::teardown::spawn(
-        env,
-        "peekAtAsync",
-        Some(&abort),
-        PeekTask {
-            src: Src::At {
-                fd: dup,
-                offset,
-                cancel,
-            },
-            len,
-            deadline: deadline(timeout),
-        },
-    )
+    PeekTask::spawn(env, "peekAtAsync", len, timeout, |cancel| Src::At {
+        fd: dup,
+        offset,
+        cancel,
+    })
 }

@@ -49,23 +49,16 @@ pub struct Caps {
     pub tcp_zerocopy_receive_size: u32,
 }
 
+mirror!(Caps from lowcopy::Caps { peek_off_tcp4, peek_off_tcp6, peek_off_unix, peek_off_mptcp,
+    zerocopy_tcp, zerocopy_udp, uring_send_zc, uring_sendmsg_zc, tcp_zerocopy_receive_size });
+
 /// Probes the running kernel (a few throwaway sockets, one loopback connection and one
 /// io_uring instance; well under a millisecond). Throws only when no socket at all can be
 /// created (`EMFILE`, ...).
 #[napi(catch_unwind)]
 pub fn probe(env: Env) -> napi::Result<Caps> {
     let c = lowcopy::probe().or_throw(&env, "probe")?;
-    Ok(Caps {
-        peek_off_tcp4: c.peek_off_tcp4,
-        peek_off_tcp6: c.peek_off_tcp6,
-        peek_off_unix: c.peek_off_unix,
-        peek_off_mptcp: c.peek_off_mptcp,
-        zerocopy_tcp: c.zerocopy_tcp,
-        zerocopy_udp: c.zerocopy_udp,
-        uring_send_zc: c.uring_send_zc,
-        uring_sendmsg_zc: c.uring_sendmsg_zc,
-        tcp_zerocopy_receive_size: c.tcp_zerocopy_receive_size,
-    })
+    Ok((&c).into())
 }
 
 /// The errno name Node uses for `errno` (positive or negative): `errnoName(11) === 'EAGAIN'`.

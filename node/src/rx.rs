@@ -1,6 +1,6 @@
 //! Low-water-mark receive: `setRcvlowat`, `recvAtLeast`, `recvAtLeastAsync`.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -225,24 +225,20 @@ pub fn recv_at_least_async<'e>(
     let timeout = args::timeout_opt(env, options.as_ref())?;
     args::object_opt(env, options.as_ref(), "stats")?;
     let fd = args::dup_fd(env, &fd, "recvAtLeastAsync")?;
-    let abort = Arc::new(lowcopy::AbortHandle::new().or_throw(env, "recvAtLeastAsync")?);
-    crate::teardown::spawn(
-        env,
-        "recvAtLeastAsync",
-        Some(&abort),
-        RecvTask {
-            fd,
-            len,
-            min,
-            timeout,
-            abort: abort.clone(),
-        },
-    )
+    RecvTask::spawn(env, Src::Fd(fd), len, min, timeout)
 }
 
-/// `recvAtLeastAsync` on its own thread.
+/// What an async receive reads from.
+pub enum Src {
+    /// `recvAtLeastAsync`: a duplicate of the caller's fd.
+    Fd(OwnedFd),
+    /// `Receiver.recvAtLeastAsync`: the receiver.
+    Rx(Arc<Mutex<Option<CoreRx>>>),
+}
+
+/// `recvAtLeastAsync` and `Receiver.recvAtLeastAsync` on a thread of their own.
 pub struct RecvTask {
-    fd: OwnedFd,
+    src: Src,
     /// The `length` asked for: the buffer is sized by `buffer_for`.
     len: usize,
     min: usize,
@@ -251,25 +247,54 @@ pub struct RecvTask {
     abort: Arc<lowcopy::AbortHandle>,
 }
 
+impl RecvTask {
+    /// Starts the receive on its own thread: the promise of `recvAtLeastAsync`.
+    fn spawn<'e>(
+        env: &'e Env,
+        src: Src,
+        len: usize,
+        min: usize,
+        timeout: Option<Duration>,
+    ) -> Result<Object<'e>> {
+        let abort = Arc::new(lowcopy::AbortHandle::new().or_throw(env, "recvAtLeastAsync")?);
+        let task = RecvTask {
+            src,
+            len,
+            min,
+            timeout,
+            abort: abort.clone(),
+        };
+        crate::teardown::spawn(env, "recvAtLeastAsync", Some(&abort), task)
+    }
+
+    fn run(&self) -> std::result::Result<Vec<u8>, Fail> {
+        let (len, min, t, abort) = (self.len, self.min, self.timeout, &*self.abort);
+        let (mut buf, n) = match &self.src {
+            Src::Fd(fd) => {
+                let mut buf = buffer_for(fd.as_fd(), len, min)?;
+                let mut st = lowcopy::RecvStats::default();
+                let n = lowcopy::recv_atleast_abortable(fd, &mut buf, min, t, abort, &mut st)?;
+                (buf, n)
+            }
+            Src::Rx(rx) => {
+                let mut g = lock_rx(rx);
+                let rx = g.as_mut().ok_or(Fail::Errno(libc::EBADF))?;
+                let mut buf = buffer_for(rx.get_ref().as_fd(), len, min)?;
+                let n = rx.recv_atleast_abortable(&mut buf, min, t, abort)?;
+                (buf, n)
+            }
+        };
+        buf.truncate(n);
+        Ok(buf)
+    }
+}
+
 impl Task for RecvTask {
     type Output = std::result::Result<Vec<u8>, Fail>;
     type JsValue = Buffer;
 
     fn compute(&mut self) -> Result<Self::Output> {
-        let mut buf = match buffer_for(self.fd.as_fd(), self.len, self.min) {
-            Ok(b) => b,
-            Err(f) => return Ok(Err(f)),
-        };
-        let mut st = lowcopy::RecvStats::default();
-        let (fd, min, t) = (self.fd.as_fd(), self.min, self.timeout);
-        Ok(
-            lowcopy::recv_atleast_abortable(fd, &mut buf, min, t, &self.abort, &mut st)
-                .map(|n| {
-                    buf.truncate(n);
-                    buf
-                })
-                .map_err(Fail::from),
-        )
+        Ok(self.run())
     }
 
     fn resolve(&mut self, env: Env, out: Self::Output) -> Result<Buffer> {
@@ -280,32 +305,11 @@ impl Task for RecvTask {
 
 /// The buffer of an async receive of up to `len` bytes, at least `min` of them: sized by what
 /// the socket can hold (`lowcopy::recv_buffer_len`), never below `min` (within `len`).
-fn buffer_for(
-    fd: std::os::fd::BorrowedFd<'_>,
-    len: usize,
-    min: usize,
-) -> std::result::Result<Vec<u8>, Fail> {
-    let n = lowcopy::recv_buffer_len(fd, len).max(min.min(len));
-    let mut buf = Vec::new();
-    buf.try_reserve_exact(n)
-        .map_err(|_| Fail::Errno(libc::ENOMEM))?;
-    buf.resize(n, 0);
-    Ok(buf)
+fn buffer_for(fd: BorrowedFd<'_>, len: usize, min: usize) -> std::result::Result<Vec<u8>, Fail> {
+    args::try_alloc(lowcopy::recv_buffer_len(fd, len).max(min.min(len)))
 }
 
 type CoreRx = lowcopy::Receiver<OwnedFd>;
-
-fn stats_obj(s: &lowcopy::RecvStats) -> RecvStatsOut {
-    RecvStatsOut {
-        calls: s.calls as f64,
-        syscalls: s.syscalls as f64,
-        wakeups: s.wakeups as f64,
-        early_wakeups: s.early_wakeups as f64,
-        timeouts: s.timeouts as f64,
-        lowat_changes: s.lowat_changes as f64,
-        bytes: s.bytes as f64,
-    }
-}
 
 /// Counters of a `Receiver` (see the core's `RecvStats`).
 #[napi(object)]
@@ -340,6 +344,9 @@ pub struct RecvStatsOut {
     // doc-end
     pub bytes: f64,
 }
+
+mirror!(RecvStatsOut from lowcopy::RecvStats { calls, syscalls, wakeups, early_wakeups, timeouts,
+    lowat_changes, bytes });
 
 /// `recvAtLeast` as an object over one socket (the core's `lowcopy::Receiver`, on a private
 /// duplicate). The stateless receive is `recvAtLeast`; the release, `close()`.
@@ -418,19 +425,10 @@ impl Receiver {
         let min = size(&env, &min, "min")?;
         let timeout = args::timeout_opt(&env, options.as_ref())?;
         args::object_opt(&env, options.as_ref(), "stats")?;
-        let mut g = match self.inner.try_lock() {
-            Ok(g) => g,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => {
-                return Err(crate::error::sys_error(&env, libc::EBUSY, "recvAtLeast"))
-            }
-        };
-        let rx = g
-            .as_mut()
-            .ok_or_else(|| crate::error::sys_error(&env, libc::EBADF, "recvAtLeast"))?;
-        rx.recv_atleast(b.bytes_mut(), min, timeout)
-            .or_throw(&env, "recvAtLeast")
-            .map(|n| n as f64)
+        args::with_locked(&env, &self.inner, "recvAtLeast", |rx| {
+            let r = rx.recv_atleast(b.bytes_mut(), min, timeout);
+            r.or_throw(&env, "recvAtLeast").map(|n| n as f64)
+        })
     }
 
     /// `recvAtLeast` off the JS thread (as the module's `recvAtLeastAsync`) into a new
@@ -452,19 +450,7 @@ impl Receiver {
         let min = size(env, &min, "min")?;
         let timeout = args::timeout_opt(env, options.as_ref())?;
         args::object_opt(env, options.as_ref(), "stats")?;
-        let abort = Arc::new(lowcopy::AbortHandle::new().or_throw(env, "recvAtLeastAsync")?);
-        crate::teardown::spawn(
-            env,
-            "recvAtLeastAsync",
-            Some(&abort),
-            RxTask {
-                rx: self.inner.clone(),
-                len,
-                min,
-                timeout,
-                abort: abort.clone(),
-            },
-        )
+        RecvTask::spawn(env, Src::Rx(self.inner.clone()), len, min, timeout)
     }
 
     /// The counters so far (`new`'s syscalls included).
@@ -474,7 +460,7 @@ impl Receiver {
         let rx = g
             .as_ref()
             .ok_or_else(|| crate::error::sys_error(&env, libc::EBADF, "stats"))?;
-        Ok(stats_obj(&rx.stats()))
+        Ok((&rx.stats()).into())
     }
 
     /// Puts back the socket's mark found at creation and closes the duplicate. Waits for a
@@ -482,44 +468,5 @@ impl Receiver {
     #[napi(catch_unwind)]
     pub fn close(&self) {
         lock_rx(&self.inner).take();
-    }
-}
-
-/// `Receiver.recvAtLeastAsync` on its own thread.
-pub struct RxTask {
-    rx: Arc<Mutex<Option<CoreRx>>>,
-    /// The `length` asked for: the buffer is sized by `buffer_for`.
-    len: usize,
-    min: usize,
-    timeout: Option<Duration>,
-    /// Aborted by the environment's teardown.
-    abort: Arc<lowcopy::AbortHandle>,
-}
-
-impl Task for RxTask {
-    type Output = std::result::Result<Vec<u8>, Fail>;
-    type JsValue = Buffer;
-
-    fn compute(&mut self) -> Result<Self::Output> {
-        let mut g = lock_rx(&self.rx);
-        let Some(rx) = g.as_mut() else {
-            return Ok(Err(Fail::Errno(libc::EBADF)));
-        };
-        let mut buf = match buffer_for(rx.get_ref().as_fd(), self.len, self.min) {
-            Ok(b) => b,
-            Err(f) => return Ok(Err(f)),
-        };
-        Ok(rx
-            .recv_atleast_abortable(&mut buf, self.min, self.timeout, &self.abort)
-            .map(|n| {
-                buf.truncate(n);
-                buf
-            })
-            .map_err(Fail::from))
-    }
-
-    fn resolve(&mut self, env: Env, out: Self::Output) -> Result<Buffer> {
-        out.map(Buffer::from)
-            .map_err(|f| f.into_error(&env, "recvAtLeastAsync"))
     }
 }

@@ -112,11 +112,6 @@ impl EnvState {
     pub(crate) fn remove_sender(&self, s: &Rc<RefCell<SenderInner>>) {
         self.senders.borrow_mut().remove(&(Rc::as_ptr(s) as usize));
     }
-
-    /// Whether the environment is being torn down.
-    pub(crate) fn gone(&self) -> bool {
-        self.gone.get()
-    }
 }
 
 /// The environment's cleanup hook: see the module documentation.
@@ -179,7 +174,7 @@ where
     T::Output: Send + 'static,
 {
     let st = state(env)?;
-    if st.gone() {
+    if st.gone.get() {
         return Err(crate::error::sys_error(env, libc::ECANCELED, what));
     }
     let (deferred, promise) = env.create_deferred::<T::JsValue, Resolver<T::JsValue>>()?;

@@ -7,7 +7,7 @@
 
 use std::io::Read;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::os::fd::{AsFd, BorrowedFd, IntoRawFd};
+use std::os::fd::{AsFd, BorrowedFd, IntoRawFd, OwnedFd};
 use std::sync::Mutex;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -22,6 +22,11 @@ use crate::error::{sys_error, value_error, OrThrow};
 /// Peer writers started by `spawnWriter` and not joined yet.
 static WRITERS: Mutex<Vec<JoinHandle<std::result::Result<(), String>>>> = Mutex::new(Vec::new());
 
+/// A descriptor made for JS, as its number (JS closes it with `testing.close`).
+fn raw_fd(r: std::io::Result<OwnedFd>, env: &Env, what: &str) -> Result<i32> {
+    r.map(IntoRawFd::into_raw_fd).or_throw(env, what)
+}
+
 fn borrow(fd: i32) -> BorrowedFd<'static> {
     // SAFETY: test fixtures act on numbers the test owns (or on purpose on closed ones, which
     // the kernel answers with EBADF); no memory is reached through the number.
@@ -29,6 +34,7 @@ fn borrow(fd: i32) -> BorrowedFd<'static> {
 }
 
 /// Options of the TCP fixtures.
+#[derive(Default)]
 #[napi(object, namespace = "testing")]
 pub struct TcpOpts {
     /// TCP_MAXSEG on the listener and the client, before connect.
@@ -63,10 +69,7 @@ pub struct Pair {
 /// `udp4_unconnected` (`sock` not connected: sends name `peerPort`).
 #[napi(catch_unwind, namespace = "testing")]
 pub fn pair(env: Env, transport: String, opts: Option<TcpOpts>) -> Result<Pair> {
-    let o = opts.unwrap_or(TcpOpts {
-        mss: None,
-        listener_rcvbuf: None,
-    });
+    let o = opts.unwrap_or_default();
     let r = (|| -> std::io::Result<Pair> {
         let (p, peer_port) = match transport.as_str() {
             "tcp4" => (t::tcp_pair(&o.core(false, false))?, None),
@@ -91,21 +94,15 @@ pub fn pair(env: Env, transport: String, opts: Option<TcpOpts>) -> Result<Pair> 
 /// A listening loopback TCP socket (`v6`), options applied before listen.
 #[napi(catch_unwind, namespace = "testing")]
 pub fn listener(env: Env, v6: bool, opts: Option<TcpOpts>) -> Result<i32> {
-    let o = opts.unwrap_or(TcpOpts {
-        mss: None,
-        listener_rcvbuf: None,
-    });
-    Ok(t::tcp_listener(&o.core(v6, false))
-        .or_throw(&env, "testing.listener")?
-        .into_raw_fd())
+    let o = opts.unwrap_or_default();
+    let r = t::tcp_listener(&o.core(v6, false));
+    raw_fd(r, &env, "testing.listener")
 }
 
 /// A listening socket: `tcp4`, `tcp6`, `mptcp4` (loopback) or `unix` (an abstract address).
 #[napi(catch_unwind, namespace = "testing")]
 pub fn listening(env: Env, transport: String) -> Result<i32> {
-    Ok(t::listening(&transport)
-        .or_throw(&env, "testing.listening")?
-        .into_raw_fd())
+    raw_fd(t::listening(&transport), &env, "testing.listening")
 }
 
 /// Sends `data` on the AF_UNIX socket `fd` in one sendmsg with `count` copies of a descriptor
@@ -142,29 +139,22 @@ pub fn recv_oob(env: Env, fd: i32) -> Result<Buffer> {
 /// A client connected to the listener `fd` (TCP_MAXSEG of `opts` before connect).
 #[napi(catch_unwind, namespace = "testing")]
 pub fn connect(env: Env, fd: i32, opts: Option<TcpOpts>) -> Result<i32> {
-    let o = opts.unwrap_or(TcpOpts {
-        mss: None,
-        listener_rcvbuf: None,
-    });
-    Ok(t::tcp_connect(borrow(fd), &o.core(false, false))
-        .or_throw(&env, "testing.connect")?
-        .into_raw_fd())
+    let o = opts.unwrap_or_default();
+    let r = t::tcp_connect(borrow(fd), &o.core(false, false));
+    raw_fd(r, &env, "testing.connect")
 }
 
 /// `accept4` on the listener `fd`.
 #[napi(catch_unwind, namespace = "testing")]
 pub fn accept(env: Env, fd: i32) -> Result<i32> {
-    Ok(t::accept(borrow(fd))
-        .or_throw(&env, "testing.accept")?
-        .into_raw_fd())
+    raw_fd(t::accept(borrow(fd)), &env, "testing.accept")
 }
 
 /// An unconnected TCP/IPv4 socket.
 #[napi(catch_unwind, namespace = "testing")]
 pub fn tcp_socket(env: Env) -> Result<i32> {
-    Ok(t::socket(libc::AF_INET, libc::SOCK_STREAM, 0)
-        .or_throw(&env, "testing.tcpSocket")?
-        .into_raw_fd())
+    let r = t::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+    raw_fd(r, &env, "testing.tcpSocket")
 }
 
 /// A regular file open for reading (not a socket).
@@ -245,6 +235,7 @@ pub fn write_all_sync(env: Env, fd: i32, data: &[u8]) -> Result<()> {
 }
 
 /// How a spawned writer sends.
+#[derive(Default)]
 #[napi(object, namespace = "testing")]
 pub struct WriterOpts {
     /// Sleep this long first.
@@ -268,14 +259,7 @@ pub fn spawn_writer(env: Env, fd: i32, data: Buffer, opts: Option<WriterOpts>) -
         .try_clone_to_owned()
         .or_throw(&env, "testing.spawnWriter")?;
     let data = data.to_vec();
-    let o = opts.unwrap_or(WriterOpts {
-        delay_ms: None,
-        pieces: None,
-        piece_ms: None,
-        zerocopy_sizes: None,
-        shutdown: None,
-        after_others: None,
-    });
+    let o = opts.unwrap_or_default();
     let before: Vec<_> = if o.after_others.unwrap_or(false) {
         std::mem::take(&mut *WRITERS.lock().unwrap_or_else(|p| p.into_inner()))
     } else {
@@ -382,9 +366,7 @@ pub fn send_datagrams(env: Env, fd: i32, list: Vec<String>) -> Result<()> {
 /// A level-triggered epoll instance watching `fd` for EPOLLIN; returns its fd.
 #[napi(catch_unwind, namespace = "testing")]
 pub fn epoll_in(env: Env, fd: i32) -> Result<i32> {
-    Ok(t::epoll_in(borrow(fd))
-        .or_throw(&env, "testing.epollIn")?
-        .into_raw_fd())
+    raw_fd(t::epoll_in(borrow(fd)), &env, "testing.epollIn")
 }
 
 /// epoll_wait for one event, `ms` at most: whether one came.
@@ -403,40 +385,9 @@ pub fn epoll_wait(env: Env, epfd: i32, ms: i32) -> Result<bool> {
 pub fn drain_pattern(env: Env, fd: i32, from: f64, bytes: f64, timeout_ms: u32) -> Result<f64> {
     set_rcvtimeo(env, fd, timeout_ms)?;
     let (from, bytes) = (from as usize, bytes as usize);
-    let mut buf = vec![0u8; 1 << 20];
-    let mut got = 0usize;
-    while got < bytes {
-        let want = buf.len().min(bytes - got);
-        let n = match t::recv(borrow(fd), &mut buf[..want], 0) {
-            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-            Ok(0) => {
-                return Err(Error::from_reason(format!(
-                    "peer got {got} of {bytes} bytes (end of stream)"
-                )))
-            }
-            Err(e) => {
-                return Err(Error::from_reason(format!(
-                    "peer got {got} of {bytes} bytes ({e})"
-                )))
-            }
-            Ok(n) => n,
-        };
-        for (i, &b) in buf[..n].iter().enumerate() {
-            let p = from + got + i;
-            if b != pattern_byte(p) {
-                return Err(Error::from_reason(format!(
-                    "wrong byte at stream position {p}"
-                )));
-            }
-        }
-        got += n;
-    }
-    Ok(got as f64)
-}
-
-/// Byte at stream position `p` of the tables' test pattern: (p*131+7) % 251.
-pub fn pattern_byte(p: usize) -> u8 {
-    ((p as u64 * 131 + 7) % 251) as u8
+    let r = t::read_pattern(borrow(fd), from, from + bytes);
+    r.map_err(|e| Error::from_reason(format!("peer {e}")))?;
+    Ok(bytes as f64)
 }
 
 /// `len` bytes of the test pattern from stream position `from`.
@@ -444,7 +395,7 @@ pub fn pattern_byte(p: usize) -> u8 {
 pub fn pattern(from: f64, len: u32) -> Buffer {
     let from = from as usize;
     (from..from + len as usize)
-        .map(pattern_byte)
+        .map(t::pattern_byte)
         .collect::<Vec<u8>>()
         .into()
 }
@@ -510,23 +461,8 @@ pub fn spawn_reader(env: Env, fd: i32, from: f64, to: f64, delay_ms: u32) -> Res
         std::thread::sleep(Duration::from_millis(delay_ms as u64));
         t::set_timeval(dup.as_fd(), libc::SO_RCVTIMEO, Duration::from_secs(5))
             .map_err(|e| format!("SO_RCVTIMEO: {e}"))?;
-        let (mut at, to) = (from as usize, to as usize);
-        let mut buf = vec![0u8; 1 << 20];
-        while at < to {
-            let want = buf.len().min(to - at);
-            let n = match t::recv(dup.as_fd(), &mut buf[..want], 0) {
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Ok(0) => return Err(format!("peer read at {at} of {to}: end of stream")),
-                Err(e) => return Err(format!("peer read at {at} of {to}: {e}")),
-                Ok(n) => n,
-            };
-            for (i, &b) in buf[..n].iter().enumerate() {
-                if b != pattern_byte(at + i) {
-                    return Err(format!("wrong byte at {}", at + i));
-                }
-            }
-            at += n;
-        }
+        let to = to as usize;
+        t::read_pattern(dup.as_fd(), from as usize, to).map_err(|e| format!("peer read: {e}"))?;
         Ok(to as f64)
     });
     READERS.lock().unwrap_or_else(|p| p.into_inner()).push(h);
@@ -571,9 +507,8 @@ pub fn panic() -> Result<()> {
 #[napi(catch_unwind, namespace = "testing")]
 pub fn connect_port(env: Env, port: u32) -> Result<i32> {
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port as u16));
-    Ok(t::connect_to(addr, libc::SOCK_STREAM, None)
-        .or_throw(&env, "testing.connectPort")?
-        .into_raw_fd())
+    let r = t::connect_to(addr, libc::SOCK_STREAM, None);
+    raw_fd(r, &env, "testing.connectPort")
 }
 
 fn thread_cpu() -> std::io::Result<f64> {
@@ -655,7 +590,6 @@ pub fn udp_connect(env: Env, host: String, port: u32, sndbuf: Option<u32>) -> Re
     })?;
     let addr = SocketAddr::new(ip, port as u16);
     let sndbuf = sndbuf.map(|b| b.min(i32::MAX as u32) as i32);
-    Ok(t::connect_to(addr, libc::SOCK_DGRAM, sndbuf)
-        .or_throw(&env, "testing.udpConnect")?
-        .into_raw_fd())
+    let r = t::connect_to(addr, libc::SOCK_DGRAM, sndbuf);
+    raw_fd(r, &env, "testing.udpConnect")
 }

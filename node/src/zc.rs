@@ -29,7 +29,9 @@ use napi::Env;
 use napi_derive::napi;
 
 use crate::args::{self, is_libuv_handle, size};
-use crate::error::{sys_error, type_error, value_error, Fail, OrThrow};
+use crate::error::{
+    arg_type_error, out_of_range, sys_error, type_error, value_error, Fail, OrThrow,
+};
 use crate::peek::{bytes_arg, View};
 
 type Core = lowcopy::ZeroCopySender<OwnedFd>;
@@ -79,14 +81,13 @@ pub fn set_transfer_guard(env: Env, guard: Unknown) -> Result<()> {
     Ok(())
 }
 
-fn backend_name(b: ZcBackend) -> &'static str {
-    match b {
-        ZcBackend::Auto => "auto",
-        ZcBackend::ErrQueue => "errqueue",
-        ZcBackend::IoUring => "io_uring",
-        ZcBackend::Copy => "copy",
-    }
-}
+/// The backends' names, in the order the `backend` option's error lists them.
+const BACKENDS: &[(&str, ZcBackend)] = &[
+    ("auto", ZcBackend::Auto),
+    ("io_uring", ZcBackend::IoUring),
+    ("errqueue", ZcBackend::ErrQueue),
+    ("copy", ZcBackend::Copy),
+];
 
 /// Options of `new ZeroCopySender`.
 #[allow(dead_code)]
@@ -260,6 +261,10 @@ pub struct ZcStats {
     pub close_abandoned: f64,
 }
 
+mirror!(ZcStats from lowcopy::ZcStats { sends, bytes, zerocopy_sends, copy_sends, completions,
+    completions_copied, enobufs, window_full, syscalls_send, syscalls_reap, errqueue_other,
+    unexpected_ids, zerocopy_off, close_completed, close_resets, close_abandoned });
+
 /// Zerocopy sends over one socket (the core's `lowcopy::ZeroCopySender`, over a private
 /// duplicate of the descriptor), each followed by exactly one completion carrying its
 /// `userData`, when the kernel no longer needs the buffer.
@@ -324,23 +329,18 @@ impl ObjectFinalize for ZeroCopySender {
     fn finalize(self, env: Env) -> Result<()> {
         // Collected by the GC without close(): close now, as close() does (nothing left to do
         // when the environment's teardown closed it already).
-        if let Some(st) = crate::teardown::existing(&env) {
-            st.remove_sender(&self.inner);
-        }
-        let mut this = self.inner.borrow_mut();
-        let t = this.close_timeout;
-        this.shut(Some(&env), t);
+        self.close(env);
         Ok(())
     }
 }
 
-impl Inner {
-    fn core(&mut self, env: &Env, what: &str) -> Result<&mut Core> {
-        self.core
-            .as_mut()
-            .ok_or_else(|| sys_error(env, libc::EBADF, what))
-    }
+/// The sender's open core: `EBADF` once closed.
+fn open<'c>(core: &'c mut Option<Core>, env: &Env, what: &str) -> Result<&'c mut Core> {
+    core.as_mut()
+        .ok_or_else(|| sys_error(env, libc::EBADF, what))
+}
 
+impl Inner {
     fn slab<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
         match &self.slab {
             Some(r) => r.get_value(env),
@@ -379,12 +379,8 @@ impl Inner {
             let c = self.out[i];
             let raw = match self.release(env, c.user_data as u32)? {
                 Ud::Js(v) => v,
-                Ud::Num(x) => {
-                    let mut v = std::ptr::null_mut();
-                    // SAFETY: creates a number in this env.
-                    unsafe { napi::sys::napi_create_double(env.raw(), x, &mut v) };
-                    v
-                }
+                // SAFETY: creates a number in this env.
+                Ud::Num(x) => unsafe { f64::to_napi_value(env.raw(), x)? },
             };
             v.push(ZcCompletion {
                 // SAFETY: a live value of this call, returned to JS within it ('static here
@@ -406,12 +402,8 @@ impl Inner {
             let c = self.out[i];
             let ud = match self.release(env, c.user_data as u32)? {
                 Ud::Num(x) => x,
-                Ud::Js(v) => {
-                    let mut x = f64::NAN;
-                    // SAFETY: a live value of this call; fails (leaving NaN) for a non-number.
-                    unsafe { napi::sys::napi_get_value_double(env.raw(), v, &mut x) };
-                    x
-                }
+                // SAFETY: a live value of this call; fails (NaN) for a non-number.
+                Ud::Js(v) => unsafe { f64::from_napi_value(env.raw(), v) }.unwrap_or(f64::NAN),
             };
             out[1 + 3 * i] = ud;
             out[2 + 3 * i] = c.result as f64;
@@ -424,10 +416,8 @@ impl Inner {
     fn reap_all(&mut self, env: &Env, what: &str) -> Result<Vec<ZcCompletion>> {
         let mut all = Vec::new();
         loop {
-            let mut out = std::mem::take(&mut self.out);
-            let n = self.core(env, what)?.reap(&mut out).or_throw(env, what);
-            self.out = out;
-            let n = n?;
+            let n = open(&mut self.core, env, what)?.reap(&mut self.out);
+            let n = n.or_throw(env, what)?;
             all.extend(self.completions(env, n)?);
             if n < self.out.len() {
                 return Ok(all);
@@ -437,24 +427,15 @@ impl Inner {
 
     /// The data argument as byte views: one `ArrayBufferView` or an array of them.
     fn views<'a>(&self, env: &Env, data: &Unknown<'a>) -> Result<Vec<View<'a>>> {
-        let mut is_array = false;
-        // SAFETY: plain N-API query on a live value of this call.
-        unsafe { napi::sys::napi_is_array(env.raw(), data.raw(), &mut is_array) };
-        if !is_array {
+        if !args::is_array(env, data) {
             return Ok(vec![bytes_arg(env, data, "data")?]);
         }
         // SAFETY: an array is an object.
         let arr: Object = unsafe { data.cast()? };
-        let len: u32 = arr.get_array_length()?;
-        if len as usize > lowcopy::IOV_MAX {
+        if arr.get_array_length()? as usize > lowcopy::IOV_MAX {
             return Err(sys_error(env, libc::EMSGSIZE, "send"));
         }
-        let mut v = Vec::with_capacity(len as usize);
-        for i in 0..len {
-            let e: Unknown = arr.get_element(i)?;
-            v.push(bytes_arg(env, &e, &format!("data[{i}]"))?);
-        }
-        Ok(v)
+        crate::peek::views_arg(env, data, "data")
     }
 
     /// Runs the package's transfer guard on each view's ArrayBuffer (zerocopy-capable
@@ -473,33 +454,22 @@ impl Inner {
                         .into(),
                 ));
             };
+            use napi::sys as ns;
+            use std::ptr::null_mut;
+            // The outputs not asked for (NULL).
+            let (ty, size, data) = (null_mut(), null_mut(), null_mut());
             let mut func = None; // fetched only for an ArrayBuffer not tagged yet
             for v in views {
                 let mut ab = std::ptr::null_mut();
                 // SAFETY: `v` is a live ArrayBufferView of this call; only `ab` is asked for.
                 let st = unsafe {
-                    napi::sys::napi_get_typedarray_info(
-                        env.raw(),
-                        v.raw(),
-                        std::ptr::null_mut(),
-                        std::ptr::null_mut(),
-                        std::ptr::null_mut(),
-                        &mut ab,
-                        std::ptr::null_mut(),
-                    )
+                    ns::napi_get_typedarray_info(env.raw(), v.raw(), ty, size, data, &mut ab, size)
                 };
-                if st != napi::sys::Status::napi_ok {
+                if st != ns::Status::napi_ok {
                     // A DataView.
                     // SAFETY: as above.
                     unsafe {
-                        napi::sys::napi_get_dataview_info(
-                            env.raw(),
-                            v.raw(),
-                            std::ptr::null_mut(),
-                            std::ptr::null_mut(),
-                            &mut ab,
-                            std::ptr::null_mut(),
-                        )
+                        ns::napi_get_dataview_info(env.raw(), v.raw(), size, data, &mut ab, size)
                     };
                 }
                 if ab.is_null() {
@@ -542,57 +512,62 @@ impl Inner {
 
     /// One send of `data` with `user_data` (and `addr`): holds the data and value in a slot
     /// while a completion is due.
-    fn send_common(
+    /// The views of `data` for a send of `what` (the sender open, the transfer guard run), and
+    /// a slot of the slab to hold them in.
+    fn prepare<'a>(
         &mut self,
         env: &Env,
         what: &str,
-        data: Unknown,
-        user_data: Unknown,
-        addr: Option<SocketAddr>,
-        options: Option<Unknown>,
-    ) -> Result<usize> {
-        self.send_inner(env, what, data, user_data, addr, options, false)?
-            .or_throw(env, what)
+        data: &Unknown<'a>,
+    ) -> Result<(Vec<View<'a>>, u32)> {
+        let views = self.views(env, data)?;
+        open(&mut self.core, env, what)?;
+        self.guard(env, &views)?;
+        Ok((views, self.take_slot()))
     }
 
-    /// A send; the kernel's error is returned as such (`dont_wait`: add `Flags::DONTWAIT`).
-    #[allow(clippy::too_many_arguments)]
-    fn send_inner(
+    /// After a send from `slot`: one that took bytes (`keep`) holds `data` (and `user_data`)
+    /// in the slab until its completion is reaped; one that took none, or failed, frees the
+    /// slot. Returns `keep`.
+    fn settle(
+        &mut self,
+        env: &Env,
+        slot: u32,
+        keep: bool,
+        data: Unknown,
+        user_data: Option<Unknown>,
+    ) -> Result<bool> {
+        if !keep {
+            self.free.push(slot);
+            return Ok(false);
+        }
+        let mut slab = self.slab(env)?;
+        slab.set_element(2 * slot, data)?;
+        if let Some(u) = user_data {
+            slab.set_element(2 * slot + 1, u)?;
+        }
+        self.held += 1;
+        Ok(true)
+    }
+
+    /// A send; the kernel's error is returned as such.
+    fn send(
         &mut self,
         env: &Env,
         what: &str,
-        data: Unknown,
-        user_data: Unknown,
+        (data, user_data): (Unknown, Unknown),
         addr: Option<SocketAddr>,
-        options: Option<Unknown>,
-        dont_wait: bool,
+        flags: Flags,
     ) -> Result<std::io::Result<usize>> {
-        let mut flags = send_flags(env, options.as_ref(), what)?;
-        if dont_wait {
-            flags |= Flags::DONTWAIT;
-        }
-        let views = self.views(env, &data)?;
-        self.core(env, what)?;
-        self.guard(env, &views)?;
-        let slot = self.take_slot();
+        let (views, slot) = self.prepare(env, what, &data)?;
         let iov: Vec<IoSlice> = views.iter().map(|v| IoSlice::new(v.bytes())).collect();
-        let core = self.core.as_mut().expect("checked above");
+        let core = self.core.as_mut().expect("checked by prepare");
         // SAFETY: the views' buffers are kept in the slab (below) until the completion is
         // reaped, or by the close policy's abandoned sends for ever.
         let r = unsafe { core.send_msg_borrowed(&iov, addr.as_ref(), &[], flags, slot as u64) };
-        match r {
-            Ok(n) if n > 0 => {
-                let mut slab = self.slab(env)?;
-                slab.set_element(2 * slot, data)?;
-                slab.set_element(2 * slot + 1, user_data)?;
-                self.held += 1;
-                Ok(Ok(n))
-            }
-            r => {
-                self.free.push(slot);
-                Ok(r)
-            }
-        }
+        let keep = matches!(r, Ok(n) if n > 0);
+        self.settle(env, slot, keep, data, Some(user_data))?;
+        Ok(r)
     }
 
     /// The bound on each phase of closing (the environment's teardown shares one deadline
@@ -653,45 +628,10 @@ fn set_undefined(env: &Env, slab: &Object, i: u32) -> Result<()> {
         napi::sys::napi_set_element(env.raw(), slab.raw(), i, u)
     };
     if st != napi::sys::Status::napi_ok {
-        return Err(Error::new(
-            Status::GenericFailure,
-            "napi_set_element failed".to_string(),
-        ));
+        let msg = "napi_set_element failed".to_string();
+        return Err(Error::new(Status::GenericFailure, msg));
     }
     Ok(())
-}
-
-fn send_flags(env: &Env, options: Option<&Unknown>, what: &str) -> Result<Flags> {
-    let mut f = Flags::NONE;
-    if args::bool_opt(env, options, "dontWait")? {
-        f |= Flags::DONTWAIT;
-    }
-    if args::bool_opt(env, options, "more")? {
-        f |= Flags::MORE;
-    }
-    if let Some(raw) = args::int_opt(env, options, "flags")? {
-        // MSG_NOSIGNAL is always added by the core: accept it.
-        f |= Flags::from_raw(raw & !libc::MSG_NOSIGNAL).or_throw(env, what)?;
-    }
-    Ok(f)
-}
-
-/// A number argument.
-fn number_arg(env: &Env, v: &Unknown, name: &str) -> Result<f64> {
-    let mut x = 0.0;
-    // SAFETY: a live value of this call; `napi_number_expected` for anything but a number.
-    if unsafe { napi::sys::napi_get_value_double(env.raw(), v.raw(), &mut x) }
-        == napi::sys::Status::napi_ok
-    {
-        return Ok(x);
-    }
-    Err(type_error(
-        env,
-        format!(
-            "The \"{name}\" argument must be of type number. Received {}",
-            crate::error::describe_value(v)
-        ),
-    ))
 }
 
 /// The elements of a `Float64Array` argument of at least 4 (one completion), for the call.
@@ -712,19 +652,10 @@ fn f64_out<'a>(env: &Env, v: &Unknown<'a>) -> Result<&'a mut [f64]> {
         )
     };
     if st != napi::sys::Status::napi_ok || ty != napi::sys::TypedarrayType::float64_array {
-        return Err(type_error(
-            env,
-            format!(
-                "The \"out\" argument must be an instance of Float64Array. Received {}",
-                crate::error::describe_value(v)
-            ),
-        ));
+        return Err(arg_type_error(env, "out", "an instance of Float64Array", v));
     }
     if len < 4 {
-        return Err(crate::error::range_error(
-            env,
-            format!("The value of \"out.length\" is out of range. It must be >= 4. Received {len}"),
-        ));
+        return Err(out_of_range(env, "out.length", ">= 4", len));
     }
     // SAFETY: a Float64Array's elements, aligned and alive for the call ('a); the JS thread is
     // inside this call, and no other view of them is made in it.
@@ -758,39 +689,19 @@ impl ZeroCopySender {
     )]
     pub fn new(env: Env, fd: Unknown, options: Option<Unknown>) -> Result<Self> {
         let libuv = is_libuv_handle(&fd)?;
-        let mut opts = ZcOptions::new();
-        if let Some(o) = args::options_object(&env, options.as_ref())? {
-            args::string_opt(&env, &o, "backend")?; // a TypeError for a non-string
-            opts =
-                opts.backend(
-                    match o
-                        .get_named_property::<Option<String>>("backend")?
-                        .as_deref()
-                    {
-                        None | Some("auto") => ZcBackend::Auto,
-                        Some("errqueue") if libuv => return Err(value_error(
-                            &env,
-                            "The 'errqueue' backend is refused on a net.Socket: libuv polls it \
-                         level-triggered and every unreaped notification would wake Node's event \
-                         loop (use 'io_uring', 'copy' or 'auto')"
-                                .into(),
-                        )),
-                        Some("errqueue") => ZcBackend::ErrQueue,
-                        Some("io_uring") => ZcBackend::IoUring,
-                        Some("copy") => ZcBackend::Copy,
-                        Some(b) => {
-                            return Err(value_error(
-                                &env,
-                                format!(
-                            "The property 'options.backend' must be one of: 'auto', 'io_uring', \
-                             'errqueue', 'copy'. Received '{b}'"
-                        ),
-                            ))
-                        }
-                    },
-                );
-            opts = opts.adaptive(args::bool_opt(&env, options.as_ref(), "adaptive")?);
+        let o = options.as_ref();
+        let backend = args::one_of(&env, o, "backend", BACKENDS)?.unwrap_or_default();
+        if libuv && backend == ZcBackend::ErrQueue {
+            return Err(value_error(
+                &env,
+                "The 'errqueue' backend is refused on a net.Socket: libuv polls it \
+                 level-triggered and every unreaped notification would wake Node's event \
+                 loop (use 'io_uring', 'copy' or 'auto')"
+                    .into(),
+            ));
         }
+        let adaptive = args::bool_opt(&env, o, "adaptive", false)?;
+        let opts = ZcOptions::new().backend(backend).adaptive(adaptive);
         let dup = args::dup_fd(&env, &fd, "ZeroCopySender")?;
         let raw = dup.as_raw_fd();
         let core = if libuv {
@@ -799,16 +710,7 @@ impl ZeroCopySender {
             Core::with_options(dup, opts)
         }
         .or_throw(&env, "ZeroCopySender")?;
-        let mut arr = std::ptr::null_mut();
-        // SAFETY: creates an empty JS array in this env.
-        let st = unsafe { napi::sys::napi_create_array(env.raw(), &mut arr) };
-        if st != napi::sys::Status::napi_ok {
-            return Err(Error::new(
-                Status::GenericFailure,
-                "napi_create_array failed".to_string(),
-            ));
-        }
-        let arr = Object::from_raw(env.raw(), arr);
+        let arr = Object::from_raw(env.raw(), env.create_array(0)?.raw());
         let st = crate::teardown::state(&env)?;
         let inner = Rc::new(RefCell::new(Inner {
             backend: core.backend(),
@@ -831,26 +733,20 @@ impl ZeroCopySender {
     /// The backend in use: `'io_uring'`, `'errqueue'` or `'copy'` (never `'auto'`).
     #[napi(getter, catch_unwind)]
     pub fn backend(&self) -> &'static str {
-        let this = self.inner.borrow();
-        backend_name(this.backend)
+        args::name_of(BACKENDS, self.inner.borrow().backend)
     }
 
     /// The sender's own descriptor (its duplicate); -1 once closed.
     #[napi(getter, catch_unwind)]
     pub fn fd(&self) -> i32 {
         let this = self.inner.borrow();
-        if this.core.is_some() {
-            this.fd
-        } else {
-            -1
-        }
+        this.core.as_ref().map_or(-1, |_| this.fd)
     }
 
     /// Whether `close()` was called.
     #[napi(getter, catch_unwind)]
     pub fn closed(&self) -> bool {
-        let this = self.inner.borrow();
-        this.core.is_none()
+        self.inner.borrow().core.is_none()
     }
 
     // doc-copy: zc_inflight
@@ -859,15 +755,17 @@ impl ZeroCopySender {
     // doc-end
     #[napi(getter, catch_unwind)]
     pub fn inflight(&self) -> u32 {
-        let this = self.inner.borrow();
-        this.core.as_ref().map_or(0, |c| c.inflight() as u32)
+        self.inner
+            .borrow()
+            .core
+            .as_ref()
+            .map_or(0, |c| c.inflight() as u32)
     }
 
     /// Buffers held for sends not yet reaped (in flight or completed).
     #[napi(getter, catch_unwind)]
     pub fn held(&self) -> u32 {
-        let this = self.inner.borrow();
-        this.held as u32
+        self.inner.borrow().held as u32
     }
 
     /// Sends `data` (an `ArrayBufferView`, or an array of them sent as one, like `writev`);
@@ -919,8 +817,9 @@ impl ZeroCopySender {
         options: Option<Unknown>,
     ) -> Result<f64> {
         let mut this = self.inner.borrow_mut();
-        this.send_common(&env, "send", data, user_data, None, options)
-            .map(|n| n as f64)
+        let flags = args::flags(&env, options.as_ref(), "send", true)?;
+        let r = this.send(&env, "send", (data, user_data), None, flags)?;
+        r.or_throw(&env, "send").map(|n| n as f64)
     }
 
     /// `send` that never waits and does not throw when the socket is full: returns the bytes
@@ -939,12 +838,12 @@ impl ZeroCopySender {
         options: Option<Unknown>,
     ) -> Result<f64> {
         let mut this = self.inner.borrow_mut();
-        this.send_inner(&env, "trySend", data, user_data, None, options, true)
-            .and_then(|r| match r {
-                Ok(n) => Ok(n as f64),
-                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => Ok(-(libc::EAGAIN as f64)),
-                Err(e) => Err(e).or_throw(&env, "trySend"),
-            })
+        let flags = args::flags(&env, options.as_ref(), "trySend", true)? | Flags::DONTWAIT;
+        match this.send(&env, "trySend", (data, user_data), None, flags)? {
+            Ok(n) => Ok(n as f64),
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => Ok(-(libc::EAGAIN as f64)),
+            Err(e) => Err(e).or_throw(&env, "trySend"),
+        }
     }
 
     /// `send` to `address`:`port` (an unconnected UDP socket; IPv4 or IPv6 text), as
@@ -971,31 +870,22 @@ impl ZeroCopySender {
         let mut this = self.inner.borrow_mut();
         let port = size(&env, &port, "port")?;
         if port > 65535 {
-            return Err(crate::error::range_error(&env, format!("The value of \"port\" is out of range. It must be >= 0 && <= 65535. Received {port}")));
+            return Err(out_of_range(&env, "port", ">= 0 && <= 65535", port));
         }
         if address.get_type()? != ValueType::String {
-            return Err(type_error(
-                &env,
-                format!(
-                    "The \"address\" argument must be of type string. Received {}",
-                    crate::error::describe_value(&address)
-                ),
-            ));
+            return Err(arg_type_error(&env, "address", "of type string", &address));
         }
-        let text: String = address
-            .coerce_to_string()?
-            .into_utf8()?
-            .as_str()?
-            .to_owned();
+        let text = address.coerce_to_string()?.into_utf8()?.into_owned()?;
         let ip: IpAddr = text.parse().map_err(|_| {
             value_error(
                 &env,
                 format!("The argument 'address' must be an IP address. Received '{text}'"),
             )
         })?;
-        let addr = SocketAddr::new(ip, port as u16);
-        this.send_common(&env, "sendTo", data, user_data, Some(addr), options)
-            .map(|n| n as f64)
+        let addr = Some(SocketAddr::new(ip, port as u16));
+        let flags = args::flags(&env, options.as_ref(), "sendTo", true)?;
+        let r = this.send(&env, "sendTo", (data, user_data), addr, flags)?;
+        r.or_throw(&env, "sendTo").map(|n| n as f64)
     }
 
     /// `send`, then the completions that are ready. Returns `{ bytes, completions }`.
@@ -1024,33 +914,16 @@ impl ZeroCopySender {
         options: Option<Unknown>,
     ) -> Result<Object<'e>> {
         let mut this = self.inner.borrow_mut();
-        let flags = send_flags(env, options.as_ref(), "sendReap")?;
-        let views = this.views(env, &data)?;
-        this.core(env, "sendReap")?;
-        this.guard(env, &views)?;
-        let slot = this.take_slot();
+        let this = &mut *this;
+        let flags = args::flags(env, options.as_ref(), "sendReap", true)?;
+        let (views, slot) = this.prepare(env, "sendReap", &data)?;
         let iov: Vec<IoSlice> = views.iter().map(|v| IoSlice::new(v.bytes())).collect();
-        let mut out = std::mem::take(&mut this.out);
-        let core = this.core.as_mut().expect("checked");
-        // SAFETY: the views' buffers are kept in the slab (below) until the completion is
-        // reaped, or by the close policy's abandoned sends for ever.
-        let r = unsafe { core.send_reap_borrowed(&iov, flags, slot as u64, &mut out) };
-        this.out = out;
-        let (n, k) = match r {
-            Ok(v) => v,
-            Err(e) => {
-                this.free.push(slot);
-                return Err(e).or_throw(env, "sendReap");
-            }
-        };
-        if n > 0 {
-            let mut slab = this.slab(env)?;
-            slab.set_element(2 * slot, data)?;
-            slab.set_element(2 * slot + 1, user_data)?;
-            this.held += 1;
-        } else {
-            this.free.push(slot);
-        }
+        let core = this.core.as_mut().expect("checked by prepare");
+        // SAFETY: as `send`'s: the buffers are held in the slab until their completion.
+        let r = unsafe { core.send_reap_borrowed(&iov, flags, slot as u64, &mut this.out) };
+        let keep = matches!(r, Ok((n, _)) if n > 0);
+        this.settle(env, slot, keep, data, Some(user_data))?;
+        let (n, k) = r.or_throw(env, "sendReap")?;
         let done = this.completions(env, k)?;
         let mut obj = Object::new(env)?;
         obj.set_named_property("bytes", n as f64)?;
@@ -1093,13 +966,11 @@ impl ZeroCopySender {
     /// shorter than 4; as `reap`.
     #[napi(catch_unwind, ts_args_type = "out: Float64Array")]
     pub fn reap_into(&self, env: Env, out: Unknown) -> Result<u32> {
-        let mut this = self.inner.borrow_mut();
+        let this = &mut *self.inner.borrow_mut();
         let dst = f64_out(&env, &out)?;
         let room = ((dst.len() - 1) / 3).min(this.out.len());
-        let mut cs = std::mem::take(&mut this.out);
-        let r = this.core(&env, "reapInto")?.reap(&mut cs[..room]);
-        this.out = cs;
-        let k = r.or_throw(&env, "reapInto")?;
+        let k = open(&mut this.core, &env, "reapInto")?.reap(&mut this.out[..room]);
+        let k = k.or_throw(&env, "reapInto")?;
         this.completions_into(&env, k, dst)?;
         Ok(k as u32)
     }
@@ -1133,38 +1004,24 @@ impl ZeroCopySender {
         options: Option<Unknown>,
     ) -> Result<Object<'e>> {
         let mut this = self.inner.borrow_mut();
-        let flags = send_flags(env, options.as_ref(), "sendBatch")?;
+        let this = &mut *this;
+        let flags = args::flags(env, options.as_ref(), "sendBatch", true)?;
         let items = args::array(env, &buffers, "buffers")?;
-        let uds = match user_datas.filter(|u| !matches!(u.get_type(), Ok(ValueType::Undefined))) {
-            None => None,
-            Some(u) => Some(args::array(env, &u, "userDatas")?),
-        };
-        if let Some(u) = &uds {
-            if u.len() != items.len() {
-                return Err(crate::error::range_error(env, format!("The value of \"userDatas\" is out of range. It must have {} items. Received {}", items.len(), u.len())));
-            }
+        let uds = user_datas.filter(|u| !matches!(u.get_type(), Ok(ValueType::Undefined)));
+        let uds = uds.map(|u| args::array(env, &u, "userDatas")).transpose()?;
+        if let Some(u) = uds.as_ref().filter(|u| u.len() != items.len()) {
+            let must = format!("have {} items", items.len());
+            return Err(out_of_range(env, "userDatas", &must, u.len()));
         }
-        let views = items
-            .iter()
-            .enumerate()
-            .map(|(i, e)| bytes_arg(env, e, &format!("buffers[{i}]")))
-            .collect::<Result<Vec<_>>>()?;
-        this.core(env, "sendBatch")?;
+        let views = crate::peek::views_of(env, &items, "buffers")?;
+        open(&mut this.core, env, "sendBatch")?;
         this.guard(env, &views)?;
         let slots: Vec<u64> = views.iter().map(|_| this.take_slot() as u64).collect();
-        let iov: Vec<libc::iovec> = views
-            .iter()
-            .map(|v| libc::iovec {
-                iov_base: v.bytes().as_ptr().cast_mut().cast(),
-                iov_len: v.bytes().len(),
-            })
-            .collect();
-        let mut out = std::mem::take(&mut this.out);
-        let core = this.core.as_mut().expect("checked");
+        let iov: Vec<libc::iovec> = views.iter().map(View::iovec).collect();
+        let core = this.core.as_mut().expect("checked above");
         // SAFETY: each buffer is kept in the slab (below) until its completion is reaped, or by
         // the close policy's abandoned sends for ever.
-        let r = unsafe { core.send_batch_raw(&iov, &slots, flags, &mut out) };
-        this.out = out;
+        let r = unsafe { core.send_batch_raw(&iov, &slots, flags, &mut this.out) };
         let done = match r {
             Ok(b) => b,
             Err(e) => {
@@ -1174,18 +1031,9 @@ impl ZeroCopySender {
         };
         // Sends that accepted bytes keep their buffer until their completion; the others
         // (not sent, or zero-length) none.
-        let mut slab = this.slab(env)?;
         for (i, &slot) in slots.iter().enumerate() {
-            if done.completes(i, iov[i].iov_len) {
-                slab.set_element(2 * slot as u32, items[i])?;
-                match &uds {
-                    Some(u) => slab.set_element(2 * slot as u32 + 1, u[i])?,
-                    None => set_undefined(env, &slab, 2 * slot as u32 + 1)?,
-                }
-                this.held += 1;
-            } else {
-                this.free.push(slot as u32);
-            }
+            let keep = done.completes(i, iov[i].iov_len);
+            this.settle(env, slot as u32, keep, items[i], uds.as_ref().map(|u| u[i]))?;
         }
         let list = this.completions(env, done.completions)?;
         let mut obj = Object::new(env)?;
@@ -1234,7 +1082,9 @@ impl ZeroCopySender {
     pub fn wait(&self, env: Env, timeout_ms: Option<Unknown>) -> Result<u32> {
         let mut this = self.inner.borrow_mut();
         let t = args::timeout_ms(&env, timeout_ms.as_ref())?;
-        let n = this.core(&env, "wait")?.wait(t).or_throw(&env, "wait")?;
+        let n = open(&mut this.core, &env, "wait")?
+            .wait(t)
+            .or_throw(&env, "wait")?;
         Ok(n as u32)
     }
 
@@ -1252,25 +1102,18 @@ impl ZeroCopySender {
     pub fn wait_async<'e>(&self, env: &'e Env, timeout_ms: Option<Unknown>) -> Result<Object<'e>> {
         let mut this = self.inner.borrow_mut();
         let t = args::timeout_ms(env, timeout_ms.as_ref())?;
-        let wait = this
-            .core(env, "waitAsync")?
-            .detached_wait()
-            .or_throw(env, "waitAsync")?;
+        let wait = open(&mut this.core, env, "waitAsync")?.detached_wait();
+        let wait = wait.or_throw(env, "waitAsync")?;
         let cancel = Arc::new(AbortHandle::new().or_throw(env, "waitAsync")?);
         this.waiters.retain(|w| Arc::strong_count(w) > 1);
         this.waiters.push(cancel.clone());
-        let abort = cancel.clone();
-        crate::teardown::spawn(
-            env,
-            "waitAsync",
-            Some(&abort),
-            ZcWaitTask {
-                this: self as *const ZeroCopySender,
-                wait,
-                cancel,
-                deadline: crate::peek::deadline(t),
-            },
-        )
+        let task = ZcWaitTask {
+            this: self as *const ZeroCopySender,
+            wait,
+            cancel: cancel.clone(),
+            deadline: crate::peek::deadline(t),
+        };
+        crate::teardown::spawn(env, "waitAsync", Some(&cancel), task)
     }
 
     /// The counters so far; after `close()`, as closing left them (with its `close*` counters).
@@ -1282,24 +1125,7 @@ impl ZeroCopySender {
             (None, Some(last)) => last,
             (None, None) => return Err(sys_error(&env, libc::EBADF, "stats")),
         };
-        Ok(ZcStats {
-            sends: s.sends as f64,
-            bytes: s.bytes as f64,
-            zerocopy_sends: s.zerocopy_sends as f64,
-            copy_sends: s.copy_sends as f64,
-            completions: s.completions as f64,
-            completions_copied: s.completions_copied as f64,
-            enobufs: s.enobufs as f64,
-            window_full: s.window_full as f64,
-            syscalls_send: s.syscalls_send as f64,
-            syscalls_reap: s.syscalls_reap as f64,
-            errqueue_other: s.errqueue_other as f64,
-            unexpected_ids: s.unexpected_ids as f64,
-            zerocopy_off: s.zerocopy_off as f64,
-            close_completed: s.close_completed as f64,
-            close_resets: s.close_resets as f64,
-            close_abandoned: s.close_abandoned as f64,
-        })
+        Ok((&s).into())
     }
 
     /// Closes the sender by the core's close policy (`ZeroCopySender::close_with`), releasing
@@ -1344,39 +1170,24 @@ fn send_reap_into(
     out: Unknown,
     options: Option<Unknown>,
 ) -> Result<f64> {
-    let mut this = inner.borrow_mut();
-    let flags = send_flags(env, options.as_ref(), "sendReapInto")?;
-    let ud = number_arg(env, &user_data, "userData")?;
+    let this = &mut *inner.borrow_mut();
+    let flags = args::flags(env, options.as_ref(), "sendReapInto", true)?;
+    let ud = args::number(env, &user_data, "userData")?;
     let dst = f64_out(env, &out)?;
-    let views = this.views(env, &data)?;
-    this.core(env, "sendReapInto")?;
-    this.guard(env, &views)?;
-    let slot = this.take_slot();
-    let iov: Vec<libc::iovec> = views.iter().map(|v| v.iovec()).collect();
+    let (views, slot) = this.prepare(env, "sendReapInto", &data)?;
+    let iov: Vec<libc::iovec> = views.iter().map(View::iovec).collect();
     let room = ((dst.len() - 1) / 3).min(this.out.len());
-    let mut cs = std::mem::take(&mut this.out);
-    let core = this.core.as_mut().expect("checked");
+    let core = this.core.as_mut().expect("checked by prepare");
     // SAFETY: the views' buffers are kept in the slab (below) until the completion is
     // reaped, or by the close policy's abandoned sends for ever.
-    let r = unsafe { core.send_reap_raw(&iov, flags, slot as u64, &mut cs[..room]) };
-    this.out = cs;
-    let (n, k) = match r {
-        Ok(v) => v,
-        Err(e) => {
-            this.free.push(slot);
-            return Err(e).or_throw(env, "sendReapInto");
-        }
-    };
-    if n > 0 {
-        this.slab(env)?.set_element(2 * slot, data)?;
-        if this.nums.len() <= slot as usize {
-            this.nums.resize(slot as usize + 1, None);
-        }
+    let r = unsafe { core.send_reap_raw(&iov, flags, slot as u64, &mut this.out[..room]) };
+    // The user value is a number the sender keeps (no JS value held).
+    if this.settle(env, slot, matches!(r, Ok((n, _)) if n > 0), data, None)? {
+        this.nums
+            .resize(this.nums.len().max(slot as usize + 1), None);
         this.nums[slot as usize] = Some(ud);
-        this.held += 1;
-    } else {
-        this.free.push(slot);
     }
+    let (n, k) = r.or_throw(env, "sendReapInto")?;
     this.completions_into(env, k, dst)?;
     Ok(n as f64)
 }
@@ -1404,18 +1215,12 @@ unsafe extern "C" fn send_reap_into_cb(
     raw_env: napi::sys::napi_env,
     info: napi::sys::napi_callback_info,
 ) -> napi::sys::napi_value {
-    let body = |raw_env, inner: &RefCell<Inner>, argv: [napi::sys::napi_value; 3]| {
-        // SAFETY: live values of this call.
-        let arg = |i: usize| unsafe { Unknown::from_raw_unchecked(raw_env, argv[i]) };
-        let env = Env::from_raw(raw_env);
-        let n = send_reap_into(&env, inner, arg(0), arg(1), arg(2), None)?;
-        let mut v = std::ptr::null_mut();
-        // SAFETY: creates a number in this env.
-        unsafe { napi::sys::napi_create_double(raw_env, n, &mut v) };
-        Ok(v)
+    let body = |env: &Env, inner: &Rc<RefCell<Inner>>, [data, ud, out]: [Unknown; 3]| {
+        send_reap_into(env, inner, data, ud, out, None)
     };
-    // SAFETY: called by N-API as the callback of the function `sender_bind` made.
-    unsafe { crate::peek::bound_call_n(raw_env, info, "sendReapInto", body) }
+    // SAFETY: called by N-API as the callback of the function `sender_bind` made (an
+    // `Rc<RefCell<Inner>>`).
+    unsafe { crate::peek::bound_call(raw_env, info, "sendReapInto", body) }
 }
 
 /// `waitAsync`: polls on its own thread, reaps in `resolve` on the JS thread.

@@ -13,9 +13,9 @@ use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
 
+use crate::args::flags;
 use crate::args::{self, size};
 use crate::error::{sys_error, OrThrow};
-use crate::peek::flags;
 
 type Core = lowcopy::ZeroCopyReceiver<OwnedFd>;
 
@@ -78,6 +78,10 @@ pub struct ZcrxStats {
     pub peek_off_fixups: f64,
 }
 
+mirror!(ZcrxStats from lowcopy::ZcrxStats { bytes_mapped, bytes_copied, bytes_copybuf,
+    chunks_mapped, chunks_copied, syscalls, zc_calls, zc_calls_unmapped, wakeups,
+    peek_off_fixups });
+
 /// Zero-copy receive over one connected TCP socket (a private duplicate): `mmap` +
 /// `TCP_ZEROCOPY_RECEIVE` with a copy path for what cannot be mapped. Each chunk's bytes are
 /// copied into a new `Buffer`, so they stay valid.
@@ -89,6 +93,14 @@ pub struct ZcrxStats {
 pub struct ZeroCopyReceiver {
     inner: RefCell<Option<Core>>,
     fd: i32,
+}
+
+impl ZeroCopyReceiver {
+    /// The core receiver: `EBADF` once closed.
+    fn core(&self, env: &Env, what: &str) -> Result<std::cell::RefMut<'_, Core>> {
+        std::cell::RefMut::filter_map(self.inner.borrow_mut(), Option::as_mut)
+            .map_err(|_| sys_error(env, libc::EBADF, what))
+    }
 }
 
 #[napi]
@@ -146,11 +158,7 @@ impl ZeroCopyReceiver {
     /// The receiver's own descriptor (its duplicate); -1 once closed.
     #[napi(getter, catch_unwind)]
     pub fn fd(&self) -> i32 {
-        if self.inner.borrow().is_some() {
-            self.fd
-        } else {
-            -1
-        }
+        self.inner.borrow().as_ref().map_or(-1, |_| self.fd)
     }
 
     /// The next piece of the stream: mapped pages or copied bytes, in stream order (`eof` at
@@ -182,11 +190,8 @@ impl ZeroCopyReceiver {
     // doc-end
     #[napi(catch_unwind, ts_args_type = "options?: PeekOptions")]
     pub fn recv(&self, env: Env, options: Option<Unknown>) -> Result<ZcrxChunk> {
-        let f = flags(&env, options.as_ref(), "recv")?;
-        let mut g = self.inner.borrow_mut();
-        let core = g
-            .as_mut()
-            .ok_or_else(|| sys_error(&env, libc::EBADF, "recv"))?;
+        let f = flags(&env, options.as_ref(), "recv", false)?;
+        let mut core = self.core(&env, "recv")?;
         let c = core.recv(f).or_throw(&env, "recv")?;
         Ok(ZcrxChunk {
             eof: c.is_eof(),
@@ -208,11 +213,7 @@ impl ZeroCopyReceiver {
     #[napi(catch_unwind, ts_args_type = "timeoutMs: number | null")]
     pub fn set_timeout(&self, env: Env, timeout_ms: Unknown) -> Result<()> {
         let t = args::timeout_ms(&env, Some(&timeout_ms))?;
-        let mut g = self.inner.borrow_mut();
-        let core = g
-            .as_mut()
-            .ok_or_else(|| sys_error(&env, libc::EBADF, "setTimeout"))?;
-        core.set_timeout(t);
+        self.core(&env, "setTimeout")?.set_timeout(t);
         Ok(())
     }
 
@@ -225,34 +226,15 @@ impl ZeroCopyReceiver {
     #[napi(catch_unwind, ts_args_type = "on: boolean")]
     pub fn set_peek_off_tracking(&self, env: Env, on: Unknown) -> Result<()> {
         let on = args::boolean(&env, &on, "on")?;
-        let mut g = self.inner.borrow_mut();
-        let core = g
-            .as_mut()
-            .ok_or_else(|| sys_error(&env, libc::EBADF, "setPeekOffTracking"))?;
-        core.set_peek_off_tracking(on);
+        self.core(&env, "setPeekOffTracking")?
+            .set_peek_off_tracking(on);
         Ok(())
     }
 
     /// The counters so far.
     #[napi(catch_unwind)]
     pub fn stats(&self, env: Env) -> Result<ZcrxStats> {
-        let g = self.inner.borrow();
-        let s = g
-            .as_ref()
-            .ok_or_else(|| sys_error(&env, libc::EBADF, "stats"))?
-            .stats();
-        Ok(ZcrxStats {
-            bytes_mapped: s.bytes_mapped as f64,
-            bytes_copied: s.bytes_copied as f64,
-            bytes_copybuf: s.bytes_copybuf as f64,
-            chunks_mapped: s.chunks_mapped as f64,
-            chunks_copied: s.chunks_copied as f64,
-            syscalls: s.syscalls as f64,
-            zc_calls: s.zc_calls as f64,
-            zc_calls_unmapped: s.zc_calls_unmapped as f64,
-            wakeups: s.wakeups as f64,
-            peek_off_fixups: s.peek_off_fixups as f64,
-        })
+        Ok((&self.core(&env, "stats")?.stats()).into())
     }
 
     /// Unmaps the window and closes the duplicate. Calling it again does nothing.
