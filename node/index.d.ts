@@ -641,8 +641,8 @@ export interface Caps {
   /** io_uring `IORING_OP_SENDMSG_ZC` (Linux 6.1). */
   uringSendmsgZc: boolean
   /**
-   * Bytes of `struct tcp_zerocopy_receive` the kernel knows (16 on 4.18, 64 since 5.12); 0 when
-   * `TCP_ZEROCOPY_RECEIVE` is absent.
+   * Bytes of `struct tcp_zerocopy_receive` the kernel knows (16 on 4.18, 64 since 5.12);
+   * 0 when `TCP_ZEROCOPY_RECEIVE` is absent.
    */
   tcpZerocopyReceiveSize: number
 }
