@@ -20,10 +20,14 @@
 //    of an ifb device that drops them: the only path on one machine where the kernel sends from
 //    the pinned pages (completions not COPIED). Runs inside the network namespaces
 //    scripts/zc_bench.sh makes and removes (root only; skipped otherwise).
+// 4. Instructions per call (callgrind: the user-space instructions inside one call, the
+//    kernel's not counted; the same figure on a loaded machine): ZeroCopySender.sendReapInto
+//    over UDP loopback (error queue) against the C library's lowcopy_zc_send_reap in
+//    examples/c/zc_bench's lc-errq mode, to the same socket. Needs valgrind (skipped otherwise).
 // MB/CPU-s is megabytes sent per second of the sender process's CPU (user + system, all
 // threads), the selftest's and zc_bench's measure.
 //
-//   node bench.js [PEEK_BENCH_BINARY]   env: REPEAT=5 SECONDS=2 TABLES="peek loopback txonly"
+//   node bench.js [PEEK_BENCH_BINARY]   env: REPEAT=5 SECONDS=2 TABLES="peek loopback txonly cost"
 'use strict'
 const { execFileSync, fork, spawnSync } = require('node:child_process')
 const dgram = require('node:dgram')
@@ -417,9 +421,75 @@ function txonlyViaScript() {
   else if (r.status !== 0) throw new Error(`tx-only table: ${script} exited with ${r.status ?? r.signal}`)
 }
 
+// The callgrind table's Node side (a child run under valgrind): `n` blocking sendReapInto of
+// 16 buffers taking turns (as viaSender's 'into' loop) to 127.0.0.1:`port`; prints the sends.
+function costChild(port, n) {
+  const fd = testing.udpConnect('127.0.0.1', port, 1 << 21)
+  const z = new lowcopy.ZeroCopySender(fd, { backend: 'errqueue' })
+  const bufs = Array.from({ length: 16 }, (_, i) => Buffer.alloc(65435, i))
+  const free = bufs.map((_, i) => i)
+  const out = new Float64Array(1 + 3 * 16)
+  const collect = () => { for (let j = 0; j < out[0]; j++) free.push(out[1 + 3 * j]) }
+  let sends = 0
+  while (sends < n) {
+    if (free.length === 0) {
+      z.wait(1000)
+      while (z.reapInto(out) > 0) collect()
+      continue
+    }
+    const i = free.pop()
+    if (z.sendReapInto(bufs[i], i, out) > 0) sends++
+    else free.push(i)
+    collect()
+  }
+  z.close()
+  testing.close(fd)
+  console.log(`sends=${sends}`)
+}
+
+// Runs `cmd` under callgrind counting only inside `fn` (and what it calls); returns the
+// instructions per send (the run prints sends=N).
+function instructionsPer(fn, cmd, args) {
+  const out = path.join(require('node:os').tmpdir(), `lowcopy-bench-cg.${process.pid}`)
+  try {
+    const r = spawnSync('valgrind', ['-q', '--tool=callgrind', '--collect-atstart=no', `--toggle-collect=${fn}`,
+      `--callgrind-out-file=${out}`, cmd, ...args], { encoding: 'utf8' })
+    const sends = Number((/sends=(\d+)/.exec(r.stdout) || [])[1])
+    if (r.status !== 0 || !(sends > 0)) throw new Error(`callgrind ${cmd}: exit ${r.status}: ${r.stdout}${r.stderr}`)
+    const ir = Number(/^summary: (\d+)/m.exec(require('node:fs').readFileSync(out, 'utf8'))[1])
+    return ir / sends
+  } finally {
+    require('node:fs').rmSync(out, { force: true })
+  }
+}
+
+async function costTable(cdir) {
+  if (spawnSync('valgrind', ['--version']).status !== 0) {
+    console.log('\nInstructions per call: skipped (no valgrind)')
+    return
+  }
+  const rx = dgram.createSocket('udp4') // never read: the datagrams are dropped once it is full
+  await new Promise((r) => rx.bind(0, '127.0.0.1', r))
+  const port = String(rx.address().port)
+  try {
+    const c = instructionsPer('lowcopy_zc_send_reap', path.join(cdir, 'zc_bench'),
+      ['-4', '-t', 'udp', '-D', '127.0.0.1', '-p', port, '-m', 'lc-errq', '-T', '0.5', '-P'])
+    const node = instructionsPer('lowcopy_node::zc::send_reap_into_cb', process.execPath,
+      [__filename, '--cost-child', port, '20000'])
+    console.log('\nInstructions per call (callgrind: user space inside the call; UDP loopback, error queue)')
+    console.log(`${'call'.padEnd(32)} | instr | x C`)
+    console.log('-'.repeat(48))
+    console.log(`${'C lowcopy_zc_send_reap'.padEnd(32)} | ${fmt(c).padStart(5)} | 1.00`)
+    console.log(`${'Node ZeroCopySender.sendReapInto'.padEnd(32)} | ${fmt(node).padStart(5)} | ${(node / c).toFixed(2)}`)
+  } finally {
+    rx.close()
+  }
+}
+
 async function main() {
-  const tables = (process.env.TABLES || 'peek loopback txonly').split(/\s+/)
+  const tables = (process.env.TABLES || 'peek loopback txonly cost').split(/\s+/)
   if (process.argv[2] === '--txonly') return txonlyTable()
+  if (process.argv[2] === '--cost-child') return costChild(Number(process.argv[3]), Number(process.argv[4]))
   const cbin = process.argv[2] || path.join(__dirname, '..', '..', 'build', 'bin', 'node_peek_bench')
   if (tables.includes('peek')) peekTable(cbin)
   if (tables.includes('loopback')) await loopbackTable()
@@ -427,6 +497,7 @@ async function main() {
     if (process.getuid() !== 0) console.log('\nThroughput tx-only: skipped (needs root: network namespaces)')
     else txonlyViaScript()
   }
+  if (tables.includes('cost')) await costTable(path.dirname(cbin))
 }
 
 if (process.argv[2] === '--sink') {
