@@ -231,7 +231,8 @@ async function viaDgram(dst, port, size) {
 // completion came back; `copied` is the share of completions the kernel marked COPIED.
 // `how`: 'into' (sendReapInto/reapInto: numeric userData, completions written into one
 // reused Float64Array: no object per send or completion), 'objects' (sendReap/reap: a result
-// object and one object per completion), 'batch' (sendBatch of every free buffer in one call).
+// object and one object per completion), 'batch' (sendBatch of every free buffer in one call,
+// the completions it returns, and reapInto for those a wait brings).
 // `opts`: the sender's options ({ backend, adaptive }).
 async function viaSender(fd, opts, size, how = 'into') {
   const z = new lowcopy.ZeroCopySender(fd, opts)
@@ -258,7 +259,7 @@ async function viaSender(fd, opts, size, how = 'into') {
     }
   }
   const reapAll = () => {
-    if (how === 'into') {
+    if (how !== 'objects') {
       while (z.reapInto(out) > 0) collectInto()
     } else collect(z.reap())
   }
