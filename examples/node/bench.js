@@ -477,7 +477,7 @@ async function costTable(cdir) {
     // The sends and the reaps of completions that a wait brought (waits not counted).
     const c = instructionsPer(['lowcopy_zc_send_reap', 'lowcopy_zc_reap'], path.join(cdir, 'zc_bench'),
       ['-4', '-t', 'udp', '-D', '127.0.0.1', '-p', port, '-m', 'lc-errq', '-T', '0.5', '-P'])
-    const node = instructionsPer(['lowcopy_node::zc::send_reap_into_cb', '*::reap_into_c_callback'], process.execPath,
+    const node = instructionsPer(['lowcopy_node::zc::send_reap_into_cb', 'lowcopy_node::zc::reap_into_cb', '*::reap_into_c_callback'], process.execPath,
       [__filename, '--cost-child', port, '20000'])
     console.log('\nInstructions per send (callgrind: user space inside the send and reap calls, waits not counted; UDP loopback, error queue)')
     console.log(`${'calls'.padEnd(42)} | instr | x C`)

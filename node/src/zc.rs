@@ -33,7 +33,7 @@ use crate::args::{self, is_libuv_handle, size};
 use crate::error::{
     arg_type_error, out_of_range, sys_error, type_error, value_error, Fail, OrThrow,
 };
-use crate::peek::{bytes_arg, View};
+use crate::peek::{bytes_arg, RawCallback, View};
 
 type Core = lowcopy::ZeroCopySender<OwnedFd>;
 
@@ -1114,13 +1114,7 @@ impl ZeroCopySender {
     /// shorter than 4; as `reap`.
     #[napi(catch_unwind, ts_args_type = "out: Float64Array")]
     pub fn reap_into(&self, env: Env, out: Unknown) -> Result<u32> {
-        let this = &mut *self.inner.borrow_mut();
-        let dst = f64_out(&env, &out)?;
-        let room = ((dst.len() - 1) / 3).min(this.out.len());
-        let k = open(&mut this.core, &env, "reapInto")?.reap(&mut this.out[..room]);
-        let k = k.or_throw(&env, "reapInto")?;
-        this.completions_into(&env, k, dst)?;
-        Ok(k as u32)
+        reap_into(&env, &self.inner, out)
     }
 
     /// Sends each buffer of `buffers` as a send of its own, with `userDatas[i]` (or
@@ -1359,19 +1353,46 @@ fn send_reap_into(
 // place of the class method), skipping what a napi-rs class method does on every call before
 // any of lowcopy's work (a type-tag check and an unwrap of `this`, each a V8 private-property
 // lookup, and a native-borrow registration), as `Peeker.peekInto` does (`node/src/peek.rs`).
-/// `sender`'s `sendReapInto` (without options) as a function bound to it. Internal.
+/// `sender`'s `sendReapInto` (without options) and `reapInto` as functions bound to it.
+/// Internal.
 #[napi(
     js_name = "_senderBind",
     catch_unwind,
-    ts_return_type = "{ sendReapInto(data: ArrayBufferView | ArrayBufferView[], userData: number, out: Float64Array): number }"
+    ts_return_type = "{ sendReapInto(data: ArrayBufferView | ArrayBufferView[], userData: number, out: Float64Array): number, reapInto(out: Float64Array): number }"
 )]
 pub fn sender_bind<'a>(env: &'a Env, sender: &ZeroCopySender) -> Result<Object<'a>> {
-    let name = "sendReapInto";
-    let f = crate::peek::bound_fn(env, sender.inner.clone(), name, send_reap_into_cb)?;
     let mut obj = Object::new(env)?;
-    // SAFETY: a live value of this call.
-    obj.set_named_property(name, unsafe { Unknown::from_raw_unchecked(env.raw(), f) })?;
+    for (name, cb) in [
+        ("sendReapInto", send_reap_into_cb as RawCallback),
+        ("reapInto", reap_into_cb),
+    ] {
+        let f = crate::peek::bound_fn(env, sender.inner.clone(), name, cb)?;
+        // SAFETY: a live value of this call.
+        obj.set_named_property(name, unsafe { Unknown::from_raw_unchecked(env.raw(), f) })?;
+    }
     Ok(obj)
+}
+
+/// `ZeroCopySender.reapInto`'s work (the class method and the bound function's).
+fn reap_into(env: &Env, inner: &RefCell<Inner>, out: Unknown) -> Result<u32> {
+    let this = &mut *inner.borrow_mut();
+    let dst = f64_out(env, &out)?;
+    let room = ((dst.len() - 1) / 3).min(this.out.len());
+    let k = open(&mut this.core, env, "reapInto")?.reap(&mut this.out[..room]);
+    let k = k.or_throw(env, "reapInto")?;
+    this.completions_into(env, k, dst)?;
+    Ok(k as u32)
+}
+
+unsafe extern "C" fn reap_into_cb(
+    raw_env: napi::sys::napi_env,
+    info: napi::sys::napi_callback_info,
+) -> napi::sys::napi_value {
+    let body =
+        |env: &Env, inner: &Rc<RefCell<Inner>>, [out]: [Unknown; 1]| reap_into(env, inner, out);
+    // SAFETY: called by N-API as the callback of the function `sender_bind` made (an
+    // `Rc<RefCell<Inner>>`).
+    unsafe { crate::peek::bound_call(raw_env, info, "reapInto", body) }
 }
 
 unsafe extern "C" fn send_reap_into_cb(

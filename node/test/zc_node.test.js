@@ -439,6 +439,13 @@ for (const backend of backends) {
       z.close()
       assert.throws(() => z.sendReapInto(Buffer.from('x'), 1, out), { code: 'EBADF' })
       assert.throws(() => z.sendReapInto(Buffer.from('x'), 1, out, {}), { code: 'EBADF' })
+      // reapInto is bound too: closed is EBADF, and a `this` that is not this sender (a plain
+      // object, an object made from it) is a TypeError, never a reap of some other sender.
+      assert.throws(() => z.reapInto(out), { code: 'EBADF' })
+      assert.throws(() => lc.ZeroCopySender.prototype.reapInto.call({}, out), TypeError)
+      assert.throws(() => Object.create(z).reapInto(out), TypeError)
+      const { reapInto } = z
+      assert.throws(() => reapInto(out), TypeError)
     } finally {
       z.close()
       testing.close(p.sock)
