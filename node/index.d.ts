@@ -610,8 +610,11 @@ export declare class ZeroCopySender {
  */
 export declare function _peekerBind(peeker: Peeker): { peekInto(buf: ArrayBufferView): number; seek(offset: number): void }
 
-/** `sender`'s `sendReapInto` (without options) as a function bound to it. Internal. */
-export declare function _senderBind(sender: ZeroCopySender): { sendReapInto(data: ArrayBufferView | ArrayBufferView[], userData: number, out: Float64Array): number }
+/**
+ * `sender`'s `sendReapInto` (without options) and `reapInto` as functions bound to it.
+ * Internal.
+ */
+export declare function _senderBind(sender: ZeroCopySender): { sendReapInto(data: ArrayBufferView | ArrayBufferView[], userData: number, out: Float64Array): number, reapInto(out: Float64Array): number }
 
 /**
  * Installs the function called with each ArrayBuffer before a zerocopy-capable send (done by

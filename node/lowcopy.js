@@ -59,7 +59,7 @@ if (typeof Symbol.dispose === 'symbol') {
 
 // The per-call hot paths (a sniffer's or parser's loop, a sender's loop): Peeker's
 // peekInto(buf) without options and seek(offset), ZeroCopySender's sendReapInto without
-// options. Each object gets native functions bound to it (native._peekerBind,
+// options and reapInto(out). Each object gets native functions bound to it (native._peekerBind,
 // native._senderBind), which skip what a napi-rs class method does on every call before any
 // of lowcopy's own work (checking `this`'s type tag, unwrapping it, registering the borrow).
 // Anything else (options, a `this` that is not one) takes the class method, which checks it
@@ -115,6 +115,11 @@ const method = (Cls, name, value) =>
     return b !== undefined
       ? b.sendReapInto(data, userData, out)
       : classSendReapInto.call(this, data, userData, out, options)
+  })
+  const classReapInto = Z.prototype.reapInto
+  method(Z, 'reapInto', function reapInto(out) {
+    const b = bound(this)
+    return b !== undefined ? b.reapInto(out) : classReapInto.call(this, out)
   })
   native.testing.classSendReapInto = classSendReapInto
 }

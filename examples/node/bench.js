@@ -20,10 +20,14 @@
 //    of an ifb device that drops them: the only path on one machine where the kernel sends from
 //    the pinned pages (completions not COPIED). Runs inside the network namespaces
 //    scripts/zc_bench.sh makes and removes (root only; skipped otherwise).
+// 4. Instructions per call (callgrind: the user-space instructions inside one call, the
+//    kernel's not counted; the same figure on a loaded machine): ZeroCopySender.sendReapInto
+//    over UDP loopback (error queue) against the C library's lowcopy_zc_send_reap in
+//    examples/c/zc_bench's lc-errq mode, to the same socket. Needs valgrind (skipped otherwise).
 // MB/CPU-s is megabytes sent per second of the sender process's CPU (user + system, all
 // threads), the selftest's and zc_bench's measure.
 //
-//   node bench.js [PEEK_BENCH_BINARY]   env: REPEAT=5 SECONDS=2 TABLES="peek loopback txonly"
+//   node bench.js [PEEK_BENCH_BINARY]   env: REPEAT=5 SECONDS=2 TABLES="peek loopback txonly cost"
 'use strict'
 const { execFileSync, fork, spawnSync } = require('node:child_process')
 const dgram = require('node:dgram')
@@ -227,7 +231,8 @@ async function viaDgram(dst, port, size) {
 // completion came back; `copied` is the share of completions the kernel marked COPIED.
 // `how`: 'into' (sendReapInto/reapInto: numeric userData, completions written into one
 // reused Float64Array: no object per send or completion), 'objects' (sendReap/reap: a result
-// object and one object per completion), 'batch' (sendBatch of every free buffer in one call).
+// object and one object per completion), 'batch' (sendBatch of every free buffer in one call,
+// the completions it returns, and reapInto for those a wait brings).
 // `opts`: the sender's options ({ backend, adaptive }).
 async function viaSender(fd, opts, size, how = 'into') {
   const z = new lowcopy.ZeroCopySender(fd, opts)
@@ -254,7 +259,7 @@ async function viaSender(fd, opts, size, how = 'into') {
     }
   }
   const reapAll = () => {
-    if (how === 'into') {
+    if (how !== 'objects') {
       while (z.reapInto(out) > 0) collectInto()
     } else collect(z.reap())
   }
@@ -417,9 +422,77 @@ function txonlyViaScript() {
   else if (r.status !== 0) throw new Error(`tx-only table: ${script} exited with ${r.status ?? r.signal}`)
 }
 
+// The callgrind table's Node side (a child run under valgrind): `n` blocking sendReapInto of
+// 16 buffers taking turns (as viaSender's 'into' loop) to 127.0.0.1:`port`; prints the sends.
+function costChild(port, n) {
+  const fd = testing.udpConnect('127.0.0.1', port, 1 << 21)
+  const z = new lowcopy.ZeroCopySender(fd, { backend: 'errqueue' })
+  const bufs = Array.from({ length: 16 }, (_, i) => Buffer.alloc(65435, i))
+  const free = bufs.map((_, i) => i)
+  const out = new Float64Array(1 + 3 * 16)
+  const collect = () => { for (let j = 0; j < out[0]; j++) free.push(out[1 + 3 * j]) }
+  let sends = 0
+  while (sends < n) {
+    if (free.length === 0) {
+      z.wait(1000)
+      while (z.reapInto(out) > 0) collect()
+      continue
+    }
+    const i = free.pop()
+    if (z.sendReapInto(bufs[i], i, out) > 0) sends++
+    else free.push(i)
+    collect()
+  }
+  z.close()
+  testing.close(fd)
+  console.log(`sends=${sends}`)
+}
+
+// Runs `cmd` under callgrind counting only inside the functions `fns` (and what they call);
+// returns the instructions per send (the run prints sends=N).
+function instructionsPer(fns, cmd, args) {
+  const out = path.join(require('node:os').tmpdir(), `lowcopy-bench-cg.${process.pid}`)
+  try {
+    const toggles = fns.map((f) => `--toggle-collect=${f}`)
+    const r = spawnSync('valgrind', ['-q', '--tool=callgrind', '--collect-atstart=no', ...toggles,
+      `--callgrind-out-file=${out}`, cmd, ...args], { encoding: 'utf8' })
+    const sends = Number((/sends=(\d+)/.exec(r.stdout) || [])[1])
+    if (r.status !== 0 || !(sends > 0)) throw new Error(`callgrind ${cmd}: exit ${r.status}: ${r.stdout}${r.stderr}`)
+    const ir = Number(/^summary: (\d+)/m.exec(require('node:fs').readFileSync(out, 'utf8'))[1])
+    return ir / sends
+  } finally {
+    require('node:fs').rmSync(out, { force: true })
+  }
+}
+
+async function costTable(cdir) {
+  if (spawnSync('valgrind', ['--version']).status !== 0) {
+    console.log('\nInstructions per call: skipped (no valgrind)')
+    return
+  }
+  const rx = dgram.createSocket('udp4') // never read: the datagrams are dropped once it is full
+  await new Promise((r) => rx.bind(0, '127.0.0.1', r))
+  const port = String(rx.address().port)
+  try {
+    // The sends and the reaps of completions that a wait brought (waits not counted).
+    const c = instructionsPer(['lowcopy_zc_send_reap', 'lowcopy_zc_reap'], path.join(cdir, 'zc_bench'),
+      ['-4', '-t', 'udp', '-D', '127.0.0.1', '-p', port, '-m', 'lc-errq', '-T', '0.5', '-P'])
+    const node = instructionsPer(['lowcopy_node::zc::send_reap_into_cb', 'lowcopy_node::zc::reap_into_cb', '*::reap_into_c_callback'], process.execPath,
+      [__filename, '--cost-child', port, '20000'])
+    console.log('\nInstructions per send (callgrind: user space inside the send and reap calls, waits not counted; UDP loopback, error queue)')
+    console.log(`${'calls'.padEnd(42)} | instr | x C`)
+    console.log('-'.repeat(58))
+    console.log(`${'C lowcopy_zc_send_reap + lowcopy_zc_reap'.padEnd(42)} | ${fmt(c).padStart(5)} | 1.00`)
+    console.log(`${'Node sendReapInto + reapInto'.padEnd(42)} | ${fmt(node).padStart(5)} | ${(node / c).toFixed(2)}`)
+  } finally {
+    rx.close()
+  }
+}
+
 async function main() {
-  const tables = (process.env.TABLES || 'peek loopback txonly').split(/\s+/)
+  const tables = (process.env.TABLES || 'peek loopback txonly cost').split(/\s+/)
   if (process.argv[2] === '--txonly') return txonlyTable()
+  if (process.argv[2] === '--cost-child') return costChild(Number(process.argv[3]), Number(process.argv[4]))
   const cbin = process.argv[2] || path.join(__dirname, '..', '..', 'build', 'bin', 'node_peek_bench')
   if (tables.includes('peek')) peekTable(cbin)
   if (tables.includes('loopback')) await loopbackTable()
@@ -427,6 +500,7 @@ async function main() {
     if (process.getuid() !== 0) console.log('\nThroughput tx-only: skipped (needs root: network namespaces)')
     else txonlyViaScript()
   }
+  if (tables.includes('cost')) await costTable(path.dirname(cbin))
 }
 
 if (process.argv[2] === '--sink') {

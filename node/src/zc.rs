@@ -1,10 +1,11 @@
 //! `ZeroCopySender`: zerocopy sends whose `Buffer`s stay alive until their completion is
 //! reaped, with any JS value as `userData`.
 //!
-//! Buffers and user values live in a JS array (the "slab") that the sender references: slot
-//! `i` holds the send's data at `2i` and its `userData` at `2i + 1`, and `i` is the `user_data`
-//! the core carries. So the garbage collector cannot free a buffer the kernel may still read,
-//! and every reference is taken and dropped on the JS thread (in `send`/`reap`/`wait`).
+//! Each send in flight has a slot, whose number is the `user_data` the core carries: the slot
+//! holds a strong reference to the send's data (`napi_create_reference`) and its `userData`
+//! (a number in Rust, any other value in a JS array the sender references, the "slab"). So the
+//! garbage collector cannot free a buffer the kernel may still read, and every reference is
+//! taken and dropped on the JS thread (in `send`/`reap`/`wait`).
 //!
 //! Detaching: a transfer (`postMessage`, `structuredClone`) moves an ArrayBuffer's memory to
 //! a new owner, who may free it while the kernel reads it; a reference does not prevent that.
@@ -32,7 +33,7 @@ use crate::args::{self, is_libuv_handle, size};
 use crate::error::{
     arg_type_error, out_of_range, sys_error, type_error, value_error, Fail, OrThrow,
 };
-use crate::peek::{bytes_arg, View};
+use crate::peek::{bytes_arg, RawCallback, View};
 
 type Core = lowcopy::ZeroCopySender<OwnedFd>;
 
@@ -299,8 +300,19 @@ pub struct ZeroCopySender {
 /// The state of a `ZeroCopySender`.
 pub struct Inner {
     core: Option<Core>,
-    /// The JS array holding each slot's data and user value.
+    /// The JS array holding each slot's user value when it is not a number (element `slot`).
     slab: Option<ObjectRef<false>>,
+    /// Each slot's data (its `ArrayBufferView`, or the array of them), held by a strong
+    /// reference while its send is in flight or unreaped (null: none). A reference costs about
+    /// a fifth of the two array stores (set, then clear) that held it before (callgrind).
+    data: Vec<napi::sys::napi_ref>,
+    /// Each slot's user value: a number kept here, a JS value in the slab, or none.
+    uds: Vec<Kept>,
+    /// ArrayBuffers the transfer guard accepted, by the address of the bytes sent
+    /// (direct-mapped, `MARKED` entries): a buffer sent again is known by two N-API calls
+    /// (`marked_again`) instead of its type tag, a V8 private-property read of about 1,000
+    /// instructions per send (callgrind). The guard's effect lasts for the ArrayBuffer's life.
+    marked: Vec<Marked>,
     free: Vec<u32>,
     next: u32,
     /// Sends whose buffers are held (in flight or completed, not reaped).
@@ -314,9 +326,36 @@ pub struct Inner {
     /// The counters as closing left them (`stats()` after `close()`).
     last: Option<lowcopy::ZcStats>,
     out: Vec<Completion>,
-    /// Numeric user data by slot (`sendReapInto`), kept here rather than in the slab: `None`
-    /// for a slot whose user value is in the slab.
-    nums: Vec<Option<f64>>,
+}
+
+/// Where a held slot's user value is.
+#[derive(Clone, Copy)]
+enum Kept {
+    /// `undefined`.
+    None,
+    /// A number (`sendReapInto`), kept in Rust.
+    Num(f64),
+    /// In the slab.
+    Js,
+}
+
+/// An ArrayBuffer the transfer guard accepted (`Inner::marked`).
+#[derive(Clone, Copy)]
+struct Marked {
+    /// The address of the bytes sent from it.
+    key: usize,
+    /// The guard's generation (`GUARD_GEN`) then.
+    gen: u64,
+    /// A weak reference to it (null: an empty entry).
+    r: napi::sys::napi_ref,
+}
+
+/// Entries of `Inner::marked` (a pool of buffers sent in turn stays in them).
+const MARKED: usize = 64;
+
+/// The entry of `Inner::marked` for the bytes at `key` (direct-mapped by address).
+fn marked_index(key: usize) -> usize {
+    key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (usize::BITS - MARKED.trailing_zeros())
 }
 
 /// A released slot's user value: a number kept in Rust, or the JS value from the slab.
@@ -348,23 +387,59 @@ impl Inner {
         }
     }
 
-    fn take_slot(&mut self) -> u32 {
-        self.free.pop().unwrap_or_else(|| {
+    /// A free slot holding `data` by a strong reference, taken before the send: a send that
+    /// goes out always has its data held.
+    fn take_slot(&mut self, env: &Env, data: &Unknown) -> Result<u32> {
+        let mut r = std::ptr::null_mut();
+        // SAFETY: a strong reference to a live object of this call (an ArrayBufferView or an
+        // array of them), deleted by `release` or `unhold`.
+        let st = unsafe { napi::sys::napi_create_reference(env.raw(), data.raw(), 1, &mut r) };
+        if st != napi::sys::Status::napi_ok {
+            return Err(Error::new(
+                Status::GenericFailure,
+                "napi_create_reference failed",
+            ));
+        }
+        let slot = self.free.pop().unwrap_or_else(|| {
             self.next += 1;
             self.next - 1
-        })
+        });
+        let i = slot as usize;
+        if self.data.len() <= i {
+            self.data.resize(i + 1, std::ptr::null_mut());
+            self.uds.resize(i + 1, Kept::None);
+        }
+        self.data[i] = r;
+        Ok(slot)
+    }
+
+    /// Frees a slot whose send took nothing (no completion comes for it).
+    fn unhold(&mut self, env: &Env, slot: u32) {
+        let r = std::mem::replace(&mut self.data[slot as usize], std::ptr::null_mut());
+        // SAFETY: the reference `take_slot` made for this slot, deleted once (nulled above).
+        unsafe { napi::sys::napi_delete_reference(env.raw(), r) };
+        self.free.push(slot);
     }
 
     /// Drops the slot's hold on its data and hands back its user value.
     fn release(&mut self, env: &Env, slot: u32) -> Result<Ud> {
-        let slab = self.slab(env)?;
-        set_undefined(env, &slab, 2 * slot)?;
-        let ud = match self.nums.get_mut(slot as usize).and_then(Option::take) {
-            Some(x) => Ud::Num(x),
-            None => {
-                let ud: Unknown = slab.get_element(2 * slot + 1)?;
-                set_undefined(env, &slab, 2 * slot + 1)?;
+        let i = slot as usize;
+        let r = std::mem::replace(&mut self.data[i], std::ptr::null_mut());
+        // SAFETY: the reference `take_slot` made for this slot, deleted once (nulled above).
+        unsafe { napi::sys::napi_delete_reference(env.raw(), r) };
+        let ud = match std::mem::replace(&mut self.uds[i], Kept::None) {
+            Kept::Num(x) => Ud::Num(x),
+            Kept::Js => {
+                let slab = self.slab(env)?;
+                let ud: Unknown = slab.get_element(slot)?;
+                set_undefined(env, &slab, slot)?;
                 Ud::Js(ud.raw())
+            }
+            Kept::None => {
+                let mut u = std::ptr::null_mut();
+                // SAFETY: a plain N-API call on this env into a local.
+                unsafe { napi::sys::napi_get_undefined(env.raw(), &mut u) };
+                Ud::Js(u)
             }
         };
         self.free.push(slot);
@@ -426,127 +501,109 @@ impl Inner {
     }
 
     /// The data argument as byte views: one `ArrayBufferView` or an array of them.
-    fn views<'a>(&self, env: &Env, data: &Unknown<'a>) -> Result<Vec<View<'a>>> {
+    fn views<'a>(&self, env: &Env, data: &Unknown<'a>) -> Result<Few<View<'a>>> {
         if !args::is_array(env, data) {
-            return Ok(vec![bytes_arg(env, data, "data")?]);
+            return Ok(Few::One([bytes_arg(env, data, "data")?]));
         }
         // SAFETY: an array is an object.
         let arr: Object = unsafe { data.cast()? };
         if arr.get_array_length()? as usize > lowcopy::IOV_MAX {
             return Err(sys_error(env, libc::EMSGSIZE, "send"));
         }
-        crate::peek::views_arg(env, data, "data")
+        crate::peek::views_arg(env, data, "data").map(Few::Many)
     }
 
     /// Runs the package's transfer guard on each view's ArrayBuffer (zerocopy-capable
     /// backends only).
-    fn guard(&self, env: &Env, views: &[View]) -> Result<()> {
+    fn guard(&mut self, env: &Env, views: &[View]) -> Result<()> {
         if self.backend == ZcBackend::Copy {
             return Ok(());
         }
-        GUARD.with(|g| -> Result<()> {
-            let g = g.borrow();
-            let Some(f) = g.as_ref() else {
-                return Err(value_error(
-                    env,
-                    "lowcopy's transfer guard is not installed: load the package through its entry \
-                     point (require('lowcopy')), or use the 'copy' backend"
-                        .into(),
-                ));
+        for v in views {
+            let Some(ab) = array_buffer(env, v) else {
+                continue;
             };
-            use napi::sys as ns;
-            use std::ptr::null_mut;
-            // The outputs not asked for (NULL).
-            let (ty, size, data) = (null_mut(), null_mut(), null_mut());
-            let mut func = None; // fetched only for an ArrayBuffer not tagged yet
-            for v in views {
-                let mut ab = std::ptr::null_mut();
-                // SAFETY: `v` is a live ArrayBufferView of this call; only `ab` is asked for.
-                let st = unsafe {
-                    ns::napi_get_typedarray_info(env.raw(), v.raw(), ty, size, data, &mut ab, size)
-                };
-                if st != ns::Status::napi_ok {
-                    // A DataView.
-                    // SAFETY: as above.
-                    unsafe {
-                        ns::napi_get_dataview_info(env.raw(), v.raw(), size, data, &mut ab, size)
-                    };
-                }
-                if ab.is_null() {
-                    continue;
-                }
-                let tag = guarded_tag();
-                let mut tagged = false;
-                // SAFETY: plain N-API query on a live object of this call into a local.
-                let st = unsafe {
-                    napi::sys::napi_check_object_type_tag(env.raw(), ab, &tag, &mut tagged)
-                };
-                if st == napi::sys::Status::napi_ok && tagged {
-                    continue; // this guard marked it untransferable before: for good
-                }
-                let func = match func {
-                    Some(f) => f,
-                    None => *func.insert(f.get_value(env)?),
-                };
-                let mut ret = std::ptr::null_mut();
-                let mut undef = std::ptr::null_mut();
-                // SAFETY: calling a JS function of this env with one live argument.
-                let st = unsafe {
-                    napi::sys::napi_get_undefined(env.raw(), &mut undef);
-                    napi::sys::napi_call_function(env.raw(), undef, func.raw(), 1, &ab, &mut ret)
-                };
-                if st != napi::sys::Status::napi_ok {
-                    return Err(Error::new(
-                        Status::PendingException,
-                        "transfer guard threw".to_string(),
-                    ));
-                }
-                // Remember it (fails harmlessly when another tag is on it already: the guard
-                // then runs on each send of it, as before).
-                // SAFETY: N-API call on a live object of this call.
-                unsafe { napi::sys::napi_type_tag_object(env.raw(), ab, &tag) };
+            let key = v.bytes().as_ptr() as usize;
+            if !self.marked_again(env, key, ab) {
+                run_guard(env, ab)?;
+                self.remember_marked(env, key, ab);
             }
-            Ok(())
-        })
+        }
+        Ok(())
     }
 
-    /// One send of `data` with `user_data` (and `addr`): holds the data and value in a slot
-    /// while a completion is due.
+    /// Whether `ab` is the ArrayBuffer remembered for the bytes at `key` under the current
+    /// guard: the very object (`napi_strict_equals` on the weak reference's value, null once
+    /// collected), so a new ArrayBuffer at a freed one's address is never taken for it.
+    fn marked_again(&self, env: &Env, key: usize, ab: napi::sys::napi_value) -> bool {
+        let Some(m) = self.marked.get(marked_index(key)) else {
+            return false; // closed
+        };
+        if m.r.is_null() || m.key != key || m.gen != GUARD_GEN.with(|g| g.get()) {
+            return false;
+        }
+        let (mut v, mut same) = (std::ptr::null_mut(), false);
+        // SAFETY: a reference of this sender, not deleted; plain N-API queries into locals.
+        unsafe {
+            napi::sys::napi_get_reference_value(env.raw(), m.r, &mut v);
+            !v.is_null()
+                && napi::sys::napi_strict_equals(env.raw(), v, ab, &mut same)
+                    == napi::sys::Status::napi_ok
+                && same
+        }
+    }
+
+    /// Remembers that the guard accepted `ab` (a weak reference: it keeps nothing alive).
+    fn remember_marked(&mut self, env: &Env, key: usize, ab: napi::sys::napi_value) {
+        let Some(m) = self.marked.get_mut(marked_index(key)) else {
+            return; // closed
+        };
+        let mut r = std::ptr::null_mut();
+        // SAFETY: N-API calls on this env: the entry's old reference (deleted once, replaced
+        // below) and a weak reference to a live object of this call.
+        unsafe {
+            if !m.r.is_null() {
+                napi::sys::napi_delete_reference(env.raw(), m.r);
+            }
+            napi::sys::napi_create_reference(env.raw(), ab, 0, &mut r);
+        }
+        let gen = GUARD_GEN.with(|g| g.get());
+        *m = Marked { key, gen, r };
+    }
+
     /// The views of `data` for a send of `what` (the sender open, the transfer guard run), and
-    /// a slot of the slab to hold them in.
+    /// a slot holding `data` (`take_slot`).
     fn prepare<'a>(
         &mut self,
         env: &Env,
         what: &str,
         data: &Unknown<'a>,
-    ) -> Result<(Vec<View<'a>>, u32)> {
+    ) -> Result<(Few<View<'a>>, u32)> {
         let views = self.views(env, data)?;
         open(&mut self.core, env, what)?;
         self.guard(env, &views)?;
-        Ok((views, self.take_slot()))
+        let slot = self.take_slot(env, data)?;
+        Ok((views, slot))
     }
 
-    /// After a send from `slot`: one that took bytes (`keep`) holds `data` (and `user_data`)
-    /// in the slab until its completion is reaped; one that took none, or failed, frees the
-    /// slot. Returns `keep`.
-    fn settle(
-        &mut self,
-        env: &Env,
-        slot: u32,
-        keep: bool,
-        data: Unknown,
-        user_data: Option<Unknown>,
-    ) -> Result<bool> {
+    /// After a send from `slot`: one that took bytes (`keep`) stays held, with `user_data`,
+    /// until its completion is reaped; one that took none, or failed, frees the slot and its
+    /// reference. Returns `keep`.
+    fn settle(&mut self, env: &Env, slot: u32, keep: bool, user_data: Option<Ud>) -> Result<bool> {
         if !keep {
-            self.free.push(slot);
+            self.unhold(env, slot);
             return Ok(false);
         }
-        let mut slab = self.slab(env)?;
-        slab.set_element(2 * slot, data)?;
-        if let Some(u) = user_data {
-            slab.set_element(2 * slot + 1, u)?;
-        }
+        // Held from here on, whatever happens to the user value (its completion will come).
         self.held += 1;
+        self.uds[slot as usize] = match user_data {
+            None => Kept::None,
+            Some(Ud::Num(x)) => Kept::Num(x),
+            Some(Ud::Js(v)) => {
+                set_element(env, &self.slab(env)?, slot, v)?;
+                Kept::Js
+            }
+        };
         Ok(true)
     }
 
@@ -560,13 +617,13 @@ impl Inner {
         flags: Flags,
     ) -> Result<std::io::Result<usize>> {
         let (views, slot) = self.prepare(env, what, &data)?;
-        let iov: Vec<IoSlice> = views.iter().map(|v| IoSlice::new(v.bytes())).collect();
+        let iov = views.map(|v| IoSlice::new(v.bytes()));
         let core = self.core.as_mut().expect("checked by prepare");
-        // SAFETY: the views' buffers are kept in the slab (below) until the completion is
+        // SAFETY: the views' buffers are held (`take_slot`) until the completion is
         // reaped, or by the close policy's abandoned sends for ever.
         let r = unsafe { core.send_msg_borrowed(&iov, addr.as_ref(), &[], flags, slot as u64) };
         let keep = matches!(r, Ok(n) if n > 0);
-        self.settle(env, slot, keep, data, Some(user_data))?;
+        self.settle(env, slot, keep, Some(Ud::Js(user_data.raw())))?;
         Ok(r)
     }
 
@@ -578,8 +635,8 @@ impl Inner {
 
     /// The environment is going away (its cleanup hook): close under the core's policy within
     /// `timeout`, before V8 frees the heap that holds the buffers. No N-API call can run now
-    /// (the environment no longer calls into JS), so the slab is left to the environment's
-    /// teardown, which frees it with the heap once the kernel is done with it.
+    /// (the environment no longer calls into JS), so the references and the slab are left to
+    /// the environment's teardown, which frees them with the heap once the kernel is done.
     pub(crate) fn close_at_teardown(&mut self, timeout: Duration) {
         self.shut(None, timeout);
     }
@@ -596,7 +653,7 @@ impl Inner {
         let Some(core) = self.core.take() else {
             return 0;
         };
-        // The sends are borrowed (the slab holds their buffers): no `Owned` comes back.
+        // The sends are borrowed (their references hold their buffers): no `Owned` comes back.
         let last = core.close_with(timeout, |c, _| {
             if let Some(env) = env {
                 let _ = self.release(env, c.user_data as u32);
@@ -604,14 +661,21 @@ impl Inner {
         });
         let abandoned = last.close_abandoned as usize;
         self.last = Some(last);
+        for m in std::mem::take(&mut self.marked) {
+            if let (Some(env), false) = (env, m.r.is_null()) {
+                // SAFETY: a reference of this sender, deleted once (the table is emptied).
+                unsafe { napi::sys::napi_delete_reference(env.raw(), m.r) };
+            }
+        }
         if let Some(slab) = self.slab.take() {
             match env {
                 Some(env) if self.held == 0 => {
                     let _ = slab.unref(env);
                 }
                 // Abandoned sends: the kernel may still read these pages (and TCP may resend
-                // from them), so the memory must never be reused: leak the slab and what it
-                // holds. At teardown the environment deletes its references itself.
+                // from them), so the memory must never be reused: leak the slab and the
+                // references of the sends still held (never deleted, they keep their buffers
+                // for the life of the process). At teardown the environment frees them itself.
                 _ => std::mem::forget(slab),
             }
         }
@@ -619,14 +683,89 @@ impl Inner {
     }
 }
 
+/// The ArrayBuffer under a view (a TypedArray's or a DataView's), if any.
+fn array_buffer(env: &Env, v: &View) -> Option<napi::sys::napi_value> {
+    use napi::sys as ns;
+    use std::ptr::null_mut as no; // an output not asked for
+    let mut ab = no();
+    // SAFETY: plain N-API queries on a live ArrayBufferView of this call; only `ab` is asked.
+    unsafe {
+        if ns::napi_get_typedarray_info(env.raw(), v.raw(), no(), no(), no(), &mut ab, no())
+            != ns::Status::napi_ok
+        {
+            ns::napi_get_dataview_info(env.raw(), v.raw(), no(), no(), &mut ab, no());
+        }
+    }
+    (!ab.is_null()).then_some(ab)
+}
+
+/// Runs the package's transfer guard on `ab`, unless its type tag says this guard did before
+/// (its mark lasts for the ArrayBuffer's life); tags it then (which fails harmlessly when
+/// another tag is on it already: the guard then runs again when the sender forgot it).
+fn run_guard(env: &Env, ab: napi::sys::napi_value) -> Result<()> {
+    use napi::sys as ns;
+    let (tag, mut tagged) = (guarded_tag(), false);
+    // SAFETY: a plain N-API query on a live object of this call into a local.
+    let st = unsafe { ns::napi_check_object_type_tag(env.raw(), ab, &tag, &mut tagged) };
+    if st == ns::Status::napi_ok && tagged {
+        return Ok(());
+    }
+    let Some(f) = GUARD.with(|g| g.borrow().as_ref().map(|f| f.get_value(env))) else {
+        let msg = "lowcopy's transfer guard is not installed: load the package through its entry \
+                   point (require('lowcopy')), or use the 'copy' backend";
+        return Err(value_error(env, msg.into()));
+    };
+    let (f, mut undef, mut ret) = (f?, std::ptr::null_mut(), std::ptr::null_mut());
+    // SAFETY: calling a JS function of this env with one live argument; tagging a live object.
+    unsafe {
+        ns::napi_get_undefined(env.raw(), &mut undef);
+        if ns::napi_call_function(env.raw(), undef, f.raw(), 1, &ab, &mut ret)
+            != ns::Status::napi_ok
+        {
+            return Err(Error::new(Status::PendingException, "transfer guard threw"));
+        }
+        ns::napi_type_tag_object(env.raw(), ab, &tag);
+    }
+    Ok(())
+}
+
+/// A send's views or iovecs: one without an allocation (the usual case), or an array's.
+enum Few<T> {
+    One([T; 1]),
+    Many(Vec<T>),
+}
+
+impl<T> std::ops::Deref for Few<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        match self {
+            Few::One(x) => x,
+            Few::Many(v) => v,
+        }
+    }
+}
+
+impl<T> Few<T> {
+    fn map<'s, U>(&'s self, mut f: impl FnMut(&'s T) -> U) -> Few<U> {
+        match self {
+            Few::One([x]) => Few::One([f(x)]),
+            Few::Many(v) => Few::Many(v.iter().map(f).collect()),
+        }
+    }
+}
+
 /// `slab[i] = undefined`.
 fn set_undefined(env: &Env, slab: &Object, i: u32) -> Result<()> {
     let mut u = std::ptr::null_mut();
-    // SAFETY: N-API calls on this env's live values.
-    let st = unsafe {
-        napi::sys::napi_get_undefined(env.raw(), &mut u);
-        napi::sys::napi_set_element(env.raw(), slab.raw(), i, u)
-    };
+    // SAFETY: a plain N-API call on this env into a local.
+    unsafe { napi::sys::napi_get_undefined(env.raw(), &mut u) };
+    set_element(env, slab, i, u)
+}
+
+/// `slab[i] = v`.
+fn set_element(env: &Env, slab: &Object, i: u32, v: napi::sys::napi_value) -> Result<()> {
+    // SAFETY: an N-API call on this env's live values.
+    let st = unsafe { napi::sys::napi_set_element(env.raw(), slab.raw(), i, v) };
     if st != napi::sys::Status::napi_ok {
         let msg = "napi_set_element failed".to_string();
         return Err(Error::new(Status::GenericFailure, msg));
@@ -724,7 +863,16 @@ impl ZeroCopySender {
             close_timeout: lowcopy::zc::DEFAULT_CLOSE_TIMEOUT,
             last: None,
             out: vec![Completion::default(); 256],
-            nums: Vec::new(),
+            data: Vec::new(),
+            uds: Vec::new(),
+            marked: vec![
+                Marked {
+                    key: 0,
+                    gen: 0,
+                    r: std::ptr::null_mut()
+                };
+                MARKED
+            ],
         }));
         st.add_sender(&inner);
         Ok(ZeroCopySender { inner })
@@ -917,12 +1065,12 @@ impl ZeroCopySender {
         let this = &mut *this;
         let flags = args::flags(env, options.as_ref(), "sendReap", true)?;
         let (views, slot) = this.prepare(env, "sendReap", &data)?;
-        let iov: Vec<IoSlice> = views.iter().map(|v| IoSlice::new(v.bytes())).collect();
+        let iov = views.map(|v| IoSlice::new(v.bytes()));
         let core = this.core.as_mut().expect("checked by prepare");
-        // SAFETY: as `send`'s: the buffers are held in the slab until their completion.
+        // SAFETY: as `send`'s: the buffers are held (`take_slot`) until their completion.
         let r = unsafe { core.send_reap_borrowed(&iov, flags, slot as u64, &mut this.out) };
         let keep = matches!(r, Ok((n, _)) if n > 0);
-        this.settle(env, slot, keep, data, Some(user_data))?;
+        this.settle(env, slot, keep, Some(Ud::Js(user_data.raw())))?;
         let (n, k) = r.or_throw(env, "sendReap")?;
         let done = this.completions(env, k)?;
         let mut obj = Object::new(env)?;
@@ -966,13 +1114,7 @@ impl ZeroCopySender {
     /// shorter than 4; as `reap`.
     #[napi(catch_unwind, ts_args_type = "out: Float64Array")]
     pub fn reap_into(&self, env: Env, out: Unknown) -> Result<u32> {
-        let this = &mut *self.inner.borrow_mut();
-        let dst = f64_out(&env, &out)?;
-        let room = ((dst.len() - 1) / 3).min(this.out.len());
-        let k = open(&mut this.core, &env, "reapInto")?.reap(&mut this.out[..room]);
-        let k = k.or_throw(&env, "reapInto")?;
-        this.completions_into(&env, k, dst)?;
-        Ok(k as u32)
+        reap_into(&env, &self.inner, out)
     }
 
     /// Sends each buffer of `buffers` as a send of its own, with `userDatas[i]` (or
@@ -1016,16 +1158,25 @@ impl ZeroCopySender {
         let views = crate::peek::views_of(env, &items, "buffers")?;
         open(&mut this.core, env, "sendBatch")?;
         this.guard(env, &views)?;
-        let slots: Vec<u64> = views.iter().map(|_| this.take_slot() as u64).collect();
+        let mut slots = Vec::with_capacity(items.len());
+        for item in &items {
+            match this.take_slot(env, item) {
+                Ok(s) => slots.push(s as u64),
+                Err(e) => {
+                    slots.iter().for_each(|&s| this.unhold(env, s as u32));
+                    return Err(e);
+                }
+            }
+        }
         let iov: Vec<libc::iovec> = views.iter().map(View::iovec).collect();
         let core = this.core.as_mut().expect("checked above");
-        // SAFETY: each buffer is kept in the slab (below) until its completion is reaped, or by
+        // SAFETY: each buffer is held (`take_slot`) until its completion is reaped, or by
         // the close policy's abandoned sends for ever.
         let r = unsafe { core.send_batch_raw(&iov, &slots, flags, &mut this.out) };
         let done = match r {
             Ok(b) => b,
             Err(e) => {
-                this.free.extend(slots.iter().map(|&s| s as u32));
+                slots.iter().for_each(|&s| this.unhold(env, s as u32));
                 return Err(e).or_throw(env, "sendBatch");
             }
         };
@@ -1033,7 +1184,12 @@ impl ZeroCopySender {
         // (not sent, or zero-length) none.
         for (i, &slot) in slots.iter().enumerate() {
             let keep = done.completes(i, iov[i].iov_len);
-            this.settle(env, slot as u32, keep, items[i], uds.as_ref().map(|u| u[i]))?;
+            this.settle(
+                env,
+                slot as u32,
+                keep,
+                uds.as_ref().map(|u| Ud::Js(u[i].raw())),
+            )?;
         }
         let list = this.completions(env, done.completions)?;
         let mut obj = Object::new(env)?;
@@ -1175,18 +1331,19 @@ fn send_reap_into(
     let ud = args::number(env, &user_data, "userData")?;
     let dst = f64_out(env, &out)?;
     let (views, slot) = this.prepare(env, "sendReapInto", &data)?;
-    let iov: Vec<libc::iovec> = views.iter().map(View::iovec).collect();
+    let iov = views.map(View::iovec);
     let room = ((dst.len() - 1) / 3).min(this.out.len());
     let core = this.core.as_mut().expect("checked by prepare");
-    // SAFETY: the views' buffers are kept in the slab (below) until the completion is
+    // SAFETY: the views' buffers are held (`take_slot`) until the completion is
     // reaped, or by the close policy's abandoned sends for ever.
     let r = unsafe { core.send_reap_raw(&iov, flags, slot as u64, &mut this.out[..room]) };
     // The user value is a number the sender keeps (no JS value held).
-    if this.settle(env, slot, matches!(r, Ok((n, _)) if n > 0), data, None)? {
-        this.nums
-            .resize(this.nums.len().max(slot as usize + 1), None);
-        this.nums[slot as usize] = Some(ud);
-    }
+    this.settle(
+        env,
+        slot,
+        matches!(r, Ok((n, _)) if n > 0),
+        Some(Ud::Num(ud)),
+    )?;
     let (n, k) = r.or_throw(env, "sendReapInto")?;
     this.completions_into(env, k, dst)?;
     Ok(n as f64)
@@ -1196,19 +1353,46 @@ fn send_reap_into(
 // place of the class method), skipping what a napi-rs class method does on every call before
 // any of lowcopy's work (a type-tag check and an unwrap of `this`, each a V8 private-property
 // lookup, and a native-borrow registration), as `Peeker.peekInto` does (`node/src/peek.rs`).
-/// `sender`'s `sendReapInto` (without options) as a function bound to it. Internal.
+/// `sender`'s `sendReapInto` (without options) and `reapInto` as functions bound to it.
+/// Internal.
 #[napi(
     js_name = "_senderBind",
     catch_unwind,
-    ts_return_type = "{ sendReapInto(data: ArrayBufferView | ArrayBufferView[], userData: number, out: Float64Array): number }"
+    ts_return_type = "{ sendReapInto(data: ArrayBufferView | ArrayBufferView[], userData: number, out: Float64Array): number, reapInto(out: Float64Array): number }"
 )]
 pub fn sender_bind<'a>(env: &'a Env, sender: &ZeroCopySender) -> Result<Object<'a>> {
-    let name = "sendReapInto";
-    let f = crate::peek::bound_fn(env, sender.inner.clone(), name, send_reap_into_cb)?;
     let mut obj = Object::new(env)?;
-    // SAFETY: a live value of this call.
-    obj.set_named_property(name, unsafe { Unknown::from_raw_unchecked(env.raw(), f) })?;
+    for (name, cb) in [
+        ("sendReapInto", send_reap_into_cb as RawCallback),
+        ("reapInto", reap_into_cb),
+    ] {
+        let f = crate::peek::bound_fn(env, sender.inner.clone(), name, cb)?;
+        // SAFETY: a live value of this call.
+        obj.set_named_property(name, unsafe { Unknown::from_raw_unchecked(env.raw(), f) })?;
+    }
     Ok(obj)
+}
+
+/// `ZeroCopySender.reapInto`'s work (the class method and the bound function's).
+fn reap_into(env: &Env, inner: &RefCell<Inner>, out: Unknown) -> Result<u32> {
+    let this = &mut *inner.borrow_mut();
+    let dst = f64_out(env, &out)?;
+    let room = ((dst.len() - 1) / 3).min(this.out.len());
+    let k = open(&mut this.core, env, "reapInto")?.reap(&mut this.out[..room]);
+    let k = k.or_throw(env, "reapInto")?;
+    this.completions_into(env, k, dst)?;
+    Ok(k as u32)
+}
+
+unsafe extern "C" fn reap_into_cb(
+    raw_env: napi::sys::napi_env,
+    info: napi::sys::napi_callback_info,
+) -> napi::sys::napi_value {
+    let body =
+        |env: &Env, inner: &Rc<RefCell<Inner>>, [out]: [Unknown; 1]| reap_into(env, inner, out);
+    // SAFETY: called by N-API as the callback of the function `sender_bind` made (an
+    // `Rc<RefCell<Inner>>`).
+    unsafe { crate::peek::bound_call(raw_env, info, "reapInto", body) }
 }
 
 unsafe extern "C" fn send_reap_into_cb(

@@ -173,15 +173,15 @@ test('the transfer guard runs once per ArrayBuffer (its mark lasts), again under
     z.send(a.subarray(10, 20), 3) // another view of the same ArrayBuffer
     z.send(b, 4)
     assert.deepEqual(calls.map(([t, ab]) => [t, ab === a.buffer ? 'a' : ab === b.buffer ? 'b' : '?']), [['first', 'a'], ['first', 'b']])
-    // A new guard is asked again: once per fresh ArrayBuffer, on every send of one the old
-    // guard marked (its tag cannot be replaced).
+    // A new guard is asked again, once per ArrayBuffer: one the old guard marked too (its
+    // type tag cannot be replaced; the sender remembers the buffers the guard accepted).
     native._setTransferGuard(counting('second'))
     const c = Buffer.from(pattern(10010, 5000))
     z.send(a, 5)
     z.send(a, 6)
     z.send(c, 7)
     z.send(c, 8)
-    assert.deepEqual(calls.slice(2).map(([t, ab]) => [t, ab === a.buffer ? 'a' : ab === c.buffer ? 'c' : '?']), [['second', 'a'], ['second', 'a'], ['second', 'c']])
+    assert.deepEqual(calls.slice(2).map(([t, ab]) => [t, ab === a.buffer ? 'a' : ab === c.buffer ? 'c' : '?']), [['second', 'a'], ['second', 'c']])
     // Marked for good: a transfer still copies rather than detaching the memory in flight.
     structuredClone(a.buffer, { transfer: [a.buffer] })
     assert.equal(a.length, 5000, 'still attached')
@@ -197,6 +197,37 @@ test('the transfer guard runs once per ArrayBuffer (its mark lasts), again under
     const want = 5000 * 2 + 10 + 5000 + 5000 * 4
     testing.waitQueued(p.peer, want)
     assert.equal(testing.read(p.peer, want + 1).length, want)
+  } finally {
+    native._setTransferGuard(testing.transferGuard) // lowcopy.js's own
+    z.close()
+    testing.close(p.sock)
+    testing.close(p.peer)
+  }
+})
+
+test('a fresh ArrayBuffer is guarded even where a collected one it replaces lay (the sender remembers buffers by object, not address)', async () => {
+  assert.equal(typeof global.gc, 'function', 'run with --expose-gc')
+  const { markAsUntransferable } = require('node:worker_threads')
+  const native = require('../index.js')
+  let calls = 0
+  native._setTransferGuard((ab) => {
+    calls++
+    markAsUntransferable(ab)
+  })
+  const p = testing.pair('tcp4')
+  const z = new lc.ZeroCopySender(p.sock, { backend: 'io_uring' })
+  const rounds = 20
+  try {
+    for (let i = 0; i < rounds; i++) {
+      // A new ArrayBuffer of the same size each round, the last one unreachable and collected:
+      // the allocator tends to hand its memory out again.
+      z.send(Buffer.from(pattern(i * 4096, 4096)), i)
+      assert.equal(testing.drainPattern(p.peer, i * 4096, 4096, 3000), 4096)
+      while (z.inflight > 0) if (z.wait(1000) > 0) z.reap()
+      global.gc()
+      await new Promise((r) => setImmediate(r))
+    }
+    assert.equal(calls, rounds, 'every fresh ArrayBuffer went through the guard')
   } finally {
     native._setTransferGuard(testing.transferGuard) // lowcopy.js's own
     z.close()
@@ -408,6 +439,13 @@ for (const backend of backends) {
       z.close()
       assert.throws(() => z.sendReapInto(Buffer.from('x'), 1, out), { code: 'EBADF' })
       assert.throws(() => z.sendReapInto(Buffer.from('x'), 1, out, {}), { code: 'EBADF' })
+      // reapInto is bound too: closed is EBADF, and a `this` that is not this sender (a plain
+      // object, an object made from it) is a TypeError, never a reap of some other sender.
+      assert.throws(() => z.reapInto(out), { code: 'EBADF' })
+      assert.throws(() => lc.ZeroCopySender.prototype.reapInto.call({}, out), TypeError)
+      assert.throws(() => Object.create(z).reapInto(out), TypeError)
+      const { reapInto } = z
+      assert.throws(() => reapInto(out), TypeError)
     } finally {
       z.close()
       testing.close(p.sock)
