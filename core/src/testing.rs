@@ -857,9 +857,102 @@ pub fn thread_cpu() -> io::Result<Duration> {
     Ok(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
 }
 
+/// How a test peer writes (`write_as`): after `delay`, `data` in `pieces` writes `gap` apart,
+/// or with `MSG_ZEROCOPY` in sends of `zerocopy_sizes` (cycling); then `shutdown` of the write
+/// side.
+#[derive(Clone, Debug, Default)]
+pub struct Writer {
+    /// Before the first write.
+    pub delay: Duration,
+    /// Writes the data is split into (0 counts as 1).
+    pub pieces: usize,
+    /// After each write.
+    pub gap: Duration,
+    /// `MSG_ZEROCOPY` sends of these sizes (from page-aligned memory) instead of writes.
+    pub zerocopy_sizes: Option<Vec<usize>>,
+    /// Shut the write side down after the data.
+    pub shutdown: bool,
+}
+
+/// Writes `data` to `fd` as `w` says, on the calling thread.
+///
+/// # Errors
+/// The first write, zerocopy send or shutdown that failed, named with its errno.
+pub fn write_as(fd: BorrowedFd<'_>, data: &[u8], w: &Writer) -> Result<(), String> {
+    std::thread::sleep(w.delay);
+    if let Some(sizes) = &w.zerocopy_sizes {
+        send_zerocopy(fd, data, sizes).map_err(|e| format!("zerocopy send: {e}"))?;
+    } else if !data.is_empty() {
+        for c in data.chunks(data.len().div_ceil(w.pieces.max(1))) {
+            write_all(fd, c).map_err(|e| format!("write: {e}"))?;
+            std::thread::sleep(w.gap);
+        }
+    }
+    if w.shutdown {
+        shutdown_write(fd).map_err(|e| format!("shutdown: {e}"))?;
+    }
+    Ok(())
+}
+
+/// What one (seek 0, peek `size` bytes) costs on a peeker over a duplicate of `fd` (a stream
+/// with at least `size` bytes queued), less the seek alone, per iteration of `iters` (after
+/// 1,000 to warm up): (wall ns, this thread's CPU ns).
+///
+/// # Errors
+/// `EIO` if a peek comes back short; the peeker's and the peeks' errors.
+pub fn peek_loop_cost(fd: BorrowedFd<'_>, size: usize, iters: u32) -> io::Result<(f64, f64)> {
+    let mut p = crate::Peeker::new(fd.try_clone_to_owned()?, crate::PeekMode::Auto)?;
+    let mut buf = vec![0u8; size];
+    let mut round = |n: u32, peek: bool| -> io::Result<(f64, f64)> {
+        let (w0, c0) = (Instant::now(), thread_cpu()?);
+        for _ in 0..n {
+            p.seek(0)?;
+            if peek && p.peek(&mut [io::IoSliceMut::new(&mut buf)], crate::Flags::NONE)? != size {
+                return Err(errno(libc::EIO));
+            }
+        }
+        let cpu = (thread_cpu()? - c0).as_nanos() as f64;
+        Ok((w0.elapsed().as_nanos() as f64, cpu))
+    };
+    round(1000, true)?;
+    let (w1, c1) = round(iters, true)?;
+    let (w2, c2) = round(iters, false)?;
+    Ok(((w1 - w2) / iters as f64, (c1 - c2) / iters as f64))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn write_as_writes_every_byte_in_pieces_then_shuts_down() {
+        let p = pair("unix").unwrap();
+        let data: Vec<u8> = (0..10_000).map(pattern_byte).collect();
+        let w = Writer {
+            pieces: 3,
+            shutdown: true,
+            ..Writer::default()
+        };
+        write_as(p.peer.as_fd(), &data, &w).unwrap();
+        read_pattern(p.sock.as_fd(), 0, data.len()).unwrap();
+        let mut b = [0u8; 1];
+        assert_eq!(
+            recv(p.sock.as_fd(), &mut b, 0).unwrap(),
+            0,
+            "end of stream after the data"
+        );
+    }
+
+    #[test]
+    fn peek_loop_cost_peeks_and_refuses_a_short_queue() {
+        let p = pair("tcp4").unwrap();
+        write_all(p.peer.as_fd(), &[7u8; 4096]).unwrap();
+        wait_queued(p.sock.as_fd(), 4096, Duration::from_secs(3)).unwrap();
+        let (wall, cpu) = peek_loop_cost(p.sock.as_fd(), 4096, 100).unwrap();
+        assert!(wall.is_finite() && cpu.is_finite());
+        let e = peek_loop_cost(p.sock.as_fd(), 8192, 10).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EIO));
+    }
 
     #[test]
     fn pairs_carry_bytes() {

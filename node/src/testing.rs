@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::{AsFd, BorrowedFd, IntoRawFd, OwnedFd};
 use std::sync::Mutex;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use lowcopy::testing as t;
 use napi::bindgen_prelude::*;
@@ -265,33 +265,20 @@ pub fn spawn_writer(env: Env, fd: i32, data: Buffer, opts: Option<WriterOpts>) -
     } else {
         Vec::new()
     };
-    let (delay, pieces, piece_ms) = (
-        o.delay_ms.unwrap_or(0),
-        o.pieces.unwrap_or(1).max(1),
-        o.piece_ms.unwrap_or(0),
-    );
-    let zc = o.zerocopy_sizes;
-    let shut = o.shutdown.unwrap_or(false);
+    let w = t::Writer {
+        delay: Duration::from_millis(o.delay_ms.unwrap_or(0) as u64),
+        pieces: o.pieces.unwrap_or(1) as usize,
+        gap: Duration::from_millis(o.piece_ms.unwrap_or(0) as u64),
+        zerocopy_sizes: o
+            .zerocopy_sizes
+            .map(|v| v.iter().map(|&s| s as usize).collect()),
+        shutdown: o.shutdown.unwrap_or(false),
+    };
     let h = std::thread::spawn(move || -> std::result::Result<(), String> {
         for b in before {
             b.join().unwrap_or_else(|_| Err("writer panicked".into()))?;
         }
-        std::thread::sleep(Duration::from_millis(delay as u64));
-        if let Some(sizes) = zc {
-            let sizes: Vec<usize> = sizes.iter().map(|&s| s as usize).collect();
-            t::send_zerocopy(dup.as_fd(), &data, &sizes)
-                .map_err(|e| format!("zerocopy send: {e}"))?;
-        } else if !data.is_empty() {
-            let chunk = data.len().div_ceil(pieces as usize);
-            for c in data.chunks(chunk) {
-                t::write_all(dup.as_fd(), c).map_err(|e| format!("write: {e}"))?;
-                std::thread::sleep(Duration::from_millis(piece_ms as u64));
-            }
-        }
-        if shut {
-            t::shutdown_write(dup.as_fd()).map_err(|e| format!("shutdown: {e}"))?;
-        }
-        Ok(())
+        t::write_as(dup.as_fd(), &data, &w)
     });
     WRITERS.lock().unwrap_or_else(|p| p.into_inner()).push(h);
     Ok(())
@@ -301,17 +288,11 @@ pub fn spawn_writer(env: Env, fd: i32, data: Buffer, opts: Option<WriterOpts>) -
 #[napi(catch_unwind, namespace = "testing")]
 pub fn join_writers() -> Result<()> {
     let hs: Vec<_> = std::mem::take(&mut *WRITERS.lock().unwrap_or_else(|p| p.into_inner()));
-    let mut first = None;
-    for h in hs {
-        let r = h.join().unwrap_or_else(|_| Err("writer panicked".into()));
-        if let Err(e) = r {
-            first.get_or_insert(e);
-        }
-    }
-    match first {
-        None => Ok(()),
-        Some(e) => Err(Error::from_reason(e)),
-    }
+    let each = |h: JoinHandle<_>| h.join().unwrap_or_else(|_| Err("writer panicked".into()));
+    let all: Vec<std::result::Result<(), String>> = hs.into_iter().map(each).collect();
+    all.into_iter()
+        .collect::<std::result::Result<(), String>>()
+        .map_err(Error::from_reason)
 }
 
 /// shutdown(SHUT_WR).
@@ -437,8 +418,8 @@ pub fn thread_cpu_ms() -> f64 {
 /// `tcp_rmem[2] / 2`: the most SO_RCVLOWAT TCP keeps on an unlocked buffer.
 #[napi(catch_unwind, namespace = "testing")]
 pub fn rmem_cap(env: Env) -> Result<f64> {
-    let s =
-        std::fs::read_to_string("/proc/sys/net/ipv4/tcp_rmem").or_throw(&env, "testing.rmemCap")?;
+    let s = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_rmem");
+    let s = s.or_throw(&env, "testing.rmemCap")?;
     let max: f64 = s
         .split_whitespace()
         .nth(2)
@@ -474,14 +455,9 @@ pub fn spawn_reader(env: Env, fd: i32, from: f64, to: f64, delay_ms: u32) -> Res
 #[napi(catch_unwind, namespace = "testing")]
 pub fn join_readers() -> Result<f64> {
     let hs: Vec<_> = std::mem::take(&mut *READERS.lock().unwrap_or_else(|p| p.into_inner()));
-    let mut last = -1.0;
-    for h in hs {
-        last = h
-            .join()
-            .unwrap_or_else(|_| Err("reader panicked".into()))
-            .map_err(Error::from_reason)?;
-    }
-    Ok(last)
+    let each = |h: JoinHandle<_>| h.join().unwrap_or_else(|_| Err("reader panicked".into()));
+    let last = hs.into_iter().map(each).try_fold(-1.0, |_, r| r);
+    last.map_err(Error::from_reason)
 }
 
 /// SO_TIMESTAMPING software transmit reports on (every later send queues one on the error
@@ -538,43 +514,9 @@ pub struct LoopCost {
 /// a peek (a multi-threaded process, V8's cache footprint) apart from the call from JS.
 #[napi(catch_unwind, namespace = "testing")]
 pub fn peek_loop(env: Env, fd: i32, size: u32, iters: u32) -> Result<LoopCost> {
-    let r = (|| -> std::io::Result<LoopCost> {
-        let mut p =
-            lowcopy::Peeker::new(borrow(fd).try_clone_to_owned()?, lowcopy::PeekMode::Auto)?;
-        let mut buf = vec![0u8; size as usize];
-        for _ in 0..1000 {
-            p.seek(0)?;
-            p.peek(
-                &mut [std::io::IoSliceMut::new(&mut buf)],
-                lowcopy::Flags::NONE,
-            )?;
-        }
-        let mut wall = [0f64; 2];
-        let mut cpu = [0f64; 2];
-        for (k, seek_only) in [false, true].into_iter().enumerate() {
-            let w0 = Instant::now();
-            let c0 = thread_cpu()?;
-            for _ in 0..iters {
-                p.seek(0)?;
-                if !seek_only {
-                    let n = p.peek(
-                        &mut [std::io::IoSliceMut::new(&mut buf)],
-                        lowcopy::Flags::NONE,
-                    )?;
-                    if n != size as usize {
-                        return Err(std::io::Error::from_raw_os_error(libc::EIO));
-                    }
-                }
-            }
-            cpu[k] = thread_cpu()? - c0;
-            wall[k] = w0.elapsed().as_nanos() as f64;
-        }
-        Ok(LoopCost {
-            wall: (wall[0] - wall[1]) / iters as f64,
-            cpu: (cpu[0] - cpu[1]) / iters as f64,
-        })
-    })();
-    r.or_throw(&env, "testing.peekLoop")
+    let r = t::peek_loop_cost(borrow(fd), size as usize, iters);
+    let (wall, cpu) = r.or_throw(&env, "testing.peekLoop")?;
+    Ok(LoopCost { wall, cpu })
 }
 
 /// A blocking UDP socket connected to `host` (an IPv4 or IPv6 literal) port `port`, with

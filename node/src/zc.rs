@@ -306,13 +306,14 @@ pub struct Inner {
     /// reference while its send is in flight or unreaped (null: none). A reference costs about
     /// a fifth of the two array stores (set, then clear) that held it before (callgrind).
     data: Vec<napi::sys::napi_ref>,
-    /// Each slot's user value: a number kept here, a JS value in the slab, or none.
-    uds: Vec<Kept>,
+    /// Each slot's user value when it is a number (`sendReapInto`), kept here; `None`: the
+    /// slab's element (`undefined` when none was given).
+    nums: Vec<Option<f64>>,
     /// ArrayBuffers the transfer guard accepted, by the address of the bytes sent
     /// (direct-mapped, `MARKED` entries): a buffer sent again is known by two N-API calls
     /// (`marked_again`) instead of its type tag, a V8 private-property read of about 1,000
     /// instructions per send (callgrind). The guard's effect lasts for the ArrayBuffer's life.
-    marked: Vec<Marked>,
+    marked: [Marked; MARKED],
     free: Vec<u32>,
     next: u32,
     /// Sends whose buffers are held (in flight or completed, not reaped).
@@ -328,17 +329,6 @@ pub struct Inner {
     out: Vec<Completion>,
 }
 
-/// Where a held slot's user value is.
-#[derive(Clone, Copy)]
-enum Kept {
-    /// `undefined`.
-    None,
-    /// A number (`sendReapInto`), kept in Rust.
-    Num(f64),
-    /// In the slab.
-    Js,
-}
-
 /// An ArrayBuffer the transfer guard accepted (`Inner::marked`).
 #[derive(Clone, Copy)]
 struct Marked {
@@ -352,6 +342,13 @@ struct Marked {
 
 /// Entries of `Inner::marked` (a pool of buffers sent in turn stays in them).
 const MARKED: usize = 64;
+
+/// An empty entry of `Inner::marked`.
+const UNMARKED: Marked = Marked {
+    key: 0,
+    gen: 0,
+    r: std::ptr::null_mut(),
+};
 
 /// The entry of `Inner::marked` for the bytes at `key` (direct-mapped by address).
 fn marked_index(key: usize) -> usize {
@@ -407,7 +404,7 @@ impl Inner {
         let i = slot as usize;
         if self.data.len() <= i {
             self.data.resize(i + 1, std::ptr::null_mut());
-            self.uds.resize(i + 1, Kept::None);
+            self.nums.resize(i + 1, None);
         }
         self.data[i] = r;
         Ok(slot)
@@ -427,19 +424,13 @@ impl Inner {
         let r = std::mem::replace(&mut self.data[i], std::ptr::null_mut());
         // SAFETY: the reference `take_slot` made for this slot, deleted once (nulled above).
         unsafe { napi::sys::napi_delete_reference(env.raw(), r) };
-        let ud = match std::mem::replace(&mut self.uds[i], Kept::None) {
-            Kept::Num(x) => Ud::Num(x),
-            Kept::Js => {
+        let ud = match self.nums[i].take() {
+            Some(x) => Ud::Num(x),
+            None => {
                 let slab = self.slab(env)?;
                 let ud: Unknown = slab.get_element(slot)?;
                 set_undefined(env, &slab, slot)?;
                 Ud::Js(ud.raw())
-            }
-            Kept::None => {
-                let mut u = std::ptr::null_mut();
-                // SAFETY: a plain N-API call on this env into a local.
-                unsafe { napi::sys::napi_get_undefined(env.raw(), &mut u) };
-                Ud::Js(u)
             }
         };
         self.free.push(slot);
@@ -536,9 +527,7 @@ impl Inner {
     /// guard: the very object (`napi_strict_equals` on the weak reference's value, null once
     /// collected), so a new ArrayBuffer at a freed one's address is never taken for it.
     fn marked_again(&self, env: &Env, key: usize, ab: napi::sys::napi_value) -> bool {
-        let Some(m) = self.marked.get(marked_index(key)) else {
-            return false; // closed
-        };
+        let m = &self.marked[marked_index(key)];
         if m.r.is_null() || m.key != key || m.gen != GUARD_GEN.with(|g| g.get()) {
             return false;
         }
@@ -555,9 +544,7 @@ impl Inner {
 
     /// Remembers that the guard accepted `ab` (a weak reference: it keeps nothing alive).
     fn remember_marked(&mut self, env: &Env, key: usize, ab: napi::sys::napi_value) {
-        let Some(m) = self.marked.get_mut(marked_index(key)) else {
-            return; // closed
-        };
+        let m = &mut self.marked[marked_index(key)];
         let mut r = std::ptr::null_mut();
         // SAFETY: N-API calls on this env: the entry's old reference (deleted once, replaced
         // below) and a weak reference to a live object of this call.
@@ -596,14 +583,11 @@ impl Inner {
         }
         // Held from here on, whatever happens to the user value (its completion will come).
         self.held += 1;
-        self.uds[slot as usize] = match user_data {
-            None => Kept::None,
-            Some(Ud::Num(x)) => Kept::Num(x),
-            Some(Ud::Js(v)) => {
-                set_element(env, &self.slab(env)?, slot, v)?;
-                Kept::Js
-            }
-        };
+        match user_data {
+            Some(Ud::Num(x)) => self.nums[slot as usize] = Some(x),
+            Some(Ud::Js(v)) => set_element(env, &self.slab(env)?, slot, v)?,
+            None => {} // the slab's element is undefined (a released slot's is cleared)
+        }
         Ok(true)
     }
 
@@ -661,23 +645,19 @@ impl Inner {
         });
         let abandoned = last.close_abandoned as usize;
         self.last = Some(last);
-        for m in std::mem::take(&mut self.marked) {
+        for m in std::mem::replace(&mut self.marked, [UNMARKED; MARKED]) {
             if let (Some(env), false) = (env, m.r.is_null()) {
                 // SAFETY: a reference of this sender, deleted once (the table is emptied).
                 unsafe { napi::sys::napi_delete_reference(env.raw(), m.r) };
             }
         }
-        if let Some(slab) = self.slab.take() {
-            match env {
-                Some(env) if self.held == 0 => {
-                    let _ = slab.unref(env);
-                }
-                // Abandoned sends: the kernel may still read these pages (and TCP may resend
-                // from them), so the memory must never be reused: leak the slab and the
-                // references of the sends still held (never deleted, they keep their buffers
-                // for the life of the process). At teardown the environment frees them itself.
-                _ => std::mem::forget(slab),
-            }
+        // Abandoned sends: the kernel may still read these pages (and TCP may resend from
+        // them), so the memory must never be reused: leak the slab and the references of the
+        // sends still held (never deleted, they keep their buffers for the life of the
+        // process). At teardown the environment frees them itself.
+        match (self.slab.take(), env) {
+            (Some(slab), Some(env)) if self.held == 0 => drop(slab.unref(env)),
+            (slab, _) => std::mem::forget(slab),
         }
         abandoned
     }
@@ -775,22 +755,14 @@ fn set_element(env: &Env, slab: &Object, i: u32, v: napi::sys::napi_value) -> Re
 
 /// The elements of a `Float64Array` argument of at least 4 (one completion), for the call.
 fn f64_out<'a>(env: &Env, v: &Unknown<'a>) -> Result<&'a mut [f64]> {
-    let mut ty = napi::sys::TypedarrayType::int8_array;
-    let mut len = 0usize;
-    let mut data = std::ptr::null_mut();
+    use napi::sys::{self as ns, TypedarrayType as Ty};
+    use std::ptr::null_mut as no; // an output not asked for
+    let (mut ty, mut len, mut data) = (Ty::int8_array, 0, no());
     // SAFETY: plain N-API query on a live value of this call into locals.
     let st = unsafe {
-        napi::sys::napi_get_typedarray_info(
-            env.raw(),
-            v.raw(),
-            &mut ty,
-            &mut len,
-            &mut data,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-        )
+        ns::napi_get_typedarray_info(env.raw(), v.raw(), &mut ty, &mut len, &mut data, no(), no())
     };
-    if st != napi::sys::Status::napi_ok || ty != napi::sys::TypedarrayType::float64_array {
+    if st != ns::Status::napi_ok || ty != Ty::float64_array {
         return Err(arg_type_error(env, "out", "an instance of Float64Array", v));
     }
     if len < 4 {
@@ -864,15 +836,8 @@ impl ZeroCopySender {
             last: None,
             out: vec![Completion::default(); 256],
             data: Vec::new(),
-            uds: Vec::new(),
-            marked: vec![
-                Marked {
-                    key: 0,
-                    gen: 0,
-                    r: std::ptr::null_mut()
-                };
-                MARKED
-            ],
+            nums: Vec::new(),
+            marked: [UNMARKED; MARKED],
         }));
         st.add_sender(&inner);
         Ok(ZeroCopySender { inner })
@@ -1061,8 +1026,7 @@ impl ZeroCopySender {
         user_data: Unknown,
         options: Option<Unknown>,
     ) -> Result<Object<'e>> {
-        let mut this = self.inner.borrow_mut();
-        let this = &mut *this;
+        let this = &mut *self.inner.borrow_mut();
         let flags = args::flags(env, options.as_ref(), "sendReap", true)?;
         let (views, slot) = this.prepare(env, "sendReap", &data)?;
         let iov = views.map(|v| IoSlice::new(v.bytes()));
@@ -1145,8 +1109,7 @@ impl ZeroCopySender {
         user_datas: Option<Unknown>,
         options: Option<Unknown>,
     ) -> Result<Object<'e>> {
-        let mut this = self.inner.borrow_mut();
-        let this = &mut *this;
+        let this = &mut *self.inner.borrow_mut();
         let flags = args::flags(env, options.as_ref(), "sendBatch", true)?;
         let items = args::array(env, &buffers, "buffers")?;
         let uds = user_datas.filter(|u| !matches!(u.get_type(), Ok(ValueType::Undefined)));
@@ -1183,13 +1146,11 @@ impl ZeroCopySender {
         // Sends that accepted bytes keep their buffer until their completion; the others
         // (not sent, or zero-length) none.
         for (i, &slot) in slots.iter().enumerate() {
-            let keep = done.completes(i, iov[i].iov_len);
-            this.settle(
-                env,
-                slot as u32,
-                keep,
+            let (keep, ud) = (
+                done.completes(i, iov[i].iov_len),
                 uds.as_ref().map(|u| Ud::Js(u[i].raw())),
-            )?;
+            );
+            this.settle(env, slot as u32, keep, ud)?;
         }
         let list = this.completions(env, done.completions)?;
         let mut obj = Object::new(env)?;
@@ -1338,12 +1299,8 @@ fn send_reap_into(
     // reaped, or by the close policy's abandoned sends for ever.
     let r = unsafe { core.send_reap_raw(&iov, flags, slot as u64, &mut this.out[..room]) };
     // The user value is a number the sender keeps (no JS value held).
-    this.settle(
-        env,
-        slot,
-        matches!(r, Ok((n, _)) if n > 0),
-        Some(Ud::Num(ud)),
-    )?;
+    let keep = matches!(r, Ok((n, _)) if n > 0);
+    this.settle(env, slot, keep, Some(Ud::Num(ud)))?;
     let (n, k) = r.or_throw(env, "sendReapInto")?;
     this.completions_into(env, k, dst)?;
     Ok(n as f64)
