@@ -527,7 +527,8 @@ export declare class ZeroCopySender {
    * Sends each buffer of `buffers` as a send of its own, with `userDatas[i]` (or
    * `undefined`) and its own completion, in order; then the completions that are ready.
    * Returns `{ sends, bytes, completions }`: the sends made (from `buffers[0]` on), the bytes
-   * they accepted, the completions. Each buffer sent is kept as `send` keeps it.
+   * they accepted, the completions. Each buffer sent is kept as `send` keeps it. Numeric
+   * user data is cheapest in a `Float64Array` (no property read per element).
    * Partial progress as `sendmmsg(2)`: the batch stops after a send that took less than its
    * whole buffer (a stream socket that filled up: what follows would skip the rest), or at an
    * error once at least one send went (the error is dropped: a lasting one meets the next call);
@@ -536,10 +537,10 @@ export declare class ZeroCopySender {
    * have no batched zerocopy send that keeps one completion per buffer.
    *
    * Errors: `TypeError` for a `buffers` that is not an array of `ArrayBufferView`s or a
-   * `userDatas` that is not an array of the same length (`RangeError`); the first send's
-   * errors as `send`.
+   * `userDatas` that is not an array or a `Float64Array`, `RangeError` for one of another
+   * length; the first send's errors as `send`.
    */
-  sendBatch(buffers: ArrayBufferView[], userDatas?: unknown[], options?: ZcSendOptions): { sends: number, bytes: number, completions: ZcCompletion[] }
+  sendBatch(buffers: ArrayBufferView[], userDatas?: unknown[] | Float64Array, options?: ZcSendOptions): { sends: number, bytes: number, completions: ZcCompletion[] }
   /**
    * The completions that are ready, releasing their buffers.
    * Never blocks. Collects what the kernel has reported first: one error-queue read while sends

@@ -58,8 +58,8 @@ if (typeof Symbol.dispose === 'symbol') {
 }
 
 // The per-call hot paths (a sniffer's or parser's loop, a sender's loop): Peeker's
-// peekInto(buf) without options and seek(offset), ZeroCopySender's sendReapInto without
-// options and reapInto(out). Each object gets native functions bound to it (native._peekerBind,
+// peekInto(buf) without options and seek(offset), ZeroCopySender's sendReapInto and
+// sendBatch without options and reapInto(out). Each object gets native functions bound to it (native._peekerBind,
 // native._senderBind), which skip what a napi-rs class method does on every call before any
 // of lowcopy's own work (checking `this`'s type tag, unwrapping it, registering the borrow).
 // Anything else (options, a `this` that is not one) takes the class method, which checks it
@@ -121,7 +121,16 @@ const method = (Cls, name, value) =>
     const b = bound(this)
     return b !== undefined ? b.reapInto(out) : classReapInto.call(this, out)
   })
+  const classSendBatch = Z.prototype.sendBatch
+  const meta = new Float64Array(4) // the bound sendBatch's sends and bytes
+  method(Z, 'sendBatch', function sendBatch(buffers, userDatas, options) {
+    const b = options === undefined ? bound(this) : undefined
+    if (b === undefined) return classSendBatch.call(this, buffers, userDatas, options)
+    const completions = b.sendBatch(buffers, userDatas, meta)
+    return { sends: meta[0], bytes: meta[1], completions }
+  })
   native.testing.classSendReapInto = classSendReapInto
+  native.testing.classSendBatch = classSendBatch
 }
 
 const api = { ...native }

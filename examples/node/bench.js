@@ -274,7 +274,7 @@ async function viaSender(fd, opts, size, how = 'into') {
     }
     if (how === 'batch') {
       const ids = free.splice(0, free.length)
-      const r = z.sendBatch(ids.map((i) => bufs[i]), ids)
+      const r = z.sendBatch(ids.map((i) => bufs[i]), Float64Array.from(ids))
       bytes += r.bytes
       sends += r.sends
       for (let j = r.sends; j < ids.length; j++) free.push(ids[j])

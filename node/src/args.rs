@@ -116,14 +116,18 @@ pub fn with_locked<C, T>(
         .map_or_else(|| Err(sys_error(env, libc::EBADF, what)), f)
 }
 
-/// A number argument: a `TypeError` for anything else.
-pub fn number(env: &Env, v: &Unknown, name: &str) -> Result<f64> {
-    // One N-API call on the data path; it fails (napi_number_expected) for anything else.
+/// `v` if it is a number (a primitive: no conversion). One N-API call on the data path; it
+/// fails (napi_number_expected) for anything else.
+pub fn as_number(env: &Env, v: napi::sys::napi_value) -> Option<f64> {
     let mut n = 0f64;
     // SAFETY: plain N-API read of a live value of this call into a local.
-    if unsafe { napi::sys::napi_get_value_double(env.raw(), v.raw(), &mut n) }
-        == napi::sys::Status::napi_ok
-    {
+    let st = unsafe { napi::sys::napi_get_value_double(env.raw(), v, &mut n) };
+    (st == napi::sys::Status::napi_ok).then_some(n)
+}
+
+/// A number argument: a `TypeError` for anything else.
+pub fn number(env: &Env, v: &Unknown, name: &str) -> Result<f64> {
+    if let Some(n) = as_number(env, v.raw()) {
         return Ok(n);
     }
     if v.get_type()? != ValueType::Number {
@@ -318,7 +322,13 @@ pub fn array<'a>(env: &Env, v: &Unknown<'a>, name: &str) -> Result<Vec<Unknown<'
     // SAFETY: an array is an object.
     let arr: Object = unsafe { v.cast()? };
     let len = arr.get_array_length()?;
-    (0..len).map(|i| arr.get_element::<Unknown>(i)).collect()
+    // Sized at once: collecting `Result`s grows the vector from nothing (three reallocations
+    // for 16 elements).
+    let mut v = Vec::with_capacity(len as usize);
+    for i in 0..len {
+        v.push(arr.get_element::<Unknown>(i)?);
+    }
+    Ok(v)
 }
 
 /// Reads the string option `name` of an options object (`undefined`/`null`: None); a

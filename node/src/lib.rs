@@ -25,6 +25,31 @@ macro_rules! mirror {
     };
 }
 
+/// An object of native functions bound to `$shared` (a `$T`, boxed into each function): each
+/// `"name" => body`, where `body` is a closure `|env, shared: &$T, [args]: [Unknown; N]|`
+/// run by `peek::bound_call` (arguments in, result or thrown error out). The hot calls of
+/// `lowcopy.js`, without napi-rs's class-method work on `this` per call.
+macro_rules! bound_fns {
+    ($env:expr, $shared:expr, $T:ty, { $($name:literal => $body:expr),* $(,)? }) => {{
+        let mut obj = Object::new($env)?;
+        $({
+            unsafe extern "C" fn cb(
+                env: napi::sys::napi_env,
+                info: napi::sys::napi_callback_info,
+            ) -> napi::sys::napi_value {
+                let body = $body; // outside the unsafe block: its own unsafe is checked
+                // SAFETY: called by N-API as the callback of the function made below by
+                // `bound_fn` with a `$T`.
+                unsafe { $crate::peek::bound_call::<$T, _, _>(env, info, $name, body) }
+            }
+            let f = $crate::peek::bound_fn($env, $shared.clone(), $name, cb)?;
+            // SAFETY: a live value of this call.
+            obj.set_named_property($name, unsafe { Unknown::from_raw_unchecked($env.raw(), f) })?;
+        })*
+        Ok(obj)
+    }};
+}
+
 mod args;
 mod error;
 mod peek;

@@ -32,6 +32,16 @@ pub struct PeekOptions {
 /// `byteOffset` and `byteLength` are honoured, so a pooled `Buffer` slice is written only where
 /// it lies), or a `TypeError`.
 pub(crate) fn bytes_arg<'a>(env: &Env, v: &Unknown<'a>, name: &str) -> Result<View<'a>> {
+    view(env, v).ok_or_else(|| bytes_error(env, name, v))
+}
+
+fn bytes_error(env: &Env, name: &str, v: &Unknown) -> Error {
+    let must = "an instance of Buffer, TypedArray, or DataView";
+    crate::error::arg_type_error(env, name, must, v)
+}
+
+/// `v`'s bytes if it is an `ArrayBufferView`.
+fn view<'a>(env: &Env, v: &Unknown<'a>) -> Option<View<'a>> {
     // One N-API call on the data path: napi_get_buffer_info takes any ArrayBufferView (Node's
     // Buffer::HasInstance) and fails for anything else.
     let mut data = std::ptr::null_mut();
@@ -39,10 +49,9 @@ pub(crate) fn bytes_arg<'a>(env: &Env, v: &Unknown<'a>, name: &str) -> Result<Vi
     // SAFETY: plain N-API query on a live value of this call into locals.
     let st = unsafe { napi::sys::napi_get_buffer_info(env.raw(), v.raw(), &mut data, &mut len) };
     if st != napi::sys::Status::napi_ok {
-        let must = "an instance of Buffer, TypedArray, or DataView";
-        return Err(crate::error::arg_type_error(env, name, must, v));
+        return None;
     }
-    Ok(View {
+    Some(View {
         ptr: if len == 0 {
             std::ptr::NonNull::dangling().as_ptr()
         } else {
@@ -61,8 +70,13 @@ pub(crate) fn views_arg<'a>(env: &Env, v: &Unknown<'a>, name: &str) -> Result<Ve
 
 /// [`bytes_arg`] of each of `items`, the elements of the array argument `name`.
 pub(crate) fn views_of<'a>(env: &Env, items: &[Unknown<'a>], name: &str) -> Result<Vec<View<'a>>> {
-    let view = |(i, b): (usize, &Unknown<'a>)| bytes_arg(env, b, &format!("{name}[{i}]"));
-    items.iter().enumerate().map(view).collect()
+    // The element's name is made only for an error (a `format!` per element cost 870
+    // instructions a buffer in `sendBatch`).
+    let mut v = Vec::with_capacity(items.len());
+    for (i, b) in items.iter().enumerate() {
+        v.push(view(env, b).ok_or_else(|| bytes_error(env, &format!("{name}[{i}]"), b))?);
+    }
+    Ok(v)
 }
 
 /// The bytes of an `ArrayBufferView` argument, for the call it was passed to (the value is
@@ -906,22 +920,23 @@ impl Peeker {
     ts_return_type = "{ peekInto(buf: ArrayBufferView): number; seek(offset: number): void }"
 )]
 pub fn peeker_bind<'a>(env: &'a Env, peeker: &Peeker) -> Result<Object<'a>> {
-    let mut obj = Object::new(env)?;
-    for (name, cb) in [
-        ("peekInto", peek_into_cb as RawCallback),
-        ("seek", seek_cb as RawCallback),
-    ] {
-        let f = bound_fn(env, peeker.shared.clone(), name, cb)?;
-        // SAFETY: a live value of this call.
-        obj.set_named_property(name, unsafe { Unknown::from_raw_unchecked(env.raw(), f) })?;
-    }
-    Ok(obj)
+    bound_fns!(env, peeker.shared, Arc<Shared>, {
+        "peekInto" => |env: &Env, shared: &Arc<Shared>, [buf]: [Unknown; 1]| {
+            // The memory stays valid for the call: the argument keeps its ArrayBuffer alive,
+            // and no JS runs until we return (no transfer, detach or resize in between).
+            let iov = [bytes_arg(env, &buf, "buf")?.iovec()];
+            // SAFETY: the iovec covers the caller's view, writable and alive for this call.
+            let n = bound_core(env, shared, "peekInto", |p| unsafe {
+                p.peek_raw(&iov, Flags::NONE)
+            })?;
+            Ok(n as u32)
+        },
+        "seek" => |env: &Env, shared: &Arc<Shared>, [offset]: [Unknown; 1]| {
+            let off = size(env, &offset, "offset")?;
+            bound_core(env, shared, "seek", |p| p.seek(off))
+        },
+    })
 }
-
-pub(crate) type RawCallback = unsafe extern "C" fn(
-    napi::sys::napi_env,
-    napi::sys::napi_callback_info,
-) -> napi::sys::napi_value;
 
 /// A JS function named `name` calling `cb` with `shared` as its data (the peeker's state, or
 /// a sender's: `node/src/zc.rs`), boxed into the function and dropped by its finalizer.
@@ -929,7 +944,10 @@ pub(crate) fn bound_fn<D: 'static>(
     env: &Env,
     shared: D,
     name: &str,
-    cb: RawCallback,
+    cb: unsafe extern "C" fn(
+        napi::sys::napi_env,
+        napi::sys::napi_callback_info,
+    ) -> napi::sys::napi_value,
 ) -> Result<napi::sys::napi_value> {
     use napi::sys::{self as ns, Status as St};
     let data = Box::into_raw(Box::new(shared)).cast::<std::ffi::c_void>();
@@ -1020,38 +1038,6 @@ fn bound_core<T>(
     f: impl FnOnce(&mut Core) -> std::io::Result<T>,
 ) -> Result<T> {
     args::with_locked(env, &shared.peeker, what, |p| f(p).or_throw(env, what))
-}
-
-unsafe extern "C" fn peek_into_cb(
-    env: napi::sys::napi_env,
-    info: napi::sys::napi_callback_info,
-) -> napi::sys::napi_value {
-    let body = |env: &Env, shared: &Arc<Shared>, [buf]: [Unknown; 1]| {
-        // The memory stays valid for the call: the argument keeps its ArrayBuffer alive, and
-        // no JS runs until we return (no transfer, detach or resize can come in between).
-        let iov = [bytes_arg(env, &buf, "buf")?.iovec()];
-        // SAFETY: the iovec covers the caller's view, writable and alive for this call.
-        let n = bound_core(env, shared, "peekInto", |p| unsafe {
-            p.peek_raw(&iov, Flags::NONE)
-        })?;
-        Ok(n as u32)
-    };
-    // SAFETY: called by N-API as the callback of a function made by `bound_fn` (an
-    // `Arc<Shared>`).
-    unsafe { bound_call(env, info, "peekInto", body) }
-}
-
-unsafe extern "C" fn seek_cb(
-    env: napi::sys::napi_env,
-    info: napi::sys::napi_callback_info,
-) -> napi::sys::napi_value {
-    let body = |env: &Env, shared: &Arc<Shared>, [offset]: [Unknown; 1]| {
-        let off = size(env, &offset, "offset")?;
-        bound_core(env, shared, "seek", |p| p.seek(off))
-    };
-    // SAFETY: called by N-API as the callback of a function made by `bound_fn` (an
-    // `Arc<Shared>`).
-    unsafe { bound_call(env, info, "seek", body) }
 }
 
 /// The deadline `timeout` from now (`None`: no limit, or one beyond what an `Instant` holds).

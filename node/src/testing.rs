@@ -387,10 +387,7 @@ pub fn open_fds(env: Env) -> Result<u32> {
     // The thread's io_uring ring (and its eventfd) outlives the senders that used it: closed
     // here when none is left joined to it (EBUSY otherwise, and the count shows it).
     let _ = lowcopy::zc::close_thread_ring();
-    let n = std::fs::read_dir("/proc/self/fd")
-        .or_throw(&env, "testing.openFds")?
-        .count();
-    Ok(n as u32)
+    Ok(t::open_fd_count().or_throw(&env, "testing.openFds")? as u32)
 }
 
 /// Whether `fd` is open (fcntl F_GETFD).
@@ -487,16 +484,14 @@ pub fn connect_port(env: Env, port: u32) -> Result<i32> {
     raw_fd(r, &env, "testing.connectPort")
 }
 
-fn thread_cpu() -> std::io::Result<f64> {
-    Ok(t::thread_cpu()?.as_nanos() as f64)
-}
-
 /// This thread's CPU time in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`), for benchmarks that
 /// price a call by the CPU it takes rather than by wall time (which, on a shared machine,
 /// counts the time other processes ran).
 #[napi(catch_unwind, namespace = "testing")]
 pub fn thread_cpu_ns(env: Env) -> Result<f64> {
-    thread_cpu().or_throw(&env, "testing.threadCpuNs")
+    Ok(t::thread_cpu()
+        .or_throw(&env, "testing.threadCpuNs")?
+        .as_nanos() as f64)
 }
 
 /// Per-iteration cost of a native loop.
@@ -524,12 +519,13 @@ pub fn peek_loop(env: Env, fd: i32, size: u32, iters: u32) -> Result<LoopCost> {
 /// (examples/node/bench.js, inside the network namespaces scripts/zc_bench.sh makes).
 #[napi(catch_unwind, namespace = "testing")]
 pub fn udp_connect(env: Env, host: String, port: u32, sndbuf: Option<u32>) -> Result<i32> {
-    let ip: IpAddr = host.parse().map_err(|_| {
+    let bad = |_| {
         value_error(
             &env,
             format!("testing.udpConnect: not an IP literal: {host}"),
         )
-    })?;
+    };
+    let ip: IpAddr = host.parse().map_err(bad)?;
     let addr = SocketAddr::new(ip, port as u16);
     let sndbuf = sndbuf.map(|b| b.min(i32::MAX as u32) as i32);
     let r = t::connect_to(addr, libc::SOCK_DGRAM, sndbuf);

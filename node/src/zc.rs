@@ -33,7 +33,7 @@ use crate::args::{self, is_libuv_handle, size};
 use crate::error::{
     arg_type_error, out_of_range, sys_error, type_error, value_error, Fail, OrThrow,
 };
-use crate::peek::{bytes_arg, RawCallback, View};
+use crate::peek::{bytes_arg, View};
 
 type Core = lowcopy::ZeroCopySender<OwnedFd>;
 
@@ -306,8 +306,8 @@ pub struct Inner {
     /// reference while its send is in flight or unreaped (null: none). A reference costs about
     /// a fifth of the two array stores (set, then clear) that held it before (callgrind).
     data: Vec<napi::sys::napi_ref>,
-    /// Each slot's user value when it is a number (`sendReapInto`), kept here; `None`: the
-    /// slab's element (`undefined` when none was given).
+    /// Each slot's user value when it is a number, kept here; `None`: the slab's element
+    /// (`undefined` when none was given).
     nums: Vec<Option<f64>>,
     /// ArrayBuffers the transfer guard accepted, by the address of the bytes sent
     /// (direct-mapped, `MARKED` entries): a buffer sent again is known by two N-API calls
@@ -340,8 +340,11 @@ struct Marked {
     r: napi::sys::napi_ref,
 }
 
-/// Entries of `Inner::marked` (a pool of buffers sent in turn stays in them).
+/// Entries of `Inner::marked` (a pool of buffers sent in turn stays in them), in sets of
+/// `MARKED_WAYS` by address: direct-mapped, a pool of 16 buffers lost about one in six sends
+/// to collisions (each then paying the type-tag check and a new weak reference).
 const MARKED: usize = 64;
+const MARKED_WAYS: usize = 8;
 
 /// An empty entry of `Inner::marked`.
 const UNMARKED: Marked = Marked {
@@ -350,12 +353,14 @@ const UNMARKED: Marked = Marked {
     r: std::ptr::null_mut(),
 };
 
-/// The entry of `Inner::marked` for the bytes at `key` (direct-mapped by address).
-fn marked_index(key: usize) -> usize {
-    key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (usize::BITS - MARKED.trailing_zeros())
+/// The set of `Inner::marked` for the bytes at `key` (its first entry's index).
+fn marked_set(key: usize) -> usize {
+    let sets = (MARKED / MARKED_WAYS).trailing_zeros();
+    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (usize::BITS - sets)) * MARKED_WAYS
 }
 
 /// A released slot's user value: a number kept in Rust, or the JS value from the slab.
+#[derive(Clone, Copy)]
 enum Ud {
     Num(f64),
     Js(napi::sys::napi_value),
@@ -527,10 +532,14 @@ impl Inner {
     /// guard: the very object (`napi_strict_equals` on the weak reference's value, null once
     /// collected), so a new ArrayBuffer at a freed one's address is never taken for it.
     fn marked_again(&self, env: &Env, key: usize, ab: napi::sys::napi_value) -> bool {
-        let m = &self.marked[marked_index(key)];
-        if m.r.is_null() || m.key != key || m.gen != GUARD_GEN.with(|g| g.get()) {
+        let (set, gen) = (marked_set(key), GUARD_GEN.with(|g| g.get()));
+        let set = &self.marked[set..set + MARKED_WAYS];
+        let Some(m) = set
+            .iter()
+            .find(|m| m.key == key && m.gen == gen && !m.r.is_null())
+        else {
             return false;
-        }
+        };
         let (mut v, mut same) = (std::ptr::null_mut(), false);
         // SAFETY: a reference of this sender, not deleted; plain N-API queries into locals.
         unsafe {
@@ -542,9 +551,16 @@ impl Inner {
         }
     }
 
-    /// Remembers that the guard accepted `ab` (a weak reference: it keeps nothing alive).
+    /// Remembers that the guard accepted `ab` (a weak reference: it keeps nothing alive), first
+    /// in its set; the entry it replaces is the one for the same address, else the set's last.
     fn remember_marked(&mut self, env: &Env, key: usize, ab: napi::sys::napi_value) {
-        let m = &mut self.marked[marked_index(key)];
+        let set = &mut self.marked[marked_set(key)..][..MARKED_WAYS];
+        let old = set
+            .iter()
+            .position(|m| m.key == key)
+            .unwrap_or(MARKED_WAYS - 1);
+        set[..=old].rotate_right(1);
+        let m = &mut set[0];
         let mut r = std::ptr::null_mut();
         // SAFETY: N-API calls on this env: the entry's old reference (deleted once, replaced
         // below) and a weak reference to a live object of this call.
@@ -585,7 +601,12 @@ impl Inner {
         self.held += 1;
         match user_data {
             Some(Ud::Num(x)) => self.nums[slot as usize] = Some(x),
-            Some(Ud::Js(v)) => set_element(env, &self.slab(env)?, slot, v)?,
+            // A number stays in Rust whichever call brought it: the slab's element store and
+            // clear cost about 1,500 instructions a send (callgrind), a number's read 40.
+            Some(Ud::Js(v)) => match args::as_number(env, v) {
+                Some(x) => self.nums[slot as usize] = Some(x),
+                None => set_element(env, &self.slab(env)?, slot, v)?,
+            },
             None => {} // the slab's element is undefined (a released slot's is cleared)
         }
         Ok(true)
@@ -755,6 +776,17 @@ fn set_element(env: &Env, slab: &Object, i: u32, v: napi::sys::napi_value) -> Re
 
 /// The elements of a `Float64Array` argument of at least 4 (one completion), for the call.
 fn f64_out<'a>(env: &Env, v: &Unknown<'a>) -> Result<&'a mut [f64]> {
+    let Some(out) = float64s(env, v) else {
+        return Err(arg_type_error(env, "out", "an instance of Float64Array", v));
+    };
+    if out.len() < 4 {
+        return Err(out_of_range(env, "out.length", ">= 4", out.len()));
+    }
+    Ok(out)
+}
+
+/// The elements of `v` if it is a `Float64Array`, for the call.
+fn float64s<'a>(env: &Env, v: &Unknown<'a>) -> Option<&'a mut [f64]> {
     use napi::sys::{self as ns, TypedarrayType as Ty};
     use std::ptr::null_mut as no; // an output not asked for
     let (mut ty, mut len, mut data) = (Ty::int8_array, 0, no());
@@ -763,14 +795,16 @@ fn f64_out<'a>(env: &Env, v: &Unknown<'a>) -> Result<&'a mut [f64]> {
         ns::napi_get_typedarray_info(env.raw(), v.raw(), &mut ty, &mut len, &mut data, no(), no())
     };
     if st != ns::Status::napi_ok || ty != Ty::float64_array {
-        return Err(arg_type_error(env, "out", "an instance of Float64Array", v));
+        return None;
     }
-    if len < 4 {
-        return Err(out_of_range(env, "out.length", ">= 4", len));
-    }
+    let data = if len == 0 {
+        std::ptr::NonNull::dangling().as_ptr()
+    } else {
+        data.cast()
+    };
     // SAFETY: a Float64Array's elements, aligned and alive for the call ('a); the JS thread is
     // inside this call, and no other view of them is made in it.
-    Ok(unsafe { std::slice::from_raw_parts_mut(data.cast::<f64>(), len) })
+    Some(unsafe { std::slice::from_raw_parts_mut(data, len) })
 }
 
 #[napi]
@@ -1084,7 +1118,8 @@ impl ZeroCopySender {
     /// Sends each buffer of `buffers` as a send of its own, with `userDatas[i]` (or
     /// `undefined`) and its own completion, in order; then the completions that are ready.
     /// Returns `{ sends, bytes, completions }`: the sends made (from `buffers[0]` on), the bytes
-    /// they accepted, the completions. Each buffer sent is kept as `send` keeps it.
+    /// they accepted, the completions. Each buffer sent is kept as `send` keeps it. Numeric
+    /// user data is cheapest in a `Float64Array` (no property read per element).
     // doc-copy: zc_send_batch.kernel
     /// Partial progress as `sendmmsg(2)`: the batch stops after a send that took less than its
     /// whole buffer (a stream socket that filled up: what follows would skip the rest), or at an
@@ -1095,11 +1130,11 @@ impl ZeroCopySender {
     // doc-end
     ///
     /// Errors: `TypeError` for a `buffers` that is not an array of `ArrayBufferView`s or a
-    /// `userDatas` that is not an array of the same length (`RangeError`); the first send's
-    /// errors as `send`.
+    /// `userDatas` that is not an array or a `Float64Array`, `RangeError` for one of another
+    /// length; the first send's errors as `send`.
     #[napi(
         catch_unwind,
-        ts_args_type = "buffers: ArrayBufferView[], userDatas?: unknown[], options?: ZcSendOptions",
+        ts_args_type = "buffers: ArrayBufferView[], userDatas?: unknown[] | Float64Array, options?: ZcSendOptions",
         ts_return_type = "{ sends: number, bytes: number, completions: ZcCompletion[] }"
     )]
     pub fn send_batch<'e>(
@@ -1109,53 +1144,10 @@ impl ZeroCopySender {
         user_datas: Option<Unknown>,
         options: Option<Unknown>,
     ) -> Result<Object<'e>> {
-        let this = &mut *self.inner.borrow_mut();
-        let flags = args::flags(env, options.as_ref(), "sendBatch", true)?;
-        let items = args::array(env, &buffers, "buffers")?;
-        let uds = user_datas.filter(|u| !matches!(u.get_type(), Ok(ValueType::Undefined)));
-        let uds = uds.map(|u| args::array(env, &u, "userDatas")).transpose()?;
-        if let Some(u) = uds.as_ref().filter(|u| u.len() != items.len()) {
-            let must = format!("have {} items", items.len());
-            return Err(out_of_range(env, "userDatas", &must, u.len()));
-        }
-        let views = crate::peek::views_of(env, &items, "buffers")?;
-        open(&mut this.core, env, "sendBatch")?;
-        this.guard(env, &views)?;
-        let mut slots = Vec::with_capacity(items.len());
-        for item in &items {
-            match this.take_slot(env, item) {
-                Ok(s) => slots.push(s as u64),
-                Err(e) => {
-                    slots.iter().for_each(|&s| this.unhold(env, s as u32));
-                    return Err(e);
-                }
-            }
-        }
-        let iov: Vec<libc::iovec> = views.iter().map(View::iovec).collect();
-        let core = this.core.as_mut().expect("checked above");
-        // SAFETY: each buffer is held (`take_slot`) until its completion is reaped, or by
-        // the close policy's abandoned sends for ever.
-        let r = unsafe { core.send_batch_raw(&iov, &slots, flags, &mut this.out) };
-        let done = match r {
-            Ok(b) => b,
-            Err(e) => {
-                slots.iter().for_each(|&s| this.unhold(env, s as u32));
-                return Err(e).or_throw(env, "sendBatch");
-            }
-        };
-        // Sends that accepted bytes keep their buffer until their completion; the others
-        // (not sent, or zero-length) none.
-        for (i, &slot) in slots.iter().enumerate() {
-            let (keep, ud) = (
-                done.completes(i, iov[i].iov_len),
-                uds.as_ref().map(|u| Ud::Js(u[i].raw())),
-            );
-            this.settle(env, slot as u32, keep, ud)?;
-        }
-        let list = this.completions(env, done.completions)?;
+        let (sends, bytes, list) = send_batch(env, &self.inner, buffers, user_datas, options)?;
         let mut obj = Object::new(env)?;
-        obj.set_named_property("sends", done.sends as f64)?;
-        obj.set_named_property("bytes", done.bytes as f64)?;
+        obj.set_named_property("sends", sends)?;
+        obj.set_named_property("bytes", bytes)?;
         obj.set_named_property("completions", list)?;
         Ok(obj)
     }
@@ -1278,6 +1270,77 @@ impl ZeroCopySender {
     }
 }
 
+/// `ZeroCopySender.sendBatch`'s work (the class method and the bound function's): the sends
+/// made, the bytes they accepted, the completions.
+fn send_batch(
+    env: &Env,
+    inner: &RefCell<Inner>,
+    buffers: Unknown,
+    user_datas: Option<Unknown>,
+    options: Option<Unknown>,
+) -> Result<(f64, f64, Vec<ZcCompletion>)> {
+    let this = &mut *inner.borrow_mut();
+    let flags = args::flags(env, options.as_ref(), "sendBatch", true)?;
+    let items = args::array(env, &buffers, "buffers")?;
+    let uds = user_datas.filter(|u| !matches!(u.get_type(), Ok(ValueType::Undefined)));
+    // A Float64Array's numbers are read without a property access each (about 600
+    // instructions an element, callgrind).
+    let uds: Option<Vec<Ud>> = match uds.map(|u| (float64s(env, &u), u)) {
+        None => None,
+        Some((Some(x), _)) => Some(x.iter().map(|&x| Ud::Num(x)).collect()),
+        Some((None, u)) if args::is_array(env, &u) => Some(
+            args::array(env, &u, "userDatas")?
+                .iter()
+                .map(|u| Ud::Js(u.raw()))
+                .collect(),
+        ),
+        Some((None, u)) => {
+            let must = "an instance of Array or Float64Array";
+            return Err(arg_type_error(env, "userDatas", must, &u));
+        }
+    };
+    if let Some(n) = uds.as_ref().map(Vec::len).filter(|&n| n != items.len()) {
+        let must = format!("have {} items", items.len());
+        return Err(out_of_range(env, "userDatas", &must, n));
+    }
+    let views = crate::peek::views_of(env, &items, "buffers")?;
+    open(&mut this.core, env, "sendBatch")?;
+    this.guard(env, &views)?;
+    let mut slots = Vec::with_capacity(items.len());
+    for item in &items {
+        match this.take_slot(env, item) {
+            Ok(s) => slots.push(s as u64),
+            Err(e) => {
+                slots.iter().for_each(|&s| this.unhold(env, s as u32));
+                return Err(e);
+            }
+        }
+    }
+    let iov: Vec<libc::iovec> = views.iter().map(View::iovec).collect();
+    let core = this.core.as_mut().expect("checked above");
+    // SAFETY: each buffer is held (`take_slot`) until its completion is reaped, or by
+    // the close policy's abandoned sends for ever.
+    let r = unsafe { core.send_batch_raw(&iov, &slots, flags, &mut this.out) };
+    let done = match r {
+        Ok(b) => b,
+        Err(e) => {
+            slots.iter().for_each(|&s| this.unhold(env, s as u32));
+            return Err(e).or_throw(env, "sendBatch");
+        }
+    };
+    // Sends that accepted bytes keep their buffer until their completion; the others
+    // (not sent, or zero-length) none.
+    for (i, &slot) in slots.iter().enumerate() {
+        let (keep, ud) = (
+            done.completes(i, iov[i].iov_len),
+            uds.as_ref().map(|u| u[i]),
+        );
+        this.settle(env, slot as u32, keep, ud)?;
+    }
+    let list = this.completions(env, done.completions)?;
+    Ok((done.sends as f64, done.bytes as f64, list))
+}
+
 /// `ZeroCopySender.sendReapInto`'s work (the class method and the bound function's).
 fn send_reap_into(
     env: &Env,
@@ -1318,16 +1381,23 @@ fn send_reap_into(
     ts_return_type = "{ sendReapInto(data: ArrayBufferView | ArrayBufferView[], userData: number, out: Float64Array): number, reapInto(out: Float64Array): number }"
 )]
 pub fn sender_bind<'a>(env: &'a Env, sender: &ZeroCopySender) -> Result<Object<'a>> {
-    let mut obj = Object::new(env)?;
-    for (name, cb) in [
-        ("sendReapInto", send_reap_into_cb as RawCallback),
-        ("reapInto", reap_into_cb),
-    ] {
-        let f = crate::peek::bound_fn(env, sender.inner.clone(), name, cb)?;
-        // SAFETY: a live value of this call.
-        obj.set_named_property(name, unsafe { Unknown::from_raw_unchecked(env.raw(), f) })?;
-    }
-    Ok(obj)
+    bound_fns!(env, sender.inner, Rc<RefCell<Inner>>, {
+        "sendReapInto" => |env: &Env, inner: &Rc<RefCell<Inner>>, [data, ud, out]: [Unknown; 3]| {
+            send_reap_into(env, inner, data, ud, out, None)
+        },
+        "reapInto" => |env: &Env, inner: &Rc<RefCell<Inner>>, [out]: [Unknown; 1]| {
+            reap_into(env, inner, out)
+        },
+        // (buffers, userDatas, meta): the completions; the sends and the bytes in `meta[0]`,
+        // `meta[1]` (`lowcopy.js` makes the result object: one made with N-API cost about
+        // 7,000 instructions a call, callgrind).
+        "sendBatch" => |env: &Env, inner: &Rc<RefCell<Inner>>, [bufs, uds, meta]: [Unknown; 3]| {
+            let meta = f64_out(env, &meta)?;
+            let (sends, bytes, list) = send_batch(env, inner, bufs, Some(uds), None)?;
+            (meta[0], meta[1]) = (sends, bytes);
+            Ok(list)
+        },
+    })
 }
 
 /// `ZeroCopySender.reapInto`'s work (the class method and the bound function's).
@@ -1339,29 +1409,6 @@ fn reap_into(env: &Env, inner: &RefCell<Inner>, out: Unknown) -> Result<u32> {
     let k = k.or_throw(env, "reapInto")?;
     this.completions_into(env, k, dst)?;
     Ok(k as u32)
-}
-
-unsafe extern "C" fn reap_into_cb(
-    raw_env: napi::sys::napi_env,
-    info: napi::sys::napi_callback_info,
-) -> napi::sys::napi_value {
-    let body =
-        |env: &Env, inner: &Rc<RefCell<Inner>>, [out]: [Unknown; 1]| reap_into(env, inner, out);
-    // SAFETY: called by N-API as the callback of the function `sender_bind` made (an
-    // `Rc<RefCell<Inner>>`).
-    unsafe { crate::peek::bound_call(raw_env, info, "reapInto", body) }
-}
-
-unsafe extern "C" fn send_reap_into_cb(
-    raw_env: napi::sys::napi_env,
-    info: napi::sys::napi_callback_info,
-) -> napi::sys::napi_value {
-    let body = |env: &Env, inner: &Rc<RefCell<Inner>>, [data, ud, out]: [Unknown; 3]| {
-        send_reap_into(env, inner, data, ud, out, None)
-    };
-    // SAFETY: called by N-API as the callback of the function `sender_bind` made (an
-    // `Rc<RefCell<Inner>>`).
-    unsafe { crate::peek::bound_call(raw_env, info, "sendReapInto", body) }
 }
 
 /// `waitAsync`: polls on its own thread, reaps in `resolve` on the JS thread.

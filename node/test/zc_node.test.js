@@ -453,3 +453,60 @@ for (const backend of backends) {
     }
   })
 }
+
+for (const backend of backends) {
+  test(`sendBatch: numbers in a Float64Array or any values in an array, bound (no options) and class method alike (${backend})`, () => {
+    const p = testing.pair('tcp4')
+    const z = new lc.ZeroCopySender(p.sock, { backend })
+    try {
+      const obj = { tag: 'x' }
+      let pos = 0
+      const batch = (lens) => lens.map((n) => { const b = pattern(pos, n); pos += n; return b })
+      const got = []
+      const runs = [
+        [batch([10, 11]), new Float64Array([1.5, -0]), undefined], // bound, numbers
+        [batch([12, 13]), [obj, 'two'], undefined], // bound, any values
+        [batch([14]), new Float64Array([7]), {}], // the class method (options)
+        [batch([15]), undefined, { dontWait: true }],
+      ]
+      for (const [bufs, uds, options] of runs) {
+        const r = z.sendBatch(bufs, uds, options)
+        assert.deepEqual(Object.keys(r), ['sends', 'bytes', 'completions'])
+        assert.equal(r.sends, bufs.length)
+        assert.equal(r.bytes, bufs.reduce((a, b) => a + b.length, 0))
+        got.push(...r.completions)
+      }
+      assert.equal(testing.drainPattern(p.peer, 0, pos, 3000), pos)
+      const deadline = Date.now() + 3000
+      while (got.length < 6 && Date.now() < deadline) {
+        if (z.wait(100) > 0) got.push(...z.reap())
+      }
+      const byResult = new Map(got.map((c) => [c.result, c.userData]))
+      assert.equal(byResult.size, 6)
+      assert.equal(byResult.get(10), 1.5)
+      assert.ok(Object.is(byResult.get(11), -0), 'numbers kept exactly (-0)')
+      assert.equal(byResult.get(12), obj, 'the very object')
+      assert.equal(byResult.get(13), 'two')
+      assert.equal(byResult.get(14), 7)
+      assert.equal(byResult.get(15), undefined)
+      assert.equal(z.held, 0)
+      for (const options of [undefined, {}]) {
+        const two = [Buffer.from('a'), Buffer.from('b')]
+        assert.throws(() => z.sendBatch(two, new Float64Array(3), options), { name: 'RangeError', code: 'ERR_OUT_OF_RANGE' })
+        assert.throws(() => z.sendBatch(two, [1], options), { name: 'RangeError', code: 'ERR_OUT_OF_RANGE' })
+        assert.throws(() => z.sendBatch(two, new Uint8Array(2), options), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /Array or Float64Array/ })
+        assert.throws(() => z.sendBatch([two[0], 'x'], undefined, options), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /"buffers\[1\]"/ })
+        assert.equal(z.held, 0, 'a refused batch holds nothing')
+      }
+      assert.throws(() => lc.ZeroCopySender.prototype.sendBatch.call({}, [Buffer.from('a')]), TypeError)
+      assert.throws(() => Object.create(z).sendBatch([Buffer.from('a')]), TypeError)
+      z.close()
+      assert.throws(() => z.sendBatch([Buffer.from('a')]), { code: 'EBADF' })
+      assert.throws(() => z.sendBatch([Buffer.from('a')], undefined, {}), { code: 'EBADF' })
+    } finally {
+      z.close()
+      testing.close(p.sock)
+      testing.close(p.peer)
+    }
+  })
+}
