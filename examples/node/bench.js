@@ -423,8 +423,10 @@ function txonlyViaScript() {
 }
 
 // The callgrind table's Node side (a child run under valgrind): `n` blocking sendReapInto of
-// 16 buffers taking turns (as viaSender's 'into' loop) to 127.0.0.1:`port`; prints the sends.
-function costChild(port, n) {
+// 16 buffers taking turns (as viaSender's 'into' loop) to 127.0.0.1:`port`, or (`how`
+// 'batch') sendBatch of every free buffer with their numbers in a Float64Array (as its
+// 'batch' loop); prints the sends.
+function costChild(port, n, how) {
   const fd = testing.udpConnect('127.0.0.1', port, 1 << 21)
   const z = new lowcopy.ZeroCopySender(fd, { backend: 'errqueue' })
   const bufs = Array.from({ length: 16 }, (_, i) => Buffer.alloc(65435, i))
@@ -436,6 +438,14 @@ function costChild(port, n) {
     if (free.length === 0) {
       z.wait(1000)
       while (z.reapInto(out) > 0) collect()
+      continue
+    }
+    if (how === 'batch') {
+      const ids = free.splice(0, free.length)
+      const r = z.sendBatch(ids.map((i) => bufs[i]), Float64Array.from(ids))
+      sends += r.sends
+      for (let j = r.sends; j < ids.length; j++) free.push(ids[j])
+      for (const c of r.completions) free.push(c.userData)
       continue
     }
     const i = free.pop()
@@ -477,13 +487,17 @@ async function costTable(cdir) {
     // The sends and the reaps of completions that a wait brought (waits not counted).
     const c = instructionsPer(['lowcopy_zc_send_reap', 'lowcopy_zc_reap'], path.join(cdir, 'zc_bench'),
       ['-4', '-t', 'udp', '-D', '127.0.0.1', '-p', port, '-m', 'lc-errq', '-T', '0.5', '-P'])
-    const node = instructionsPer(['lowcopy_node::zc::send_reap_into_cb', 'lowcopy_node::zc::reap_into_cb', '*::reap_into_c_callback'], process.execPath,
-      [__filename, '--cost-child', port, '20000'])
+    // The sender's bound functions (lowcopy.js: sendReapInto, reapInto, sendBatch) and the
+    // class methods a call without them would take.
+    const fns = ['lowcopy_node::zc::sender_bind::cb', '*::reap_into_c_callback', '*::send_batch_c_callback', '*::send_reap_into_c_callback']
+    const node = instructionsPer(fns, process.execPath, [__filename, '--cost-child', port, '20000', 'into'])
+    const batch = instructionsPer(fns, process.execPath, [__filename, '--cost-child', port, '20000', 'batch'])
     console.log('\nInstructions per send (callgrind: user space inside the send and reap calls, waits not counted; UDP loopback, error queue)')
     console.log(`${'calls'.padEnd(42)} | instr | x C`)
     console.log('-'.repeat(58))
     console.log(`${'C lowcopy_zc_send_reap + lowcopy_zc_reap'.padEnd(42)} | ${fmt(c).padStart(5)} | 1.00`)
     console.log(`${'Node sendReapInto + reapInto'.padEnd(42)} | ${fmt(node).padStart(5)} | ${(node / c).toFixed(2)}`)
+    console.log(`${'Node sendBatch (Float64Array) + reapInto'.padEnd(42)} | ${fmt(batch).padStart(5)} | ${(batch / c).toFixed(2)}`)
   } finally {
     rx.close()
   }
@@ -492,7 +506,7 @@ async function costTable(cdir) {
 async function main() {
   const tables = (process.env.TABLES || 'peek loopback txonly cost').split(/\s+/)
   if (process.argv[2] === '--txonly') return txonlyTable()
-  if (process.argv[2] === '--cost-child') return costChild(Number(process.argv[3]), Number(process.argv[4]))
+  if (process.argv[2] === '--cost-child') return costChild(Number(process.argv[3]), Number(process.argv[4]), process.argv[5])
   const cbin = process.argv[2] || path.join(__dirname, '..', '..', 'build', 'bin', 'node_peek_bench')
   if (tables.includes('peek')) peekTable(cbin)
   if (tables.includes('loopback')) await loopbackTable()
