@@ -116,6 +116,16 @@ pub fn with_locked<C, T>(
         .map_or_else(|| Err(sys_error(env, libc::EBADF, what)), f)
 }
 
+/// An element pointer N-API gave for `len` elements: dangling (aligned, never read) when
+/// `len` is 0, where N-API may give null, which a slice must not be made from.
+pub fn nonnull<T>(data: *mut std::ffi::c_void, len: usize) -> *mut T {
+    if len == 0 {
+        std::ptr::NonNull::dangling().as_ptr()
+    } else {
+        data.cast()
+    }
+}
+
 /// `v` if it is a number (a primitive: no conversion). One N-API call on the data path; it
 /// fails (napi_number_expected) for anything else.
 pub fn as_number(env: &Env, v: napi::sys::napi_value) -> Option<f64> {

@@ -52,11 +52,7 @@ fn view<'a>(env: &Env, v: &Unknown<'a>) -> Option<View<'a>> {
         return None;
     }
     Some(View {
-        ptr: if len == 0 {
-            std::ptr::NonNull::dangling().as_ptr()
-        } else {
-            data.cast()
-        },
+        ptr: args::nonnull(data, len),
         len,
         raw: v.raw(),
         _scope: std::marker::PhantomData,

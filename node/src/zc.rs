@@ -396,12 +396,7 @@ impl Inner {
         // SAFETY: a strong reference to a live object of this call (an ArrayBufferView or an
         // array of them), deleted by `release` or `unhold`.
         let st = unsafe { napi::sys::napi_create_reference(env.raw(), data.raw(), 1, &mut r) };
-        if st != napi::sys::Status::napi_ok {
-            return Err(Error::new(
-                Status::GenericFailure,
-                "napi_create_reference failed",
-            ));
-        }
+        napi::check_status!(st, "napi_create_reference failed")?;
         let slot = self.free.pop().unwrap_or_else(|| {
             self.next += 1;
             self.next - 1
@@ -767,11 +762,7 @@ fn set_undefined(env: &Env, slab: &Object, i: u32) -> Result<()> {
 fn set_element(env: &Env, slab: &Object, i: u32, v: napi::sys::napi_value) -> Result<()> {
     // SAFETY: an N-API call on this env's live values.
     let st = unsafe { napi::sys::napi_set_element(env.raw(), slab.raw(), i, v) };
-    if st != napi::sys::Status::napi_ok {
-        let msg = "napi_set_element failed".to_string();
-        return Err(Error::new(Status::GenericFailure, msg));
-    }
-    Ok(())
+    napi::check_status!(st, "napi_set_element failed")
 }
 
 /// The elements of a `Float64Array` argument of at least 4 (one completion), for the call.
@@ -797,14 +788,9 @@ fn float64s<'a>(env: &Env, v: &Unknown<'a>) -> Option<&'a mut [f64]> {
     if st != ns::Status::napi_ok || ty != Ty::float64_array {
         return None;
     }
-    let data = if len == 0 {
-        std::ptr::NonNull::dangling().as_ptr()
-    } else {
-        data.cast()
-    };
     // SAFETY: a Float64Array's elements, aligned and alive for the call ('a); the JS thread is
     // inside this call, and no other view of them is made in it.
-    Some(unsafe { std::slice::from_raw_parts_mut(data, len) })
+    Some(unsafe { std::slice::from_raw_parts_mut(args::nonnull(data, len), len) })
 }
 
 #[napi]
