@@ -612,10 +612,10 @@ export declare class ZeroCopySender {
 export declare function _peekerBind(peeker: Peeker): { peekInto(buf: ArrayBufferView): number; seek(offset: number): void }
 
 /**
- * `sender`'s `sendReapInto` (without options) and `reapInto` as functions bound to it.
- * Internal.
+ * `sender`'s `sendReapInto`, `sendReap` and `sendBatch` (without options), `reapInto` and
+ * `reap` as functions bound to it. Internal.
  */
-export declare function _senderBind(sender: ZeroCopySender): { sendReapInto(data: ArrayBufferView | ArrayBufferView[], userData: number, out: Float64Array): number, reapInto(out: Float64Array): number }
+export declare function _senderBind(sender: ZeroCopySender): { sendReapInto(data: ArrayBufferView | ArrayBufferView[], userData: number, out: Float64Array): number, reapInto(out: Float64Array): number, sendReap(data: ArrayBufferView | ArrayBufferView[], userData?: unknown): unknown[], reap(): unknown[], sendBatch(buffers: ArrayBufferView[], userDatas?: unknown[] | Float64Array): unknown[] }
 
 /**
  * Installs the function called with each ArrayBuffer before a zerocopy-capable send (done by

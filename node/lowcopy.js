@@ -58,8 +58,8 @@ if (typeof Symbol.dispose === 'symbol') {
 }
 
 // The per-call hot paths (a sniffer's or parser's loop, a sender's loop): Peeker's
-// peekInto(buf) without options and seek(offset), ZeroCopySender's sendReapInto and
-// sendBatch without options and reapInto(out). Each object gets native functions bound to it (native._peekerBind,
+// peekInto(buf) without options and seek(offset), ZeroCopySender's sendReapInto, sendReap
+// and sendBatch without options, reap() and reapInto(out). Each object gets native functions bound to it (native._peekerBind,
 // native._senderBind), which skip what a napi-rs class method does on every call before any
 // of lowcopy's own work (checking `this`'s type tag, unwrapping it, registering the borrow).
 // Anything else (options, a `this` that is not one) takes the class method, which checks it
@@ -121,15 +121,39 @@ const method = (Cls, name, value) =>
     const b = bound(this)
     return b !== undefined ? b.reapInto(out) : classReapInto.call(this, out)
   })
+  // The calls that return objects: the bound functions return [values..., then (userData,
+  // result, flags) per completion], made into objects here (an object made through N-API costs
+  // several times a JS literal).
+  const completions = (flat, from) => {
+    const cs = []
+    for (let j = from; j < flat.length; j += 3) {
+      const f = flat[j + 2]
+      cs.push({ userData: flat[j], result: flat[j + 1], copied: (f & 1) !== 0, fallback: (f & 2) !== 0 })
+    }
+    return cs
+  }
+  const classSendReap = Z.prototype.sendReap
+  method(Z, 'sendReap', function sendReap(data, userData, options) {
+    const b = options === undefined ? bound(this) : undefined
+    if (b === undefined) return classSendReap.call(this, data, userData, options)
+    const r = b.sendReap(data, userData)
+    return { bytes: r[0], completions: completions(r, 1) }
+  })
+  const classReap = Z.prototype.reap
+  method(Z, 'reap', function reap() {
+    const b = bound(this)
+    return b !== undefined ? completions(b.reap(), 0) : classReap.call(this)
+  })
   const classSendBatch = Z.prototype.sendBatch
-  const meta = new Float64Array(4) // the bound sendBatch's sends and bytes
   method(Z, 'sendBatch', function sendBatch(buffers, userDatas, options) {
     const b = options === undefined ? bound(this) : undefined
     if (b === undefined) return classSendBatch.call(this, buffers, userDatas, options)
-    const completions = b.sendBatch(buffers, userDatas, meta)
-    return { sends: meta[0], bytes: meta[1], completions }
+    const r = b.sendBatch(buffers, userDatas)
+    return { sends: r[0], bytes: r[1], completions: completions(r, 2) }
   })
   native.testing.classSendReapInto = classSendReapInto
+  native.testing.classSendReap = classSendReap
+  native.testing.classReap = classReap
   native.testing.classSendBatch = classSendBatch
 }
 

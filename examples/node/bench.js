@@ -425,7 +425,8 @@ function txonlyViaScript() {
 // The callgrind table's Node side (a child run under valgrind): `n` blocking sendReapInto of
 // 16 buffers taking turns (as viaSender's 'into' loop) to 127.0.0.1:`port`, or (`how`
 // 'batch') sendBatch of every free buffer with their numbers in a Float64Array (as its
-// 'batch' loop); prints the sends.
+// 'batch' loop), or (`how` 'objects') sendReap and reap, which hand out objects; prints the
+// sends.
 function costChild(port, n, how) {
   const fd = testing.udpConnect('127.0.0.1', port, 1 << 21)
   const z = new lowcopy.ZeroCopySender(fd, { backend: 'errqueue' })
@@ -437,7 +438,8 @@ function costChild(port, n, how) {
   while (sends < n) {
     if (free.length === 0) {
       z.wait(1000)
-      while (z.reapInto(out) > 0) collect()
+      if (how === 'objects') for (const c of z.reap()) free.push(c.userData)
+      else while (z.reapInto(out) > 0) collect()
       continue
     }
     if (how === 'batch') {
@@ -449,6 +451,13 @@ function costChild(port, n, how) {
       continue
     }
     const i = free.pop()
+    if (how === 'objects') {
+      const r = z.sendReap(bufs[i], i)
+      if (r.bytes > 0) sends++
+      else free.push(i)
+      for (const c of r.completions) free.push(c.userData)
+      continue
+    }
     if (z.sendReapInto(bufs[i], i, out) > 0) sends++
     else free.push(i)
     collect()
@@ -489,15 +498,18 @@ async function costTable(cdir) {
       ['-4', '-t', 'udp', '-D', '127.0.0.1', '-p', port, '-m', 'lc-errq', '-T', '0.5', '-P'])
     // The sender's bound functions (lowcopy.js: sendReapInto, reapInto, sendBatch) and the
     // class methods a call without them would take.
-    const fns = ['lowcopy_node::zc::sender_bind::cb', '*::reap_into_c_callback', '*::send_batch_c_callback', '*::send_reap_into_c_callback']
+    const fns = ['lowcopy_node::zc::sender_bind::cb', '*::reap_into_c_callback', '*::send_batch_c_callback',
+      '*::send_reap_into_c_callback', '*::send_reap_c_callback', '*::reap_c_callback']
     const node = instructionsPer(fns, process.execPath, [__filename, '--cost-child', port, '20000', 'into'])
     const batch = instructionsPer(fns, process.execPath, [__filename, '--cost-child', port, '20000', 'batch'])
+    const objects = instructionsPer(fns, process.execPath, [__filename, '--cost-child', port, '20000', 'objects'])
     console.log('\nInstructions per send (callgrind: user space inside the send and reap calls, waits not counted; UDP loopback, error queue)')
     console.log(`${'calls'.padEnd(42)} | instr | x C`)
     console.log('-'.repeat(58))
     console.log(`${'C lowcopy_zc_send_reap + lowcopy_zc_reap'.padEnd(42)} | ${fmt(c).padStart(5)} | 1.00`)
     console.log(`${'Node sendReapInto + reapInto'.padEnd(42)} | ${fmt(node).padStart(5)} | ${(node / c).toFixed(2)}`)
     console.log(`${'Node sendBatch (Float64Array) + reapInto'.padEnd(42)} | ${fmt(batch).padStart(5)} | ${(batch / c).toFixed(2)}`)
+    console.log(`${'Node sendReap + reap (objects; natively)'.padEnd(42)} | ${fmt(objects).padStart(5)} | ${(objects / c).toFixed(2)}`)
   } finally {
     rx.close()
   }

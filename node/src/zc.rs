@@ -375,6 +375,21 @@ impl ObjectFinalize for ZeroCopySender {
     }
 }
 
+/// A JS array of `items`.
+fn js_array(env: &Env, items: &[napi::sys::napi_value]) -> Result<Unknown<'static>> {
+    use napi::{check_status as ok, sys as ns};
+    let (e, mut arr) = (env.raw(), std::ptr::null_mut());
+    // SAFETY: N-API calls on this env with live values of this call; the array goes back to
+    // JS within the call ('static only names the callback's scope).
+    unsafe {
+        ok!(ns::napi_create_array_with_length(e, items.len(), &mut arr))?;
+        for (i, &v) in items.iter().enumerate() {
+            ok!(ns::napi_set_element(e, arr, i as u32, v))?;
+        }
+        Ok(Unknown::from_raw_unchecked(e, arr))
+    }
+}
+
 /// The sender's open core: `EBADF` once closed.
 fn open<'c>(core: &'c mut Option<Core>, env: &Env, what: &str) -> Result<&'c mut Core> {
     core.as_mut()
@@ -625,6 +640,56 @@ impl Inner {
         let keep = matches!(r, Ok(n) if n > 0);
         self.settle(env, slot, keep, Some(Ud::Js(user_data.raw())))?;
         Ok(r)
+    }
+
+    /// `sendReap`'s send: the bytes accepted and the completions ready, in `self.out`.
+    fn send_reap(
+        &mut self,
+        env: &Env,
+        data: Unknown,
+        ud: Unknown,
+        f: Flags,
+    ) -> Result<(usize, usize)> {
+        let (views, slot) = self.prepare(env, "sendReap", &data)?;
+        let iov = views.map(|v| IoSlice::new(v.bytes()));
+        let core = self.core.as_mut().expect("checked by prepare");
+        // SAFETY: as `send`'s: the buffers are held (`take_slot`) until their completion.
+        let r = unsafe { core.send_reap_borrowed(&iov, f, slot as u64, &mut self.out) };
+        let keep = matches!(r, Ok((n, _)) if n > 0);
+        self.settle(env, slot, keep, Some(Ud::Js(ud.raw())))?;
+        r.or_throw(env, "sendReap")
+    }
+
+    /// A JS array of the numbers `head`, then the completions of `self.out[..n]` as
+    /// (userData, result, flags), releasing their buffers: the bound functions' results, made
+    /// into objects by `lowcopy.js` (one made with N-API costs about 7,000 instructions and a
+    /// result object with two properties 5,000, callgrind).
+    fn flat(&mut self, env: &Env, head: &[f64], n: usize) -> Result<Unknown<'static>> {
+        let mut v = Vec::with_capacity(head.len() + 3 * n);
+        for &x in head {
+            // SAFETY: creates a number in this env.
+            v.push(unsafe { f64::to_napi_value(env.raw(), x)? });
+        }
+        self.push_flat(env, &mut v, n)?;
+        js_array(env, &v)
+    }
+
+    /// Appends the (userData, result, flags) of `self.out[..n]` to `v`, releasing them.
+    fn push_flat(&mut self, env: &Env, v: &mut Vec<napi::sys::napi_value>, n: usize) -> Result<()> {
+        for i in 0..n {
+            let c = self.out[i];
+            v.push(match self.release(env, c.user_data as u32)? {
+                Ud::Js(v) => v,
+                // SAFETY: creates a number in this env.
+                Ud::Num(x) => unsafe { f64::to_napi_value(env.raw(), x)? },
+            });
+            // SAFETY: create numbers in this env.
+            unsafe {
+                v.push(f64::to_napi_value(env.raw(), c.result as f64)?);
+                v.push(u32::to_napi_value(env.raw(), c.flags)?);
+            }
+        }
+        Ok(())
     }
 
     /// The bound on each phase of closing (the environment's teardown shares one deadline
@@ -1048,14 +1113,7 @@ impl ZeroCopySender {
     ) -> Result<Object<'e>> {
         let this = &mut *self.inner.borrow_mut();
         let flags = args::flags(env, options.as_ref(), "sendReap", true)?;
-        let (views, slot) = this.prepare(env, "sendReap", &data)?;
-        let iov = views.map(|v| IoSlice::new(v.bytes()));
-        let core = this.core.as_mut().expect("checked by prepare");
-        // SAFETY: as `send`'s: the buffers are held (`take_slot`) until their completion.
-        let r = unsafe { core.send_reap_borrowed(&iov, flags, slot as u64, &mut this.out) };
-        let keep = matches!(r, Ok((n, _)) if n > 0);
-        this.settle(env, slot, keep, Some(Ud::Js(user_data.raw())))?;
-        let (n, k) = r.or_throw(env, "sendReap")?;
+        let (n, k) = this.send_reap(env, data, user_data, flags)?;
         let done = this.completions(env, k)?;
         let mut obj = Object::new(env)?;
         obj.set_named_property("bytes", n as f64)?;
@@ -1130,7 +1188,8 @@ impl ZeroCopySender {
         user_datas: Option<Unknown>,
         options: Option<Unknown>,
     ) -> Result<Object<'e>> {
-        let (sends, bytes, list) = send_batch(env, &self.inner, buffers, user_datas, options)?;
+        let (sends, bytes, k) = send_batch(env, &self.inner, buffers, user_datas, options)?;
+        let list = self.inner.borrow_mut().completions(env, k)?;
         let mut obj = Object::new(env)?;
         obj.set_named_property("sends", sends)?;
         obj.set_named_property("bytes", bytes)?;
@@ -1257,14 +1316,14 @@ impl ZeroCopySender {
 }
 
 /// `ZeroCopySender.sendBatch`'s work (the class method and the bound function's): the sends
-/// made, the bytes they accepted, the completions.
+/// made, the bytes they accepted, the completions ready (in `out`).
 fn send_batch(
     env: &Env,
     inner: &RefCell<Inner>,
     buffers: Unknown,
     user_datas: Option<Unknown>,
     options: Option<Unknown>,
-) -> Result<(f64, f64, Vec<ZcCompletion>)> {
+) -> Result<(f64, f64, usize)> {
     let this = &mut *inner.borrow_mut();
     let flags = args::flags(env, options.as_ref(), "sendBatch", true)?;
     let items = args::array(env, &buffers, "buffers")?;
@@ -1323,8 +1382,7 @@ fn send_batch(
         );
         this.settle(env, slot as u32, keep, ud)?;
     }
-    let list = this.completions(env, done.completions)?;
-    Ok((done.sends as f64, done.bytes as f64, list))
+    Ok((done.sends as f64, done.bytes as f64, done.completions))
 }
 
 /// `ZeroCopySender.sendReapInto`'s work (the class method and the bound function's).
@@ -1359,12 +1417,12 @@ fn send_reap_into(
 // place of the class method), skipping what a napi-rs class method does on every call before
 // any of lowcopy's work (a type-tag check and an unwrap of `this`, each a V8 private-property
 // lookup, and a native-borrow registration), as `Peeker.peekInto` does (`node/src/peek.rs`).
-/// `sender`'s `sendReapInto` (without options) and `reapInto` as functions bound to it.
-/// Internal.
+/// `sender`'s `sendReapInto`, `sendReap` and `sendBatch` (without options), `reapInto` and
+/// `reap` as functions bound to it. Internal.
 #[napi(
     js_name = "_senderBind",
     catch_unwind,
-    ts_return_type = "{ sendReapInto(data: ArrayBufferView | ArrayBufferView[], userData: number, out: Float64Array): number, reapInto(out: Float64Array): number }"
+    ts_return_type = "{ sendReapInto(data: ArrayBufferView | ArrayBufferView[], userData: number, out: Float64Array): number, reapInto(out: Float64Array): number, sendReap(data: ArrayBufferView | ArrayBufferView[], userData?: unknown): unknown[], reap(): unknown[], sendBatch(buffers: ArrayBufferView[], userDatas?: unknown[] | Float64Array): unknown[] }"
 )]
 pub fn sender_bind<'a>(env: &'a Env, sender: &ZeroCopySender) -> Result<Object<'a>> {
     bound_fns!(env, sender.inner, Rc<RefCell<Inner>>, {
@@ -1374,14 +1432,29 @@ pub fn sender_bind<'a>(env: &'a Env, sender: &ZeroCopySender) -> Result<Object<'
         "reapInto" => |env: &Env, inner: &Rc<RefCell<Inner>>, [out]: [Unknown; 1]| {
             reap_into(env, inner, out)
         },
-        // (buffers, userDatas, meta): the completions; the sends and the bytes in `meta[0]`,
-        // `meta[1]` (`lowcopy.js` makes the result object: one made with N-API cost about
-        // 7,000 instructions a call, callgrind).
-        "sendBatch" => |env: &Env, inner: &Rc<RefCell<Inner>>, [bufs, uds, meta]: [Unknown; 3]| {
-            let meta = f64_out(env, &meta)?;
-            let (sends, bytes, list) = send_batch(env, inner, bufs, Some(uds), None)?;
-            (meta[0], meta[1]) = (sends, bytes);
-            Ok(list)
+        // The calls that return objects, as [values..., then (userData, result, flags) each]
+        // (`Inner::flat`): `lowcopy.js` makes the objects.
+        "sendReap" => |env: &Env, inner: &Rc<RefCell<Inner>>, [data, ud]: [Unknown; 2]| {
+            let this = &mut *inner.borrow_mut();
+            let flags = args::flags(env, None, "sendReap", true)?;
+            let (n, k) = this.send_reap(env, data, ud, flags)?;
+            this.flat(env, &[n as f64], k)
+        },
+        "reap" => |env: &Env, inner: &Rc<RefCell<Inner>>, []: [Unknown; 0]| {
+            let this = &mut *inner.borrow_mut();
+            let mut v = Vec::new();
+            loop {
+                let n = open(&mut this.core, env, "reap")?.reap(&mut this.out);
+                let n = n.or_throw(env, "reap")?;
+                this.push_flat(env, &mut v, n)?;
+                if n < this.out.len() {
+                    return js_array(env, &v);
+                }
+            }
+        },
+        "sendBatch" => |env: &Env, inner: &Rc<RefCell<Inner>>, [bufs, uds]: [Unknown; 2]| {
+            let (sends, bytes, k) = send_batch(env, inner, bufs, Some(uds), None)?;
+            inner.borrow_mut().flat(env, &[sends, bytes], k)
         },
     })
 }

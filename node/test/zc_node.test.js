@@ -510,3 +510,51 @@ for (const backend of backends) {
     }
   })
 }
+
+for (const backend of backends) {
+  test(`sendReap and reap hand out the same objects bound (no options) as the class methods do (${backend})`, () => {
+    const p = testing.pair('tcp4')
+    const z = new lc.ZeroCopySender(p.sock, { backend })
+    try {
+      const obj = { tag: 'x' }
+      const values = [obj, 'str', 2.5, undefined, null, -0]
+      const got = []
+      let pos = 0
+      values.forEach((v, i) => {
+        // Even sends bound, odd ones through the class method (an options object).
+        const r = i % 2 === 0 ? z.sendReap(pattern(pos, 10 + i), v) : z.sendReap(pattern(pos, 10 + i), v, {})
+        assert.deepEqual(Object.keys(r), ['bytes', 'completions'])
+        assert.equal(r.bytes, 10 + i)
+        got.push(...r.completions)
+        pos += r.bytes
+      })
+      assert.equal(testing.drainPattern(p.peer, 0, pos, 3000), pos)
+      const deadline = Date.now() + 3000
+      let round = 0
+      while (got.length < values.length && Date.now() < deadline) {
+        if (z.wait(100) > 0) got.push(...(round++ % 2 === 0 ? z.reap() : testing.classReap.call(z)))
+      }
+      assert.equal(got.length, values.length)
+      for (const c of got) {
+        assert.deepEqual(Object.keys(c), ['userData', 'result', 'copied', 'fallback'])
+        assert.equal(typeof c.copied, 'boolean')
+        assert.equal(typeof c.fallback, 'boolean')
+      }
+      const byResult = new Map(got.map((c) => [c.result, c.userData]))
+      values.forEach((v, i) => assert.ok(Object.is(byResult.get(10 + i), v), `userData of send ${i}`))
+      if (backend === 'copy') assert.ok(got.every((c) => c.copied && !c.fallback))
+      assert.equal(z.held, 0)
+      assert.deepEqual(z.reap(), [])
+      assert.throws(() => lc.ZeroCopySender.prototype.reap.call({}), TypeError)
+      assert.throws(() => Object.create(z).sendReap(Buffer.from('a')), TypeError)
+      assert.throws(() => z.sendReap('x'), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' })
+      z.close()
+      assert.throws(() => z.sendReap(Buffer.from('a')), { code: 'EBADF' })
+      assert.throws(() => z.reap(), { code: 'EBADF' })
+    } finally {
+      z.close()
+      testing.close(p.sock)
+      testing.close(p.peer)
+    }
+  })
+}
