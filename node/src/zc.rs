@@ -453,16 +453,21 @@ impl Inner {
         Ok(ud)
     }
 
+    /// `release`, the user value as a JS value (a number kept in Rust made one).
+    fn release_value(&mut self, env: &Env, slot: u32) -> Result<napi::sys::napi_value> {
+        match self.release(env, slot)? {
+            Ud::Js(v) => Ok(v),
+            // SAFETY: creates a number in this env.
+            Ud::Num(x) => unsafe { f64::to_napi_value(env.raw(), x) },
+        }
+    }
+
     /// Turns the completions in `self.out` into JS objects, releasing their buffers.
     fn completions(&mut self, env: &Env, n: usize) -> Result<Vec<ZcCompletion>> {
         let mut v = Vec::with_capacity(n);
         for i in 0..n {
             let c = self.out[i];
-            let raw = match self.release(env, c.user_data as u32)? {
-                Ud::Js(v) => v,
-                // SAFETY: creates a number in this env.
-                Ud::Num(x) => unsafe { f64::to_napi_value(env.raw(), x)? },
-            };
+            let raw = self.release_value(env, c.user_data as u32)?;
             v.push(ZcCompletion {
                 // SAFETY: a live value of this call, returned to JS within it ('static here
                 // only names the callback's scope).
@@ -494,16 +499,31 @@ impl Inner {
         Ok(())
     }
 
-    fn reap_all(&mut self, env: &Env, what: &str) -> Result<Vec<ZcCompletion>> {
-        let mut all = Vec::new();
+    /// Reaps every completion that is ready, `self.out` at a time, handing each batch's count
+    /// to `take` (which releases them).
+    fn reap_chunks(
+        &mut self,
+        env: &Env,
+        what: &str,
+        mut take: impl FnMut(&mut Self, usize) -> Result<()>,
+    ) -> Result<()> {
         loop {
             let n = open(&mut self.core, env, what)?.reap(&mut self.out);
             let n = n.or_throw(env, what)?;
-            all.extend(self.completions(env, n)?);
+            take(self, n)?;
             if n < self.out.len() {
-                return Ok(all);
+                return Ok(());
             }
         }
+    }
+
+    fn reap_all(&mut self, env: &Env, what: &str) -> Result<Vec<ZcCompletion>> {
+        let mut all = Vec::new();
+        self.reap_chunks(env, what, |s, n| {
+            all.extend(s.completions(env, n)?);
+            Ok(())
+        })?;
+        Ok(all)
     }
 
     /// The data argument as byte views: one `ArrayBufferView` or an array of them.
@@ -678,11 +698,7 @@ impl Inner {
     fn push_flat(&mut self, env: &Env, v: &mut Vec<napi::sys::napi_value>, n: usize) -> Result<()> {
         for i in 0..n {
             let c = self.out[i];
-            v.push(match self.release(env, c.user_data as u32)? {
-                Ud::Js(v) => v,
-                // SAFETY: creates a number in this env.
-                Ud::Num(x) => unsafe { f64::to_napi_value(env.raw(), x)? },
-            });
+            v.push(self.release_value(env, c.user_data as u32)?);
             // SAFETY: create numbers in this env.
             unsafe {
                 v.push(f64::to_napi_value(env.raw(), c.result as f64)?);
@@ -1441,16 +1457,10 @@ pub fn sender_bind<'a>(env: &'a Env, sender: &ZeroCopySender) -> Result<Object<'
             this.flat(env, &[n as f64], k)
         },
         "reap" => |env: &Env, inner: &Rc<RefCell<Inner>>, []: [Unknown; 0]| {
-            let this = &mut *inner.borrow_mut();
             let mut v = Vec::new();
-            loop {
-                let n = open(&mut this.core, env, "reap")?.reap(&mut this.out);
-                let n = n.or_throw(env, "reap")?;
-                this.push_flat(env, &mut v, n)?;
-                if n < this.out.len() {
-                    return js_array(env, &v);
-                }
-            }
+            let take = |s: &mut Inner, n| s.push_flat(env, &mut v, n);
+            inner.borrow_mut().reap_chunks(env, "reap", take)?;
+            js_array(env, &v)
         },
         "sendBatch" => |env: &Env, inner: &Rc<RefCell<Inner>>, [bufs, uds]: [Unknown; 2]| {
             let (sends, bytes, k) = send_batch(env, inner, bufs, Some(uds), None)?;
