@@ -13,6 +13,7 @@ use napi_derive::napi;
 
 use crate::args::{self, alloc, alloc_len, size, with_fd};
 use crate::error::{sys_error, Fail, OrThrow};
+use crate::teardown::BufferTask;
 
 /// Options of a peek or consume.
 // Read field by field by the calls (for their TypeErrors); here for the types.
@@ -259,6 +260,36 @@ impl Shared {
     /// The abort handles of pending async peeks.
     fn waiters(&self) -> std::sync::MutexGuard<'_, Vec<Arc<AbortHandle>>> {
         self.waiters.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `peekAsync` on its own thread: up to `len` bytes at the cursor, waiting until `until`
+    /// (`None`: no limit) or until `cancel` is aborted (`close()`, the environment's teardown).
+    fn peek_async(
+        &self,
+        cancel: &Arc<AbortHandle>,
+        len: usize,
+        until: Option<std::time::Instant>,
+    ) -> std::result::Result<Vec<u8>, Fail> {
+        let mut g = self.peeker.lock().unwrap_or_else(|p| p.into_inner());
+        let mut buf = Vec::new();
+        if let Some(p) = g.as_ref() {
+            // Sized by what the socket can hold (`recv_buffer_len`), not by `length` alone.
+            buf = args::try_alloc(lowcopy::recv_buffer_len(p.as_fd(), len))?;
+        }
+        let r = match g.as_mut() {
+            _ if self.close_requested.load(Ordering::Acquire) => Err(Fail::Aborted),
+            None => Err(Fail::Errno(libc::EBADF)),
+            Some(p) => p
+                .peek_abortable(&mut [IoSliceMut::new(&mut buf)], cancel, left(until))
+                .map_err(aborted),
+        };
+        if self.close_requested.load(Ordering::Acquire) {
+            g.take(); // close() came while this held the peeker
+        }
+        drop(g);
+        self.waiters().retain(|w| !Arc::ptr_eq(w, cancel));
+        buf.truncate(r?);
+        Ok(buf)
     }
 }
 
@@ -773,9 +804,10 @@ impl Peeker {
         if self.closed() {
             return Err(sys_error(env, libc::EBADF, "peekAsync"));
         }
-        PeekTask::spawn(env, "peekAsync", len, timeout, |cancel| {
+        let (shared, until) = (self.shared.clone(), deadline(timeout));
+        crate::teardown::spawn(env, "peekAsync", |cancel| {
             self.shared.waiters().push(cancel.clone());
-            Src::Peeker(self.shared.clone(), cancel)
+            BufferTask("peekAsync", move || shared.peek_async(&cancel, len, until))
         })
     }
 
@@ -1054,99 +1086,6 @@ fn aborted(e: std::io::Error) -> Fail {
     }
 }
 
-/// What an async peek reads from.
-pub enum Src {
-    /// A `Peeker`'s cursor.
-    Peeker(Arc<Shared>, Arc<AbortHandle>),
-    /// `peekAtAsync`: a duplicate of the caller's fd, at a fixed offset.
-    At {
-        fd: OwnedFd,
-        offset: usize,
-        cancel: Arc<AbortHandle>,
-    },
-}
-
-/// `peekAsync`/`peekAtAsync` on a thread of its own.
-pub struct PeekTask {
-    src: Src,
-    len: usize,
-    /// When the wait ends (`None`: no limit), counted from the call.
-    deadline: Option<std::time::Instant>,
-}
-
-impl PeekTask {
-    /// Starts the peek of `what` on its own thread, reading from `src` (made with the abort
-    /// handle that ends its wait: `close()`, the environment's teardown).
-    fn spawn<'e>(
-        env: &'e Env,
-        what: &'static str,
-        len: usize,
-        timeout: Option<std::time::Duration>,
-        src: impl FnOnce(Arc<AbortHandle>) -> Src,
-    ) -> Result<Object<'e>> {
-        let cancel = Arc::new(AbortHandle::new().or_throw(env, what)?);
-        let task = PeekTask {
-            src: src(cancel.clone()),
-            len,
-            deadline: deadline(timeout),
-        };
-        crate::teardown::spawn(env, what, Some(&cancel), task)
-    }
-
-    fn run(&mut self) -> std::result::Result<Vec<u8>, Fail> {
-        let deadline = self.deadline;
-        // Sized by what the socket can hold (`recv_buffer_len`), not by `length` alone.
-        let alloc = |fd| args::try_alloc(lowcopy::recv_buffer_len(fd, self.len));
-        let mut buf = Vec::new();
-        let n = match &self.src {
-            Src::Peeker(sh, cancel) => {
-                let mut g = sh.peeker.lock().unwrap_or_else(|p| p.into_inner());
-                if let Some(p) = g.as_ref() {
-                    buf = alloc(p.as_fd())?;
-                }
-                let r = match g.as_mut() {
-                    _ if sh.close_requested.load(Ordering::Acquire) => Err(Fail::Aborted),
-                    None => Err(Fail::Errno(libc::EBADF)),
-                    Some(p) => p
-                        .peek_abortable(&mut [IoSliceMut::new(&mut buf)], cancel, left(deadline))
-                        .map_err(aborted),
-                };
-                if sh.close_requested.load(Ordering::Acquire) {
-                    g.take(); // close() came while this held the peeker
-                }
-                drop(g);
-                sh.waiters().retain(|w| !Arc::ptr_eq(w, cancel));
-                r?
-            }
-            Src::At { fd, offset, cancel } => {
-                buf = alloc(fd.as_fd())?;
-                let bufs = &mut [IoSliceMut::new(&mut buf)];
-                lowcopy::peek_at_abortable(fd, *offset, bufs, cancel, left(deadline))
-                    .map_err(aborted)?
-            }
-        };
-        buf.truncate(n);
-        Ok(buf)
-    }
-}
-
-impl Task for PeekTask {
-    type Output = std::result::Result<Vec<u8>, Fail>;
-    type JsValue = Buffer;
-
-    fn compute(&mut self) -> Result<Self::Output> {
-        Ok(self.run())
-    }
-
-    fn resolve(&mut self, env: Env, out: Self::Output) -> Result<Buffer> {
-        let what = match self.src {
-            Src::Peeker(..) => "peekAsync",
-            Src::At { .. } => "peekAtAsync",
-        };
-        out.map(Buffer::from).map_err(|f| f.into_error(&env, what))
-    }
-}
-
 /// `peekAt` that waits off the JS thread until a byte lies beyond `offset` (as
 /// `Peeker.peekAsync`, on a private duplicate of `fd`): resolves with the bytes (empty at end
 /// of stream), rejects with `ETIMEDOUT` after `timeoutMs`. The protocol sniffer's call: peek a
@@ -1168,9 +1107,16 @@ pub fn peek_at_async<'e>(
     let len = alloc_len(env, &length, "length")?;
     let timeout = args::timeout_opt(env, options.as_ref())?;
     let dup = args::dup_fd(env, &fd, "peekAtAsync")?;
-    PeekTask::spawn(env, "peekAtAsync", len, timeout, |cancel| Src::At {
-        fd: dup,
-        offset,
-        cancel,
+    // When the wait ends (`None`: no limit), counted from the call.
+    let until = deadline(timeout);
+    crate::teardown::spawn(env, "peekAtAsync", |cancel| {
+        BufferTask("peekAtAsync", move || {
+            // Sized by what the socket can hold (`recv_buffer_len`), not by `length` alone.
+            let mut buf = args::try_alloc(lowcopy::recv_buffer_len(dup.as_fd(), len))?;
+            let bufs = &mut [IoSliceMut::new(&mut buf)];
+            let n = lowcopy::peek_at_abortable(&dup, offset, bufs, &cancel, left(until));
+            buf.truncate(n.map_err(aborted)?);
+            Ok(buf)
+        })
     })
 }

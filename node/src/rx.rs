@@ -2,7 +2,6 @@
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use napi::bindgen_prelude::*;
 use napi::Env;
@@ -11,6 +10,7 @@ use napi_derive::napi;
 use crate::args::{self, alloc_len, size, with_fd};
 use crate::error::{Fail, OrThrow};
 use crate::peek::bytes_arg;
+use crate::teardown::BufferTask;
 
 /// Sets `SO_RCVLOWAT` to `bytes` and returns the value the kernel keeps, in bytes. On a
 /// `net.Socket` it gates libuv's wakeups too: Node's `'data'` events then come only once that
@@ -225,82 +225,16 @@ pub fn recv_at_least_async<'e>(
     let timeout = args::timeout_opt(env, options.as_ref())?;
     args::object_opt(env, options.as_ref(), "stats")?;
     let fd = args::dup_fd(env, &fd, "recvAtLeastAsync")?;
-    RecvTask::spawn(env, Src::Fd(fd), len, min, timeout)
-}
-
-/// What an async receive reads from.
-pub enum Src {
-    /// `recvAtLeastAsync`: a duplicate of the caller's fd.
-    Fd(OwnedFd),
-    /// `Receiver.recvAtLeastAsync`: the receiver.
-    Rx(Arc<Mutex<Option<CoreRx>>>),
-}
-
-/// `recvAtLeastAsync` and `Receiver.recvAtLeastAsync` on a thread of their own.
-pub struct RecvTask {
-    src: Src,
-    /// The `length` asked for: the buffer is sized by `buffer_for`.
-    len: usize,
-    min: usize,
-    timeout: Option<Duration>,
-    /// Aborted by the environment's teardown.
-    abort: Arc<lowcopy::AbortHandle>,
-}
-
-impl RecvTask {
-    /// Starts the receive on its own thread: the promise of `recvAtLeastAsync`.
-    fn spawn<'e>(
-        env: &'e Env,
-        src: Src,
-        len: usize,
-        min: usize,
-        timeout: Option<Duration>,
-    ) -> Result<Object<'e>> {
-        let abort = Arc::new(lowcopy::AbortHandle::new().or_throw(env, "recvAtLeastAsync")?);
-        let task = RecvTask {
-            src,
-            len,
-            min,
-            timeout,
-            abort: abort.clone(),
-        };
-        crate::teardown::spawn(env, "recvAtLeastAsync", Some(&abort), task)
-    }
-
-    fn run(&self) -> std::result::Result<Vec<u8>, Fail> {
-        let (len, min, t, abort) = (self.len, self.min, self.timeout, &*self.abort);
-        let (mut buf, n) = match &self.src {
-            Src::Fd(fd) => {
-                let mut buf = buffer_for(fd.as_fd(), len, min)?;
-                let mut st = lowcopy::RecvStats::default();
-                let n = lowcopy::recv_atleast_abortable(fd, &mut buf, min, t, abort, &mut st)?;
-                (buf, n)
-            }
-            Src::Rx(rx) => {
-                let mut g = lock_rx(rx);
-                let rx = g.as_mut().ok_or(Fail::Errno(libc::EBADF))?;
-                let mut buf = buffer_for(rx.get_ref().as_fd(), len, min)?;
-                let n = rx.recv_atleast_abortable(&mut buf, min, t, abort)?;
-                (buf, n)
-            }
-        };
-        buf.truncate(n);
-        Ok(buf)
-    }
-}
-
-impl Task for RecvTask {
-    type Output = std::result::Result<Vec<u8>, Fail>;
-    type JsValue = Buffer;
-
-    fn compute(&mut self) -> Result<Self::Output> {
-        Ok(self.run())
-    }
-
-    fn resolve(&mut self, env: Env, out: Self::Output) -> Result<Buffer> {
-        out.map(Buffer::from)
-            .map_err(|f| f.into_error(&env, "recvAtLeastAsync"))
-    }
+    // On a thread of its own, aborted by the environment's teardown.
+    crate::teardown::spawn(env, "recvAtLeastAsync", |abort| {
+        BufferTask("recvAtLeastAsync", move || {
+            let mut buf = buffer_for(fd.as_fd(), len, min)?;
+            let mut st = lowcopy::RecvStats::default();
+            let n = lowcopy::recv_atleast_abortable(&fd, &mut buf, min, timeout, &abort, &mut st);
+            buf.truncate(n?);
+            Ok(buf)
+        })
+    })
 }
 
 /// The buffer of an async receive of up to `len` bytes, at least `min` of them: sized by what
@@ -450,7 +384,17 @@ impl Receiver {
         let min = size(env, &min, "min")?;
         let timeout = args::timeout_opt(env, options.as_ref())?;
         args::object_opt(env, options.as_ref(), "stats")?;
-        RecvTask::spawn(env, Src::Rx(self.inner.clone()), len, min, timeout)
+        let inner = self.inner.clone();
+        crate::teardown::spawn(env, "recvAtLeastAsync", |abort| {
+            BufferTask("recvAtLeastAsync", move || {
+                let mut g = lock_rx(&inner);
+                let rx = g.as_mut().ok_or(Fail::Errno(libc::EBADF))?;
+                let mut buf = buffer_for(rx.get_ref().as_fd(), len, min)?;
+                let n = rx.recv_atleast_abortable(&mut buf, min, timeout, &abort)?;
+                buf.truncate(n);
+                Ok(buf)
+            })
+        })
     }
 
     /// The counters so far (`new`'s syscalls included).

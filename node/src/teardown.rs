@@ -53,6 +53,7 @@ use lowcopy::AbortHandle;
 use napi::bindgen_prelude::*;
 use napi::{Env, JsDeferred};
 
+use crate::error::{Fail, OrThrow};
 use crate::zc::Inner as SenderInner;
 
 /// One environment's live senders and pending waits.
@@ -159,29 +160,29 @@ impl<V: ToNapiValue> Drop for Settle<V> {
     }
 }
 
-/// A task run on a thread of its own; settles the promise returned.
+/// The task `make` builds run on a thread of its own; settles the promise returned.
 ///
-/// `abort`, when given, is registered with the environment for the task's life, so that the
-/// cleanup hook ends the wait.
+/// `make` is given the task's abort handle, which `close()` (or an `AbortSignal`) may abort to
+/// end its wait; it is registered with the environment for the task's life, so that the
+/// cleanup hook ends the wait too.
 pub(crate) fn spawn<'e, T>(
     env: &'e Env,
     what: &'static str,
-    abort: Option<&Arc<AbortHandle>>,
-    mut task: T,
+    make: impl FnOnce(Arc<AbortHandle>) -> T,
 ) -> Result<Object<'e>>
 where
     T: Task + Send + 'static,
     T::Output: Send + 'static,
 {
+    let abort = Arc::new(AbortHandle::new().or_throw(env, what)?);
+    let mut task = make(abort.clone());
     let st = state(env)?;
     if st.gone.get() {
         return Err(crate::error::sys_error(env, libc::ECANCELED, what));
     }
     let (deferred, promise) = env.create_deferred::<T::JsValue, Resolver<T::JsValue>>()?;
-    let key = abort.map(|h| {
-        st.add_wait(h);
-        Arc::as_ptr(h) as usize
-    });
+    st.add_wait(&abort);
+    let key = Arc::as_ptr(&abort) as usize;
     let mut settle = Settle(Some(deferred), what);
     let run = move || {
         let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task.compute()));
@@ -189,8 +190,8 @@ where
             return;
         };
         deferred.resolve(Box::new(move |env: Env| {
-            if let (Some(k), Ok(Some(st))) = (key, env.get_instance_data::<Rc<EnvState>>()) {
-                st.remove_wait(k);
+            if let Ok(Some(st)) = env.get_instance_data::<Rc<EnvState>>() {
+                st.remove_wait(key);
             }
             match out {
                 Ok(Ok(out)) => task.resolve(env, out),
@@ -204,11 +205,30 @@ where
     };
     // When no thread can be had, the closure is dropped unrun and `Settle` rejects the promise.
     if !pool::run(Box::new(run)) {
-        if let Some(k) = key {
-            st.remove_wait(k);
-        }
+        st.remove_wait(key);
     }
     Ok(promise)
+}
+
+/// A wait whose result is a `Buffer` (the async peeks and receives): `run` (the second field)
+/// on the wait's thread; its failure rejects as an error of the call named by the first.
+pub(crate) struct BufferTask<F>(pub &'static str, pub F);
+
+impl<F> Task for BufferTask<F>
+where
+    F: FnMut() -> std::result::Result<Vec<u8>, Fail> + Send,
+{
+    type Output = std::result::Result<Vec<u8>, Fail>;
+    type JsValue = Buffer;
+
+    fn compute(&mut self) -> Result<Self::Output> {
+        Ok((self.1)())
+    }
+
+    fn resolve(&mut self, env: Env, out: Self::Output) -> Result<Buffer> {
+        out.map(Buffer::from)
+            .map_err(|f| f.into_error(&env, self.0))
+    }
 }
 
 /// The threads the waits run on: process-wide, made on demand, each kept for a while once idle

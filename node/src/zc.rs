@@ -1274,16 +1274,16 @@ impl ZeroCopySender {
         let t = args::timeout_ms(env, timeout_ms.as_ref())?;
         let wait = open(&mut this.core, env, "waitAsync")?.detached_wait();
         let wait = wait.or_throw(env, "waitAsync")?;
-        let cancel = Arc::new(AbortHandle::new().or_throw(env, "waitAsync")?);
-        this.waiters.retain(|w| Arc::strong_count(w) > 1);
-        this.waiters.push(cancel.clone());
-        let task = ZcWaitTask {
-            this: self as *const ZeroCopySender,
-            wait,
-            cancel: cancel.clone(),
-            deadline: crate::peek::deadline(t),
-        };
-        crate::teardown::spawn(env, "waitAsync", Some(&cancel), task)
+        crate::teardown::spawn(env, "waitAsync", |cancel| {
+            this.waiters.retain(|w| Arc::strong_count(w) > 1);
+            this.waiters.push(cancel.clone());
+            ZcWaitTask {
+                this: self as *const ZeroCopySender,
+                wait,
+                cancel,
+                deadline: crate::peek::deadline(t),
+            }
+        })
     }
 
     /// The counters so far; after `close()`, as closing left them (with its `close*` counters).
