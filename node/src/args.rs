@@ -80,31 +80,32 @@ pub fn is_libuv_handle(v: &Unknown) -> Result<bool> {
 /// object works on its own, so a number closed and reused elsewhere is never touched.
 /// `EBADF` for a closed fd, `EMFILE` when the process is out of descriptors.
 pub fn dup_fd(env: &Env, v: &Unknown, what: &str) -> Result<OwnedFd> {
-    with_fd(env, v, what, |b| b.try_clone_to_owned().or_throw(env, what))
+    with_fd(env, v, what, |b| b.try_clone_to_owned())
 }
 
 /// `fd` borrowed for a synchronous call: the JS thread is inside the call, so the number
 /// cannot be closed under it by JS (a worker thread closing it concurrently would make the
-/// kernel answer EBADF, or reach the reused number, as any fd-taking call would).
+/// kernel answer EBADF, or reach the reused number, as any fd-taking call would). `f`'s error
+/// is thrown as a system error of `what`.
 pub fn with_fd<T>(
     env: &Env,
     v: &Unknown,
     what: &str,
-    f: impl FnOnce(BorrowedFd<'_>) -> Result<T>,
+    f: impl FnOnce(BorrowedFd<'_>) -> std::io::Result<T>,
 ) -> Result<T> {
     let raw = raw_fd(env, v, what)?;
     // SAFETY: see above; a closed number makes the kernel answer EBADF, never memory unsafety.
     let b = unsafe { BorrowedFd::borrow_raw(raw) };
-    f(b)
+    f(b).or_throw(env, what)
 }
 
 /// Runs `f` on the object in `m`: `EBUSY` while another thread (an async call) holds it,
-/// `EBADF` once closed (`None`), both as system errors of `what`.
+/// `EBADF` once closed (`None`), both as system errors of `what`, as is `f`'s error.
 pub fn with_locked<C, T>(
     env: &Env,
     m: &std::sync::Mutex<Option<C>>,
     what: &str,
-    f: impl FnOnce(&mut C) -> Result<T>,
+    f: impl FnOnce(&mut C) -> std::io::Result<T>,
 ) -> Result<T> {
     use std::sync::TryLockError;
     let mut g = match m.try_lock() {
@@ -112,8 +113,10 @@ pub fn with_locked<C, T>(
         Err(TryLockError::Poisoned(p)) => p.into_inner(),
         Err(TryLockError::WouldBlock) => return Err(sys_error(env, libc::EBUSY, what)),
     };
-    g.as_mut()
-        .map_or_else(|| Err(sys_error(env, libc::EBADF, what)), f)
+    let c = g
+        .as_mut()
+        .ok_or_else(|| sys_error(env, libc::EBADF, what))?;
+    f(c).or_throw(env, what)
 }
 
 /// An element pointer N-API gave for `len` elements: dangling (aligned, never read) when
@@ -182,17 +185,12 @@ pub fn alloc_len(env: &Env, v: &Unknown, name: &str) -> Result<usize> {
 }
 
 /// A zero-filled buffer of `n` bytes, or `ENOMEM` instead of an abort.
-pub fn try_alloc(n: usize) -> std::result::Result<Vec<u8>, crate::error::Fail> {
+pub fn try_alloc(n: usize) -> std::io::Result<Vec<u8>> {
     let mut v = Vec::new();
     v.try_reserve_exact(n)
-        .map_err(|_| crate::error::Fail::Errno(libc::ENOMEM))?;
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::ENOMEM))?;
     v.resize(n, 0);
     Ok(v)
-}
-
-/// [`try_alloc`] on the JS thread: `ENOMEM` thrown as a system error of `what`.
-pub fn alloc(env: &Env, n: usize, what: &str) -> Result<Vec<u8>> {
-    try_alloc(n).map_err(|f| f.into_error(env, what))
 }
 
 /// The `n` bytes received into `buf` as a `Buffer`, its spare capacity given back when large.

@@ -6,12 +6,12 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use lowcopy::{AbortHandle, Flags, PeekMode};
+use lowcopy::{AbortHandle, PeekMode};
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
 
-use crate::args::{self, alloc, alloc_len, size, with_fd};
+use crate::args::{self, alloc_len, size, with_fd};
 use crate::error::{sys_error, Fail, OrThrow};
 use crate::teardown::BufferTask;
 
@@ -167,9 +167,8 @@ pub fn peek_at(
     let flags = args::flags(&env, options.as_ref(), "peekAt", false)?;
     let mut buf = Vec::new();
     let n = with_fd(&env, &fd, "peekAt", |fd| {
-        buf = alloc(&env, lowcopy::recv_buffer_len(fd, len), "peekAt")?;
+        buf = args::try_alloc(lowcopy::recv_buffer_len(fd, len))?;
         lowcopy::peek_at(fd, offset, &mut [IoSliceMut::new(&mut buf)], flags)
-            .or_throw(&env, "peekAt")
     })?;
     Ok(args::into_buffer(buf, n))
 }
@@ -192,7 +191,6 @@ pub fn peek_into(
     let flags = args::flags(&env, options.as_ref(), "peekInto", false)?;
     let n = with_fd(&env, &fd, "peekInto", |fd| {
         lowcopy::peek_at(fd, offset, &mut [IoSliceMut::new(b.bytes_mut())], flags)
-            .or_throw(&env, "peekInto")
     })?;
     Ok(n as u32)
 }
@@ -218,9 +216,7 @@ pub fn peek_into(
 pub fn consume(env: Env, fd: Unknown, n: Unknown, options: Option<Unknown>) -> Result<f64> {
     let n = size(&env, &n, "n")?;
     let flags = args::flags(&env, options.as_ref(), "consume", false)?;
-    let r = with_fd(&env, &fd, "consume", |fd| {
-        lowcopy::consume(fd, n, flags).or_throw(&env, "consume")
-    })?;
+    let r = with_fd(&env, &fd, "consume", |fd| lowcopy::consume(fd, n, flags))?;
     Ok(r as f64)
 }
 
@@ -240,9 +236,7 @@ pub fn consume(env: Env, fd: Unknown, n: Unknown, options: Option<Unknown>) -> R
     ts_args_type = "fd: number | import('node:net').Socket | { fd: number }"
 )]
 pub fn peek_supported(env: Env, fd: Unknown) -> Result<bool> {
-    with_fd(&env, &fd, "peekSupported", |fd| {
-        lowcopy::peek_supported(fd).or_throw(&env, "peekSupported")
-    })
+    with_fd(&env, &fd, "peekSupported", |fd| lowcopy::peek_supported(fd))
 }
 
 type Core = lowcopy::Peeker<OwnedFd>;
@@ -257,6 +251,35 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// Runs `f` on the core peeker: `EBADF` once closed, `EBUSY` while a `peekAsync` holds it;
+    /// those and `f`'s error are thrown as system errors of `what`.
+    fn with<T>(
+        &self,
+        env: &Env,
+        what: &str,
+        f: impl FnOnce(&mut Core) -> std::io::Result<T>,
+    ) -> Result<T> {
+        args::with_locked(env, &self.peeker, what, f)
+    }
+
+    /// `Peeker.peekInto`'s work (the class method's, and the bound function's, which takes no
+    /// options).
+    fn peek_into(&self, env: &Env, buf: &Unknown, options: Option<&Unknown>) -> Result<u32> {
+        // The memory stays valid for the call: the argument keeps its ArrayBuffer alive, and no
+        // JS runs until we return (no transfer, detach or resize in between).
+        let iov = [bytes_arg(env, buf, "buf")?.iovec()];
+        let f = args::flags(env, options, "peekInto", false)?;
+        // SAFETY: the iovec covers the caller's view, writable and alive for this call.
+        let n = self.with(env, "peekInto", |p| unsafe { p.peek_raw(&iov, f) })?;
+        Ok(n as u32)
+    }
+
+    /// `Peeker.seek`'s work (the class method's and the bound function's).
+    fn seek(&self, env: &Env, offset: &Unknown) -> Result<()> {
+        let off = size(env, offset, "offset")?;
+        self.with(env, "seek", |p| p.seek(off))
+    }
+
     /// The abort handles of pending async peeks.
     fn waiters(&self) -> std::sync::MutexGuard<'_, Vec<Arc<AbortHandle>>> {
         self.waiters.lock().unwrap_or_else(|p| p.into_inner())
@@ -466,13 +489,6 @@ pub struct Peeker {
     fd: i32,
 }
 
-impl Peeker {
-    /// Runs `f` on the core peeker: `EBADF` once closed, `EBUSY` while a `peekAsync` holds it.
-    fn with<T>(&self, env: &Env, what: &str, f: impl FnOnce(&mut Core) -> Result<T>) -> Result<T> {
-        args::with_locked(env, &self.shared.peeker, what, f)
-    }
-}
-
 #[napi]
 impl Peeker {
     /// Creates a peeker over (a duplicate of) `fd`, cursor at 0 (the head of the receive
@@ -606,19 +622,21 @@ impl Peeker {
     /// The mechanism in use: `'offset'` (`SO_PEEK_OFF`) or `'discard'`, never `'auto'`.
     #[napi(getter, catch_unwind)]
     pub fn mode(&self, env: Env) -> Result<&'static str> {
-        self.with(&env, "mode", |p| Ok(args::name_of(MODES, p.mode())))
+        self.shared
+            .with(&env, "mode", |p| Ok(args::name_of(MODES, p.mode())))
     }
 
     /// The cursor: bytes between the head of the receive queue and the next peek.
     #[napi(getter, catch_unwind)]
     pub fn offset(&self, env: Env) -> Result<f64> {
-        self.with(&env, "offset", |p| Ok(p.offset() as f64))
+        self.shared.with(&env, "offset", |p| Ok(p.offset() as f64))
     }
 
     /// Whether the low-water mark is armed (`setLowatArmed`).
     #[napi(getter, catch_unwind)]
     pub fn lowat_armed(&self, env: Env) -> Result<bool> {
-        self.with(&env, "lowatArmed", |p| Ok(p.lowat_armed()))
+        self.shared
+            .with(&env, "lowatArmed", |p| Ok(p.lowat_armed()))
     }
 
     /// Peeks up to `length` bytes at the cursor into a new `Buffer`; the cursor advances by
@@ -630,10 +648,9 @@ impl Peeker {
         let len = alloc_len(&env, &length, "length")?;
         let f = args::flags(&env, options.as_ref(), "peek", false)?;
         let mut buf = Vec::new();
-        let n = self.with(&env, "peek", |p| {
-            buf = alloc(&env, lowcopy::recv_buffer_len(p.as_fd(), len), "peek")?;
+        let n = self.shared.with(&env, "peek", |p| {
+            buf = args::try_alloc(lowcopy::recv_buffer_len(p.as_fd(), len))?;
             p.peek(&mut [IoSliceMut::new(&mut buf)], f)
-                .or_throw(&env, "peek")
         })?;
         Ok(args::into_buffer(buf, n))
     }
@@ -662,14 +679,7 @@ impl Peeker {
         ts_args_type = "buf: ArrayBufferView, options?: PeekOptions"
     )]
     pub fn peek_into(&self, env: Env, buf: Unknown, options: Option<Unknown>) -> Result<u32> {
-        let b = bytes_arg(&env, &buf, "buf")?;
-        let f = args::flags(&env, options.as_ref(), "peekInto", false)?;
-        let iov = [b.iovec()];
-        let n = self.with(&env, "peekInto", |p| {
-            // SAFETY: the iovec covers the caller's view, writable and alive for this call.
-            unsafe { p.peek_raw(&iov, f) }.or_throw(&env, "peekInto")
-        })?;
-        Ok(n as u32)
+        self.shared.peek_into(&env, &buf, options.as_ref())
     }
 
     /// Peeks at the cursor into `buffers` in order, as one call (scatter, like `fs.readvSync`;
@@ -682,10 +692,10 @@ impl Peeker {
         let views = views_arg(&env, &buffers, "buffers")?;
         let f = args::flags(&env, options.as_ref(), "peekv", false)?;
         let iov: Vec<libc::iovec> = views.iter().map(View::iovec).collect();
-        let n = self.with(&env, "peekv", |p| {
+        let n = self.shared.with(&env, "peekv", |p| {
             // SAFETY: the iovecs cover the caller's views, writable and alive for this call
             // (one buffer given twice is written twice, as readv would).
-            unsafe { p.peek_raw(&iov, f) }.or_throw(&env, "peekv")
+            unsafe { p.peek_raw(&iov, f) }
         })?;
         Ok(n as u32)
     }
@@ -742,11 +752,9 @@ impl Peeker {
         let b = bytes_arg(&env, &buf, "buf")?;
         let f = args::flags(&env, options.as_ref(), "peekAtInto", false)?;
         let iov = [b.iovec()];
-        self.with(&env, "peekAtInto", |p| {
+        self.shared.with(&env, "peekAtInto", |p| {
             // SAFETY: the iovec covers the caller's view, writable and alive for this call.
-            unsafe { p.peek_at_raw(off, &iov, f) }
-                .map(PeekResult::from)
-                .or_throw(&env, "peekAtInto")
+            unsafe { p.peek_at_raw(off, &iov, f) }.map(PeekResult::from)
         })
     }
 
@@ -766,11 +774,9 @@ impl Peeker {
         let views = views_arg(&env, &buffers, "buffers")?;
         let f = args::flags(&env, options.as_ref(), "peekvAt", false)?;
         let iov: Vec<libc::iovec> = views.iter().map(View::iovec).collect();
-        self.with(&env, "peekvAt", |p| {
+        self.shared.with(&env, "peekvAt", |p| {
             // SAFETY: the iovecs cover the caller's views, writable and alive for this call.
-            unsafe { p.peek_at_raw(off, &iov, f) }
-                .map(PeekResult::from)
-                .or_throw(&env, "peekvAt")
+            unsafe { p.peek_at_raw(off, &iov, f) }.map(PeekResult::from)
         })
     }
 
@@ -825,8 +831,7 @@ impl Peeker {
     // doc-end
     #[napi(catch_unwind, ts_args_type = "offset: number")]
     pub fn seek(&self, env: Env, offset: Unknown) -> Result<()> {
-        let off = size(&env, &offset, "offset")?;
-        self.with(&env, "seek", |p| p.seek(off).or_throw(&env, "seek"))
+        self.shared.seek(&env, &offset)
     }
 
     // doc-copy: peeker_consume.kernel
@@ -845,9 +850,8 @@ impl Peeker {
     #[napi(catch_unwind, ts_args_type = "n: number")]
     pub fn consume(&self, env: Env, n: Unknown) -> Result<f64> {
         let n = size(&env, &n, "n")?;
-        self.with(&env, "consume", |p| {
-            p.consume(n).or_throw(&env, "consume").map(|d| d as f64)
-        })
+        self.shared
+            .with(&env, "consume", |p| p.consume(n).map(|d| d as f64))
     }
 
     /// Tells the peeker that `n` bytes left the head of the queue by another path (a read, a
@@ -861,9 +865,8 @@ impl Peeker {
     #[napi(catch_unwind, ts_args_type = "n: number")]
     pub fn note_consumed(&self, env: Env, n: Unknown) -> Result<()> {
         let n = size(&env, &n, "n")?;
-        self.with(&env, "noteConsumed", |p| {
-            p.note_consumed(n).or_throw(&env, "noteConsumed")
-        })
+        self.shared
+            .with(&env, "noteConsumed", |p| p.note_consumed(n))
     }
 
     /// Arms (`true`) or disarms the low-water mark (libuv's poll obeys it too).
@@ -895,15 +898,14 @@ impl Peeker {
     #[napi(catch_unwind, ts_args_type = "on: boolean")]
     pub fn set_lowat_armed(&self, env: Env, on: Unknown) -> Result<()> {
         let on = args::boolean(&env, &on, "on")?;
-        self.with(&env, "setLowatArmed", |p| {
-            p.set_lowat_armed(on).or_throw(&env, "setLowatArmed")
-        })
+        self.shared
+            .with(&env, "setLowatArmed", |p| p.set_lowat_armed(on))
     }
 
     /// The counters so far.
     #[napi(catch_unwind)]
     pub fn stats(&self, env: Env) -> Result<PeekStats> {
-        self.with(&env, "stats", |p| Ok((&p.stats()).into()))
+        self.shared.with(&env, "stats", |p| Ok((&p.stats()).into()))
     }
 
     /// Closes the peeker's duplicate; queued bytes stay queued for the next reader.
@@ -950,18 +952,10 @@ impl Peeker {
 pub fn peeker_bind<'a>(env: &'a Env, peeker: &Peeker) -> Result<Object<'a>> {
     bound_fns!(env, peeker.shared, Arc<Shared>, {
         "peekInto" => |env: &Env, shared: &Arc<Shared>, [buf]: [Unknown; 1]| {
-            // The memory stays valid for the call: the argument keeps its ArrayBuffer alive,
-            // and no JS runs until we return (no transfer, detach or resize in between).
-            let iov = [bytes_arg(env, &buf, "buf")?.iovec()];
-            // SAFETY: the iovec covers the caller's view, writable and alive for this call.
-            let n = bound_core(env, shared, "peekInto", |p| unsafe {
-                p.peek_raw(&iov, Flags::NONE)
-            })?;
-            Ok(n as u32)
+            shared.peek_into(env, &buf, None)
         },
         "seek" => |env: &Env, shared: &Arc<Shared>, [offset]: [Unknown; 1]| {
-            let off = size(env, &offset, "offset")?;
-            bound_core(env, shared, "seek", |p| p.seek(off))
+            shared.seek(env, &offset)
         },
     })
 }
@@ -1054,18 +1048,6 @@ pub(crate) unsafe fn bound_call<T, R: ToNapiValue, const N: usize>(
     // SAFETY: `env` is live (inside the callback).
     unsafe { napi::JsError::from(e).throw_into(env) };
     std::ptr::null_mut()
-}
-
-/// Runs `f` on the core peeker, as `Peeker::with`: `EBUSY` while a `peekAsync` holds it,
-/// `EBADF` once closed; other errors are the core's errno, all thrown as system errors of
-/// `what`.
-fn bound_core<T>(
-    env: &Env,
-    shared: &Shared,
-    what: &str,
-    f: impl FnOnce(&mut Core) -> std::io::Result<T>,
-) -> Result<T> {
-    args::with_locked(env, &shared.peeker, what, |p| f(p).or_throw(env, what))
 }
 
 /// The deadline `timeout` from now (`None`: no limit, or one beyond what an `Instant` holds).

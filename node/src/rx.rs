@@ -42,9 +42,7 @@ use crate::teardown::BufferTask;
 pub fn set_rcvlowat(env: Env, fd: Unknown, bytes: Unknown) -> Result<f64> {
     let bytes = size(&env, &bytes, "bytes")?;
     with_fd(&env, &fd, "setRcvlowat", |fd| {
-        lowcopy::set_rcvlowat(fd, bytes)
-            .or_throw(&env, "setRcvlowat")
-            .map(|n| n as f64)
+        lowcopy::set_rcvlowat(fd, bytes).map(|n| n as f64)
     })
 }
 
@@ -239,7 +237,7 @@ pub fn recv_at_least_async<'e>(
 
 /// The buffer of an async receive of up to `len` bytes, at least `min` of them: sized by what
 /// the socket can hold (`lowcopy::recv_buffer_len`), never below `min` (within `len`).
-fn buffer_for(fd: BorrowedFd<'_>, len: usize, min: usize) -> std::result::Result<Vec<u8>, Fail> {
+fn buffer_for(fd: BorrowedFd<'_>, len: usize, min: usize) -> std::io::Result<Vec<u8>> {
     args::try_alloc(lowcopy::recv_buffer_len(fd, len).max(min.min(len)))
 }
 
@@ -360,8 +358,8 @@ impl Receiver {
         let timeout = args::timeout_opt(&env, options.as_ref())?;
         args::object_opt(&env, options.as_ref(), "stats")?;
         args::with_locked(&env, &self.inner, "recvAtLeast", |rx| {
-            let r = rx.recv_atleast(b.bytes_mut(), min, timeout);
-            r.or_throw(&env, "recvAtLeast").map(|n| n as f64)
+            rx.recv_atleast(b.bytes_mut(), min, timeout)
+                .map(|n| n as f64)
         })
     }
 
