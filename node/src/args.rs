@@ -140,25 +140,14 @@ pub fn as_number(env: &Env, v: napi::sys::napi_value) -> Option<f64> {
 
 /// A number argument: a `TypeError` for anything else.
 pub fn number(env: &Env, v: &Unknown, name: &str) -> Result<f64> {
-    if let Some(n) = as_number(env, v.raw()) {
-        return Ok(n);
-    }
-    if v.get_type()? != ValueType::Number {
-        return Err(arg_type_error(env, name, "of type number", v));
-    }
-    v.coerce_to_number()?.get_double()
+    as_number(env, v.raw()).ok_or_else(|| arg_type_error(env, name, "of type number", v))
 }
 
 /// A non-negative integer argument (a count, offset or length in bytes): `TypeError` if not a
 /// number, `RangeError` if negative or fractional. Integers above `usize::MAX` saturate (the
 /// core then refuses or clamps them as it documents).
 pub fn size(env: &Env, v: &Unknown, name: &str) -> Result<usize> {
-    let n = number(env, v, name)?;
-    size_arg(env, n, name)
-}
-
-/// [`size`] of an already-read number.
-pub fn size_arg(env: &Env, v: f64, name: &str) -> Result<usize> {
+    let v = number(env, v, name)?;
     if v.is_nan() || v.fract() != 0.0 || v < 0.0 {
         return Err(out_of_range(
             env,
@@ -202,18 +191,12 @@ pub fn into_buffer(mut buf: Vec<u8>, n: usize) -> Buffer {
     buf.into()
 }
 
-/// Whether `v` is `undefined` or `null`.
-fn nullish(v: &Unknown) -> Result<bool> {
-    Ok(matches!(
-        v.get_type()?,
-        ValueType::Undefined | ValueType::Null
-    ))
-}
-
 /// A timeout in milliseconds: `undefined`/`null`/negative (-1) is no limit, 0 does not wait.
 pub fn timeout_ms(env: &Env, v: Option<&Unknown>) -> Result<Option<Duration>> {
     let v = match v {
-        Some(u) if !nullish(u)? => Some(number(env, u, "timeoutMs")?),
+        Some(u) if !matches!(u.get_type()?, ValueType::Undefined | ValueType::Null) => {
+            Some(number(env, u, "timeoutMs")?)
+        }
         _ => None,
     };
     timeout_of(env, v)
@@ -240,33 +223,39 @@ pub fn timeout_of(env: &Env, v: Option<f64>) -> Result<Option<Duration>> {
     }
 }
 
-/// The property `name` of the options object `opts` (None without one: [`options_object`]).
-fn opt<'a>(env: &Env, opts: Option<&Unknown<'a>>, name: &str) -> Result<Option<Unknown<'a>>> {
-    match options_object(env, opts)? {
-        None => Ok(None),
-        Some(o) => o.get_named_property(name).map(Some),
-    }
+/// The property `name` of the options object `opts`: None without one ([`options_object`]),
+/// or when it is `undefined` (or, if `nullable`, `null`).
+fn opt<'a>(
+    env: &Env,
+    opts: Option<&Unknown<'a>>,
+    name: &str,
+    nullable: bool,
+) -> Result<Option<Unknown<'a>>> {
+    let Some(o) = options_object(env, opts)? else {
+        return Ok(None);
+    };
+    let v: Unknown = o.get_named_property(name)?;
+    Ok(match v.get_type()? {
+        ValueType::Undefined => None,
+        ValueType::Null if nullable => None,
+        _ => Some(v),
+    })
 }
 
 /// Reads the boolean option `name` of an options object (`undefined`: `default`): a
 /// `TypeError` when `opts` is neither an object nor `undefined`, or the option not a boolean.
 pub fn bool_opt(env: &Env, opts: Option<&Unknown>, name: &str, default: bool) -> Result<bool> {
-    match opt(env, opts, name)? {
-        Some(v) if v.get_type()? != ValueType::Undefined => {
-            boolean(env, &v, &format!("options.{name}"))
-        }
-        _ => Ok(default),
+    match opt(env, opts, name, false)? {
+        Some(v) => boolean(env, &v, &format!("options.{name}")),
+        None => Ok(default),
     }
 }
 
 /// Reads the integer option `name` (`undefined`: None); `TypeError`/`RangeError` otherwise.
 pub fn int_opt(env: &Env, opts: Option<&Unknown>, name: &str) -> Result<Option<i32>> {
-    match opt(env, opts, name)? {
-        Some(v) if v.get_type()? != ValueType::Undefined => {
-            int32(env, &v, &format!("options.{name}")).map(Some)
-        }
-        _ => Ok(None),
-    }
+    let v = opt(env, opts, name, false)?;
+    v.map(|v| int32(env, &v, &format!("options.{name}")))
+        .transpose()
 }
 
 /// The per-call flags of `options` (`dontWait`; for a send, `more`; or raw `flags`); `EINVAL`
@@ -313,18 +302,10 @@ pub fn boolean(env: &Env, v: &Unknown, name: &str) -> Result<bool> {
     v.coerce_to_bool()
 }
 
-/// Whether `v` is an array (`napi_is_array`).
-pub fn is_array(env: &Env, v: &Unknown) -> bool {
-    let mut is_array = false;
-    // SAFETY: plain N-API query on a live value of this call into a local.
-    unsafe { napi::sys::napi_is_array(env.raw(), v.raw(), &mut is_array) };
-    is_array
-}
-
 /// The elements of an array argument (Node's `validateArray`): a `TypeError` for anything
 /// else.
 pub fn array<'a>(env: &Env, v: &Unknown<'a>, name: &str) -> Result<Vec<Unknown<'a>>> {
-    if !is_array(env, v) {
+    if !v.is_array()? {
         return Err(arg_type_error(env, name, "an instance of Array", v));
     }
     // SAFETY: an array is an object.
@@ -342,17 +323,17 @@ pub fn array<'a>(env: &Env, v: &Unknown<'a>, name: &str) -> Result<Vec<Unknown<'
 /// Reads the string option `name` of an options object (`undefined`/`null`: None); a
 /// `TypeError` when it is anything but a string.
 pub fn string_opt(env: &Env, opts: Option<&Unknown>, name: &str) -> Result<Option<String>> {
-    match opt(env, opts, name)? {
+    match opt(env, opts, name, true)? {
         Some(v) if v.get_type()? == ValueType::String => Ok(Some(
             v.coerce_to_string()?.into_utf8()?.as_str()?.to_owned(),
         )),
-        Some(v) if !nullish(&v)? => Err(arg_type_error(
+        Some(v) => Err(arg_type_error(
             env,
             &format!("options.{name}"),
             "of type string",
             &v,
         )),
-        _ => Ok(None),
+        None => Ok(None),
     }
 }
 
@@ -386,8 +367,8 @@ pub fn name_of<T: PartialEq>(choices: &[(&'static str, T)], v: T) -> &'static st
 /// Checks the object option `name` (`undefined`/`null`: absent): a `TypeError` for anything
 /// but an object.
 pub fn object_opt(env: &Env, opts: Option<&Unknown>, name: &str) -> Result<()> {
-    match opt(env, opts, name)? {
-        Some(v) if !nullish(&v)? && v.get_type()? != ValueType::Object => Err(arg_type_error(
+    match opt(env, opts, name, true)? {
+        Some(v) if v.get_type()? != ValueType::Object => Err(arg_type_error(
             env,
             &format!("options.{name}"),
             "of type object",
@@ -404,15 +385,14 @@ pub fn options_object<'a>(env: &Env, opts: Option<&Unknown<'a>>) -> Result<Optio
     match o.get_type()? {
         ValueType::Undefined | ValueType::Null => Ok(None),
         // SAFETY: an object (checked by the match).
-        ValueType::Object if !is_array(env, o) => Ok(Some(unsafe { o.cast()? })),
+        ValueType::Object if !o.is_array()? => Ok(Some(unsafe { o.cast()? })),
         _ => Err(arg_type_error(env, "options", "of type object", o)),
     }
 }
 
 /// Reads the number option `name` (`undefined`: None).
 pub fn number_opt(env: &Env, opts: Option<&Unknown>, name: &str) -> Result<Option<f64>> {
-    match opt(env, opts, name)? {
-        Some(v) if !nullish(&v)? => number(env, &v, &format!("options.{name}")).map(Some),
-        _ => Ok(None),
-    }
+    let v = opt(env, opts, name, true)?;
+    v.map(|v| number(env, &v, &format!("options.{name}")))
+        .transpose()
 }

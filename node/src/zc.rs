@@ -444,7 +444,7 @@ impl Inner {
             None => {
                 let slab = self.slab(env)?;
                 let ud: Unknown = slab.get_element(slot)?;
-                set_undefined(env, &slab, slot)?;
+                set_element(env, &slab, slot, ())?;
                 Ud::Js(ud.raw())
             }
         };
@@ -517,18 +517,9 @@ impl Inner {
         }
     }
 
-    fn reap_all(&mut self, env: &Env, what: &str) -> Result<Vec<ZcCompletion>> {
-        let mut all = Vec::new();
-        self.reap_chunks(env, what, |s, n| {
-            all.extend(s.completions(env, n)?);
-            Ok(())
-        })?;
-        Ok(all)
-    }
-
     /// The data argument as byte views: one `ArrayBufferView` or an array of them.
     fn views<'a>(&self, env: &Env, data: &Unknown<'a>) -> Result<Few<View<'a>>> {
-        if !args::is_array(env, data) {
+        if !data.is_array()? {
             return Ok(Few::One([bytes_arg(env, data, "data")?]));
         }
         // SAFETY: an array is an object.
@@ -831,19 +822,14 @@ impl<T> Few<T> {
     }
 }
 
-/// `slab[i] = undefined`.
-fn set_undefined(env: &Env, slab: &Object, i: u32) -> Result<()> {
-    let mut u = std::ptr::null_mut();
-    // SAFETY: a plain N-API call on this env into a local.
-    unsafe { napi::sys::napi_get_undefined(env.raw(), &mut u) };
-    set_element(env, slab, i, u)
-}
-
-/// `slab[i] = v`.
-fn set_element(env: &Env, slab: &Object, i: u32, v: napi::sys::napi_value) -> Result<()> {
-    // SAFETY: an N-API call on this env's live values.
-    let st = unsafe { napi::sys::napi_set_element(env.raw(), slab.raw(), i, v) };
-    napi::check_status!(st, "napi_set_element failed")
+/// `slab[i] = v` (a JS value, or `()`: `undefined`).
+fn set_element(env: &Env, slab: &Object, i: u32, v: impl ToNapiValue) -> Result<()> {
+    // SAFETY: N-API calls on this env with its live values.
+    unsafe {
+        let v = ToNapiValue::to_napi_value(env.raw(), v)?;
+        let st = napi::sys::napi_set_element(env.raw(), slab.raw(), i, v);
+        napi::check_status!(st, "napi_set_element failed")
+    }
 }
 
 /// The elements of a `Float64Array` argument of at least 4 (one completion), for the call.
@@ -1228,8 +1214,12 @@ impl ZeroCopySender {
     // doc-end
     #[napi(catch_unwind)]
     pub fn reap(&self, env: Env) -> Result<Vec<ZcCompletion>> {
-        let mut this = self.inner.borrow_mut();
-        this.reap_all(&env, "reap")
+        let mut all = Vec::new();
+        self.inner.borrow_mut().reap_chunks(&env, "reap", |s, n| {
+            all.extend(s.completions(&env, n)?);
+            Ok(())
+        })?;
+        Ok(all)
     }
 
     /// Waits (blocking the JS thread) until a completion is ready, at most `timeoutMs` (none:
@@ -1349,7 +1339,7 @@ fn send_batch(
     let uds: Option<Vec<Ud>> = match uds.map(|u| (float64s(env, &u), u)) {
         None => None,
         Some((Some(x), _)) => Some(x.iter().map(|&x| Ud::Num(x)).collect()),
-        Some((None, u)) if args::is_array(env, &u) => Some(
+        Some((None, u)) if u.is_array()? => Some(
             args::array(env, &u, "userDatas")?
                 .iter()
                 .map(|u| Ud::Js(u.raw()))
