@@ -16,7 +16,6 @@
 //! sent from their own `byteOffset`; the pool is untransferable already.
 
 use std::cell::RefCell;
-use std::io::IoSlice;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::rc::Rc;
@@ -36,6 +35,9 @@ use crate::error::{
 use crate::peek::{bytes_arg, View};
 
 type Core = lowcopy::ZeroCopySender<OwnedFd>;
+
+/// A send's bytes accepted and completions reaped, or the kernel's error.
+type IoPair = std::io::Result<(usize, usize)>;
 
 thread_local! {
     /// The transfer guard the package entry installed on this JS thread (a function taking an
@@ -595,19 +597,29 @@ impl Inner {
         *m = Marked { key, gen, r };
     }
 
-    /// The views of `data` for a send of `what` (the sender open, the transfer guard run), and
-    /// a slot holding `data` (`take_slot`).
-    fn prepare<'a>(
+    /// One send of `data` for the call `what` (the sender open, the transfer guard run, a slot
+    /// holding `data`: `take_slot`), made by `send` on the core with the views' iovecs, the
+    /// slot's number and `self.out`; returns the bytes accepted and the completions `send`
+    /// reaped, the kernel's error as such. A send that took bytes keeps its slot with
+    /// `user_data` until its completion (`settle`).
+    fn send_with(
         &mut self,
         env: &Env,
         what: &str,
-        data: &Unknown<'a>,
-    ) -> Result<(Few<View<'a>>, u32)> {
+        data: &Unknown,
+        user_data: Ud,
+        send: impl FnOnce(&mut Core, &[libc::iovec], u64, &mut [Completion]) -> IoPair,
+    ) -> Result<IoPair> {
         let views = self.views(env, data)?;
         open(&mut self.core, env, what)?;
         self.guard(env, &views)?;
         let slot = self.take_slot(env, data)?;
-        Ok((views, slot))
+        let iov = views.map(View::iovec);
+        let core = self.core.as_mut().expect("checked above");
+        let r = send(core, &iov, slot as u64, &mut self.out);
+        let keep = matches!(r, Ok((n, _)) if n > 0);
+        self.settle(env, slot, keep, Some(user_data))?;
+        Ok(r)
     }
 
     /// After a send from `slot`: one that took bytes (`keep`) stays held, with `user_data`,
@@ -642,15 +654,13 @@ impl Inner {
         addr: Option<SocketAddr>,
         flags: Flags,
     ) -> Result<std::io::Result<usize>> {
-        let (views, slot) = self.prepare(env, what, &data)?;
-        let iov = views.map(|v| IoSlice::new(v.bytes()));
-        let core = self.core.as_mut().expect("checked by prepare");
-        // SAFETY: the views' buffers are held (`take_slot`) until the completion is
-        // reaped, or by the close policy's abandoned sends for ever.
-        let r = unsafe { core.send_msg_borrowed(&iov, addr.as_ref(), &[], flags, slot as u64) };
-        let keep = matches!(r, Ok(n) if n > 0);
-        self.settle(env, slot, keep, Some(Ud::Js(user_data.raw())))?;
-        Ok(r)
+        let ud = Ud::Js(user_data.raw());
+        let r = self.send_with(env, what, &data, ud, |core, iov, slot, _| {
+            // SAFETY: the views' buffers are held (`take_slot`) until the completion is
+            // reaped, or by the close policy's abandoned sends for ever.
+            unsafe { core.send_raw_to(iov, addr.as_ref(), flags, slot) }.map(|n| (n, 0))
+        })?;
+        Ok(r.map(|(n, _)| n))
     }
 
     /// `sendReap`'s send: the bytes accepted and the completions ready, in `self.out`.
@@ -661,13 +671,11 @@ impl Inner {
         ud: Unknown,
         f: Flags,
     ) -> Result<(usize, usize)> {
-        let (views, slot) = self.prepare(env, "sendReap", &data)?;
-        let iov = views.map(|v| IoSlice::new(v.bytes()));
-        let core = self.core.as_mut().expect("checked by prepare");
-        // SAFETY: as `send`'s: the buffers are held (`take_slot`) until their completion.
-        let r = unsafe { core.send_reap_borrowed(&iov, f, slot as u64, &mut self.out) };
-        let keep = matches!(r, Ok((n, _)) if n > 0);
-        self.settle(env, slot, keep, Some(Ud::Js(ud.raw())))?;
+        let ud = Ud::Js(ud.raw());
+        let r = self.send_with(env, "sendReap", &data, ud, |core, iov, slot, out| {
+            // SAFETY: as `send`'s: the buffers are held (`take_slot`) until their completion.
+            unsafe { core.send_reap_raw(iov, f, slot, out) }
+        })?;
         r.or_throw(env, "sendReap")
     }
 
@@ -1402,18 +1410,15 @@ fn send_reap_into(
 ) -> Result<f64> {
     let this = &mut *inner.borrow_mut();
     let flags = args::flags(env, options.as_ref(), "sendReapInto", true)?;
-    let ud = args::number(env, &user_data, "userData")?;
-    let dst = f64_out(env, &out)?;
-    let (views, slot) = this.prepare(env, "sendReapInto", &data)?;
-    let iov = views.map(View::iovec);
-    let room = ((dst.len() - 1) / 3).min(this.out.len());
-    let core = this.core.as_mut().expect("checked by prepare");
-    // SAFETY: the views' buffers are held (`take_slot`) until the completion is
-    // reaped, or by the close policy's abandoned sends for ever.
-    let r = unsafe { core.send_reap_raw(&iov, flags, slot as u64, &mut this.out[..room]) };
     // The user value is a number the sender keeps (no JS value held).
-    let keep = matches!(r, Ok((n, _)) if n > 0);
-    this.settle(env, slot, keep, Some(Ud::Num(ud)))?;
+    let ud = Ud::Num(args::number(env, &user_data, "userData")?);
+    let dst = f64_out(env, &out)?;
+    let room = ((dst.len() - 1) / 3).min(this.out.len());
+    let r = this.send_with(env, "sendReapInto", &data, ud, |core, iov, slot, out| {
+        // SAFETY: the views' buffers are held (`take_slot`) until the completion is
+        // reaped, or by the close policy's abandoned sends for ever.
+        unsafe { core.send_reap_raw(iov, flags, slot, &mut out[..room]) }
+    })?;
     let (n, k) = r.or_throw(env, "sendReapInto")?;
     this.completions_into(env, k, dst)?;
     Ok(n as f64)
