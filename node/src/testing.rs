@@ -33,6 +33,11 @@ fn borrow(fd: i32) -> BorrowedFd<'static> {
     unsafe { BorrowedFd::borrow_raw(fd) }
 }
 
+/// A duplicate of the test's `fd`, for a thread (or a `File`) of the fixture's own.
+fn dup_of(env: &Env, fd: i32, what: &str) -> Result<OwnedFd> {
+    borrow(fd).try_clone_to_owned().or_throw(env, what)
+}
+
 /// Options of the TCP fixtures.
 #[derive(Default)]
 #[napi(object, namespace = "testing")]
@@ -170,8 +175,9 @@ pub fn close(env: Env, fd: i32) -> Result<()> {
     t::close(fd).or_throw(&env, "testing.close")
 }
 
-fn opt_name(name: &str) -> Option<(i32, i32)> {
-    Some(match name {
+/// The (level, option) of the int option named `name`; `ERR_INVALID_ARG_VALUE` for another.
+fn opt_name(env: &Env, name: &str) -> Result<(i32, i32)> {
+    Ok(match name {
         "SO_RCVLOWAT" => (libc::SOL_SOCKET, libc::SO_RCVLOWAT),
         "SO_RCVBUF" => (libc::SOL_SOCKET, libc::SO_RCVBUF),
         "SO_SNDBUF" => (libc::SOL_SOCKET, libc::SO_SNDBUF),
@@ -181,23 +187,21 @@ fn opt_name(name: &str) -> Option<(i32, i32)> {
         "SO_ZEROCOPY" => (libc::SOL_SOCKET, libc::SO_ZEROCOPY),
         "SO_ERROR" => (libc::SOL_SOCKET, libc::SO_ERROR),
         "TCP_NODELAY" => (libc::IPPROTO_TCP, libc::TCP_NODELAY),
-        _ => return None,
+        _ => return Err(value_error(env, format!("unknown option {name}"))),
     })
 }
 
 /// getsockopt of the int option named `name` (`'SO_RCVLOWAT'`, `'SO_PEEK_OFF'`, ...).
 #[napi(catch_unwind, namespace = "testing")]
 pub fn getsockopt(env: Env, fd: i32, name: String) -> Result<i32> {
-    let (l, n) =
-        opt_name(&name).ok_or_else(|| value_error(&env, format!("unknown option {name}")))?;
+    let (l, n) = opt_name(&env, &name)?;
     t::get_int(borrow(fd), l, n).or_throw(&env, "testing.getsockopt")
 }
 
 /// setsockopt of the int option named `name`.
 #[napi(catch_unwind, namespace = "testing")]
 pub fn setsockopt(env: Env, fd: i32, name: String, value: i32) -> Result<()> {
-    let (l, n) =
-        opt_name(&name).ok_or_else(|| value_error(&env, format!("unknown option {name}")))?;
+    let (l, n) = opt_name(&env, &name)?;
     t::set_int(borrow(fd), l, n, value).or_throw(&env, "testing.setsockopt")
 }
 
@@ -255,9 +259,7 @@ pub struct WriterOpts {
 /// waits for every such thread and reports the first failure.
 #[napi(catch_unwind, namespace = "testing")]
 pub fn spawn_writer(env: Env, fd: i32, data: Buffer, opts: Option<WriterOpts>) -> Result<()> {
-    let dup = borrow(fd)
-        .try_clone_to_owned()
-        .or_throw(&env, "testing.spawnWriter")?;
+    let dup = dup_of(&env, fd, "testing.spawnWriter")?;
     let data = data.to_vec();
     let o = opts.unwrap_or_default();
     let before: Vec<_> = if o.after_others.unwrap_or(false) {
@@ -312,11 +314,7 @@ pub fn reset(env: Env, fd: i32) -> Result<()> {
 /// One read(2) of up to `len` bytes (blocking unless the fd is non-blocking).
 #[napi(catch_unwind, namespace = "testing")]
 pub fn read(env: Env, fd: i32, len: u32) -> Result<Buffer> {
-    let mut f = std::fs::File::from(
-        borrow(fd)
-            .try_clone_to_owned()
-            .or_throw(&env, "testing.read")?,
-    );
+    let mut f = std::fs::File::from(dup_of(&env, fd, "testing.read")?);
     let mut b = vec![0u8; len as usize];
     let n = f.read(&mut b).or_throw(&env, "testing.read")?;
     b.truncate(n);
@@ -432,9 +430,7 @@ static READERS: Mutex<Vec<JoinHandle<std::result::Result<f64, String>>>> = Mutex
 /// checking the test pattern; `joinReaders` returns where it ended.
 #[napi(catch_unwind, namespace = "testing")]
 pub fn spawn_reader(env: Env, fd: i32, from: f64, to: f64, delay_ms: u32) -> Result<()> {
-    let dup = borrow(fd)
-        .try_clone_to_owned()
-        .or_throw(&env, "testing.spawnReader")?;
+    let dup = dup_of(&env, fd, "testing.spawnReader")?;
     let h = std::thread::spawn(move || -> std::result::Result<f64, String> {
         std::thread::sleep(Duration::from_millis(delay_ms as u64));
         t::set_timeval(dup.as_fd(), libc::SO_RCVTIMEO, Duration::from_secs(5))

@@ -13,8 +13,7 @@ use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
 
-use crate::args::flags;
-use crate::args::{self, size};
+use crate::args::{self, flags, size};
 use crate::error::{sys_error, OrThrow};
 
 type Core = lowcopy::ZeroCopyReceiver<OwnedFd>;
