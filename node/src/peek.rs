@@ -6,7 +6,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use lowcopy::{AbortHandle, PeekMode};
+use lowcopy::{AbortHandle, Flags, PeekMode};
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
@@ -263,12 +263,18 @@ impl Shared {
     }
 
     /// `Peeker.peekInto`'s work (the class method's, and the bound function's, which takes no
-    /// options).
-    fn peek_into(&self, env: &Env, buf: &Unknown, options: Option<&Unknown>) -> Result<u32> {
+    /// options): `flags` reads the options, after the buffer (a constant for the bound
+    /// function: no call on its path).
+    fn peek_into(
+        &self,
+        env: &Env,
+        buf: &Unknown,
+        flags: impl FnOnce() -> Result<Flags>,
+    ) -> Result<u32> {
         // The memory stays valid for the call: the argument keeps its ArrayBuffer alive, and no
         // JS runs until we return (no transfer, detach or resize in between).
         let iov = [bytes_arg(env, buf, "buf")?.iovec()];
-        let f = args::flags(env, options, "peekInto", false)?;
+        let f = flags()?;
         // SAFETY: the iovec covers the caller's view, writable and alive for this call.
         let n = self.with(env, "peekInto", |p| unsafe { p.peek_raw(&iov, f) })?;
         Ok(n as u32)
@@ -679,7 +685,8 @@ impl Peeker {
         ts_args_type = "buf: ArrayBufferView, options?: PeekOptions"
     )]
     pub fn peek_into(&self, env: Env, buf: Unknown, options: Option<Unknown>) -> Result<u32> {
-        self.shared.peek_into(&env, &buf, options.as_ref())
+        let flags = || args::flags(&env, options.as_ref(), "peekInto", false);
+        self.shared.peek_into(&env, &buf, flags)
     }
 
     /// Peeks at the cursor into `buffers` in order, as one call (scatter, like `fs.readvSync`;
@@ -952,7 +959,7 @@ impl Peeker {
 pub fn peeker_bind<'a>(env: &'a Env, peeker: &Peeker) -> Result<Object<'a>> {
     bound_fns!(env, peeker.shared, Arc<Shared>, {
         "peekInto" => |env: &Env, shared: &Arc<Shared>, [buf]: [Unknown; 1]| {
-            shared.peek_into(env, &buf, None)
+            shared.peek_into(env, &buf, || Ok(Flags::NONE))
         },
         "seek" => |env: &Env, shared: &Arc<Shared>, [offset]: [Unknown; 1]| {
             shared.seek(env, &offset)
