@@ -3,6 +3,7 @@
 
 use std::io::IoSliceMut;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::ptr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -41,23 +42,46 @@ fn bytes_error(env: &Env, name: &str, v: &Unknown) -> Error {
     crate::error::arg_type_error(env, name, must, v)
 }
 
-/// `v`'s bytes if it is an `ArrayBufferView`.
+/// `v`'s bytes if it is an `ArrayBufferView`, with its ArrayBuffer (which a send's transfer
+/// guard needs: asked in the same query, about 220 instructions less than a query of its own).
 fn view<'a>(env: &Env, v: &Unknown<'a>) -> Option<View<'a>> {
-    // One N-API call on the data path: napi_get_buffer_info takes any ArrayBufferView (Node's
-    // Buffer::HasInstance) and fails for anything else.
-    let mut data = std::ptr::null_mut();
-    let mut len = 0usize;
-    // SAFETY: plain N-API query on a live value of this call into locals.
-    let st = unsafe { napi::sys::napi_get_buffer_info(env.raw(), v.raw(), &mut data, &mut len) };
-    if st != napi::sys::Status::napi_ok {
-        return None;
-    }
+    use napi::sys::{self as ns, Status::napi_ok as OK};
+    let (e, mut ty, mut n) = (env.raw(), 0, 0);
+    let (mut data, mut ab, no) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+    // SAFETY: plain N-API queries on a live value of this call into locals: a TypedArray's
+    // elements (bytes by its type; a type this code does not know is asked for its bytes),
+    // a DataView's bytes.
+    let len = unsafe {
+        if ns::napi_get_typedarray_info(e, v.raw(), &mut ty, &mut n, &mut data, &mut ab, no) == OK {
+            match element_size(ty) {
+                Some(size) => n * size,
+                None if ns::napi_get_buffer_info(e, v.raw(), &mut data, &mut n) == OK => n,
+                None => return None,
+            }
+        } else if ns::napi_get_dataview_info(e, v.raw(), &mut n, &mut data, &mut ab, no) == OK {
+            n
+        } else {
+            return None;
+        }
+    };
     Some(View {
         ptr: args::nonnull(data, len),
         len,
-        raw: v.raw(),
+        ab,
         _scope: std::marker::PhantomData,
     })
+}
+
+/// Bytes per element of a TypedArray of type `ty` (`napi_typedarray_type`).
+fn element_size(ty: napi::sys::napi_typedarray_type) -> Option<usize> {
+    use napi::sys::TypedarrayType as Ty;
+    match ty {
+        Ty::int8_array | Ty::uint8_array | Ty::uint8_clamped_array => Some(1),
+        Ty::int16_array | Ty::uint16_array => Some(2),
+        Ty::int32_array | Ty::uint32_array | Ty::float32_array => Some(4),
+        Ty::float64_array | Ty::bigint64_array | Ty::biguint64_array => Some(8),
+        _ => None,
+    }
 }
 
 /// [`bytes_arg`] of each element of the array argument `name` (`name[i]` in errors).
@@ -82,7 +106,8 @@ pub(crate) fn views_of<'a>(env: &Env, items: &[Unknown<'a>], name: &str) -> Resu
 pub(crate) struct View<'a> {
     ptr: *mut u8,
     len: usize,
-    raw: napi::sys::napi_value,
+    /// Its ArrayBuffer.
+    ab: napi::sys::napi_value,
     _scope: std::marker::PhantomData<&'a mut [u8]>,
 }
 
@@ -110,9 +135,9 @@ impl View<'_> {
         }
     }
 
-    /// The JS value.
-    pub(crate) fn raw(&self) -> napi::sys::napi_value {
-        self.raw
+    /// Its ArrayBuffer.
+    pub(crate) fn array_buffer(&self) -> napi::sys::napi_value {
+        self.ab
     }
 }
 

@@ -304,10 +304,10 @@ pub struct Inner {
     core: Option<Core>,
     /// The JS array holding each slot's user value when it is not a number (element `slot`).
     slab: Option<ObjectRef<false>>,
-    /// Each slot's data (its `ArrayBufferView`, or the array of them), held by a strong
-    /// reference while its send is in flight or unreaped (null: none). A reference costs about
-    /// a fifth of the two array stores (set, then clear) that held it before (callgrind).
-    data: Vec<napi::sys::napi_ref>,
+    /// How each slot holds its send's data while the send is in flight or unreaped. A
+    /// reference costs about a fifth of the two array stores (set, then clear) that held it
+    /// before (callgrind).
+    data: Vec<Hold>,
     /// Each slot's user value when it is a number, kept here; `None`: the slab's element
     /// (`undefined` when none was given).
     nums: Vec<Option<f64>>,
@@ -338,8 +338,24 @@ struct Marked {
     key: usize,
     /// The guard's generation (`GUARD_GEN`) then.
     gen: u64,
-    /// A weak reference to it (null: an empty entry).
+    /// A weak reference to it (null: an empty entry), strong while `busy > 0`.
     r: napi::sys::napi_ref,
+    /// Sends holding the ArrayBuffer through `r` (`Hold::Marked`). An entry replaced while
+    /// busy is left to them: the last one's release deletes `r`.
+    busy: u32,
+}
+
+/// How a slot holds its send's data until the completion is reaped.
+#[derive(Clone, Copy)]
+enum Hold {
+    /// Nothing: a free slot.
+    None,
+    /// A strong reference of its own to the data (an `ArrayBufferView`, or the array of them).
+    Own(napi::sys::napi_ref),
+    /// A count on the reference of the `marked` entry of the bytes at the key (`.1`) to the one
+    /// view's ArrayBuffer: no reference made and deleted per send (about 450 instructions;
+    /// counting one up and down costs about 150, callgrind).
+    Marked(napi::sys::napi_ref, usize),
 }
 
 /// Entries of `Inner::marked` (a pool of buffers sent in turn stays in them), in sets of
@@ -353,6 +369,7 @@ const UNMARKED: Marked = Marked {
     key: 0,
     gen: 0,
     r: std::ptr::null_mut(),
+    busy: 0,
 };
 
 /// The set of `Inner::marked` for the bytes at `key` (its first entry's index).
@@ -406,41 +423,77 @@ impl Inner {
         }
     }
 
-    /// A free slot holding `data` by a strong reference, taken before the send: a send that
-    /// goes out always has its data held.
-    fn take_slot(&mut self, env: &Env, data: &Unknown) -> Result<u32> {
-        let mut r = std::ptr::null_mut();
-        // SAFETY: a strong reference to a live object of this call (an ArrayBufferView or an
-        // array of them), deleted by `release` or `unhold`.
-        let st = unsafe { napi::sys::napi_create_reference(env.raw(), data.raw(), 1, &mut r) };
-        napi::check_status!(st, "napi_create_reference failed")?;
+    /// A free slot holding `data` (whose bytes are `views`, the transfer guard run on each),
+    /// taken before the send (a send that goes out always has its data held): one view through
+    /// its ArrayBuffer's `marked` entry where it has one, else by a strong reference of its own.
+    fn take_slot(&mut self, env: &Env, data: &Unknown, views: &[View]) -> Result<u32> {
+        let one = match views {
+            [one] => self.guard_one(env, one)?,
+            many => self.guard(env, many).map(|_| None)?,
+        };
+        let hold = match one {
+            Some(h) => h,
+            None => {
+                let mut r = std::ptr::null_mut();
+                // SAFETY: a strong reference to a live object of this call (an ArrayBufferView
+                // or an array of them), deleted by `drop_hold`.
+                let st =
+                    unsafe { napi::sys::napi_create_reference(env.raw(), data.raw(), 1, &mut r) };
+                napi::check_status!(st, "napi_create_reference failed")?;
+                Hold::Own(r)
+            }
+        };
         let slot = self.free.pop().unwrap_or_else(|| {
             self.next += 1;
             self.next - 1
         });
         let i = slot as usize;
         if self.data.len() <= i {
-            self.data.resize(i + 1, std::ptr::null_mut());
+            self.data.resize(i + 1, Hold::None);
             self.nums.resize(i + 1, None);
         }
-        self.data[i] = r;
+        self.data[i] = hold;
         Ok(slot)
+    }
+
+    /// Lets go of the slot's data.
+    fn drop_hold(&mut self, env: &Env, slot: u32) {
+        use napi::sys as ns;
+        match std::mem::replace(&mut self.data[slot as usize], Hold::None) {
+            Hold::None => {}
+            // SAFETY: the reference `take_slot` made for this slot, deleted once (taken above).
+            Hold::Own(r) => unsafe {
+                ns::napi_delete_reference(env.raw(), r);
+            },
+            Hold::Marked(r, key) => {
+                let mut n = 0;
+                // SAFETY: the entry's reference, alive while this hold counts on it.
+                unsafe { ns::napi_reference_unref(env.raw(), r, &mut n) };
+                match self.marked[marked_set(key)..][..MARKED_WAYS]
+                    .iter_mut()
+                    .find(|m| m.r == r)
+                {
+                    Some(m) => m.busy -= 1,
+                    // SAFETY: its entry was replaced and this was the last hold on it.
+                    None if n == 0 => unsafe {
+                        ns::napi_delete_reference(env.raw(), r);
+                    },
+                    None => {}
+                }
+            }
+        }
     }
 
     /// Frees a slot whose send took nothing (no completion comes for it).
     fn unhold(&mut self, env: &Env, slot: u32) {
-        let r = std::mem::replace(&mut self.data[slot as usize], std::ptr::null_mut());
-        // SAFETY: the reference `take_slot` made for this slot, deleted once (nulled above).
-        unsafe { napi::sys::napi_delete_reference(env.raw(), r) };
+        self.drop_hold(env, slot);
         self.free.push(slot);
     }
 
     /// Drops the slot's hold on its data and hands back its user value.
     fn release(&mut self, env: &Env, slot: u32) -> Result<Ud> {
         let i = slot as usize;
-        let r = std::mem::replace(&mut self.data[i], std::ptr::null_mut());
-        // SAFETY: the reference `take_slot` made for this slot, deleted once (nulled above).
-        unsafe { napi::sys::napi_delete_reference(env.raw(), r) };
+        self.drop_hold(env, slot);
         let ud = match self.nums[i].take() {
             Some(x) => Ud::Num(x),
             None => {
@@ -535,49 +588,72 @@ impl Inner {
     /// Runs the package's transfer guard on each view's ArrayBuffer (zerocopy-capable
     /// backends only).
     fn guard(&mut self, env: &Env, views: &[View]) -> Result<()> {
-        if self.backend == ZcBackend::Copy {
-            return Ok(());
-        }
         for v in views {
-            let Some(ab) = array_buffer(env, v) else {
-                continue;
-            };
-            let key = v.bytes().as_ptr() as usize;
-            if !self.marked_again(env, key, ab) {
-                run_guard(env, ab)?;
-                self.remember_marked(env, key, ab);
-            }
+            self.marked(env, v)?;
         }
         Ok(())
     }
 
-    /// Whether `ab` is the ArrayBuffer remembered for the bytes at `key` under the current
-    /// guard: the very object (`napi_strict_equals` on the weak reference's value, null once
-    /// collected), so a new ArrayBuffer at a freed one's address is never taken for it.
-    fn marked_again(&self, env: &Env, key: usize, ab: napi::sys::napi_value) -> bool {
-        let (set, gen) = (marked_set(key), GUARD_GEN.with(|g| g.get()));
-        let set = &self.marked[set..set + MARKED_WAYS];
-        let Some(m) = set
-            .iter()
-            .find(|m| m.key == key && m.gen == gen && !m.r.is_null())
-        else {
-            return false;
+    /// [`Inner::guard`] of one view, then a hold on its ArrayBuffer through its `marked` entry
+    /// (counted up: strong until the last hold lets go); `None` without an entry to hold it by.
+    fn guard_one(&mut self, env: &Env, v: &View) -> Result<Option<Hold>> {
+        let Some(i) = self.marked(env, v)? else {
+            return Ok(None);
         };
+        let (m, mut n) = (&mut self.marked[i], 0);
+        // SAFETY: the entry's reference (not deleted: it is in the table), counted up once.
+        let st = unsafe { napi::sys::napi_reference_ref(env.raw(), m.r, &mut n) };
+        if st != napi::sys::Status::napi_ok {
+            return Ok(None);
+        }
+        m.busy += 1;
+        Ok(Some(Hold::Marked(m.r, v.bytes().as_ptr() as usize)))
+    }
+
+    /// Runs the transfer guard on the view's ArrayBuffer unless its `marked` entry says it did;
+    /// the entry's index (`None`: the copy backend, no ArrayBuffer, or no reference made).
+    fn marked(&mut self, env: &Env, v: &View) -> Result<Option<usize>> {
+        let ab = v.array_buffer();
+        if self.backend == ZcBackend::Copy || ab.is_null() {
+            return Ok(None);
+        }
+        let key = v.bytes().as_ptr() as usize;
+        let i = match self.marked_again(env, key, ab) {
+            Some(i) => i,
+            None => {
+                run_guard(env, ab)?;
+                self.remember_marked(env, key, ab)
+            }
+        };
+        Ok((!self.marked[i].r.is_null()).then_some(i))
+    }
+
+    /// The entry remembering `ab` for the bytes at `key` under the current guard: the very
+    /// object (`napi_strict_equals` on the weak reference's value, null once collected), so a
+    /// new ArrayBuffer at a freed one's address is never taken for it.
+    fn marked_again(&self, env: &Env, key: usize, ab: napi::sys::napi_value) -> Option<usize> {
+        let (set, gen) = (marked_set(key), GUARD_GEN.with(|g| g.get()));
+        let w = self.marked[set..set + MARKED_WAYS]
+            .iter()
+            .position(|m| m.key == key && m.gen == gen && !m.r.is_null())?;
         let (mut v, mut same) = (std::ptr::null_mut(), false);
         // SAFETY: a reference of this sender, not deleted; plain N-API queries into locals.
-        unsafe {
-            napi::sys::napi_get_reference_value(env.raw(), m.r, &mut v);
+        let same = unsafe {
+            napi::sys::napi_get_reference_value(env.raw(), self.marked[set + w].r, &mut v);
             !v.is_null()
                 && napi::sys::napi_strict_equals(env.raw(), v, ab, &mut same)
                     == napi::sys::Status::napi_ok
                 && same
-        }
+        };
+        same.then_some(set + w)
     }
 
     /// Remembers that the guard accepted `ab` (a weak reference: it keeps nothing alive), first
-    /// in its set; the entry it replaces is the one for the same address, else the set's last.
-    fn remember_marked(&mut self, env: &Env, key: usize, ab: napi::sys::napi_value) {
-        let set = &mut self.marked[marked_set(key)..][..MARKED_WAYS];
+    /// in its set (its index returned); the entry it replaces is the one for the same address,
+    /// else the set's last.
+    fn remember_marked(&mut self, env: &Env, key: usize, ab: napi::sys::napi_value) -> usize {
+        let first = marked_set(key);
+        let set = &mut self.marked[first..][..MARKED_WAYS];
         let old = set
             .iter()
             .position(|m| m.key == key)
@@ -586,15 +662,22 @@ impl Inner {
         let m = &mut set[0];
         let mut r = std::ptr::null_mut();
         // SAFETY: N-API calls on this env: the entry's old reference (deleted once, replaced
-        // below) and a weak reference to a live object of this call.
+        // below; one that sends still hold is theirs to delete: `drop_hold`) and a weak
+        // reference to a live object of this call.
         unsafe {
-            if !m.r.is_null() {
+            if !m.r.is_null() && m.busy == 0 {
                 napi::sys::napi_delete_reference(env.raw(), m.r);
             }
             napi::sys::napi_create_reference(env.raw(), ab, 0, &mut r);
         }
         let gen = GUARD_GEN.with(|g| g.get());
-        *m = Marked { key, gen, r };
+        *m = Marked {
+            key,
+            gen,
+            r,
+            busy: 0,
+        };
+        first
     }
 
     /// One send of `data` for the call `what` (the sender open, the transfer guard run, a slot
@@ -612,8 +695,7 @@ impl Inner {
     ) -> Result<IoPair> {
         let views = self.views(env, data)?;
         open(&mut self.core, env, what)?;
-        self.guard(env, &views)?;
-        let slot = self.take_slot(env, data)?;
+        let slot = self.take_slot(env, data, &views)?;
         let iov = views.map(View::iovec);
         let core = self.core.as_mut().expect("checked above");
         let r = send(core, &iov, slot as u64, &mut self.out);
@@ -742,7 +824,8 @@ impl Inner {
         let abandoned = last.close_abandoned as usize;
         self.last = Some(last);
         for m in std::mem::replace(&mut self.marked, [UNMARKED; MARKED]) {
-            if let (Some(env), false) = (env, m.r.is_null()) {
+            // One that abandoned sends hold stays (strong) for the life of the process.
+            if let (Some(env), false) = (env, m.r.is_null() || m.busy > 0) {
                 // SAFETY: a reference of this sender, deleted once (the table is emptied).
                 unsafe { napi::sys::napi_delete_reference(env.raw(), m.r) };
             }
@@ -757,22 +840,6 @@ impl Inner {
         }
         abandoned
     }
-}
-
-/// The ArrayBuffer under a view (a TypedArray's or a DataView's), if any.
-fn array_buffer(env: &Env, v: &View) -> Option<napi::sys::napi_value> {
-    use napi::sys as ns;
-    use std::ptr::null_mut as no; // an output not asked for
-    let mut ab = no();
-    // SAFETY: plain N-API queries on a live ArrayBufferView of this call; only `ab` is asked.
-    unsafe {
-        if ns::napi_get_typedarray_info(env.raw(), v.raw(), no(), no(), no(), &mut ab, no())
-            != ns::Status::napi_ok
-        {
-            ns::napi_get_dataview_info(env.raw(), v.raw(), no(), no(), &mut ab, no());
-        }
-    }
-    (!ab.is_null()).then_some(ab)
 }
 
 /// Runs the package's transfer guard on `ab`, unless its type tag says this guard did before
@@ -1364,10 +1431,9 @@ fn send_batch(
     }
     let views = crate::peek::views_of(env, &items, "buffers")?;
     open(&mut this.core, env, "sendBatch")?;
-    this.guard(env, &views)?;
     let mut slots = Vec::with_capacity(items.len());
-    for item in &items {
-        match this.take_slot(env, item) {
+    for (item, view) in items.iter().zip(&views) {
+        match this.take_slot(env, item, std::slice::from_ref(view)) {
             Ok(s) => slots.push(s as u64),
             Err(e) => {
                 slots.iter().for_each(|&s| this.unhold(env, s as u32));

@@ -154,6 +154,63 @@ test('a resizable ArrayBuffer is refused by zerocopy sends (it could shrink unde
   }
 })
 
+for (const backend of ['io_uring', 'errqueue']) {
+  test(`${backend}: more ArrayBuffers in flight than the sender remembers (sends, a batch, one buffer in two sends): each kept alive until reaped, every one collectable after`, async () => {
+    // A sender holds a one-view send's ArrayBuffer through its entry in the table of buffers
+    // the transfer guard accepted (64 entries): 140 buffers in flight replace entries that
+    // sends still hold, in sendBatch too (an earlier buffer's entry replaced by a later one's
+    // in the same call), and ten are sent twice (two holds on one entry).
+    assert.equal(typeof global.gc, 'function', 'run with --expose-gc')
+    const p = testing.pair('tcp4')
+    const z = new lc.ZeroCopySender(p.sock, { backend })
+    const got = [] // completions, in sendBatch's result too
+    const collected = new Set()
+    const reg = new FinalizationRegistry((i) => collected.add(i))
+    const [n, distinct, twice] = [3000, 140, 10]
+    // Buffer i went out with userData i, and the first ten again with distinct + i: collected
+    // only once every send of it was reaped.
+    const reaped = (i) => got.some((c) => c.userData === i) && (i >= twice || got.some((c) => c.userData === distinct + i))
+    try {
+      ;(() => { // the buffers are unreachable once this returns
+        const bufs = Array.from({ length: distinct }, (_, i) => new Uint8Array(pattern(i * n, n)))
+        bufs.forEach((b, i) => reg.register(b.buffer, i))
+        const half = distinct / 2
+        for (let i = 0; i < half; i++) assert.equal(z.send(bufs[i], i, { dontWait: true }), n)
+        const ids = Float64Array.from({ length: half }, (_, i) => half + i)
+        const r = z.sendBatch(bufs.slice(half), ids, { dontWait: true })
+        assert.equal(r.sends, half)
+        got.push(...r.completions)
+        for (let i = 0; i < twice; i++) assert.equal(z.send(bufs[i], distinct + i, { dontWait: true }), n)
+      })()
+      for (let i = 0; i < 10; i++) {
+        global.gc()
+        const junk = []
+        for (let k = 0; k < 200; k++) junk.push(Buffer.alloc(16384, 0xee))
+        await new Promise((r) => setImmediate(r))
+      }
+      assert.deepEqual([...collected].filter((i) => !reaped(i)), [], 'no buffer of a send not reaped was collected')
+      assert.equal(z.held + got.length, distinct + twice)
+      assert.equal(testing.drainPattern(p.peer, 0, distinct * n, 3000), distinct * n, 'the caller\'s bytes')
+      assert.equal(testing.drainPattern(p.peer, 0, twice * n, 3000), twice * n, 'and the ten again')
+      const deadline = Date.now() + 3000
+      while (got.length < distinct + twice && Date.now() < deadline) {
+        if (z.wait(100) > 0) got.push(...z.reap())
+      }
+      assert.deepEqual(got.map((c) => c.userData).sort((a, b) => a - b), Array.from({ length: distinct + twice }, (_, i) => i))
+      assert.equal(z.held, 0)
+      for (let i = 0; i < 40 && collected.size < distinct; i++) {
+        global.gc()
+        await new Promise((r) => setTimeout(r, 10))
+      }
+      assert.equal(collected.size, distinct, 'released once reaped, replaced entries too: the GC can take every one')
+    } finally {
+      z.close()
+      testing.close(p.sock)
+      testing.close(p.peer)
+    }
+  })
+}
+
 test('the transfer guard runs once per ArrayBuffer (its mark lasts), again under a new guard; a second send is still guarded', () => {
   const { markAsUntransferable } = require('node:worker_threads')
   const native = require('../index.js')
