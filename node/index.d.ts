@@ -615,7 +615,7 @@ export declare function _peekerBind(peeker: Peeker): { peekInto(buf: ArrayBuffer
  * `sender`'s `sendReapInto`, `sendReap` and `sendBatch` (without options), `reapInto` and
  * `reap` as functions bound to it. Internal.
  */
-export declare function _senderBind(sender: ZeroCopySender): { sendReapInto(data: ArrayBufferView | ArrayBufferView[], userData: number, out: Float64Array): number, reapInto(out: Float64Array): number, sendReap(data: ArrayBufferView | ArrayBufferView[], userData?: unknown): unknown[], reap(): unknown[], sendBatch(buffers: ArrayBufferView[], userDatas?: unknown[] | Float64Array): unknown[] }
+export declare function _senderBind(sender: ZeroCopySender): { sendReapInto(data: ArrayBufferView | ArrayBufferView[], userData: number, out: Float64Array): number, reapInto(out: Float64Array): number, sendReap(data: ArrayBufferView | ArrayBufferView[], userData?: unknown): unknown[], reap(): unknown[], sendBatch(buffers: ArrayBufferView[], userDatas?: unknown[] | Float64Array): unknown[], sendBatchOf(userDatas: unknown[] | Float64Array | undefined, n: number, ...buffers: ArrayBufferView[]): unknown[] }
 
 /**
  * Installs the function called with each ArrayBuffer before a zerocopy-capable send (done by

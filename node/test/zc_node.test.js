@@ -547,6 +547,23 @@ for (const backend of backends) {
       assert.equal(byResult.get(14), 7)
       assert.equal(byResult.get(15), undefined)
       assert.equal(z.held, 0)
+      // Up to 32 buffers go to the native call as arguments of their own, more as the array:
+      // the same sends, completions and errors either way.
+      for (const count of [32, 33]) {
+        const uds = Float64Array.from({ length: count }, (_, i) => 1000 * count + i)
+        const start = pos
+        const r = z.sendBatch(batch(Array(count).fill(20)), uds)
+        assert.deepEqual([r.sends, r.bytes], [count, 20 * count])
+        const done = [...r.completions]
+        assert.equal(testing.drainPattern(p.peer, start, pos - start, 3000), pos - start)
+        while (done.length < count && z.wait(1000) > 0) done.push(...z.reap())
+        assert.deepEqual(done.map((c) => c.userData).sort((x, y) => x - y), [...uds])
+        const bad = Array.from({ length: count }, () => Buffer.from('a'))
+        bad[count - 2] = 7
+        assert.throws(() => z.sendBatch(bad), { name: 'TypeError', message: new RegExp(`"buffers\\[${count - 2}\\]"`) })
+        assert.throws(() => z.sendBatch(bad.slice(0, 3), [1, 2]), { name: 'RangeError', code: 'ERR_OUT_OF_RANGE' })
+      }
+      assert.equal(z.held, 0)
       for (const options of [undefined, {}]) {
         const two = [Buffer.from('a'), Buffer.from('b')]
         assert.throws(() => z.sendBatch(two, new Float64Array(3), options), { name: 'RangeError', code: 'ERR_OUT_OF_RANGE' })
