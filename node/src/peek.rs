@@ -45,43 +45,24 @@ fn bytes_error(env: &Env, name: &str, v: &Unknown) -> Error {
 /// `v`'s bytes if it is an `ArrayBufferView`, with its ArrayBuffer (which a send's transfer
 /// guard needs: asked in the same query, about 220 instructions less than a query of its own).
 fn view<'a>(env: &Env, v: &Unknown<'a>) -> Option<View<'a>> {
-    use napi::sys::{self as ns, Status::napi_ok as OK};
-    let (e, mut ty, mut n) = (env.raw(), 0, 0);
+    use napi::sys::{self as ns, Status::napi_ok as OK, TypedarrayType::uint8_array as U8};
+    let (e, mut ty, mut n) = (env.raw(), U8, 0);
     let (mut data, mut ab, no) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
     // SAFETY: plain N-API queries on a live value of this call into locals: a TypedArray's
-    // elements (bytes by its type; a type this code does not know is asked for its bytes),
-    // a DataView's bytes.
-    let len = unsafe {
+    // elements (a `Buffer`'s are bytes; other types are asked for their bytes), a DataView's.
+    let ok = unsafe {
         if ns::napi_get_typedarray_info(e, v.raw(), &mut ty, &mut n, &mut data, &mut ab, no) == OK {
-            match element_size(ty) {
-                Some(size) => n * size,
-                None if ns::napi_get_buffer_info(e, v.raw(), &mut data, &mut n) == OK => n,
-                None => return None,
-            }
-        } else if ns::napi_get_dataview_info(e, v.raw(), &mut n, &mut data, &mut ab, no) == OK {
-            n
+            ty == U8 || ns::napi_get_buffer_info(e, v.raw(), &mut data, &mut n) == OK
         } else {
-            return None;
+            ns::napi_get_dataview_info(e, v.raw(), &mut n, &mut data, &mut ab, no) == OK
         }
     };
-    Some(View {
-        ptr: args::nonnull(data, len),
-        len,
+    ok.then(|| View {
+        ptr: args::nonnull(data, n),
+        len: n,
         ab,
         _scope: std::marker::PhantomData,
     })
-}
-
-/// Bytes per element of a TypedArray of type `ty` (`napi_typedarray_type`).
-fn element_size(ty: napi::sys::napi_typedarray_type) -> Option<usize> {
-    use napi::sys::TypedarrayType as Ty;
-    match ty {
-        Ty::int8_array | Ty::uint8_array | Ty::uint8_clamped_array => Some(1),
-        Ty::int16_array | Ty::uint16_array => Some(2),
-        Ty::int32_array | Ty::uint32_array | Ty::float32_array => Some(4),
-        Ty::float64_array | Ty::bigint64_array | Ty::biguint64_array => Some(8),
-        _ => None,
-    }
 }
 
 /// [`bytes_arg`] of each element of the array argument `name` (`name[i]` in errors).

@@ -588,10 +588,7 @@ impl Inner {
     /// Runs the package's transfer guard on each view's ArrayBuffer (zerocopy-capable
     /// backends only).
     fn guard(&mut self, env: &Env, views: &[View]) -> Result<()> {
-        for v in views {
-            self.marked(env, v)?;
-        }
-        Ok(())
+        views.iter().try_for_each(|v| self.marked(env, v).map(drop))
     }
 
     /// [`Inner::guard`] of one view, then a hold on its ArrayBuffer through its `marked` entry

@@ -86,6 +86,24 @@ for (const backend of backends) {
     }
   })
 
+  test(`${backend}: any TypedArray or DataView goes out as its own bytes (byteOffset, byteLength)`, () => {
+    const p = testing.pair('tcp4')
+    const z = new lc.ZeroCopySender(p.sock, { backend })
+    try {
+      const ab = new ArrayBuffer(24)
+      new Uint8Array(ab).forEach((_, i, a) => { a[i] = i })
+      const views = [new Uint16Array(ab, 2, 3), new DataView(ab, 1, 5), new Float64Array(ab, 16, 1), new Int8Array(ab, 23)]
+      views.forEach((v, i) => assert.equal(z.send(v, i), v.byteLength))
+      const want = Buffer.concat(views.map((v) => Buffer.from(v.buffer, v.byteOffset, v.byteLength)))
+      testing.waitQueued(p.peer, want.length)
+      assert.deepEqual(testing.read(p.peer, 100), want)
+    } finally {
+      z.close()
+      testing.close(p.sock)
+      testing.close(p.peer)
+    }
+  })
+
   test(`${backend}: pooled Buffer slices go out from their byteOffset, nothing of the pool around them`, () => {
     const p = testing.pair('tcp4')
     const z = new lc.ZeroCopySender(p.sock, { backend })
