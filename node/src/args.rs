@@ -149,12 +149,8 @@ pub fn number(env: &Env, v: &Unknown, name: &str) -> Result<f64> {
 pub fn size(env: &Env, v: &Unknown, name: &str) -> Result<usize> {
     let v = number(env, v, name)?;
     if v.is_nan() || v.fract() != 0.0 || v < 0.0 {
-        return Err(out_of_range(
-            env,
-            name,
-            "an integer >= 0",
-            received_number(v),
-        ));
+        let must = "an integer >= 0";
+        return Err(out_of_range(env, name, must, received_number(v)));
     }
     Ok(v as usize)
 }
@@ -223,39 +219,36 @@ pub fn timeout_of(env: &Env, v: Option<f64>) -> Result<Option<Duration>> {
     }
 }
 
-/// The property `name` of the options object `opts`: None without one ([`options_object`]),
-/// or when it is `undefined` (or, if `nullable`, `null`).
-fn opt<'a>(
+/// The property `name` of the options object `opts` read by `read` (which names it
+/// `options.<name>` in its errors): None without one ([`options_object`]), or when it is
+/// `undefined` (or, if `nullable`, `null`).
+fn opt<'a, T>(
     env: &Env,
     opts: Option<&Unknown<'a>>,
     name: &str,
     nullable: bool,
-) -> Result<Option<Unknown<'a>>> {
+    read: impl FnOnce(&Env, &Unknown<'a>, &str) -> Result<T>,
+) -> Result<Option<T>> {
     let Some(o) = options_object(env, opts)? else {
         return Ok(None);
     };
     let v: Unknown = o.get_named_property(name)?;
-    Ok(match v.get_type()? {
-        ValueType::Undefined => None,
-        ValueType::Null if nullable => None,
-        _ => Some(v),
-    })
+    match v.get_type()? {
+        ValueType::Undefined => Ok(None),
+        ValueType::Null if nullable => Ok(None),
+        _ => read(env, &v, &format!("options.{name}")).map(Some),
+    }
 }
 
 /// Reads the boolean option `name` of an options object (`undefined`: `default`): a
 /// `TypeError` when `opts` is neither an object nor `undefined`, or the option not a boolean.
 pub fn bool_opt(env: &Env, opts: Option<&Unknown>, name: &str, default: bool) -> Result<bool> {
-    match opt(env, opts, name, false)? {
-        Some(v) => boolean(env, &v, &format!("options.{name}")),
-        None => Ok(default),
-    }
+    Ok(opt(env, opts, name, false, boolean)?.unwrap_or(default))
 }
 
 /// Reads the integer option `name` (`undefined`: None); `TypeError`/`RangeError` otherwise.
 pub fn int_opt(env: &Env, opts: Option<&Unknown>, name: &str) -> Result<Option<i32>> {
-    let v = opt(env, opts, name, false)?;
-    v.map(|v| int32(env, &v, &format!("options.{name}")))
-        .transpose()
+    opt(env, opts, name, false, int32)
 }
 
 /// The per-call flags of `options` (`dontWait`; for a send, `more`; or raw `flags`); `EINVAL`
@@ -323,18 +316,13 @@ pub fn array<'a>(env: &Env, v: &Unknown<'a>, name: &str) -> Result<Vec<Unknown<'
 /// Reads the string option `name` of an options object (`undefined`/`null`: None); a
 /// `TypeError` when it is anything but a string.
 pub fn string_opt(env: &Env, opts: Option<&Unknown>, name: &str) -> Result<Option<String>> {
-    match opt(env, opts, name, true)? {
-        Some(v) if v.get_type()? == ValueType::String => Ok(Some(
-            v.coerce_to_string()?.into_utf8()?.as_str()?.to_owned(),
-        )),
-        Some(v) => Err(arg_type_error(
-            env,
-            &format!("options.{name}"),
-            "of type string",
-            &v,
-        )),
-        None => Ok(None),
-    }
+    opt(env, opts, name, true, |env, v, name| {
+        if v.get_type()? != ValueType::String {
+            return Err(arg_type_error(env, name, "of type string", v));
+        }
+        let s = v.coerce_to_string()?.into_utf8()?;
+        s.as_str().map(str::to_owned)
+    })
 }
 
 /// The string option `name`, one of the names of `choices` (`undefined`/`null`: None): a
@@ -367,15 +355,11 @@ pub fn name_of<T: PartialEq>(choices: &[(&'static str, T)], v: T) -> &'static st
 /// Checks the object option `name` (`undefined`/`null`: absent): a `TypeError` for anything
 /// but an object.
 pub fn object_opt(env: &Env, opts: Option<&Unknown>, name: &str) -> Result<()> {
-    match opt(env, opts, name, true)? {
-        Some(v) if v.get_type()? != ValueType::Object => Err(arg_type_error(
-            env,
-            &format!("options.{name}"),
-            "of type object",
-            &v,
-        )),
-        _ => Ok(()),
-    }
+    let check = |env: &Env, v: &Unknown, name: &str| match v.get_type()? {
+        ValueType::Object => Ok(()),
+        _ => Err(arg_type_error(env, name, "of type object", v)),
+    };
+    opt(env, opts, name, true, check).map(drop)
 }
 
 /// The options object (None for `undefined`/`null`), or a `TypeError` (for an array too, as
@@ -392,7 +376,5 @@ pub fn options_object<'a>(env: &Env, opts: Option<&Unknown<'a>>) -> Result<Optio
 
 /// Reads the number option `name` (`undefined`: None).
 pub fn number_opt(env: &Env, opts: Option<&Unknown>, name: &str) -> Result<Option<f64>> {
-    let v = opt(env, opts, name, true)?;
-    v.map(|v| number(env, &v, &format!("options.{name}")))
-        .transpose()
+    opt(env, opts, name, true, number)
 }
