@@ -104,10 +104,8 @@ pub fn value_error(env: &Env, msg: String) -> Error {
 /// The `TypeError` of Node's validators for `v` given as `name`: `The "name" argument must be
 /// {must}. Received ...` (a "property" for `options.x`).
 pub fn arg_type_error(env: &Env, name: &str, must: &str, v: &Unknown) -> Error {
-    let (what, got) = (
-        ["argument", "property"][name.contains('.') as usize],
-        describe_value(v),
-    );
+    let what = ["argument", "property"][name.contains('.') as usize];
+    let got = describe_value(v);
     let msg = format!("The \"{name}\" {what} must be {must}. Received {got}");
     type_error(env, msg)
 }
@@ -132,12 +130,10 @@ pub fn describe_value(v: &Unknown) -> String {
             Err(_) => "type number".into(),
         },
         Ok(ValueType::String) => match js_string(v) {
-            Some(s) => {
-                let s = if s.encode_utf16().count() > 28 {
-                    format!("{}...", s.chars().take(25).collect::<String>())
-                } else {
-                    s
-                };
+            Some(mut s) => {
+                if s.encode_utf16().count() > 28 {
+                    s = format!("{}...", s.chars().take(25).collect::<String>());
+                }
                 if s.contains('\'') {
                     format!("type string ({})", json_quote(&s))
                 } else {
@@ -197,8 +193,7 @@ fn property<'a>(v: &Unknown<'a>, name: &str) -> Option<Unknown<'a>> {
 }
 
 fn clear_exception(env: napi::sys::napi_env) {
-    let mut pending = false;
-    let mut e = std::ptr::null_mut();
+    let (mut pending, mut e) = (false, std::ptr::null_mut());
     // SAFETY: N-API calls on this call's env into locals.
     unsafe {
         if napi::sys::napi_is_exception_pending(env, &mut pending) == napi::sys::Status::napi_ok
