@@ -84,10 +84,8 @@ pub(crate) fn state(env: &Env) -> Result<Rc<EnvState>> {
 /// The environment's state if lowcopy made one (never makes one: for finalizers and `close()`,
 /// which may run while the environment is being torn down).
 pub(crate) fn existing(env: &Env) -> Option<Rc<EnvState>> {
-    env.get_instance_data::<Rc<EnvState>>()
-        .ok()
-        .flatten()
-        .map(|st| st.clone())
+    let st = env.get_instance_data::<Rc<EnvState>>().ok()??;
+    Some(st.clone())
 }
 
 impl EnvState {
@@ -152,10 +150,8 @@ struct Settle<V: ToNapiValue>(Option<JsDeferred<V, Resolver<V>>>, &'static str);
 impl<V: ToNapiValue> Drop for Settle<V> {
     fn drop(&mut self) {
         if let Some(d) = self.0.take() {
-            d.reject(Error::new(
-                Status::GenericFailure,
-                format!("{}: no thread could be started for the wait", self.1),
-            ));
+            let msg = format!("{}: no thread could be started for the wait", self.1);
+            d.reject(Error::from_reason(msg));
         }
     }
 }
@@ -196,10 +192,7 @@ where
             match out {
                 Ok(Ok(out)) => task.resolve(env, out),
                 Ok(Err(e)) => Err(e),
-                Err(_) => Err(Error::new(
-                    Status::GenericFailure,
-                    format!("panic in {what}"),
-                )),
+                Err(_) => Err(Error::from_reason(format!("panic in {what}"))),
             }
         }));
     };
