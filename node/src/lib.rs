@@ -42,7 +42,7 @@ macro_rules! bound_fns {
                 // `bound_fn` with a `$T`.
                 unsafe { $crate::peek::bound_call::<$T, _, _>(env, info, $name, body) }
             }
-            let f = $crate::peek::bound_fn($env, $shared.clone(), $name, cb)?;
+            let f = $crate::peek::bound_fn($env, $shared.clone(), $name, Some(cb))?;
             // SAFETY: a live value of this call.
             obj.set_named_property($name, unsafe { Unknown::from_raw_unchecked($env.raw(), f) })?;
         })*

@@ -248,6 +248,7 @@ pub fn peek_supported(env: Env, fd: Unknown) -> Result<bool> {
 type Core = lowcopy::Peeker<OwnedFd>;
 
 /// The core peeker behind a JS `Peeker`: shared with a `peekAsync` running on its own thread.
+#[derive(Default)]
 pub struct Shared {
     peeker: Mutex<Option<Core>>,
     /// `close()` was called while an async peek held the peeker: that peek closes it.
@@ -604,14 +605,11 @@ impl Peeker {
         let mut o = lowcopy::PeekerOptions::new(mode).urgent(urgent.unwrap_or(U::Inline));
         o.kind = kind;
         let p = Core::with_options(dup, o).or_throw(&env, "Peeker")?;
-        Ok(Peeker {
-            shared: Arc::new(Shared {
-                peeker: Mutex::new(Some(p)),
-                close_requested: AtomicBool::new(false),
-                waiters: Mutex::new(Vec::new()),
-            }),
-            fd: raw,
-        })
+        let shared = Arc::new(Shared {
+            peeker: Mutex::new(Some(p)),
+            ..Shared::default()
+        });
+        Ok(Peeker { shared, fd: raw })
     }
 
     /// The peeker's own descriptor (its duplicate), e.g. to watch it with epoll; -1 once closed.
@@ -979,10 +977,7 @@ pub(crate) fn bound_fn<D: 'static>(
     env: &Env,
     shared: D,
     name: &str,
-    cb: unsafe extern "C" fn(
-        napi::sys::napi_env,
-        napi::sys::napi_callback_info,
-    ) -> napi::sys::napi_value,
+    cb: napi::sys::napi_callback,
 ) -> Result<napi::sys::napi_value> {
     use napi::sys::{self as ns, Status as St};
     let data = Box::into_raw(Box::new(shared)).cast::<std::ffi::c_void>();
@@ -993,15 +988,14 @@ pub(crate) fn bound_fn<D: 'static>(
     unsafe {
         let len = name.len() as isize;
         let mut st =
-            ns::napi_create_function(env.raw(), name.as_ptr().cast(), len, Some(cb), data, &mut f);
+            ns::napi_create_function(env.raw(), name.as_ptr().cast(), len, cb, data, &mut f);
         if st == St::napi_ok {
             let (hint, result) = (std::ptr::null_mut(), std::ptr::null_mut());
             st = ns::napi_add_finalizer(env.raw(), f, data, Some(drop_bound::<D>), hint, result);
         }
         if st != St::napi_ok {
             drop(Box::from_raw(data.cast::<D>()));
-            let msg = format!("{name}: napi_create_function");
-            return Err(Error::new(Status::GenericFailure, msg));
+            return Err(Error::from_reason(format!("{name}: napi_create_function")));
         }
     }
     Ok(f)
@@ -1031,18 +1025,15 @@ pub(crate) unsafe fn bound_call<T, R: ToNapiValue, const N: usize>(
     body: impl FnOnce(&Env, &T, [Unknown<'_>; N]) -> Result<R>,
 ) -> napi::sys::napi_value {
     let run = || -> Result<napi::sys::napi_value> {
-        let mut argc = N;
-        let mut argv = [std::ptr::null_mut(); N];
-        let mut data = std::ptr::null_mut();
-        let this = std::ptr::null_mut();
+        let (mut argc, mut argv) = (N, [ptr::null_mut(); N]);
+        let (this, mut data) = (ptr::null_mut(), ptr::null_mut());
         // SAFETY: N-API reads at most `argc` (N) arguments into `argv` (missing ones are
         // `undefined`) from the live `info` of this call.
         let st = unsafe {
             napi::sys::napi_get_cb_info(env, info, &mut argc, argv.as_mut_ptr(), this, &mut data)
         };
         if st != napi::sys::Status::napi_ok || data.is_null() {
-            let msg = format!("{what}: napi_get_cb_info");
-            return Err(Error::new(Status::GenericFailure, msg));
+            return Err(Error::from_reason(format!("{what}: napi_get_cb_info")));
         }
         // SAFETY: `data` is the function's `T` (boxed), kept by the function (its finalizer
         // drops it), which is alive while it is being called.
@@ -1056,7 +1047,7 @@ pub(crate) unsafe fn bound_call<T, R: ToNapiValue, const N: usize>(
     let e = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
         Ok(Ok(v)) => return v,
         Ok(Err(e)) => e,
-        Err(_) => Error::new(Status::GenericFailure, format!("panic in {what}")),
+        Err(_) => Error::from_reason(format!("panic in {what}")),
     };
     // SAFETY: `env` is live (inside the callback).
     unsafe { napi::JsError::from(e).throw_into(env) };
