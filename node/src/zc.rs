@@ -67,10 +67,8 @@ fn guarded_tag() -> napi::sys::napi_type_tag {
 )]
 pub fn set_transfer_guard(env: Env, guard: Unknown) -> Result<()> {
     if guard.get_type()? != ValueType::Function {
-        return Err(type_error(
-            &env,
-            "The \"guard\" argument must be a function".into(),
-        ));
+        let msg = "The \"guard\" argument must be a function";
+        return Err(type_error(&env, msg.into()));
     }
     // SAFETY: a function is an object.
     let obj: Object = unsafe { guard.cast()? };
@@ -667,13 +665,7 @@ impl Inner {
             }
             napi::sys::napi_create_reference(env.raw(), ab, 0, &mut r);
         }
-        let gen = GUARD_GEN.with(|g| g.get());
-        *m = Marked {
-            key,
-            gen,
-            r,
-            busy: 0,
-        };
+        (m.key, m.gen, m.r, m.busy) = (key, GUARD_GEN.with(|g| g.get()), r, 0);
         first
     }
 
@@ -962,13 +954,10 @@ impl ZeroCopySender {
         let o = options.as_ref();
         let backend = args::one_of(&env, o, "backend", BACKENDS)?.unwrap_or_default();
         if libuv && backend == ZcBackend::ErrQueue {
-            return Err(value_error(
-                &env,
-                "The 'errqueue' backend is refused on a net.Socket: libuv polls it \
-                 level-triggered and every unreaped notification would wake Node's event \
-                 loop (use 'io_uring', 'copy' or 'auto')"
-                    .into(),
-            ));
+            let msg = "The 'errqueue' backend is refused on a net.Socket: libuv polls it \
+                       level-triggered and every unreaped notification would wake Node's event \
+                       loop (use 'io_uring', 'copy' or 'auto')";
+            return Err(value_error(&env, msg.into()));
         }
         let adaptive = args::bool_opt(&env, o, "adaptive", false)?;
         let opts = ZcOptions::new().backend(backend).adaptive(adaptive);
@@ -1027,11 +1016,8 @@ impl ZeroCopySender {
     // doc-end
     #[napi(getter, catch_unwind)]
     pub fn inflight(&self) -> u32 {
-        self.inner
-            .borrow()
-            .core
-            .as_ref()
-            .map_or(0, |c| c.inflight() as u32)
+        let this = self.inner.borrow();
+        this.core.as_ref().map_or(0, |c| c.inflight() as u32)
     }
 
     /// Buffers held for sends not yet reaped (in flight or completed).
@@ -1148,12 +1134,10 @@ impl ZeroCopySender {
             return Err(arg_type_error(&env, "address", "of type string", &address));
         }
         let text = address.coerce_to_string()?.into_utf8()?.into_owned()?;
-        let ip: IpAddr = text.parse().map_err(|_| {
-            value_error(
-                &env,
-                format!("The argument 'address' must be an IP address. Received '{text}'"),
-            )
-        })?;
+        let Ok(ip) = text.parse::<IpAddr>() else {
+            let msg = format!("The argument 'address' must be an IP address. Received '{text}'");
+            return Err(value_error(&env, msg));
+        };
         let addr = Some(SocketAddr::new(ip, port as u16));
         let flags = args::flags(&env, options.as_ref(), "sendTo", true)?;
         let r = this.send(&env, "sendTo", (data, user_data), addr, flags)?;
@@ -1316,10 +1300,8 @@ impl ZeroCopySender {
     pub fn wait(&self, env: Env, timeout_ms: Option<Unknown>) -> Result<u32> {
         let mut this = self.inner.borrow_mut();
         let t = args::timeout_ms(&env, timeout_ms.as_ref())?;
-        let n = open(&mut this.core, &env, "wait")?
-            .wait(t)
-            .or_throw(&env, "wait")?;
-        Ok(n as u32)
+        let n = open(&mut this.core, &env, "wait")?.wait(t);
+        Ok(n.or_throw(&env, "wait")? as u32)
     }
 
     /// `wait` whose sleep runs off the JS thread (on a thread of its own: it polls the
@@ -1411,12 +1393,10 @@ fn send_batch(
     let uds: Option<Vec<Ud>> = match uds.map(|u| (float64s(env, &u), u)) {
         None => None,
         Some((Some(x), _)) => Some(x.iter().map(|&x| Ud::Num(x)).collect()),
-        Some((None, u)) if u.is_array()? => Some(
-            args::array(env, &u, "userDatas")?
-                .iter()
-                .map(|u| Ud::Js(u.raw()))
-                .collect(),
-        ),
+        Some((None, u)) if u.is_array()? => {
+            let items = args::array(env, &u, "userDatas")?;
+            Some(items.iter().map(|u| Ud::Js(u.raw())).collect())
+        }
         Some((None, u)) => {
             let must = "an instance of Array or Float64Array";
             return Err(arg_type_error(env, "userDatas", must, &u));
@@ -1453,11 +1433,8 @@ fn send_batch(
     // Sends that accepted bytes keep their buffer until their completion; the others
     // (not sent, or zero-length) none.
     for (i, &slot) in slots.iter().enumerate() {
-        let (keep, ud) = (
-            done.completes(i, iov[i].iov_len),
-            uds.as_ref().map(|u| u[i]),
-        );
-        this.settle(env, slot as u32, keep, ud)?;
+        let keep = done.completes(i, iov[i].iov_len);
+        this.settle(env, slot as u32, keep, uds.as_ref().map(|u| u[i]))?;
     }
     Ok((done.sends as f64, done.bytes as f64, done.completions))
 }
