@@ -91,7 +91,14 @@ for m in zc-l32 lc-errq ur-raw lc-uring copy lc-auto; do
 	z[$m]=$(cg send_one "$t/zc.$m" "$BIN/zc_bench" -4 -t udp -D 127.0.0.1 -p "$port" -m "$m" \
 		-T "$SECS")
 	line=$(grep '^zc_bench tx' "$t/zc.$m.stdout" || true)
-	case $line in *ok=1*) ;; *) echo "hot_cost: zc_bench -m $m failed: $line" >&2; exit 1 ;; esac
+	case $line in
+	*ok=1*) ;;
+	*)
+		echo "hot_cost: zc_bench -m $m failed: $line" >&2
+		cat "$t/zc.$m.stdout" "$t/zc.$m.stderr" >&2
+		exit 1
+		;;
+	esac
 	zs[$m]=$(sed -n 's/.* sends=\([0-9]*\) .*/\1/p' <<< "$line")
 done
 # Each row divides by its own sends; "added" compares per-send costs.
