@@ -1791,7 +1791,8 @@ ssize_t lowcopy_zc_send_reap(struct lowcopy_zc *z,
  * The buffers are kept as `lowcopy_zc_sendv` says, each until its own completion.
  *
  * Errors: `-EINVAL` for NULL `n_out` or `bytes_out`, NULL `bufs` or `user_data` with `n > 0`,
- * NULL `out` with `cap > 0`, or `size` out of range; the first send's errors as
+ * `n` more iovecs than memory can hold, NULL `out` with `cap > 0`, or `size` out of range; the
+ * first send's errors as
  * `lowcopy_zc_sendv`.
  *
  * Syscalls: sendmsg, io_uring_enter, recvmmsg, read, fcntl, getsockopt, setsockopt, poll,

@@ -563,7 +563,8 @@ crate::versions::default_version!("lowcopy_zc_send_reap", "LOWCOPY_0.2");
 /// The buffers are kept as `lowcopy_zc_sendv` says, each until its own completion.
 ///
 /// Errors: `-EINVAL` for NULL `n_out` or `bytes_out`, NULL `bufs` or `user_data` with `n > 0`,
-/// NULL `out` with `cap > 0`, or `size` out of range; the first send's errors as
+/// `n` more iovecs than memory can hold, NULL `out` with `cap > 0`, or `size` out of range; the
+/// first send's errors as
 /// `lowcopy_zc_sendv`.
 ///
 /// Syscalls: sendmsg, io_uring_enter, recvmmsg, read, fcntl, getsockopt, setsockopt, poll,
@@ -595,6 +596,9 @@ pub unsafe extern "C" fn lowcopy_zc_send_batch(
         if n_out.is_null()
             || bytes_out.is_null()
             || n > 0 && (bufs.is_null() || user_data.is_null())
+            // No array of `n` iovecs fits in memory: a count that cannot be true (a slice
+            // over it would be undefined behaviour, and the sends would read past the array).
+            || n > isize::MAX as usize / std::mem::size_of::<iovec>()
         {
             return -EINVAL as ssize_t;
         }

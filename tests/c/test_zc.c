@@ -169,6 +169,11 @@ static void test_null_and_bad_input(void)
 		CHECK_EQ(lowcopy_zc_send_batch(z, &iov, 1, &ud, 0, c, 4, sizeof(lowcopy_zc_completion), &n, NULL), -EINVAL);
 		CHECK_EQ(lowcopy_zc_send_batch(z, &iov, 1, &ud, 0, NULL, 4, sizeof(lowcopy_zc_completion), &n, &nb), -EINVAL);
 		CHECK_EQ(lowcopy_zc_send_batch(z, &iov, 1, &ud, MSG_OOB, c, 4, sizeof(lowcopy_zc_completion), &n, &nb), -EINVAL);
+		/* Counts no array in memory can have: refused before any send, nothing read past &iov. */
+		CHECK_EQ(lowcopy_zc_send_batch(z, &iov, SIZE_MAX, &ud, 0, c, 4, sizeof(lowcopy_zc_completion), &n, &nb), -EINVAL);
+		CHECK_EQ(lowcopy_zc_send_batch(z, &iov, (size_t)PTRDIFF_MAX / sizeof(struct iovec) + 1, &ud, 0, c, 4,
+					       sizeof(lowcopy_zc_completion), &n, &nb), -EINVAL);
+		CHECK_EQ(lowcopy_zc_inflight(z), 0);
 		CHECK_EQ(lowcopy_zc_send_batch(z, NULL, 0, NULL, 0, c, 4, sizeof(lowcopy_zc_completion), &n, &nb), 0);
 		CHECK_EQ(nb, 0);
 		n = 77;
