@@ -1792,8 +1792,7 @@ ssize_t lowcopy_zc_send_reap(struct lowcopy_zc *z,
  *
  * Errors: `-EINVAL` for NULL `n_out` or `bytes_out`, NULL `bufs` or `user_data` with `n > 0`,
  * `n` more iovecs than memory can hold, NULL `out` with `cap > 0`, or `size` out of range; the
- * first send's errors as
- * `lowcopy_zc_sendv`.
+ * first send's errors as `lowcopy_zc_sendv`.
  *
  * Syscalls: sendmsg, io_uring_enter, recvmmsg, read, fcntl, getsockopt, setsockopt, poll,
  * epoll_create1, epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap,

@@ -274,6 +274,24 @@ pub(crate) unsafe fn iov_slice<'a>(iov: *const iovec, iovcnt: c_int) -> Result<&
     Ok(unsafe { core::slice::from_raw_parts(iov, iovcnt as usize) })
 }
 
+/// Views a caller's array of `n` items (for `n` 0 an empty one, `p` may then be NULL);
+/// `-EINVAL` for NULL with `n > 0`, or a count no array in memory can have (more than
+/// `isize::MAX` bytes: a slice over it would be undefined behaviour, and reading it would run
+/// past the caller's array).
+///
+/// # Safety
+/// `p` must point to `n` items that stay valid during the call.
+pub(crate) unsafe fn array<'a, T>(p: *const T, n: usize) -> Result<&'a [T], c_int> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() || n > isize::MAX as usize / core::mem::size_of::<T>().max(1) {
+        return Err(-EINVAL);
+    }
+    // SAFETY: non-null, at most isize::MAX bytes, and the caller guarantees `n` readable items.
+    Ok(unsafe { core::slice::from_raw_parts(p, n) })
+}
+
 /// The growth rule's check of a caller's `sizeof`: `-EINVAL` outside
 /// [`LOWCOPY_STRUCT_SIZE_MIN`]..=[`LOWCOPY_STRUCT_SIZE_MAX`].
 pub(crate) fn check_size(size: usize) -> Result<(), c_int> {

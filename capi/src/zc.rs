@@ -9,8 +9,8 @@ use lowcopy::zc::{self, Completion, ZcBackend, ZcOptions, ZcStats, ZeroCopySende
 use lowcopy::Flags;
 
 use crate::{
-    check_size, free_handle, guard, iov_slice, neg, new_handle, out_sized, read_sized, ret_size,
-    with_handle, with_handle_ref, write_sized, Guarded,
+    array, check_size, free_handle, guard, iov_slice, neg, new_handle, out_sized, read_sized,
+    ret_size, with_handle, with_handle_ref, write_sized, Guarded,
 };
 
 /// Backend:
@@ -564,8 +564,7 @@ crate::versions::default_version!("lowcopy_zc_send_reap", "LOWCOPY_0.2");
 ///
 /// Errors: `-EINVAL` for NULL `n_out` or `bytes_out`, NULL `bufs` or `user_data` with `n > 0`,
 /// `n` more iovecs than memory can hold, NULL `out` with `cap > 0`, or `size` out of range; the
-/// first send's errors as
-/// `lowcopy_zc_sendv`.
+/// first send's errors as `lowcopy_zc_sendv`.
 ///
 /// Syscalls: sendmsg, io_uring_enter, recvmmsg, read, fcntl, getsockopt, setsockopt, poll,
 /// epoll_create1, epoll_ctl, epoll_wait, io_uring_setup, io_uring_register, close, brk, mmap,
@@ -593,15 +592,14 @@ pub unsafe extern "C" fn lowcopy_zc_send_batch(
     bytes_out: *mut size_t,
 ) -> ssize_t {
     let run = |z: &mut CSender| {
-        if n_out.is_null()
-            || bytes_out.is_null()
-            || n > 0 && (bufs.is_null() || user_data.is_null())
-            // No array of `n` iovecs fits in memory: a count that cannot be true (a slice
-            // over it would be undefined behaviour, and the sends would read past the array).
-            || n > isize::MAX as usize / std::mem::size_of::<iovec>()
-        {
+        if n_out.is_null() || bytes_out.is_null() {
             return -EINVAL as ssize_t;
         }
+        // SAFETY: the caller's arrays of `n` iovecs and `n` user data.
+        let (bufs, uds) = match unsafe { (array(bufs, n), array(user_data, n)) } {
+            (Ok(b), Ok(u)) => (b, u),
+            (Err(e), _) | (_, Err(e)) => return e as ssize_t,
+        };
         // SAFETY: `out` is NULL or writable for `cap` entries of `size` bytes.
         let mut out = match unsafe { CompletionOut::new(out, cap, size) } {
             Ok(o) => o,
@@ -610,17 +608,6 @@ pub unsafe extern "C" fn lowcopy_zc_send_batch(
         let flags = match send_flags(flags) {
             Ok(f) => f,
             Err(e) => return e,
-        };
-        let (bufs, uds) = if n == 0 {
-            (&[][..], &[][..])
-        } else {
-            // SAFETY: non-null and readable for `n` items per the caller's contract.
-            unsafe {
-                (
-                    std::slice::from_raw_parts(bufs, n),
-                    std::slice::from_raw_parts(user_data, n),
-                )
-            }
         };
         // SAFETY: the iovecs describe memory kept as the caller's contract says.
         let send = |c: &mut [Completion]| unsafe {
