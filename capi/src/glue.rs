@@ -281,6 +281,7 @@ pub(crate) unsafe fn iov_slice<'a>(iov: *const iovec, iovcnt: c_int) -> Result<&
 ///
 /// # Safety
 /// `p` must point to `n` items that stay valid during the call.
+#[cfg(lowcopy_full)]
 pub(crate) unsafe fn array<'a, T>(p: *const T, n: usize) -> Result<&'a [T], c_int> {
     if n == 0 {
         return Ok(&[]);
