@@ -285,7 +285,7 @@ export declare class Receiver {
   get fd(): number
   /**
    * As the module's `recvAtLeast`, on this receiver's socket (`options.timeoutMs`).
-   * `EBUSY` while a `recvAtLeastAsync` runs; `EBADF` once closed.
+   * `EBUSY` while a `recvAtLeastAsync` is pending; `EBADF` once closed.
    */
   recvAtLeast(buf: ArrayBufferView, min: number, options?: RecvOptions): number
   /**
@@ -297,8 +297,9 @@ export declare class Receiver {
   /** The counters so far (`new`'s syscalls included). */
   stats(): RecvStatsOut
   /**
-   * Puts back the socket's mark found at creation and closes the duplicate. Waits for a
-   * running `recvAtLeastAsync` to end (it is bounded by its timeout).
+   * Puts back the socket's mark found at creation and closes the duplicate. A pending
+   * `recvAtLeastAsync` is ended first: it resolves with the bytes it had received, or rejects
+   * with `ECANCELED` when it had none (nothing it took is lost).
    */
   close(): void
 }

@@ -23,9 +23,22 @@ function transferIsStoppable() {
 
 // A resizable ArrayBuffer can shrink (resize(0)) while the kernel still reads its pages: the
 // freed tail would go on the wire as whatever the memory holds next. A zerocopy send refuses it
-// (the copy backend copies in the call and never asks).
+// (the copy backend copies in the call and never asks). The check is the engine's own getter,
+// taken when this module loads and called on the buffer: an own `resizable` property (a value
+// or a getter) neither hides a resizable buffer nor runs the caller's code inside a send, where
+// the native side holds the addresses of the call's buffers and no JS may detach one. A
+// SharedArrayBuffer has no such slot (the getter throws): it can grow but never shrink, and
+// it cannot be detached.
+const isResizable = Function.prototype.call.bind(
+  Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, 'resizable')?.get ?? (() => false))
 function refuseResizable(ab) {
-  if (ab.resizable === true) {
+  let resizable
+  try {
+    resizable = isResizable(ab)
+  } catch {
+    return // a SharedArrayBuffer
+  }
+  if (resizable) {
     const e = new TypeError('a resizable ArrayBuffer can shrink while the kernel reads it: send a fixed-length buffer with a zerocopy sender (or use the copy backend)')
     e.code = 'ERR_INVALID_ARG_TYPE'
     throw e

@@ -84,6 +84,12 @@ pub(crate) fn views_of<'a>(env: &Env, items: &[Unknown<'a>], name: &str) -> Resu
 /// The bytes of an `ArrayBufferView` argument, for the call it was passed to (the value is
 /// alive for the callback's scope: `'a`). Raw, not a `&mut [u8]`: JS can pass one buffer
 /// twice (`peekv([b, b])`), and two live `&mut` over one memory would be undefined behaviour.
+///
+/// The address is good only until JS runs: a getter of an options object or of `{ fd }`, an
+/// array element's getter, a `valueOf`, can transfer the ArrayBuffer (which frees or moves its
+/// bytes) or let the GC have it. So a call takes its views after every argument read that can
+/// run JS, and runs none until the syscall is done: the transfer guard of a zerocopy send runs
+/// no code of the caller's (`lowcopy.js`), and a send's buffers are held before it.
 pub(crate) struct View<'a> {
     ptr: *mut u8,
     len: usize,
@@ -193,12 +199,11 @@ pub fn peek_into(
     options: Option<Unknown>,
 ) -> Result<u32> {
     let offset = size(&env, &offset, "offset")?;
-    let mut b = bytes_arg(&env, &buf, "buf")?;
     let flags = args::flags(&env, options.as_ref(), "peekInto", false)?;
-    let n = with_fd(&env, &fd, "peekInto", |fd| {
-        lowcopy::peek_at(fd, offset, &mut [IoSliceMut::new(b.bytes_mut())], flags)
-    })?;
-    Ok(n as u32)
+    let fd = args::borrowed_fd(&env, &fd, "peekInto")?;
+    let mut b = bytes_arg(&env, &buf, "buf")?; // last: see `View`
+    let n = lowcopy::peek_at(fd, offset, &mut [IoSliceMut::new(b.bytes_mut())], flags);
+    Ok(n.or_throw(&env, "peekInto")? as u32)
 }
 
 /// Drops up to `n` bytes from the head of `fd`'s receive queue; returns the bytes dropped.
@@ -255,6 +260,8 @@ pub struct Shared {
     close_requested: AtomicBool,
     /// The abort handles of pending async peeks: `close()` aborts them to wake them.
     waiters: Mutex<Vec<Arc<AbortHandle>>>,
+    /// A `peekAsync` is pending (its [`args::Busy`] claim).
+    busy: Arc<AtomicBool>,
 }
 
 impl Shared {
@@ -266,22 +273,15 @@ impl Shared {
         what: &str,
         f: impl FnOnce(&mut Core) -> std::io::Result<T>,
     ) -> Result<T> {
-        args::with_locked(env, &self.peeker, what, f)
+        args::with_locked(env, &self.peeker, &self.busy, what, f)
     }
 
-    /// `Peeker.peekInto`'s work (the class method's, and the bound function's, which takes no
-    /// options): `flags` reads the options, after the buffer (a constant for the bound
-    /// function: no call on its path).
-    fn peek_into(
-        &self,
-        env: &Env,
-        buf: &Unknown,
-        flags: impl FnOnce() -> Result<Flags>,
-    ) -> Result<u32> {
+    /// `Peeker.peekInto`'s work (the class method's, which read the options into `f` first, and
+    /// the bound function's, which takes none).
+    fn peek_into(&self, env: &Env, buf: &Unknown, f: Flags) -> Result<u32> {
         // The memory stays valid for the call: the argument keeps its ArrayBuffer alive, and no
-        // JS runs until we return (no transfer, detach or resize in between).
+        // JS runs from here until we return (no transfer, detach or resize in between).
         let iov = [bytes_arg(env, buf, "buf")?.iovec()];
-        let f = flags()?;
         // SAFETY: the iovec covers the caller's view, writable and alive for this call.
         let n = self.with(env, "peekInto", |p| unsafe { p.peek_raw(&iov, f) })?;
         Ok(n as u32)
@@ -689,8 +689,8 @@ impl Peeker {
         ts_args_type = "buf: ArrayBufferView, options?: PeekOptions"
     )]
     pub fn peek_into(&self, env: Env, buf: Unknown, options: Option<Unknown>) -> Result<u32> {
-        let flags = || args::flags(&env, options.as_ref(), "peekInto", false);
-        self.shared.peek_into(&env, &buf, flags)
+        let f = args::flags(&env, options.as_ref(), "peekInto", false)?;
+        self.shared.peek_into(&env, &buf, f)
     }
 
     /// Peeks at the cursor into `buffers` in order, as one call (scatter, like `fs.readvSync`;
@@ -700,8 +700,8 @@ impl Peeker {
         ts_args_type = "buffers: ArrayBufferView[], options?: PeekOptions"
     )]
     pub fn peekv(&self, env: Env, buffers: Unknown, options: Option<Unknown>) -> Result<u32> {
-        let views = views_arg(&env, &buffers, "buffers")?;
         let f = args::flags(&env, options.as_ref(), "peekv", false)?;
+        let views = views_arg(&env, &buffers, "buffers")?; // last: see `View`
         let iov: Vec<libc::iovec> = views.iter().map(View::iovec).collect();
         let n = self.shared.with(&env, "peekv", |p| {
             // SAFETY: the iovecs cover the caller's views, writable and alive for this call
@@ -760,9 +760,8 @@ impl Peeker {
         options: Option<Unknown>,
     ) -> Result<PeekResult> {
         let off = size(&env, &offset, "offset")?;
-        let b = bytes_arg(&env, &buf, "buf")?;
         let f = args::flags(&env, options.as_ref(), "peekAtInto", false)?;
-        let iov = [b.iovec()];
+        let iov = [bytes_arg(&env, &buf, "buf")?.iovec()]; // last: see `View`
         self.shared.with(&env, "peekAtInto", |p| {
             // SAFETY: the iovec covers the caller's view, writable and alive for this call.
             unsafe { p.peek_at_raw(off, &iov, f) }.map(PeekResult::from)
@@ -782,8 +781,8 @@ impl Peeker {
         options: Option<Unknown>,
     ) -> Result<PeekResult> {
         let off = size(&env, &offset, "offset")?;
-        let views = views_arg(&env, &buffers, "buffers")?;
         let f = args::flags(&env, options.as_ref(), "peekvAt", false)?;
+        let views = views_arg(&env, &buffers, "buffers")?; // last: see `View`
         let iov: Vec<libc::iovec> = views.iter().map(View::iovec).collect();
         self.shared.with(&env, "peekvAt", |p| {
             // SAFETY: the iovecs cover the caller's views, writable and alive for this call.
@@ -822,9 +821,13 @@ impl Peeker {
             return Err(sys_error(env, libc::EBADF, "peekAsync"));
         }
         let (shared, until) = (self.shared.clone(), deadline(timeout));
+        let busy = args::Busy::claim(env, &shared.busy, "peekAsync")?;
         crate::teardown::spawn(env, "peekAsync", |cancel| {
             self.shared.waiters().push(cancel.clone());
-            BufferTask("peekAsync", move || shared.peek_async(&cancel, len, until))
+            BufferTask("peekAsync", move || {
+                let _busy = &busy; // the other calls are EBUSY until this task is gone
+                shared.peek_async(&cancel, len, until)
+            })
         })
     }
 
@@ -963,7 +966,7 @@ impl Peeker {
 pub fn peeker_bind<'a>(env: &'a Env, peeker: &Peeker) -> Result<Object<'a>> {
     bound_fns!(env, peeker.shared, Arc<Shared>, {
         "peekInto" => |env: &Env, shared: &Arc<Shared>, [buf]: [Unknown; 1]| {
-            shared.peek_into(env, &buf, || Ok(Flags::NONE))
+            shared.peek_into(env, &buf, Flags::NONE)
         },
         "seek" => |env: &Env, shared: &Arc<Shared>, [offset]: [Unknown; 1]| {
             shared.seek(env, &offset)

@@ -1,14 +1,17 @@
 //! Low-water-mark receive: `setRcvlowat`, `recvAtLeast`, `recvAtLeastAsync`.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+
+use lowcopy::AbortHandle;
 
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
 
 use crate::args::{self, alloc_len, size, with_fd};
-use crate::error::{Fail, OrThrow};
+use crate::error::{sys_error, Fail, OrThrow};
 use crate::peek::bytes_arg;
 use crate::teardown::BufferTask;
 
@@ -169,20 +172,15 @@ pub fn recv_at_least(
     min: Unknown,
     options: Option<Unknown>,
 ) -> Result<f64> {
-    let mut b = bytes_arg(&env, &buf, "buf")?;
+    bytes_arg(&env, &buf, "buf")?; // its TypeError first
     let min = size(&env, &min, "min")?;
     let timeout = args::timeout_opt(&env, options.as_ref())?;
     args::object_opt(&env, options.as_ref(), "stats")?;
+    let fd = args::borrowed_fd(&env, &fd, "recvAtLeast")?;
+    // After every read that can run JS (the options' and `{ fd }`'s getters): see `View`.
+    let mut b = bytes_arg(&env, &buf, "buf")?;
     let mut stats = lowcopy::RecvStats::default();
-    let r = with_fd(&env, &fd, "recvAtLeast", |fd| {
-        Ok(lowcopy::recv_atleast_with_stats(
-            fd,
-            b.bytes_mut(),
-            min,
-            timeout,
-            &mut stats,
-        ))
-    })?;
+    let r = lowcopy::recv_atleast_with_stats(fd, b.bytes_mut(), min, timeout, &mut stats);
     add_stats(&env, options.as_ref(), &stats)?;
     r.or_throw(&env, "recvAtLeast").map(|n| n as f64)
 }
@@ -300,11 +298,21 @@ mirror!(RecvStatsOut from lowcopy::RecvStats { calls, syscalls, wakeups, early_w
 // doc-end
 #[napi]
 pub struct Receiver {
-    inner: Arc<Mutex<Option<CoreRx>>>,
+    inner: Arc<RxShared>,
     fd: i32,
 }
 
-fn lock_rx(m: &Mutex<Option<CoreRx>>) -> std::sync::MutexGuard<'_, Option<CoreRx>> {
+/// A `Receiver`'s state, shared with its pending `recvAtLeastAsync`.
+#[derive(Default)]
+struct RxShared {
+    rx: Mutex<Option<CoreRx>>,
+    /// A `recvAtLeastAsync` is pending (its [`args::Busy`] claim).
+    busy: Arc<AtomicBool>,
+    /// The pending `recvAtLeastAsync`'s abort handle: `close()` aborts it.
+    waiter: Mutex<Option<Arc<AbortHandle>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -326,7 +334,10 @@ impl Receiver {
         let raw = std::os::fd::AsRawFd::as_raw_fd(&dup);
         let rx = CoreRx::new(dup).or_throw(&env, "Receiver")?;
         Ok(Receiver {
-            inner: Arc::new(Mutex::new(Some(rx))),
+            inner: Arc::new(RxShared {
+                rx: Mutex::new(Some(rx)),
+                ..RxShared::default()
+            }),
             fd: raw,
         })
     }
@@ -334,14 +345,14 @@ impl Receiver {
     /// The receiver's own descriptor (its duplicate); -1 once closed.
     #[napi(getter, catch_unwind)]
     pub fn fd(&self) -> i32 {
-        match self.inner.try_lock() {
+        match self.inner.rx.try_lock() {
             Ok(g) if g.is_none() => -1,
             _ => self.fd,
         }
     }
 
     /// As the module's `recvAtLeast`, on this receiver's socket (`options.timeoutMs`).
-    /// `EBUSY` while a `recvAtLeastAsync` runs; `EBADF` once closed.
+    /// `EBUSY` while a `recvAtLeastAsync` is pending; `EBADF` once closed.
     #[napi(
         catch_unwind,
         ts_args_type = "buf: ArrayBufferView, min: number, options?: RecvOptions"
@@ -353,11 +364,14 @@ impl Receiver {
         min: Unknown,
         options: Option<Unknown>,
     ) -> Result<f64> {
-        let mut b = bytes_arg(&env, &buf, "buf")?;
+        bytes_arg(&env, &buf, "buf")?; // its TypeError first
         let min = size(&env, &min, "min")?;
         let timeout = args::timeout_opt(&env, options.as_ref())?;
         args::object_opt(&env, options.as_ref(), "stats")?;
-        args::with_locked(&env, &self.inner, "recvAtLeast", |rx| {
+        // After every read that can run JS (the options' getters): see `View`.
+        let mut b = bytes_arg(&env, &buf, "buf")?;
+        let sh = &self.inner;
+        args::with_locked(&env, &sh.rx, &sh.busy, "recvAtLeast", |rx| {
             rx.recv_atleast(b.bytes_mut(), min, timeout)
                 .map(|n| n as f64)
         })
@@ -383,13 +397,21 @@ impl Receiver {
         let timeout = args::timeout_opt(env, options.as_ref())?;
         args::object_opt(env, options.as_ref(), "stats")?;
         let inner = self.inner.clone();
+        let busy = args::Busy::claim(env, &inner.busy, "recvAtLeastAsync")?;
+        if lock(&inner.rx).is_none() {
+            return Err(sys_error(env, libc::EBADF, "recvAtLeastAsync"));
+        }
         crate::teardown::spawn(env, "recvAtLeastAsync", |abort| {
+            *lock(&inner.waiter) = Some(abort.clone());
             BufferTask("recvAtLeastAsync", move || {
-                let mut g = lock_rx(&inner);
-                let rx = g.as_mut().ok_or(Fail::Errno(libc::EBADF))?;
+                let _busy = &busy; // the other calls are EBUSY until this task is gone
+                let mut g = lock(&inner.rx);
+                // Open when the call was made: closed since.
+                let rx = g.as_mut().ok_or(Fail::Errno(libc::ECANCELED))?;
                 let mut buf = buffer_for(rx.get_ref().as_fd(), len, min)?;
-                let n = rx.recv_atleast_abortable(&mut buf, min, timeout, &abort)?;
-                buf.truncate(n);
+                let n = rx.recv_atleast_abortable(&mut buf, min, timeout, &abort);
+                lock(&inner.waiter).take();
+                buf.truncate(n?);
                 Ok(buf)
             })
         })
@@ -398,17 +420,24 @@ impl Receiver {
     /// The counters so far (`new`'s syscalls included).
     #[napi(catch_unwind)]
     pub fn stats(&self, env: Env) -> Result<RecvStatsOut> {
-        let g = lock_rx(&self.inner);
+        if self.inner.busy.load(Ordering::Acquire) {
+            return Err(sys_error(&env, libc::EBUSY, "stats"));
+        }
+        let g = lock(&self.inner.rx);
         let rx = g
             .as_ref()
-            .ok_or_else(|| crate::error::sys_error(&env, libc::EBADF, "stats"))?;
+            .ok_or_else(|| sys_error(&env, libc::EBADF, "stats"))?;
         Ok((&rx.stats()).into())
     }
 
-    /// Puts back the socket's mark found at creation and closes the duplicate. Waits for a
-    /// running `recvAtLeastAsync` to end (it is bounded by its timeout).
+    /// Puts back the socket's mark found at creation and closes the duplicate. A pending
+    /// `recvAtLeastAsync` is ended first: it resolves with the bytes it had received, or rejects
+    /// with `ECANCELED` when it had none (nothing it took is lost).
     #[napi(catch_unwind)]
     pub fn close(&self) {
-        lock_rx(&self.inner).take();
+        if let Some(a) = lock(&self.inner.waiter).take() {
+            a.abort();
+        }
+        lock(&self.inner.rx).take();
     }
 }

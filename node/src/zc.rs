@@ -425,18 +425,24 @@ impl Inner {
     /// taken before the send (a send that goes out always has its data held): one view through
     /// its ArrayBuffer's `marked` entry where it has one, else by a strong reference of its own.
     fn take_slot(&mut self, env: &Env, data: &Unknown, views: &[View]) -> Result<u32> {
-        let one = match views {
-            [one] => self.guard_one(env, one)?,
-            many => self.guard(env, many).map(|_| None)?,
+        let (one, held) = match views {
+            [one] => (self.guard_one(env, one)?, data.raw()),
+            // Not the caller's array, which the caller may empty or refill while the kernel
+            // reads: an array of the views' ArrayBuffers of the sender's own, which nothing
+            // else can reach.
+            many => {
+                self.guard(env, many)?;
+                let abs: Vec<_> = many.iter().map(View::array_buffer).collect();
+                (None, js_array(env, &abs)?.raw())
+            }
         };
         let hold = match one {
             Some(h) => h,
             None => {
                 let mut r = std::ptr::null_mut();
                 // SAFETY: a strong reference to a live object of this call (an ArrayBufferView
-                // or an array of them), deleted by `drop_hold`.
-                let st =
-                    unsafe { napi::sys::napi_create_reference(env.raw(), data.raw(), 1, &mut r) };
+                // or the array of its views' ArrayBuffers), deleted by `drop_hold`.
+                let st = unsafe { napi::sys::napi_create_reference(env.raw(), held, 1, &mut r) };
                 napi::check_status!(st, "napi_create_reference failed")?;
                 Hold::Own(r)
             }
@@ -678,11 +684,10 @@ impl Inner {
         &mut self,
         env: &Env,
         what: &str,
-        data: &Unknown,
+        (data, views): (&Unknown, Few<View>),
         user_data: Ud,
         send: impl FnOnce(&mut Core, &[libc::iovec], u64, &mut [Completion]) -> IoPair,
     ) -> Result<IoPair> {
-        let views = self.views(env, data)?;
         open(&mut self.core, env, what)?;
         let slot = self.take_slot(env, data, &views)?;
         let iov = views.map(View::iovec);
@@ -726,7 +731,8 @@ impl Inner {
         flags: Flags,
     ) -> Result<std::io::Result<usize>> {
         let ud = Ud::Js(user_data.raw());
-        let r = self.send_with(env, what, &data, ud, |core, iov, slot, _| {
+        let views = self.views(env, &data)?;
+        let r = self.send_with(env, what, (&data, views), ud, |core, iov, slot, _| {
             // SAFETY: the views' buffers are held (`take_slot`) until the completion is
             // reaped, or by the close policy's abandoned sends for ever.
             unsafe { core.send_raw_to(iov, addr.as_ref(), flags, slot) }.map(|n| (n, 0))
@@ -743,10 +749,17 @@ impl Inner {
         f: Flags,
     ) -> Result<(usize, usize)> {
         let ud = Ud::Js(ud.raw());
-        let r = self.send_with(env, "sendReap", &data, ud, |core, iov, slot, out| {
-            // SAFETY: as `send`'s: the buffers are held (`take_slot`) until their completion.
-            unsafe { core.send_reap_raw(iov, f, slot, out) }
-        })?;
+        let views = self.views(env, &data)?;
+        let r = self.send_with(
+            env,
+            "sendReap",
+            (&data, views),
+            ud,
+            |core, iov, slot, out| {
+                // SAFETY: as `send`'s: the buffers are held (`take_slot`) until their completion.
+                unsafe { core.send_reap_raw(iov, f, slot, out) }
+            },
+        )?;
         r.or_throw(env, "sendReap")
     }
 
@@ -1452,13 +1465,22 @@ fn send_reap_into(
     let flags = args::flags(env, options.as_ref(), "sendReapInto", true)?;
     // The user value is a number the sender keeps (no JS value held).
     let ud = Ud::Num(args::number(env, &user_data, "userData")?);
+    // The data's views (an array's elements are read first: their getters can run JS), then
+    // `out`'s: no JS runs from there on (see `View`).
+    let views = this.views(env, &data)?;
     let dst = f64_out(env, &out)?;
     let room = ((dst.len() - 1) / 3).min(this.out.len());
-    let r = this.send_with(env, "sendReapInto", &data, ud, |core, iov, slot, out| {
-        // SAFETY: the views' buffers are held (`take_slot`) until the completion is
-        // reaped, or by the close policy's abandoned sends for ever.
-        unsafe { core.send_reap_raw(iov, flags, slot, &mut out[..room]) }
-    })?;
+    let r = this.send_with(
+        env,
+        "sendReapInto",
+        (&data, views),
+        ud,
+        |core, iov, slot, out| {
+            // SAFETY: the views' buffers are held (`take_slot`) until the completion is
+            // reaped, or by the close policy's abandoned sends for ever.
+            unsafe { core.send_reap_raw(iov, flags, slot, &mut out[..room]) }
+        },
+    )?;
     let (n, k) = r.or_throw(env, "sendReapInto")?;
     this.completions_into(env, k, dst)?;
     Ok(n as f64)
