@@ -230,7 +230,9 @@ pub extern "C" fn lowcopy_peek_supported(fd: c_int) -> c_int {
 // doc-copy: peek_at.cost
 /// Precondition: `SO_PEEK_OFF` is disabled (-1, the default) on the socket, so no live peeker may
 /// use it; this call leaves it disabled. Cost: 2-3 `getsockopt` to classify the socket, one
-/// `recvmsg`, and with `offset > 0` on a socket with `SO_PEEK_OFF` two `setsockopt`. Use a peeker
+/// `recvmsg`, and with `offset > 0` on a socket with `SO_PEEK_OFF` two `setsockopt` (and on TCP a
+/// `poll` for urgent data: with an urgent byte pending out of the stream, a `getsockopt` and one or
+/// two `ioctl` find its mark, so that offsets past it count the bytes reads deliver). Use a peeker
 /// on the data path.
 // doc-end
 ///

@@ -40,7 +40,9 @@ use crate::util::{
 // doc-copy: peek_at.cost
 /// Precondition: `SO_PEEK_OFF` is disabled (-1, the default) on the socket, so no live peeker may
 /// use it; this call leaves it disabled. Cost: 2-3 `getsockopt` to classify the socket, one
-/// `recvmsg`, and with `offset > 0` on a socket with `SO_PEEK_OFF` two `setsockopt`. Use a peeker
+/// `recvmsg`, and with `offset > 0` on a socket with `SO_PEEK_OFF` two `setsockopt` (and on TCP a
+/// `poll` for urgent data: with an urgent byte pending out of the stream, a `getsockopt` and one or
+/// two `ioctl` find its mark, so that offsets past it count the bytes reads deliver). Use a peeker
 /// on the data path.
 // doc-end
 ///
@@ -554,8 +556,8 @@ impl Peeker {
 
     /// `peek_into` scattering into several writable buffers in order (as
     /// `socket.recvmsg_into`); returns the bytes written in all. At most `IOV_MAX` (1024)
-    /// buffers, else `EMSGSIZE`; the discard mechanism needs room for its own prefix
-    /// buffers among them (`EOVERFLOW` past offset 0 with 1024).
+    /// buffers, else `EMSGSIZE`; the discard mechanism splits a peek into more buffers than
+    /// fit beside its own prefix into several `recvmsg` (see `peek_at_into`).
     #[pyo3(signature = (buffers, flags = 0))]
     fn peekv(&self, py: Python<'_>, buffers: &Bound<'_, PyAny>, flags: i32) -> PyResult<usize> {
         guard(|| {

@@ -1105,8 +1105,9 @@ impl ZeroCopySender {
     }
 
     /// The descriptor to watch for completions, then `reap()`: for the io_uring backend the
-    /// eventfd of the calling thread's ring (readable when a notification was queued for any
-    /// io_uring sender of this thread: the same descriptor for all of them, made and
+    /// eventfd of the ring of the thread the sender belongs to, whichever thread asks
+    /// (readable when a notification was queued for any io_uring sender of that thread: the
+    /// same descriptor for all of them, made and
     /// registered on the thread's first call; `reap` and `wait` reset it), else the socket
     /// (its error queue raises `EPOLLERR`, which every poller reports). A reap of one sender
     /// takes in the ring's other notifications and keeps them for their senders, where the

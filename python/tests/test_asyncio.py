@@ -298,6 +298,30 @@ async def test_one_failing_io_uring_sender_does_not_starve_the_others() -> None:
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("transport", ["tcp4", "unix"])
+async def test_a_cancelled_receive_keeps_the_bytes_it_took(transport: str) -> None:
+    p = stream_pair(transport)
+    assert p.peer is not None
+    try:
+        async with AsyncReceiver(p.sock) as rx:
+            p.peer.sendall(b"abc")  # fewer than min: the receive takes them and waits on
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.2):
+                    await rx.recv_atleast(100, 10)
+            buf = bytearray(2)  # the next receive gets them first, as much as its buffer holds
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.2):
+                    await rx.recv_atleast_into(buf, 2)  # both from the kept bytes: no wait
+                    await rx.recv_atleast_into(bytearray(8), 8)  # cancelled again
+            assert buf == b"ab"
+            p.peer.sendall(b"defghijklm")
+            got = await asyncio.wait_for(rx.recv_atleast(100, 11), 5)
+            assert got == b"cdefghijklm"
+    finally:
+        p.close()
+
+
+@pytest.mark.asyncio
 async def test_recv_atleast_wakes_once_for_min_bytes(tcp: Pair) -> None:
     assert tcp.peer is not None
     peer = tcp.peer

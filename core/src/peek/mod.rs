@@ -38,8 +38,13 @@
 //! the mark are consumed (poll still reports the socket readable meanwhile).
 // doc-end
 //!
-//! The stateless [`peek_at`] and [`consume`] see the stream as the socket's `SO_OOBINLINE`
-//! says: set it on sockets that may receive urgent data.
+//! The stateless [`peek_at`] and [`consume`] see the stream as reads of the socket do, as its
+//! `SO_OOBINLINE` says: without it, `peek_at` finds an urgent byte not read yet (`POLLPRI`)
+//! and counts its offsets past the mark without that byte. Once the byte was taken with
+//! `recv(MSG_OOB)` the kernel no longer reports it, yet `SO_PEEK_OFF` still counts it until
+//! the bytes before its mark are read: from then until those bytes are consumed, `peek_at`
+//! past the mark starts one byte early. Set `SO_OOBINLINE` on sockets that may receive urgent
+//! data, or use a peeker.
 //!
 //! # Descriptors (AF_UNIX)
 //!

@@ -48,8 +48,10 @@ pub fn peek_supported(fd: impl AsFd) -> io::Result<bool> {
 // doc-source: peek_at.cost
 /// Precondition: `SO_PEEK_OFF` is disabled (-1, the default) on the socket, so no live peeker
 /// may use it; this call leaves it disabled. Cost: 2-3 `getsockopt` to classify the socket, one
-/// `recvmsg`, and with `offset > 0` on a socket with `SO_PEEK_OFF` two `setsockopt`. Use a
-/// peeker on the data path.
+/// `recvmsg`, and with `offset > 0` on a socket with `SO_PEEK_OFF` two `setsockopt` (and on TCP
+/// a `poll` for urgent data: with an urgent byte pending out of the stream, a `getsockopt` and
+/// one or two `ioctl` find its mark, so that offsets past it count the bytes reads deliver).
+/// Use a peeker on the data path.
 // doc-end
 ///
 /// ```
@@ -92,12 +94,36 @@ pub fn peek_at(
     } else {
         Mechanism::resolve_auto(info)
     };
+    // SO_PEEK_OFF counts an urgent byte out of the stream that reads skip: past its mark the
+    // kernel's offset is one more than the stream's.
+    let offset = match mode {
+        Mechanism::Offset if info.transport == Transport::Tcp => offset + urgent_hole(fd, offset)?,
+        _ => offset,
+    };
     let mut p = match Peeker::open(fd, info, mode, offset, false) {
         Err(e) if is_eopnotsupp(&e) => Peeker::open(fd, info, Mechanism::Discard, offset, false)?,
         r => r?,
     };
     p.peek(bufs, flags)
     // Dropping `p` disables SO_PEEK_OFF again if it set it.
+}
+
+/// 1 when the kernel's `SO_PEEK_OFF` for the stream offset `offset` of a TCP socket counts a
+/// byte that reads skip: an urgent byte not read yet (`POLLPRI`) and out of the stream (no
+/// `SO_OOBINLINE`), whose mark lies at or before `offset`. The bytes before the mark are those
+/// `SIOCATMARK` and `SIOCINQ` tell: none when the mark is at the head, else what `SIOCINQ`
+/// counts (`tcp_inq`, include/net/tcp.h, stops at a mark ahead). A peek before the mark needs
+/// nothing: the kernel ends it at the mark. 0 otherwise (MPTCP has no urgent data), after one
+/// `poll` when no urgent byte is pending.
+fn urgent_hole(fd: BorrowedFd<'_>, offset: usize) -> io::Result<usize> {
+    if sys::poll_one(fd, libc::POLLPRI, 0)? & libc::POLLPRI == 0 {
+        return Ok(0);
+    }
+    if sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_OOBINLINE)? != 0 {
+        return Ok(0);
+    }
+    let before_mark = if sys::at_mark(fd) { 0 } else { sys::inq(fd)? };
+    Ok(usize::from(offset >= before_mark))
 }
 
 /// Drops up to `n` bytes from the head of the receive queue; returns bytes dropped.

@@ -299,6 +299,8 @@ class AsyncReceiver:
     def __init__(self, sock: Any) -> None:
         self.receiver = Receiver(sock)
         self._watch = _Watch.for_socket(asyncio.get_running_loop(), self.receiver.fileno())
+        # Bytes a cancelled receive had taken off the socket: the next receive's first.
+        self._held = b""
 
     @property
     def callbacks(self) -> int:
@@ -309,7 +311,9 @@ class AsyncReceiver:
         """At least ``min`` (clamped to 1..nbytes) of up to ``nbytes`` bytes; fewer only at
         end of stream (``b""`` when nothing came) or before an error (left for the next
         call). Errors as :func:`lowcopy.recv_atleast`, less ``TimeoutError`` (the loop
-        waits; use ``asyncio.timeout``)."""
+        waits; use ``asyncio.timeout``). A receive cancelled (``asyncio.timeout``,
+        ``wait_for``, a task's ``cancel()``) after it took bytes keeps them: the next receive
+        on this object returns them first, so nothing the socket delivered is lost."""
         # Sized as Receiver.recv_atleast's buffer: by what the socket can hold (so 10**9 does
         # not zero-fill 1 GB), OverflowError above INT_MAX.
         buf = bytearray(self.receiver._buffer_len(nbytes, min))
@@ -324,9 +328,10 @@ class AsyncReceiver:
         if nbytes:
             view = view[:nbytes]
         want = max(1, builtins.min(min, len(view)))
-        got = 0
+        got = len(self._held[: len(view)])
+        view[:got], self._held = self._held[:got], self._held[got:]
         woken = False
-        while True:
+        while got < want:
             try:
                 n = self.receiver.recv_atleast_into(view[got:], want - got, 0)
             except TimeoutError:
@@ -342,9 +347,14 @@ class AsyncReceiver:
             if n > 0:
                 got += n
                 if got >= want:
-                    return got
-            await self._watch.wait_in()
+                    break
+            try:
+                await self._watch.wait_in()
+            except asyncio.CancelledError:
+                self._held = bytes(view[:got])  # all of them: self._held was empty here
+                raise
             woken = True
+        return got
 
     def close(self) -> None:
         """Stops watching and closes the receiver (putting back the socket's mark)."""
