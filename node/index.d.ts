@@ -298,8 +298,8 @@ export declare class Receiver {
   stats(): RecvStatsOut
   /**
    * Puts back the socket's mark found at creation and closes the duplicate. A pending
-   * `recvAtLeastAsync` is ended first: it resolves with the bytes it had received, or rejects
-   * with `ECANCELED` when it had none (nothing it took is lost).
+   * `recvAtLeastAsync` ends at once: it resolves with the bytes it had received, or rejects
+   * with an `AbortError` when it had none (nothing it took is lost).
    */
   close(): void
 }

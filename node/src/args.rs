@@ -2,8 +2,6 @@
 //! options, checked the way Node's own validators check them.
 
 use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use lowcopy::Flags;
@@ -105,53 +103,6 @@ pub fn borrowed_fd<'a>(env: &Env, v: &Unknown<'a>, what: &str) -> Result<Borrowe
     // SAFETY: see `with_fd`; a closed number makes the kernel answer EBADF, never memory
     // unsafety.
     Ok(unsafe { BorrowedFd::borrow_raw(raw) })
-}
-
-/// Runs `f` on the object in `m`: `EBUSY` while an async call claimed it (`busy`, from the
-/// call that started it until its task is gone, so a call made right after it, before its
-/// thread took the lock, is refused too) or another thread holds it, `EBADF` once closed
-/// (`None`), all as system errors of `what`, as is `f`'s error.
-pub fn with_locked<C, T>(
-    env: &Env,
-    m: &std::sync::Mutex<Option<C>>,
-    busy: &AtomicBool,
-    what: &str,
-    f: impl FnOnce(&mut C) -> std::io::Result<T>,
-) -> Result<T> {
-    use std::sync::TryLockError;
-    if busy.load(Ordering::Acquire) {
-        return Err(sys_error(env, libc::EBUSY, what));
-    }
-    let mut g = match m.try_lock() {
-        Ok(g) => g,
-        Err(TryLockError::Poisoned(p)) => p.into_inner(),
-        Err(TryLockError::WouldBlock) => return Err(sys_error(env, libc::EBUSY, what)),
-    };
-    let c = g
-        .as_mut()
-        .ok_or_else(|| sys_error(env, libc::EBADF, what))?;
-    f(c).or_throw(env, what)
-}
-
-/// An async call's claim on its object: the object's `busy` flag, set while the claim lives
-/// (it goes with the call's task: once its promise is settled, or when no thread ran it), so
-/// the object's other calls are `EBUSY` meanwhile ([`with_locked`]).
-pub struct Busy(Arc<AtomicBool>);
-
-impl Busy {
-    /// The claim, or `EBUSY` (a system error of `what`) while another call holds one.
-    pub fn claim(env: &Env, busy: &Arc<AtomicBool>, what: &str) -> Result<Busy> {
-        if busy.swap(true, Ordering::AcqRel) {
-            return Err(sys_error(env, libc::EBUSY, what));
-        }
-        Ok(Busy(busy.clone()))
-    }
-}
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
-    }
 }
 
 /// An element pointer N-API gave for `len` elements: dangling (aligned, never read) when

@@ -55,6 +55,7 @@ mod error;
 mod peek;
 mod probe;
 mod rx;
+mod shared;
 mod teardown;
 pub mod testing;
 mod zc;

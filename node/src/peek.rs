@@ -4,16 +4,15 @@
 use std::io::IoSliceMut;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::ptr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use lowcopy::{AbortHandle, Flags, PeekMode};
+use lowcopy::{Flags, PeekMode};
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
 
 use crate::args::{self, alloc_len, size, with_fd};
-use crate::error::{sys_error, Fail, OrThrow};
+use crate::error::{Fail, OrThrow};
 use crate::teardown::BufferTask;
 
 /// Options of a peek or consume.
@@ -255,29 +254,9 @@ pub fn peek_supported(env: Env, fd: Unknown) -> Result<bool> {
 type Core = lowcopy::Peeker<OwnedFd>;
 
 /// The core peeker behind a JS `Peeker`: shared with a `peekAsync` running on its own thread.
-#[derive(Default)]
-pub struct Shared {
-    peeker: Mutex<Option<Core>>,
-    /// `close()` was called while an async peek held the peeker: that peek closes it.
-    close_requested: AtomicBool,
-    /// The abort handles of pending async peeks: `close()` aborts them to wake them.
-    waiters: Mutex<Vec<Arc<AbortHandle>>>,
-    /// A `peekAsync` is pending (its [`args::Busy`] claim).
-    busy: Arc<AtomicBool>,
-}
+type Shared = crate::shared::Shared<Core>;
 
 impl Shared {
-    /// Runs `f` on the core peeker: `EBADF` once closed, `EBUSY` while a `peekAsync` holds it;
-    /// those and `f`'s error are thrown as system errors of `what`.
-    fn with<T>(
-        &self,
-        env: &Env,
-        what: &str,
-        f: impl FnOnce(&mut Core) -> std::io::Result<T>,
-    ) -> Result<T> {
-        args::with_locked(env, &self.peeker, &self.busy, what, f)
-    }
-
     /// `Peeker.peekInto`'s work (the class method's, which read the options into `f` first, and
     /// the bound function's, which takes none).
     fn peek_into(&self, env: &Env, buf: &Unknown, f: Flags) -> Result<u32> {
@@ -293,41 +272,6 @@ impl Shared {
     fn seek(&self, env: &Env, offset: &Unknown) -> Result<()> {
         let off = size(env, offset, "offset")?;
         self.with(env, "seek", |p| p.seek(off))
-    }
-
-    /// The abort handles of pending async peeks.
-    fn waiters(&self) -> std::sync::MutexGuard<'_, Vec<Arc<AbortHandle>>> {
-        self.waiters.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// `peekAsync` on its own thread: up to `len` bytes at the cursor, waiting until `until`
-    /// (`None`: no limit) or until `cancel` is aborted (`close()`, the environment's teardown).
-    fn peek_async(
-        &self,
-        cancel: &Arc<AbortHandle>,
-        len: usize,
-        until: Option<std::time::Instant>,
-    ) -> std::result::Result<Vec<u8>, Fail> {
-        let mut g = self.peeker.lock().unwrap_or_else(|p| p.into_inner());
-        let mut buf = Vec::new();
-        if let Some(p) = g.as_ref() {
-            // Sized by what the socket can hold (`recv_buffer_len`), not by `length` alone.
-            buf = args::try_alloc(lowcopy::recv_buffer_len(p.as_fd(), len))?;
-        }
-        let r = match g.as_mut() {
-            _ if self.close_requested.load(Ordering::Acquire) => Err(Fail::Aborted),
-            None => Err(Fail::Errno(libc::EBADF)),
-            Some(p) => p
-                .peek_abortable(&mut [IoSliceMut::new(&mut buf)], cancel, left(until))
-                .map_err(aborted),
-        };
-        if self.close_requested.load(Ordering::Acquire) {
-            g.take(); // close() came while this held the peeker
-        }
-        drop(g);
-        self.waiters().retain(|w| !Arc::ptr_eq(w, cancel));
-        buf.truncate(r?);
-        Ok(buf)
     }
 }
 
@@ -607,11 +551,10 @@ impl Peeker {
         let mut o = lowcopy::PeekerOptions::new(mode).urgent(urgent.unwrap_or(U::Inline));
         o.kind = kind;
         let p = Core::with_options(dup, o).or_throw(&env, "Peeker")?;
-        let shared = Arc::new(Shared {
-            peeker: Mutex::new(Some(p)),
-            ..Shared::default()
-        });
-        Ok(Peeker { shared, fd: raw })
+        Ok(Peeker {
+            shared: Shared::new(p),
+            fd: raw,
+        })
     }
 
     /// The peeker's own descriptor (its duplicate), e.g. to watch it with epoll; -1 once closed.
@@ -627,8 +570,7 @@ impl Peeker {
     /// Whether `close()` was called.
     #[napi(getter, catch_unwind)]
     pub fn closed(&self) -> bool {
-        self.shared.close_requested.load(Ordering::Acquire)
-            || matches!(self.shared.peeker.try_lock(), Ok(g) if g.is_none())
+        self.shared.closed()
     }
 
     /// The mechanism in use: `'offset'` (`SO_PEEK_OFF`) or `'discard'`, never `'auto'`.
@@ -819,17 +761,16 @@ impl Peeker {
     ) -> Result<Object<'e>> {
         let len = alloc_len(env, &length, "length")?;
         let timeout = args::timeout_opt(env, options.as_ref())?;
-        if self.closed() {
-            return Err(sys_error(env, libc::EBADF, "peekAsync"));
-        }
-        let (shared, until) = (self.shared.clone(), deadline(timeout));
-        let busy = args::Busy::claim(env, &shared.busy, "peekAsync")?;
-        crate::teardown::spawn(env, "peekAsync", |cancel| {
-            self.shared.waiters().push(cancel.clone());
-            BufferTask("peekAsync", move || {
-                let _busy = &busy; // the other calls are EBUSY until this task is gone
-                shared.peek_async(&cancel, len, until)
-            })
+        let until = deadline(timeout);
+        self.shared.spawn(env, "peekAsync", move |p, cancel| {
+            // Sized by what the socket can hold (`recv_buffer_len`), not by `length` alone.
+            let mut buf = args::try_alloc(lowcopy::recv_buffer_len(p.as_fd(), len))?;
+            let bufs = &mut [IoSliceMut::new(&mut buf)];
+            let n = p
+                .peek_abortable(bufs, cancel, left(until))
+                .map_err(aborted)?;
+            buf.truncate(n);
+            Ok(buf)
         })
     }
 
@@ -935,14 +876,10 @@ impl Peeker {
     #[napi(catch_unwind, ts_args_type = "options?: PeekerCloseOptions")]
     pub fn close(&self, env: Env, options: Option<Unknown>) -> Result<()> {
         let restore = args::bool_opt(&env, options.as_ref(), "restore", true)?;
-        self.shared.close_requested.store(true, Ordering::Release);
-        self.shared.waiters().iter().for_each(|w| w.abort());
         // An async peek holding the peeker drops it when it ends.
-        if let Ok(mut g) = self.shared.peeker.try_lock() {
-            match g.take() {
-                Some(p) if !restore => drop(p.into_inner_unrestored()),
-                p => drop(p),
-            }
+        match self.shared.close() {
+            Some(p) if !restore => drop(p.into_inner_unrestored()),
+            p => drop(p),
         }
         Ok(())
     }
@@ -1070,7 +1007,7 @@ pub(crate) fn left(deadline: Option<std::time::Instant>) -> Option<std::time::Du
 }
 
 /// core's `ECANCELED` (the abort handle ended the wait) as the `AbortError` it is in JS.
-fn aborted(e: std::io::Error) -> Fail {
+pub(crate) fn aborted(e: std::io::Error) -> Fail {
     match e.raw_os_error() {
         Some(libc::ECANCELED) => Fail::Aborted,
         _ => e.into(),

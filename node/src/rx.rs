@@ -1,18 +1,17 @@
 //! Low-water-mark receive: `setRcvlowat`, `recvAtLeast`, `recvAtLeastAsync`.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-
-use lowcopy::AbortHandle;
+use std::sync::Arc;
+use std::time::Duration;
 
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
 
 use crate::args::{self, alloc_len, size, with_fd};
-use crate::error::{sys_error, Fail, OrThrow};
+use crate::error::OrThrow;
 use crate::peek::bytes_arg;
+use crate::shared::Shared;
 use crate::teardown::BufferTask;
 
 /// Sets `SO_RCVLOWAT` to `bytes` and returns the value the kernel keeps, in bytes. On a
@@ -172,10 +171,7 @@ pub fn recv_at_least(
     min: Unknown,
     options: Option<Unknown>,
 ) -> Result<f64> {
-    bytes_arg(&env, &buf, "buf")?; // its TypeError first
-    let min = size(&env, &min, "min")?;
-    let timeout = args::timeout_opt(&env, options.as_ref())?;
-    args::object_opt(&env, options.as_ref(), "stats")?;
+    let (min, timeout) = recv_opts(&env, &min, options.as_ref())?;
     let fd = args::borrowed_fd(&env, &fd, "recvAtLeast")?;
     // After every read that can run JS (the options' and `{ fd }`'s getters): see `View`.
     let mut b = bytes_arg(&env, &buf, "buf")?;
@@ -217,9 +213,7 @@ pub fn recv_at_least_async<'e>(
     options: Option<Unknown>,
 ) -> Result<Object<'e>> {
     let len = alloc_len(env, &length, "length")?;
-    let min = size(env, &min, "min")?;
-    let timeout = args::timeout_opt(env, options.as_ref())?;
-    args::object_opt(env, options.as_ref(), "stats")?;
+    let (min, timeout) = recv_opts(env, &min, options.as_ref())?;
     let fd = args::dup_fd(env, &fd, "recvAtLeastAsync")?;
     // On a thread of its own, aborted by the environment's teardown.
     crate::teardown::spawn(env, "recvAtLeastAsync", |abort| {
@@ -298,22 +292,8 @@ mirror!(RecvStatsOut from lowcopy::RecvStats { calls, syscalls, wakeups, early_w
 // doc-end
 #[napi]
 pub struct Receiver {
-    inner: Arc<RxShared>,
+    inner: Arc<Shared<CoreRx>>,
     fd: i32,
-}
-
-/// A `Receiver`'s state, shared with its pending `recvAtLeastAsync`.
-#[derive(Default)]
-struct RxShared {
-    rx: Mutex<Option<CoreRx>>,
-    /// A `recvAtLeastAsync` is pending (its [`args::Busy`] claim).
-    busy: Arc<AtomicBool>,
-    /// The pending `recvAtLeastAsync`'s abort handle: `close()` aborts it.
-    waiter: Mutex<Option<Arc<AbortHandle>>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[napi]
@@ -334,10 +314,7 @@ impl Receiver {
         let raw = std::os::fd::AsRawFd::as_raw_fd(&dup);
         let rx = CoreRx::new(dup).or_throw(&env, "Receiver")?;
         Ok(Receiver {
-            inner: Arc::new(RxShared {
-                rx: Mutex::new(Some(rx)),
-                ..RxShared::default()
-            }),
+            inner: Shared::new(rx),
             fd: raw,
         })
     }
@@ -345,9 +322,10 @@ impl Receiver {
     /// The receiver's own descriptor (its duplicate); -1 once closed.
     #[napi(getter, catch_unwind)]
     pub fn fd(&self) -> i32 {
-        match self.inner.rx.try_lock() {
-            Ok(g) if g.is_none() => -1,
-            _ => self.fd,
+        if self.inner.closed() {
+            -1
+        } else {
+            self.fd
         }
     }
 
@@ -364,14 +342,10 @@ impl Receiver {
         min: Unknown,
         options: Option<Unknown>,
     ) -> Result<f64> {
-        bytes_arg(&env, &buf, "buf")?; // its TypeError first
-        let min = size(&env, &min, "min")?;
-        let timeout = args::timeout_opt(&env, options.as_ref())?;
-        args::object_opt(&env, options.as_ref(), "stats")?;
+        let (min, timeout) = recv_opts(&env, &min, options.as_ref())?;
         // After every read that can run JS (the options' getters): see `View`.
         let mut b = bytes_arg(&env, &buf, "buf")?;
-        let sh = &self.inner;
-        args::with_locked(&env, &sh.rx, &sh.busy, "recvAtLeast", |rx| {
+        self.inner.with(&env, "recvAtLeast", |rx| {
             rx.recv_atleast(b.bytes_mut(), min, timeout)
                 .map(|n| n as f64)
         })
@@ -393,51 +367,35 @@ impl Receiver {
         options: Option<Unknown>,
     ) -> Result<Object<'e>> {
         let len = alloc_len(env, &length, "length")?;
-        let min = size(env, &min, "min")?;
-        let timeout = args::timeout_opt(env, options.as_ref())?;
-        args::object_opt(env, options.as_ref(), "stats")?;
-        let inner = self.inner.clone();
-        let busy = args::Busy::claim(env, &inner.busy, "recvAtLeastAsync")?;
-        if lock(&inner.rx).is_none() {
-            return Err(sys_error(env, libc::EBADF, "recvAtLeastAsync"));
-        }
-        crate::teardown::spawn(env, "recvAtLeastAsync", |abort| {
-            *lock(&inner.waiter) = Some(abort.clone());
-            BufferTask("recvAtLeastAsync", move || {
-                let _busy = &busy; // the other calls are EBUSY until this task is gone
-                let mut g = lock(&inner.rx);
-                // Open when the call was made: closed since.
-                let rx = g.as_mut().ok_or(Fail::Errno(libc::ECANCELED))?;
-                let mut buf = buffer_for(rx.get_ref().as_fd(), len, min)?;
-                let n = rx.recv_atleast_abortable(&mut buf, min, timeout, &abort);
-                lock(&inner.waiter).take();
-                buf.truncate(n?);
-                Ok(buf)
-            })
+        let (min, timeout) = recv_opts(env, &min, options.as_ref())?;
+        self.inner.spawn(env, "recvAtLeastAsync", move |rx, abort| {
+            let mut buf = buffer_for(rx.get_ref().as_fd(), len, min)?;
+            let n = rx.recv_atleast_abortable(&mut buf, min, timeout, abort);
+            buf.truncate(n.map_err(crate::peek::aborted)?);
+            Ok(buf)
         })
     }
 
     /// The counters so far (`new`'s syscalls included).
     #[napi(catch_unwind)]
     pub fn stats(&self, env: Env) -> Result<RecvStatsOut> {
-        if self.inner.busy.load(Ordering::Acquire) {
-            return Err(sys_error(&env, libc::EBUSY, "stats"));
-        }
-        let g = lock(&self.inner.rx);
-        let rx = g
-            .as_ref()
-            .ok_or_else(|| sys_error(&env, libc::EBADF, "stats"))?;
-        Ok((&rx.stats()).into())
+        self.inner
+            .with(&env, "stats", |rx| Ok((&rx.stats()).into()))
     }
 
     /// Puts back the socket's mark found at creation and closes the duplicate. A pending
-    /// `recvAtLeastAsync` is ended first: it resolves with the bytes it had received, or rejects
-    /// with `ECANCELED` when it had none (nothing it took is lost).
+    /// `recvAtLeastAsync` ends at once: it resolves with the bytes it had received, or rejects
+    /// with an `AbortError` when it had none (nothing it took is lost).
     #[napi(catch_unwind)]
     pub fn close(&self) {
-        if let Some(a) = lock(&self.inner.waiter).take() {
-            a.abort();
-        }
-        lock(&self.inner.rx).take();
+        self.inner.close();
     }
+}
+
+/// A receive's `min` and `options.timeoutMs` (its `stats` checked to be an object, if given).
+fn recv_opts(env: &Env, min: &Unknown, o: Option<&Unknown>) -> Result<(usize, Option<Duration>)> {
+    let min = size(env, min, "min")?;
+    let timeout = args::timeout_opt(env, o)?;
+    args::object_opt(env, o, "stats")?;
+    Ok((min, timeout))
 }

@@ -431,7 +431,8 @@ impl Inner {
             // reads: an array of the views' ArrayBuffers of the sender's own, which nothing
             // else can reach.
             many => {
-                self.guard(env, many)?;
+                many.iter()
+                    .try_for_each(|v| self.marked(env, v).map(drop))?;
                 let abs: Vec<_> = many.iter().map(View::array_buffer).collect();
                 (None, js_array(env, &abs)?.raw())
             }
@@ -589,13 +590,7 @@ impl Inner {
         crate::peek::views_arg(env, data, "data").map(Few::Many)
     }
 
-    /// Runs the package's transfer guard on each view's ArrayBuffer (zerocopy-capable
-    /// backends only).
-    fn guard(&mut self, env: &Env, views: &[View]) -> Result<()> {
-        views.iter().try_for_each(|v| self.marked(env, v).map(drop))
-    }
-
-    /// [`Inner::guard`] of one view, then a hold on its ArrayBuffer through its `marked` entry
+    /// [`Inner::marked`] (the transfer guard) of one view, then a hold on its ArrayBuffer through its `marked` entry
     /// (counted up: strong until the last hold lets go); `None` without an entry to hold it by.
     fn guard_one(&mut self, env: &Env, v: &View) -> Result<Option<Hold>> {
         let Some(i) = self.marked(env, v)? else {

@@ -193,13 +193,13 @@ test('Receiver.recvAtLeastAsync: recvAtLeast and stats are EBUSY while it is pen
     assert.throws(() => r.stats(), (e) => e.code === 'EBUSY')
     const t = Date.now()
     r.close()
-    await assert.rejects(pending, (e) => e.code === 'ECANCELED')
+    await assert.rejects(pending, (e) => e.name === 'AbortError')
     assert.ok(Date.now() - t < 2000, 'close() did not wait for data that never comes')
     for (let i = 0; i < 20; i++) { // close() before or after the wait's thread started
       const ri = new lc.Receiver(p.sock)
       const w = ri.recvAtLeastAsync(SZ, 100)
       ri.close()
-      await assert.rejects(w, (e) => e.code === 'ECANCELED')
+      await assert.rejects(w, (e) => e.name === 'AbortError')
       assert.throws(() => ri.recvAtLeastAsync(SZ, 100), (e) => e.code === 'EBADF')
     }
     // The bytes that come later stay queued for whoever reads next.
