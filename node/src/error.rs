@@ -284,7 +284,7 @@ pub fn abort_error(env: &Env, msg: &str) -> Error {
 pub enum Fail {
     /// The kernel's errno, as a system error of the call.
     Errno(i32),
-    /// `close()` or an `AbortSignal` ended the wait.
+    /// `close()` or the environment's teardown ended the wait.
     Aborted,
 }
 

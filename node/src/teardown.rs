@@ -158,9 +158,9 @@ impl<V: ToNapiValue> Drop for Settle<V> {
 
 /// The task `make` builds run on a thread of its own; settles the promise returned.
 ///
-/// `make` is given the task's abort handle, which `close()` (or an `AbortSignal`) may abort to
-/// end its wait; it is registered with the environment for the task's life, so that the
-/// cleanup hook ends the wait too.
+/// `make` is given the task's abort handle, which `close()` may abort to end its wait; it is
+/// registered with the environment for the task's life, so that the cleanup hook ends the
+/// wait too.
 pub(crate) fn spawn<'e, T>(
     env: &'e Env,
     what: &'static str,
