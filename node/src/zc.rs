@@ -590,8 +590,9 @@ impl Inner {
         crate::peek::views_arg(env, data, "data").map(Few::Many)
     }
 
-    /// [`Inner::marked`] (the transfer guard) of one view, then a hold on its ArrayBuffer through its `marked` entry
-    /// (counted up: strong until the last hold lets go); `None` without an entry to hold it by.
+    /// [`Inner::marked`] (the transfer guard) of one view, then a hold on its ArrayBuffer through
+    /// its `marked` entry (counted up: strong until the last hold lets go); `None` without an
+    /// entry to hold it by.
     fn guard_one(&mut self, env: &Env, v: &View) -> Result<Option<Hold>> {
         let Some(i) = self.marked(env, v)? else {
             return Ok(None);
