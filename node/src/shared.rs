@@ -12,9 +12,10 @@ use napi::Env;
 use crate::error::{sys_error, Fail, OrThrow};
 use crate::teardown::BufferTask;
 
+/// The object, its pending async call's abort handle and the flags between them.
 pub struct Shared<C> {
     obj: Mutex<Option<C>>,
-    /// `close()` was called while the async call held the object: that call closes it.
+    /// `close()` was called (an async call holding the object then drops it when it ends).
     close_requested: AtomicBool,
     /// The pending async call's abort handle: `close()` aborts it to wake it.
     waiter: Mutex<Option<Arc<AbortHandle>>>,
