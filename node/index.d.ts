@@ -249,8 +249,8 @@ export declare class Peeker {
    * Restores `SO_RCVLOWAT` if the mark was armed, leaves `SO_PEEK_OFF` disabled (-1) if this
    * peeker used it, and `TCP_INQ` off (0) if it set it (the discard mechanism on TCP).
    * `{ restore: false }` for a socket closed next: nothing is restored. A pending `peekAsync`
-   * rejects with an `AbortError` (and the socket is restored when it ends). Calling it again
-   * does nothing.
+   * ends first and rejects with an `AbortError`: the socket is restored when `close()` returns,
+   * so a new peeker over it can be made at once. Calling it again does nothing.
    */
   close(options?: PeekerCloseOptions): void
 }

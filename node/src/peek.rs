@@ -871,12 +871,12 @@ impl Peeker {
     /// peeker used it, and `TCP_INQ` off (0) if it set it (the discard mechanism on TCP).
     // doc-end
     /// `{ restore: false }` for a socket closed next: nothing is restored. A pending `peekAsync`
-    /// rejects with an `AbortError` (and the socket is restored when it ends). Calling it again
-    /// does nothing.
+    /// ends first and rejects with an `AbortError`: the socket is restored when `close()` returns,
+    /// so a new peeker over it can be made at once. Calling it again does nothing.
     #[napi(catch_unwind, ts_args_type = "options?: PeekerCloseOptions")]
     pub fn close(&self, env: Env, options: Option<Unknown>) -> Result<()> {
         let restore = args::bool_opt(&env, options.as_ref(), "restore", true)?;
-        // An async peek holding the peeker drops it when it ends.
+        // A pending async peek ends first (it lets go of the peeker at the abort).
         match self.shared.close() {
             Some(p) if !restore => drop(p.into_inner_unrestored()),
             p => drop(p),

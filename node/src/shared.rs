@@ -15,7 +15,7 @@ use crate::teardown::BufferTask;
 /// The object, its pending async call's abort handle and the flags between them.
 pub struct Shared<C> {
     obj: Mutex<Option<C>>,
-    /// `close()` was called (an async call holding the object then drops it when it ends).
+    /// `close()` was called: an async call that has not taken the object yet never will.
     close_requested: AtomicBool,
     /// The pending async call's abort handle: `close()` aborts it to wake it.
     waiter: Mutex<Option<Arc<AbortHandle>>>,
@@ -61,14 +61,18 @@ impl<C: Send + 'static> Shared<C> {
     }
 
     /// Closes: aborts the pending async call (it rejects with an `AbortError`, or resolves with
-    /// what it had taken, and drops the object when it ends) and hands back the object when no
-    /// async call holds it.
+    /// what it had taken), waits for it to let go of the object (at once: its waits end on the
+    /// abort) and hands the object back, so the socket is as the object found it when `close()`
+    /// returns (a new object over it is not undone later by the old call ending).
     pub fn close(&self) -> Option<C> {
         self.close_requested.store(true, Ordering::Release);
         if let Some(w) = self.waiter().as_ref() {
             w.abort();
         }
-        self.obj.try_lock().ok()?.take()
+        self.obj
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
     }
 
     /// The async call `what`: `f` on the object on one of lowcopy's threads, its `AbortHandle`
@@ -109,10 +113,7 @@ impl<C: Send + 'static> Shared<C> {
             Some(c) if !self.closed() => f(c, abort),
             _ => Err(Fail::Aborted),
         };
-        if self.closed() {
-            g.take(); // close() came while this held the object
-        }
-        drop(g);
+        drop(g); // close(), waiting for it, takes the object
         self.waiter().take();
         r
     }

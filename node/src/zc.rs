@@ -344,12 +344,14 @@ struct Marked {
 }
 
 /// How a slot holds its send's data until the completion is reaped.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 enum Hold {
     /// Nothing: a free slot.
     None,
-    /// A strong reference of its own to the data (an `ArrayBufferView`, or the array of them).
+    /// A strong reference of its own to the data (an `ArrayBufferView`).
     Own(napi::sys::napi_ref),
+    /// A strong reference to each ArrayBuffer of an array of views.
+    Many(Box<[napi::sys::napi_ref]>),
     /// A count on the reference of the `marked` entry of the bytes at the key (`.1`) to the one
     /// view's ArrayBuffer: no reference made and deleted per send (about 450 instructions;
     /// counting one up and down costs about 150, callgrind).
@@ -425,33 +427,38 @@ impl Inner {
     /// taken before the send (a send that goes out always has its data held): one view through
     /// its ArrayBuffer's `marked` entry where it has one, else by a strong reference of its own.
     fn take_slot(&mut self, env: &Env, data: &Unknown, views: &[View]) -> Result<u32> {
-        let (one, held) = match views {
-            [one] => (self.guard_one(env, one)?, data.raw()),
+        let hold = match views {
+            [one] => match self.guard_one(env, one)? {
+                Some(h) => h,
+                None => Hold::Own(strong_ref(env, data.raw())?),
+            },
             // Not the caller's array, which the caller may empty or refill while the kernel
-            // reads: an array of the views' ArrayBuffers of the sender's own, which nothing
-            // else can reach.
+            // reads (and not an array of the sender's own, whose stores a setter on
+            // `Array.prototype` could swallow): a reference to each view's ArrayBuffer.
             many => {
                 many.iter()
                     .try_for_each(|v| self.marked(env, v).map(drop))?;
-                let abs: Vec<_> = many.iter().map(View::array_buffer).collect();
-                (None, js_array(env, &abs)?.raw())
+                let mut refs = Vec::with_capacity(many.len());
+                for v in many {
+                    match strong_ref(env, v.array_buffer()) {
+                        Ok(r) => refs.push(r),
+                        Err(e) => {
+                            drop_refs(env, &refs);
+                            return Err(e);
+                        }
+                    }
+                }
+                Hold::Many(refs.into())
             }
         };
-        let hold = match one {
-            Some(h) => h,
+        let slot = match self.free.pop() {
+            Some(s) => s,
             None => {
-                let mut r = std::ptr::null_mut();
-                // SAFETY: a strong reference to a live object of this call (an ArrayBufferView
-                // or the array of its views' ArrayBuffers), deleted by `drop_hold`.
-                let st = unsafe { napi::sys::napi_create_reference(env.raw(), held, 1, &mut r) };
-                napi::check_status!(st, "napi_create_reference failed")?;
-                Hold::Own(r)
+                own_element(env, &self.slab(env)?, self.next)?;
+                self.next += 1;
+                self.next - 1
             }
         };
-        let slot = self.free.pop().unwrap_or_else(|| {
-            self.next += 1;
-            self.next - 1
-        });
         let i = slot as usize;
         if self.data.len() <= i {
             self.data.resize(i + 1, Hold::None);
@@ -467,9 +474,8 @@ impl Inner {
         match std::mem::replace(&mut self.data[slot as usize], Hold::None) {
             Hold::None => {}
             // SAFETY: the reference `take_slot` made for this slot, deleted once (taken above).
-            Hold::Own(r) => unsafe {
-                ns::napi_delete_reference(env.raw(), r);
-            },
+            Hold::Own(r) => drop_refs(env, &[r]),
+            Hold::Many(refs) => drop_refs(env, &refs),
             Hold::Marked(r, key) => {
                 let mut n = 0;
                 // SAFETY: the entry's reference, alive while this hold counts on it.
@@ -892,6 +898,50 @@ impl<T> Few<T> {
             Few::One([x]) => Few::One([f(x)]),
             Few::Many(v) => Few::Many(v.iter().map(f).collect()),
         }
+    }
+}
+
+/// A strong reference to `v`, a live object of this call (deleted by [`drop_refs`]).
+fn strong_ref(env: &Env, v: napi::sys::napi_value) -> Result<napi::sys::napi_ref> {
+    let mut r = std::ptr::null_mut();
+    // SAFETY: an N-API call on this env with a live value, into a local.
+    let st = unsafe { napi::sys::napi_create_reference(env.raw(), v, 1, &mut r) };
+    napi::check_status!(st, "napi_create_reference failed")?;
+    Ok(r)
+}
+
+/// Deletes references [`strong_ref`] made, each once.
+fn drop_refs(env: &Env, refs: &[napi::sys::napi_ref]) {
+    for &r in refs {
+        // SAFETY: a reference of this sender's, not deleted before (the caller's promise).
+        unsafe { napi::sys::napi_delete_reference(env.raw(), r) };
+    }
+}
+
+/// Makes `slab[i]` an own data property (`undefined`) of the slab, as `CreateDataProperty` does,
+/// before any store or load of it: a store into a hole, and a load of one, would meet a setter
+/// or getter on `Array.prototype` (the caller's code, which could detach the buffers of the call
+/// that reaps), where an own element's never do.
+fn own_element(env: &Env, slab: &Object, i: u32) -> Result<()> {
+    use napi::sys as ns;
+    let key = std::ffi::CString::new(i.to_string()).expect("digits");
+    let mut undef = std::ptr::null_mut();
+    // SAFETY: N-API calls on this env with its live values; the descriptor's name outlives the
+    // call.
+    unsafe {
+        ns::napi_get_undefined(env.raw(), &mut undef);
+        let d = ns::napi_property_descriptor {
+            utf8name: key.as_ptr(),
+            name: std::ptr::null_mut(),
+            method: None,
+            getter: None,
+            setter: None,
+            value: undef,
+            attributes: ns::PropertyAttributes::writable | ns::PropertyAttributes::configurable,
+            data: std::ptr::null_mut(),
+        };
+        let st = ns::napi_define_properties(env.raw(), slab.raw(), 1, &d);
+        napi::check_status!(st, "napi_define_properties failed")
     }
 }
 

@@ -128,46 +128,64 @@ test('sendReapInto: an element getter of the data array that detaches `out` runs
   })
 })
 
-for (const backend of ['io_uring', 'errqueue']) {
-  test(`${backend}: an array of buffers sent is held by its buffers: emptying the array and a GC put nothing foreign on the wire`, () => {
-    withPair('tcp4', (p) => {
-      testing.setsockopt(p.peer, 'SO_RCVBUF', 65536) // the peer does not read yet: sends stay queued
-      const z = new lc.ZeroCopySender(p.sock, { backend })
-      try {
-        const arrays = []
-        let sent = 0
-        for (;;) {
-          const parts = [Buffer.from(pattern(sent, 32768)), Buffer.from(pattern(sent + 32768, 32768))]
-          let n
-          try {
-            n = z.send(parts, sent, { dontWait: true })
-          } catch (e) {
-            if (e.code === 'EAGAIN') break
-            throw e
-          }
-          sent += n
-          arrays.push(parts)
-          if (n < 65536) break
+// Queues sends of two-buffer arrays (each through `send`) until the socket is full, the peer
+// not reading; `after` runs once they are queued (the caller drops or empties its arrays); then
+// every byte on the wire must be the caller's pattern, with the freed memory reused meanwhile.
+function arraysHeldByTheirBuffers(backend, send, after) {
+  withPair('tcp4', (p) => {
+    testing.setsockopt(p.peer, 'SO_RCVBUF', 65536) // the peer does not read yet: sends stay queued
+    const z = new lc.ZeroCopySender(p.sock, { backend })
+    try {
+      const arrays = []
+      let sent = 0
+      for (;;) {
+        const parts = [Buffer.from(pattern(sent, 32768)), Buffer.from(pattern(sent + 32768, 32768))]
+        let n
+        try {
+          n = send(z, parts, sent)
+        } catch (e) {
+          if (e.code === 'EAGAIN') break
+          throw e
         }
-        assert.ok(sent > 65536 && z.inflight > 1, `sends are queued (${sent} bytes)`)
-        for (const a of arrays) a.length = 0 // the caller reuses its iovec lists
-        for (let i = 0; i < 5; i++) global.gc()
-        const junk = []
-        for (let i = 0; i < 500; i++) junk.push(Buffer.allocUnsafe(32768).fill(0xee))
-        assert.equal(testing.drainPattern(p.peer, 0, sent, 5000), sent, 'the caller\'s bytes, in order')
-        assert.ok(junk.length)
-      } finally {
-        z.close()
+        sent += n
+        arrays.push(parts)
+        if (n < 65536) break
       }
-    })
+      assert.ok(sent > 65536 && z.inflight > 1, `sends are queued (${sent} bytes)`)
+      after(arrays)
+      for (let i = 0; i < 5; i++) global.gc()
+      const junk = []
+      for (let i = 0; i < 500; i++) junk.push(Buffer.allocUnsafe(32768).fill(0xee))
+      assert.equal(testing.drainPattern(p.peer, 0, sent, 5000), sent, 'the caller\'s bytes, in order')
+      assert.ok(junk.length)
+    } finally {
+      z.close()
+    }
   })
 }
 
-test('Peeker.peekAsync: the peeker\'s other calls are EBUSY from the call on (before its thread starts), and work once it settled', async () => {
+for (const backend of ['io_uring', 'errqueue']) {
+  test(`${backend}: an array of buffers sent is held by its buffers: emptying the array and a GC put nothing foreign on the wire`, () => {
+    arraysHeldByTheirBuffers(backend, (z, parts, sent) => z.send(parts, sent, { dontWait: true }),
+      (arrays) => { for (const a of arrays) a.length = 0 }) // the caller reuses its iovec lists
+  })
+}
+
+// A tcp4 pair whose accepted side has `data` queued.
+async function withQueued(data, fn) {
   const p = testing.pair('tcp4')
   try {
-    testing.writeAllSync(p.peer, Buffer.from('abcdefgh'))
-    testing.waitQueued(p.sock, 8)
+    testing.writeAllSync(p.peer, Buffer.from(data))
+    testing.waitQueued(p.sock, data.length)
+    await fn(p)
+  } finally {
+    testing.close(p.sock)
+    testing.close(p.peer)
+  }
+}
+
+test('Peeker.peekAsync: the peeker\'s other calls are EBUSY from the call on (before its thread starts), and work once it settled', async () => {
+  await withQueued('abcdefgh', async (p) => {
     for (let i = 0; i < 20; i++) {
       const pk = new lc.Peeker(p.sock)
       const pending = pk.peekAsync(4, { timeoutMs: 1000 })
@@ -178,10 +196,7 @@ test('Peeker.peekAsync: the peeker\'s other calls are EBUSY from the call on (be
       assert.equal(pk.peek(4, { dontWait: true }).toString(), 'efgh', 'the cursor moved by the async peek only')
       pk.close()
     }
-  } finally {
-    testing.close(p.sock)
-    testing.close(p.peer)
-  }
+  })
 })
 
 test('Receiver.recvAtLeastAsync: recvAtLeast and stats are EBUSY while it is pending; close() ends it at once, nothing lost', async () => {
@@ -216,4 +231,72 @@ test('Receiver.recvAtLeastAsync: recvAtLeast and stats are EBUSY while it is pen
     testing.close(p.sock)
     testing.close(p.peer)
   }
+})
+
+// Index accessors on Array.prototype: what the sender keeps of its own (the buffers of an array
+// sent, the user values that are not numbers) is never in a JS array whose stores or loads could
+// fall through to them.
+function withIndexHooks(get, fn) {
+  for (const i of [0, 1]) Object.defineProperty(Array.prototype, i, { configurable: true, get, set() {} })
+  try {
+    return fn()
+  } finally {
+    delete Array.prototype[0]
+    delete Array.prototype[1]
+  }
+}
+
+for (const backend of ['io_uring', 'errqueue']) {
+  test(`${backend}: with setters on Array.prototype[0] and [1] that swallow stores, an array sent is still held by its buffers`, () => {
+    arraysHeldByTheirBuffers(backend,
+      (z, parts, sent) => withIndexHooks(() => undefined, () => z.send(parts, sent, { dontWait: true })),
+      (arrays) => { arrays.length = 0 }) // the caller keeps none of them
+  })
+
+  test(`${backend}: reapInto and sendReapInto with a getter on Array.prototype[0] that detaches \`out\`: it never runs, \`out\` gets the completions`, () => {
+    withPair('tcp4', (p) => {
+      const z = new lc.ZeroCopySender(p.sock, { backend })
+      try {
+        for (const how of ['reapInto', 'sendReapInto']) {
+          const out = new Float64Array(64).fill(-7)
+          let ran = 0
+          const ud = { any: 'object' } // not a number: kept by the sender as a JS value
+          withIndexHooks(() => { ran++; structuredClone(out.buffer, { transfer: [out.buffer] }) }, () => {
+            z.send(Buffer.alloc(100, 1), ud)
+            testing.read(p.peer, 100)
+            z.wait(2000)
+            if (how === 'reapInto') z.reapInto(out)
+            else z.sendReapInto(Buffer.alloc(10, 2), 5, out)
+          })
+          assert.equal(ran, 0, `${how}: no caller code ran`)
+          assert.equal(out.length, 64)
+          assert.ok(out[0] >= 1 && Number.isNaN(out[1]), `${how}: the object's completion (NaN: not a number)`)
+          if (how === 'sendReapInto') {
+            assert.equal(testing.read(p.peer, 10).length, 10)
+            z.wait(2000)
+            z.reap()
+          }
+        }
+      } finally {
+        z.close()
+      }
+    })
+  })
+}
+
+test('Peeker.close() with a peekAsync pending: the socket is restored when it returns, so a new peeker over it works at once', async () => {
+  await withQueued('abcdefgh', async (p) => {
+    for (let i = 0; i < 50; i++) {
+      const old = new lc.Peeker(p.sock)
+      old.peek(8) // the cursor at the end: the async peek waits
+      const pending = old.peekAsync(4)
+      old.close()
+      const pk = new lc.Peeker(p.sock)
+      assert.equal(pk.peek(4).toString(), 'abcd')
+      assert.equal(pk.peek(4).toString(), 'efgh', 'the new peeker\'s cursor is its own')
+      await assert.rejects(pending, (e) => e.name === 'AbortError')
+      assert.throws(() => pk.peek(4, { dontWait: true }), (e) => e.code === 'EAGAIN')
+      pk.close()
+    }
+  })
 })
