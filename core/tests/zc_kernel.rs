@@ -488,3 +488,43 @@ fn a_signal_interrupts_a_blocking_send_and_a_wait() {
         drop(big);
     }
 }
+
+/// A corked datagram built from `MSG_MORE` sends, one of them empty: the kernel numbers no
+/// notification for the empty append, so the sender must not count one (every later
+/// completion would be one send late, and the last would never come).
+#[test]
+fn an_empty_append_to_a_corked_datagram_takes_no_completion_id() {
+    for backend in [ZcBackend::ErrQueue, ZcBackend::IoUring, ZcBackend::Copy] {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+        a.connect(b.local_addr().unwrap()).unwrap();
+        let o = ZcOptions::new().backend(backend);
+        let mut zc = ZeroCopySender::with_options(&a, o).unwrap();
+        assert_eq!(zc.send(vec![1u8; 100], Flags::MORE, 1).unwrap(), 100);
+        assert_eq!(zc.send(Vec::new(), Flags::MORE, 2).unwrap(), 0);
+        assert_eq!(zc.send(vec![3u8; 100], Flags::NONE, 3).unwrap(), 100);
+        assert_eq!(zc.send(vec![4u8; 10], Flags::NONE, 4).unwrap(), 10);
+        let mut buf = [0u8; 1000];
+        assert_eq!(
+            b.recv(&mut buf).unwrap(),
+            200,
+            "{backend:?}: one datagram of two parts"
+        );
+        assert_eq!(b.recv(&mut buf).unwrap(), 10);
+        let mut got = Vec::new();
+        let t0 = Instant::now();
+        while got.len() < 3 && t0.elapsed() < Duration::from_secs(3) {
+            let _ = zc.wait(Some(Duration::from_millis(100)));
+            let mut out = [Completion::default(); 8];
+            let n = zc.reap(&mut out).unwrap();
+            got.extend(out[..n].iter().map(|c| c.user_data));
+        }
+        got.sort();
+        assert_eq!(
+            got,
+            [1, 3, 4],
+            "{backend:?}: one completion per send that took bytes"
+        );
+        assert_eq!(zc.inflight(), 0, "{backend:?}");
+    }
+}

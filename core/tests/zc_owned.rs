@@ -470,3 +470,37 @@ fn exit_with_sends_in_flight_leaves_an_intact_stream() {
     assert_eq!(got.len(), sent, "every byte sent arrives");
     assert!(got == pattern(0, sent), "and only those bytes");
 }
+
+/// A close callback that panics: the buffers of sends still in flight are leaked, never freed
+/// (the kernel may still read them), and the panic reaches the caller.
+#[test]
+fn a_panicking_close_callback_frees_no_buffer_in_flight() {
+    for backend in [ZcBackend::ErrQueue, ZcBackend::IoUring] {
+        for in_place in [false, true] {
+            let p = pair("tcp4");
+            let drops = Arc::new(AtomicUsize::new(0));
+            let mut zc = sender(&p.sock, backend);
+            zc.send(Poisoned::new(b'A', &drops), Flags::NONE, 1)
+                .unwrap();
+            zc.wait(Some(Duration::from_secs(2))).unwrap(); // A completed: the callback gets it
+            zc.send(Poisoned::new(b'B', &drops), Flags::MORE, 2)
+                .unwrap(); // corked: in flight
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                let t = Duration::from_millis(200);
+                if in_place {
+                    zc.close_in_place(t, |c, _| panic!("the callback panics at {c:?}"));
+                    drop(zc);
+                } else {
+                    zc.close_with(t, |c, _| panic!("the callback panics at {c:?}"));
+                }
+            }));
+            assert!(r.is_err(), "{backend:?}: the panic reached the caller");
+            // A's buffer went with the panic (the callback had it); B's was leaked.
+            assert_eq!(
+                drops.load(Ordering::SeqCst),
+                1,
+                "{backend:?} in_place={in_place}"
+            );
+        }
+    }
+}

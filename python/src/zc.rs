@@ -454,8 +454,11 @@ impl<'a> PinnedIov<'a> {
 // doc-copy: zc.one_per_socket
 /// Create one sender per socket, before any other `MSG_ZEROCOPY` send on it, and keep it for the
 /// socket's life: the kernel's id counter cannot be read back, so on the error queue a second
-/// sender on the same socket (after the first was closed, or in a forked child) never matches its
-/// completions (they count as unexpected ids) and its sends stay in flight.
+/// sender on the same socket (beside the first, after it was closed, or in a forked child) numbers
+/// its sends from 0 while the kernel goes on from where the first left off. It then takes the first
+/// sender's notifications for its own: a completion can come, and hand a buffer back, before the
+/// kernel has sent it. Never make a second error-queue sender on a socket; the io_uring backend has
+/// no such counter.
 // doc-end
 /// Not for use by two threads at once (`RuntimeError`); the io_uring backend belongs to the
 /// first thread that sends (`EEXIST` elsewhere).

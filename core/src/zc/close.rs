@@ -78,6 +78,26 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
             return;
         }
         self.settled = true;
+        // `f` is the caller's and may panic: then every buffer still held is leaked (the kernel
+        // may yet read it) before the panic goes on, as if the policy had abandoned them.
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.settle_held(timeout, reset, f)
+        }));
+        if let Err(panic) = r {
+            for owned in self.held.drain(..).flatten() {
+                std::mem::forget(owned);
+            }
+            std::panic::resume_unwind(panic);
+        }
+    }
+
+    /// [`ZeroCopySender::settle`]'s work, once `settled` is set.
+    fn settle_held(
+        &mut self,
+        timeout: Duration,
+        reset: bool,
+        f: &mut dyn FnMut(Completion, Option<Owned<B>>),
+    ) {
         let mut taken = 0;
         if self.tracker.inflight() > 0 {
             let here = self.check_thread().is_ok();

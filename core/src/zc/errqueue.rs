@@ -59,10 +59,14 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
             }
             self.stats.syscalls_send += 1;
             // SAFETY: msg points at the caller's name, control and iovecs.
-            match unsafe { sys::sendmsg(self.fd.as_fd(), msg, flags | libc::MSG_ZEROCOPY) } {
-                // TCP numbers only sends that queued data; a datagram takes an id even with no
-                // payload (its header goes out through the zerocopy path: observed on 6.18).
-                Ok(n) if n > 0 || !self.stream => {
+            let r = unsafe { sys::sendmsg(self.fd.as_fd(), msg, flags | libc::MSG_ZEROCOPY) };
+            // TCP numbers only sends that queued data; a datagram takes an id even with no
+            // payload (its header goes out through the zerocopy path: observed on 6.18), unless
+            // it appends nothing to a pending corked datagram (no header then, no id).
+            let empty_append = self.corked;
+            self.note_cork(&r, flags);
+            match r {
+                Ok(n) if n > 0 || (!self.stream && !empty_append) => {
                     self.stats.zerocopy_sends += 1;
                     self.tracker.add_id(slot, n);
                     return Ok(n);
@@ -77,7 +81,9 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
         }
         self.stats.syscalls_send += 1;
         // SAFETY: as above.
-        let n = unsafe { sys::sendmsg(self.fd.as_fd(), msg, flags) }?;
+        let r = unsafe { sys::sendmsg(self.fd.as_fd(), msg, flags) };
+        self.note_cork(&r, flags);
+        let n = r?;
         if n > 0 {
             self.stats.copy_sends += 1;
             let fallback = if errqueue || self.adaptive.off {
@@ -89,6 +95,14 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
             self.tracker.add_done(slot, n, COPIED | fallback);
         }
         Ok(n)
+    }
+
+    /// After a send on a datagram socket: whether a corked datagram is now pending (the send
+    /// went with `MSG_MORE`) or was sent (without).
+    fn note_cork(&mut self, r: &io::Result<usize>, flags: c_int) {
+        if !self.stream && r.is_ok() {
+            self.corked = flags & libc::MSG_MORE != 0;
+        }
     }
 
     /// Drains the error queue in batches of [`ERRQ_BATCH`] with `recvmmsg`, into buffers on

@@ -127,8 +127,11 @@ enum Engine {
 // doc-source: zc.one_per_socket
 /// Create one sender per socket, before any other `MSG_ZEROCOPY` send on it, and keep it for
 /// the socket's life: the kernel's id counter cannot be read back, so on the error queue a
-/// second sender on the same socket (after the first was closed, or in a forked child) never
-/// matches its completions (they count as unexpected ids) and its sends stay in flight.
+/// second sender on the same socket (beside the first, after it was closed, or in a forked
+/// child) numbers its sends from 0 while the kernel goes on from where the first left off. It
+/// then takes the first sender's notifications for its own: a completion can come, and hand a
+/// buffer back, before the kernel has sent it. Never make a second error-queue sender on a
+/// socket; the io_uring backend has no such counter.
 // doc-end
 /// Not for concurrent use (methods take `&mut self`); distinct senders are independent. With [`ZcBackend::IoUring`] the sender
 /// belongs to the first thread that sends on it, waits on it or asks for its
@@ -238,6 +241,9 @@ pub struct ZeroCopySender<F: AsFd, B: ZcBuf = Vec<u8>> {
     stats: ZcStats,
     /// The close policy ran (close, into_inner): drop does not run it again.
     settled: bool,
+    /// A datagram socket's last send was `MSG_MORE`: a datagram is pending (corked), and an
+    /// empty send appends nothing to it, so the kernel numbers no notification for it.
+    corked: bool,
 }
 
 impl<F: AsFd, B: ZcBuf> fmt::Debug for ZeroCopySender<F, B> {
@@ -398,6 +404,7 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
             waiter: Waiter::default(),
             stats: ZcStats::default(),
             settled: false,
+            corked: false,
         })
     }
 
@@ -432,6 +439,7 @@ impl<F: AsFd, B: ZcBuf> ZeroCopySender<F, B> {
             waiter: _,
             stats: _,
             settled: _,
+            corked: _,
         } = &*me;
         // SAFETY: `me` is never used or dropped again: `fd` is moved out once, and each field
         // that owns something is dropped in place once (the others are `Copy`).
