@@ -401,11 +401,11 @@ export declare class ZeroCopyReceiver {
  * never block a send on completions.
  * Create one sender per socket, before any other `MSG_ZEROCOPY` send on it, and keep it for the
  * socket's life: the kernel's id counter cannot be read back, so on the error queue a second
- * sender on the same socket (beside the first, after it was closed, or in a forked child) numbers
- * its sends from 0 while the kernel goes on from where the first left off. It then takes the first
- * sender's notifications for its own: a completion can come, and hand a buffer back, before the
- * kernel has sent it. Never make a second error-queue sender on a socket; the io_uring backend has
- * no such counter.
+ * sender on the same socket (beside the first, after it was closed, or in a forked child) would
+ * number its sends from 0 while the kernel goes on from where the first left off, and take the
+ * first sender's notifications for its own: a completion could hand a buffer back before the
+ * kernel sent it. So an error-queue sender is refused (`EBUSY`) on a socket whose `SO_ZEROCOPY` is
+ * set already, and AUTO picks io_uring or copies there; the io_uring backend has no such counter.
  * Sends and reaps run on the JS thread
  * (the io_uring backend belongs to the first thread that sends); `waitAsync` only waits on
  * a thread of its own.
@@ -417,7 +417,8 @@ export declare class ZeroCopySender {
    * An io_uring sender (explicit, or picked by AUTO) makes sure the calling thread has its ring
    * (made on the thread's first sender, kept until the thread exits) but joins a ring only at
    * its first use. The error-queue backend sets `SO_ZEROCOPY` on the socket (left set
-   * afterwards; it only matters to `MSG_ZEROCOPY` sends).
+   * afterwards; it only matters to `MSG_ZEROCOPY` sends), after a `getsockopt` that finds it
+   * unset.
    *
    * Errors: `TypeError` for a bad option, and for `'errqueue'` on a `net.Socket`; `EMFILE`
    * (no descriptor for the duplicate);
@@ -425,7 +426,9 @@ export declare class ZeroCopySender {
    * on stream and seqpacket sockets), `EOPNOTSUPP` (an explicit zerocopy backend on a socket
    * that has none: AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring setup
    * errors for an explicit io_uring backend when the calling thread has no ring yet (`EPERM`
-   * when `kernel.io_uring_disabled` forbids it, `ENOSYS`, `ENOMEM`, `EMFILE`).
+   * when `kernel.io_uring_disabled` forbids it, `ENOSYS`, `ENOMEM`, `EMFILE`), `EBUSY` (an
+   * explicit error-queue backend on a socket whose `SO_ZEROCOPY` is set already: see the
+   * sender's one-per-socket rule).
    */
   constructor(fd: number | import('node:net').Socket | { fd: number }, options?: ZcSenderOptions)
   /** The backend in use: `'io_uring'`, `'errqueue'` or `'copy'` (never `'auto'`). */

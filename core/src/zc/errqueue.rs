@@ -18,7 +18,16 @@ pub(super) fn plain_engine(fd: BorrowedFd<'_>) -> Engine {
     }
 }
 
+/// Sets `SO_ZEROCOPY` for a new error-queue sender: `EBUSY` where it is set already. Then
+/// another sender (or the program itself) may have made `MSG_ZEROCOPY` sends on the socket,
+/// and the kernel's notification ids go on from where those left off, where this sender would
+/// count from 0: it would take their notifications for its own sends' and hand buffers back
+/// before the kernel sent them. The counter cannot be read back, so such a socket gets no
+/// second error-queue sender (AUTO picks io_uring or copies there).
 pub(super) fn enable_so_zerocopy(fd: BorrowedFd<'_>) -> io::Result<()> {
+    if getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_ZEROCOPY)? != 0 {
+        return Err(errno(libc::EBUSY));
+    }
     setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_ZEROCOPY, 1)?;
     // Read it back: a filter (seccomp, BPF sockopt) could have swallowed the request.
     match getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_ZEROCOPY)? {

@@ -128,10 +128,11 @@ enum Engine {
 /// Create one sender per socket, before any other `MSG_ZEROCOPY` send on it, and keep it for
 /// the socket's life: the kernel's id counter cannot be read back, so on the error queue a
 /// second sender on the same socket (beside the first, after it was closed, or in a forked
-/// child) numbers its sends from 0 while the kernel goes on from where the first left off. It
-/// then takes the first sender's notifications for its own: a completion can come, and hand a
-/// buffer back, before the kernel has sent it. Never make a second error-queue sender on a
-/// socket; the io_uring backend has no such counter.
+/// child) would number its sends from 0 while the kernel goes on from where the first left
+/// off, and take the first sender's notifications for its own: a completion could hand a
+/// buffer back before the kernel sent it. So an error-queue sender is refused (`EBUSY`) on a
+/// socket whose `SO_ZEROCOPY` is set already, and AUTO picks io_uring or copies there; the
+/// io_uring backend has no such counter.
 // doc-end
 /// Not for concurrent use (methods take `&mut self`); distinct senders are independent. With [`ZcBackend::IoUring`] the sender
 /// belongs to the first thread that sends on it, waits on it or asks for its
@@ -334,7 +335,8 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// An io_uring sender (explicit, or picked by AUTO) makes sure the calling thread has its
     /// ring (made on the thread's first sender, kept until the thread exits) but joins a ring
     /// only at its first use. The error-queue backend sets `SO_ZEROCOPY` on the socket (left
-    /// set afterwards; it only matters to `MSG_ZEROCOPY` sends).
+    /// set afterwards; it only matters to `MSG_ZEROCOPY` sends), after a `getsockopt` that
+    /// finds it unset.
     // doc-end
     ///
     /// # Errors
@@ -346,7 +348,9 @@ impl<F: AsFd> ZeroCopySender<F> {
     /// socket that has none: AF_UNIX, MPTCP, raw, packet; or io_uring without SEND_ZC), io_uring
     /// setup errors
     /// for an explicit io_uring backend when the calling thread has no ring yet (`EPERM` when
-    /// `kernel.io_uring_disabled` forbids it, `ENOSYS`, `ENOMEM`, `EMFILE`).
+    /// `kernel.io_uring_disabled` forbids it, `ENOSYS`, `ENOMEM`, `EMFILE`), `EBUSY` (an
+    /// explicit error-queue backend on a socket whose `SO_ZEROCOPY` is set already: see the
+    /// sender's one-per-socket rule).
     // doc-end
     /// `fd` is dropped on error.
     pub fn with_options(fd: F, opts: ZcOptions) -> io::Result<Self> {
