@@ -457,7 +457,7 @@ impl Inner {
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
-                own_element(env, &self.slab(env)?, self.next)?;
+                own_element(env, self.slab(env)?, self.next)?;
                 self.next += 1;
                 self.next - 1
             }
@@ -925,27 +925,13 @@ fn drop_refs(env: &Env, refs: &[napi::sys::napi_ref]) {
 /// before any store or load of it: a store into a hole, and a load of one, would meet a setter
 /// or getter on `Array.prototype` (the caller's code, which could detach the buffers of the call
 /// that reaps), where an own element's never do.
-fn own_element(env: &Env, slab: &Object, i: u32) -> Result<()> {
-    use napi::sys as ns;
-    let key = std::ffi::CString::new(i.to_string()).expect("digits");
-    let mut undef = std::ptr::null_mut();
-    // SAFETY: N-API calls on this env with its live values; the descriptor's name outlives the
-    // call.
-    unsafe {
-        ns::napi_get_undefined(env.raw(), &mut undef);
-        let d = ns::napi_property_descriptor {
-            utf8name: key.as_ptr(),
-            name: std::ptr::null_mut(),
-            method: None,
-            getter: None,
-            setter: None,
-            value: undef,
-            attributes: ns::PropertyAttributes::writable | ns::PropertyAttributes::configurable,
-            data: std::ptr::null_mut(),
-        };
-        let st = ns::napi_define_properties(env.raw(), slab.raw(), 1, &d);
-        napi::check_status!(st, "napi_define_properties failed")
-    }
+fn own_element(env: &Env, mut slab: Object, i: u32) -> Result<()> {
+    use napi::{Property, PropertyAttributes as A};
+    let p = Property::new().with_utf8_name(&i.to_string())?;
+    let p = p
+        .with_napi_value(env, ())?
+        .with_property_attributes(A::Writable | A::Configurable);
+    slab.define_properties(&[p])
 }
 
 /// `slab[i] = v` (a JS value, or `()`: `undefined`).
