@@ -187,11 +187,21 @@ static void test_null_and_bad_input(void)
 	CHECK_EQ(lowcopy_zc_inflight(z), 0);
 	CHECK_EQ(lowcopy_zc_free(z), 0);
 
+	/* A second error-queue sender on the socket: EBUSY (the kernel's ids go on from the
+	 * first's; this one would count from 0), and no sender made. */
+	z = (lowcopy_zc *)0x1;
+	CHECK_EQ(lowcopy_zc_new(tx, LOWCOPY_ZC_ERRQUEUE, 0, &z), -EBUSY);
+	CHECK(z == (lowcopy_zc *)0x1);
+	close(tx);
+	close(rx);
+
 	/* NULL msg_name or msg_control with a length: sendmsg(2)'s EFAULT on every backend
-	 * (io_uring's SENDMSG_ZC would send), nothing sent, nothing in flight. */
+	 * (io_uring's SENDMSG_ZC would send), nothing sent, nothing in flight. Each sender on a
+	 * socket of its own (one error-queue sender per socket). */
 	for (uint32_t b = LOWCOPY_ZC_ERRQUEUE; b <= LOWCOPY_ZC_COPY; b++) {
 		struct msghdr bad = { .msg_iov = &iov, .msg_iovlen = 1 };
 		z = NULL;
+		zc_pair(&tx, &rx);
 		CHECK_EQ(lowcopy_zc_new(tx, b, 0, &z), 0);
 		bad.msg_controllen = 64;
 		CHECK_EQ(lowcopy_zc_sendmsg(z, &bad, MSG_DONTWAIT, 1), -EFAULT);
@@ -202,9 +212,9 @@ static void test_null_and_bad_input(void)
 		CHECK_EQ(lowcopy_zc_stats(z, &st, sizeof(lowcopy_zc_send_stats)), 0);
 		CHECK_EQ(st.sends, 0);
 		CHECK_EQ(lowcopy_zc_free(z), 0);
+		close(tx);
+		close(rx);
 	}
-	close(tx);
-	close(rx);
 	close(devnull);
 }
 
