@@ -736,8 +736,8 @@ impl Inner {
         flags: Flags,
     ) -> Result<std::io::Result<usize>> {
         let ud = Ud::Js(user_data.raw());
-        let views = self.views(env, &data)?;
-        let r = self.send_with(env, what, (&data, views), ud, |core, iov, slot, _| {
+        let data = (&data, self.views(env, &data)?);
+        let r = self.send_with(env, what, data, ud, |core, iov, slot, _| {
             // SAFETY: the views' buffers are held (`take_slot`) until the completion is
             // reaped, or by the close policy's abandoned sends for ever.
             unsafe { core.send_raw_to(iov, addr.as_ref(), flags, slot) }.map(|n| (n, 0))
@@ -754,17 +754,11 @@ impl Inner {
         f: Flags,
     ) -> Result<(usize, usize)> {
         let ud = Ud::Js(ud.raw());
-        let views = self.views(env, &data)?;
-        let r = self.send_with(
-            env,
-            "sendReap",
-            (&data, views),
-            ud,
-            |core, iov, slot, out| {
-                // SAFETY: as `send`'s: the buffers are held (`take_slot`) until their completion.
-                unsafe { core.send_reap_raw(iov, f, slot, out) }
-            },
-        )?;
+        let data = (&data, self.views(env, &data)?);
+        let r = self.send_with(env, "sendReap", data, ud, |core, iov, slot, out| {
+            // SAFETY: as `send`'s: the buffers are held (`take_slot`) until their completion.
+            unsafe { core.send_reap_raw(iov, f, slot, out) }
+        })?;
         r.or_throw(env, "sendReap")
     }
 
@@ -1505,20 +1499,14 @@ fn send_reap_into(
     let ud = Ud::Num(args::number(env, &user_data, "userData")?);
     // The data's views (an array's elements are read first: their getters can run JS), then
     // `out`'s: no JS runs from there on (see `View`).
-    let views = this.views(env, &data)?;
+    let data = (&data, this.views(env, &data)?);
     let dst = f64_out(env, &out)?;
     let room = ((dst.len() - 1) / 3).min(this.out.len());
-    let r = this.send_with(
-        env,
-        "sendReapInto",
-        (&data, views),
-        ud,
-        |core, iov, slot, out| {
-            // SAFETY: the views' buffers are held (`take_slot`) until the completion is
-            // reaped, or by the close policy's abandoned sends for ever.
-            unsafe { core.send_reap_raw(iov, flags, slot, &mut out[..room]) }
-        },
-    )?;
+    let r = this.send_with(env, "sendReapInto", data, ud, |core, iov, slot, out| {
+        // SAFETY: the views' buffers are held (`take_slot`) until the completion is
+        // reaped, or by the close policy's abandoned sends for ever.
+        unsafe { core.send_reap_raw(iov, flags, slot, &mut out[..room]) }
+    })?;
     let (n, k) = r.or_throw(env, "sendReapInto")?;
     this.completions_into(env, k, dst)?;
     Ok(n as f64)
