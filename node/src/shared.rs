@@ -21,7 +21,7 @@ pub struct Shared<C> {
     waiter: Mutex<Option<Arc<AbortHandle>>>,
     /// An async call is pending, from the call that made it until its task is gone (its
     /// promise settled, or no thread ran it): the other calls are `EBUSY` meanwhile, before
-    /// its thread took the lock too.
+    /// its thread took the lock too, and after it let go until the caller has its result.
     busy: AtomicBool,
 }
 
@@ -50,9 +50,10 @@ impl<C: Send + 'static> Shared<C> {
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
             Err(TryLockError::WouldBlock) => return Err(busy()),
         };
-        f(g.as_mut()
-            .ok_or_else(|| sys_error(env, libc::EBADF, what))?)
-        .or_throw(env, what)
+        let c = g
+            .as_mut()
+            .ok_or_else(|| sys_error(env, libc::EBADF, what))?;
+        f(c).or_throw(env, what)
     }
 
     /// Whether `close()` was called.
@@ -91,11 +92,15 @@ impl<C: Send + 'static> Shared<C> {
             return Err(sys_error(env, libc::EBUSY, what));
         }
         let claim = Claim(self.clone());
+        // The task keeps the claim until it is dropped, on the JS thread once the promise is
+        // settled: a call made when the work is done but before the caller saw its result is
+        // still EBUSY. So `f` is taken out of an Option by the task's (FnMut) closure, which
+        // keeps the claim.
         let mut f = Some(f);
         crate::teardown::spawn(env, what, move |abort| {
             *claim.0.waiter() = Some(abort.clone());
             BufferTask(what, move || {
-                let f = f.take().ok_or(Fail::Errno(libc::EINVAL))?;
+                let f = f.take().ok_or(Fail::Errno(libc::EINVAL))?; // a task runs once
                 claim.0.run(&abort, f)
             })
         })

@@ -476,7 +476,7 @@ impl Inner {
         use napi::sys as ns;
         match std::mem::replace(&mut self.data[slot as usize], Hold::None) {
             Hold::None => {}
-            // SAFETY: the reference `take_slot` made for this slot, deleted once (taken above).
+            // The references `take_slot` made for this slot, deleted once (taken above).
             Hold::Own(r) => drop_refs(env, &[r]),
             Hold::Many(refs) => drop_refs(env, &refs),
             Hold::Marked(r, key) => {

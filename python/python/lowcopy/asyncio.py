@@ -328,8 +328,10 @@ class AsyncReceiver:
         if nbytes:
             view = view[:nbytes]
         want = max(1, builtins.min(min, len(view)))
-        got = len(self._held[: len(view)])
-        view[:got], self._held = self._held[:got], self._held[got:]
+        got = 0
+        if self._held:  # a cancelled receive's bytes first
+            got = builtins.min(len(self._held), len(view))
+            view[:got], self._held = self._held[:got], self._held[got:]
         woken = False
         while got < want:
             try:
